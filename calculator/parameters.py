@@ -23,6 +23,7 @@ class LayerParams:
     shared_experts: int  # always-on experts (not sharded by EP)
     norms: int
     largest_module: int  # the largest single module, for the ZeRO-3/FSDP gather buffer
+    tensors: int = 0  # number of parameter tensors (AdamW keeps a 4-byte `step` per tensor)
 
     @property
     def total(self) -> int:
@@ -40,6 +41,7 @@ class ParameterCounts:
     layers: tuple[LayerParams, ...]
     final_norm: int
     lm_head: int  # 0 when tied to the embedding
+    tensors: int  # number of parameter tensors in the model
     active_per_token: int  # parameters a token passes through (MoE: top-k of the routed experts)
 
     @property
@@ -55,63 +57,117 @@ class ParameterCounts:
         return max([self.embedding, self.lm_head] + [l.largest_module for l in self.layers])
 
 
-def linear_params(n_in: int, n_out: int, bias: bool = False) -> int:
-    """nn.Linear(n_in, n_out): weight n_in·n_out plus an optional bias of n_out."""
-    return n_in * n_out + (n_out if bias else 0)
+Shape = tuple[int, ...]
 
 
-def norm_params(width: int, norm_type: str) -> int:
+def linear_shapes(n_in: int, n_out: int, bias: bool = False) -> list[Shape]:
+    """nn.Linear(n_in, n_out): a weight (n_out, n_in) and an optional bias (n_out,)."""
+    return [(n_out, n_in)] + ([(n_out,)] if bias else [])
+
+
+def norm_shapes(width: int, norm_type: str) -> list[Shape]:
     """RMSNorm keeps a weight of `width`; LayerNorm a weight and a bias."""
-    return width * (2 if norm_type == "layernorm" else 1)
+    return [(width,)] * (2 if norm_type == "layernorm" else 1)
 
 
-def mlp_params(h: int, f: int, gated: bool, bias: bool) -> int:
-    """Gated MLP (gate, up, down: 3·h·f) or plain MLP (fc1, fc2: 2·h·f), with optional biases."""
+def mlp_shapes(h: int, f: int, gated: bool, bias: bool, fused_gate_up: bool = False) -> list[Shape]:
+    """Gated MLP (gate, up, down: 3·h·f; Phi-3 fuses gate and up) or plain MLP (fc1, fc2: 2·h·f)."""
+    if gated and fused_gate_up:
+        return linear_shapes(h, 2 * f, bias) + linear_shapes(f, h, bias)
     if gated:
-        return 2 * linear_params(h, f, bias) + linear_params(f, h, bias)
-    return linear_params(h, f, bias) + linear_params(f, h, bias)
+        return 2 * linear_shapes(h, f, bias) + linear_shapes(f, h, bias)
+    return linear_shapes(h, f, bias) + linear_shapes(f, h, bias)
 
 
-def attention_params(m: ModelSpec) -> int:
-    """Attention block: q/k/v/o projections (GQA-aware) or MLA's low-rank projections, q/k norms, sinks."""
+def attention_shapes(m: ModelSpec) -> list[Shape]:
+    """Attention block: q/k/v/o (GQA-aware, fused or not) or MLA's low-rank projections; q/k norms; sinks."""
     h, a = m.hidden_size, m.num_attention_heads
     if m.is_mla:
-        # DeepSeek-V3 (modeling_deepseek_v3.py): q_a_proj + q_a_layernorm + q_b_proj (or q_proj),
+        # DeepSeek-V3 (transformers modeling_deepseek_v3.py): q_a_proj, q_a_layernorm, q_b_proj (or q_proj),
         # kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj.
-        q = (linear_params(h, m.q_lora_rank, m.qkv_bias) + m.q_lora_rank
-             + linear_params(m.q_lora_rank, a * m.head_size)) if m.q_lora_rank else linear_params(h, a * m.head_size)
-        kv = (linear_params(h, m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias) + m.kv_lora_rank
-              + linear_params(m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim)))
-        return q + kv + linear_params(a * m.v_head_dim, h, m.o_bias)
-    qkv = linear_params(h, m.q_dim + 2 * m.kv_dim, m.qkv_bias)
-    out = linear_params(m.q_dim, h, m.o_bias)
-    qk_norms = 2 * m.head_size if m.qk_norm else 0
-    sinks = a if m.attention_sinks else 0
-    return qkv + out + qk_norms + sinks
+        if m.q_lora_rank:
+            q = (linear_shapes(h, m.q_lora_rank, m.qkv_bias) + [(m.q_lora_rank,)]
+                 + linear_shapes(m.q_lora_rank, a * m.head_size))
+        else:
+            q = linear_shapes(h, a * m.head_size)
+        kv = (linear_shapes(h, m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias) + [(m.kv_lora_rank,)]
+              + linear_shapes(m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim)))
+        return q + kv + linear_shapes(a * m.v_head_dim, h, m.o_bias)
+    if m.fused_qkv:
+        qkv = linear_shapes(h, m.q_dim + 2 * m.kv_dim, m.qkv_bias)
+    else:
+        qkv = (linear_shapes(h, m.q_dim, m.qkv_bias) + 2 * linear_shapes(h, m.kv_dim, m.qkv_bias))
+    shapes = qkv + linear_shapes(m.q_dim, h, m.o_bias)
+    if m.qk_norm:
+        shapes += [(m.head_size,), (m.head_size,)]
+    if m.attention_sinks:
+        shapes.append((a,))
+    return shapes
 
 
-def expert_params(m: ModelSpec, f: int) -> int:
-    """One expert MLP of width f (GPT-OSS experts also carry biases)."""
-    return mlp_params(m.hidden_size, f, m.gated_mlp, m.expert_bias)
+def routed_expert_shapes(m: ModelSpec) -> list[Shape]:
+    """All routed experts of a layer; transformers >= 5 stores them fused as (E, 2f, h) and (E, h, f)."""
+    e, h, f = m.num_experts, m.hidden_size, m.expert_intermediate_size
+    width = 2 * f if m.gated_mlp else f
+    shapes: list[Shape] = [(e, width, h), (e, h, f)]
+    if m.expert_bias:
+        shapes += [(e, width), (e, h)]
+    return shapes
+
+
+def numel(shapes: list[Shape]) -> int:
+    total = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    return total
+
+
+def layer_shapes(m: ModelSpec, i: int) -> dict[str, list[Shape]]:
+    """Parameter tensor shapes of decoder layer i, grouped by how they shard."""
+    h = m.hidden_size
+    groups: dict[str, list[Shape]] = {
+        "attention": attention_shapes(m),
+        "norms": m.norms_per_layer * norm_shapes(h, m.norm_type),
+        "mlp": [], "router": [], "routed_experts": [], "shared_experts": [],
+    }
+    if not m.layer_is_moe(i):
+        groups["mlp"] = mlp_shapes(h, m.intermediate_size, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
+        return groups
+    groups["router"] = linear_shapes(h, m.num_experts, m.router_bias)
+    groups["routed_experts"] = routed_expert_shapes(m)
+    if m.num_shared_experts or m.shared_expert_intermediate_size:
+        width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
+        groups["shared_experts"] = mlp_shapes(h, width, m.gated_mlp, m.mlp_bias)
+        if m.shared_expert_gate:
+            groups["shared_experts"] += linear_shapes(h, 1)
+    return groups
 
 
 def layer_params(m: ModelSpec, i: int) -> LayerParams:
     """Parameters of decoder layer i."""
+    g = layer_shapes(m, i)
+    n = {k: numel(v) for k, v in g.items()}
+    largest = max(n["attention"], n["mlp"], n["routed_experts"], n["shared_experts"])
+    return LayerParams(n["attention"], n["mlp"], n["router"], n["routed_experts"], n["shared_experts"], n["norms"],
+                       largest_module=largest, tensors=sum(len(v) for v in g.values()))
+
+
+def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
+    """Every parameter tensor's shape (tied embeddings once), for optimizers whose state depends on shapes."""
     h = m.hidden_size
-    attn = attention_params(m)
-    norms = m.norms_per_layer * norm_params(h, m.norm_type)
-    if not m.layer_is_moe(i):
-        mlp = mlp_params(h, m.intermediate_size, m.gated_mlp, m.mlp_bias)
-        return LayerParams(attn, mlp, 0, 0, 0, norms, largest_module=max(attn, mlp))
-    router = linear_params(h, m.num_experts, m.router_bias)
-    one_expert = expert_params(m, m.expert_intermediate_size)
-    routed = m.num_experts * one_expert
-    shared = 0
-    if m.num_shared_experts or m.shared_expert_intermediate_size:
-        width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
-        shared = mlp_params(h, width, m.gated_mlp, m.mlp_bias) + (linear_params(h, 1) if m.shared_expert_gate else 0)
-    # transformers >= 5 stores all routed experts of a layer as one fused parameter: it is gathered whole.
-    return LayerParams(attn, 0, router, routed, shared, norms, largest_module=max(attn, routed, shared))
+    shapes: list[Shape] = [(m.vocab_size, h)]
+    if m.learned_position_embeddings:
+        shapes.append((m.learned_position_embeddings, h))
+    for i in range(m.num_hidden_layers):
+        for group in layer_shapes(m, i).values():
+            shapes += group
+    shapes += norm_shapes(h, m.norm_type)
+    if not m.tie_word_embeddings:
+        shapes.append((m.vocab_size, h))
+    return shapes
 
 
 @lru_cache(maxsize=256)
@@ -120,11 +176,13 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     h = m.hidden_size
     embedding = m.vocab_size * h + m.learned_position_embeddings * h
     layers = tuple(layer_params(m, i) for i in range(m.num_hidden_layers))
-    final_norm = norm_params(h, m.norm_type)
+    final_norm = numel(norm_shapes(h, m.norm_type))
+    tensors = (1 + (m.learned_position_embeddings > 0) + sum(l.tensors for l in layers)
+               + len(norm_shapes(h, m.norm_type)) + (not m.tie_word_embeddings))
     lm_head = 0 if m.tie_word_embeddings else m.vocab_size * h
     inactive = 0
     for i, layer in enumerate(layers):
         if m.layer_is_moe(i):
             inactive += layer.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts
     total = embedding + sum(l.total for l in layers) + final_norm + lm_head
-    return ParameterCounts(embedding, layers, final_norm, lm_head, active_per_token=total - inactive)
+    return ParameterCounts(embedding, layers, final_norm, lm_head, tensors, active_per_token=total - inactive)
