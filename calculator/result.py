@@ -1,0 +1,138 @@
+"""The result of an estimate: plain, immutable objects with integer bytes, each term carrying its formula,
+the formula with values substituted, and a source key (see calculator.sources.SOURCES).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+# Components every estimate reports (zero where absent), in stacking order for charts.
+COMPONENTS: tuple[str, ...] = (
+    "weights", "master_weights", "gradients", "optimizer_states", "activations", "logits", "kv_cache",
+    "transient", "comm_buffers", "fragmentation", "cuda_context", "framework_overhead",
+)
+
+COMPONENT_LABELS: dict[str, str] = {
+    "weights": "Weights",
+    "master_weights": "Master weights",
+    "gradients": "Gradients",
+    "optimizer_states": "Optimizer states",
+    "activations": "Activations",
+    "logits": "Logits & loss",
+    "kv_cache": "KV cache",
+    "transient": "Transient working set",
+    "comm_buffers": "Communication buffers",
+    "fragmentation": "Allocator fragmentation",
+    "cuda_context": "CUDA context",
+    "framework_overhead": "Framework overhead (flat %)",
+}
+
+# Which components `torch.cuda.max_memory_allocated()` sees; the rest only nvidia-smi does.
+ALLOCATED_COMPONENTS = frozenset(COMPONENTS[:9])
+
+
+@dataclass(frozen=True)
+class Term:
+    """One line of the breakdown."""
+
+    key: str  # unique id, e.g. "optimizer_states.adamw"
+    component: str  # one of COMPONENTS
+    label: str
+    bytes: int
+    formula: str  # with named symbols
+    substituted: str  # the same with values
+    source: str  # key into calculator.sources.SOURCES
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    """Memory of one GPU in one pipeline stage."""
+
+    stage: int
+    layers: tuple[int, int]  # [first, last) decoder layers held by this stage
+    terms: tuple[Term, ...]
+    peak_allocated_bytes: int
+    total_bytes: int
+
+    @property
+    def components(self) -> dict[str, int]:
+        out = dict.fromkeys(COMPONENTS, 0)
+        for t in self.terms:
+            out[t.component] += t.bytes
+        return out
+
+
+Verdict = Literal["fits", "tight", "does not fit"]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How the estimate sits on one GPU model."""
+
+    gpu: str
+    name: str
+    capacity_bytes: int
+    used_bytes: int
+    headroom_bytes: int  # negative when it does not fit
+    utilization: float
+    verdict: Verdict
+    gpus_needed: int | None  # GPUs of this kind the whole job needs at the same per-GPU layout; None if not fit
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Per-GPU memory of the most loaded GPU, plus every pipeline stage."""
+
+    model_name: str
+    mode: str
+    parameters: int
+    active_parameters: int
+    stages: tuple[StageEstimate, ...]
+    worst_stage: int
+    fits: tuple[Fit, ...] = ()
+    warnings: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def peak(self) -> StageEstimate:
+        return self.stages[self.worst_stage]
+
+    @property
+    def terms(self) -> tuple[Term, ...]:
+        return self.peak.terms
+
+    @property
+    def components(self) -> dict[str, int]:
+        return self.peak.components
+
+    @property
+    def peak_allocated_bytes(self) -> int:
+        return self.peak.peak_allocated_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.peak.total_bytes
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (the CLI's --json output and the app's JSON export)."""
+        return {
+            "model": self.model_name,
+            "mode": self.mode,
+            "parameters": self.parameters,
+            "active_parameters": self.active_parameters,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
+            "total_bytes": self.total_bytes,
+            "worst_stage": self.worst_stage,
+            "components": self.components,
+            "terms": [asdict(t) for t in self.terms],
+            "stages": [
+                {"stage": s.stage, "layers": list(s.layers), "peak_allocated_bytes": s.peak_allocated_bytes,
+                 "total_bytes": s.total_bytes, "components": s.components}
+                for s in self.stages
+            ],
+            "fits": [asdict(f) for f in self.fits],
+            "warnings": list(self.warnings),
+            "assumptions": list(self.assumptions),
+        }

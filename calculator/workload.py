@@ -1,0 +1,135 @@
+"""What is being run: training or inference, batch and sequence, precisions, optimizer, recompute, attention
+kernel, parallelism and the overhead allowances. Pydantic models, validated on construction; a parallel degree
+that does not divide the model is rejected by `calculator.parallel.check_divisibility` with a message naming
+the field.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from calculator.dtypes import Dtype
+
+Mode = Literal["train", "infer"]
+Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "none"]
+Recompute = Literal["none", "selective", "full"]
+Attention = Literal["flash", "eager"]
+ActivationModel = Literal["exact", "textbook", "fujii"]
+Schedule = Literal["1f1b", "interleaved"]
+
+OPTIMIZERS: dict[str, str] = {
+    "adamw": "AdamW (m and v)",
+    "adamw-8bit": "AdamW 8-bit (bitsandbytes, blockwise)",
+    "sgd": "SGD (no state)",
+    "sgd-momentum": "SGD with momentum",
+    "adafactor": "Adafactor (factored second moment)",
+    "lion": "Lion (momentum only)",
+    "none": "No optimizer (forward + backward only)",
+}
+
+
+class Precision(BaseModel):
+    """The dtype of each tensor family. `master_weights=None` means no separate fp32 copy of the weights."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    params: Dtype = "bf16"
+    grads: Dtype = "bf16"
+    master_weights: Dtype | None = "fp32"
+    optimizer_states: Dtype = "fp32"
+    activations: Literal["fp32", "bf16", "fp16"] = "bf16"
+
+
+# The precision recipes people actually run, by name (see calculator.sources for each one's reference).
+RECIPES: dict[str, tuple[str, Precision]] = {
+    "mixed-bf16": ("DeepSpeed / FSDP mixed precision: bf16 params and grads, fp32 master + optimizer (16 B/param)",
+                   Precision(params="bf16", grads="bf16", master_weights="fp32", optimizer_states="fp32")),
+    "megatron": ("Megatron-LM mixed precision: bf16 params, fp32 main grads, fp32 master + Adam (18 B/param)",
+                 Precision(params="bf16", grads="fp32", master_weights="fp32", optimizer_states="fp32")),
+    "amp-fp32": ("PyTorch AMP: fp32 params, grads and optimizer, bf16 autocast activations (16 B/param)",
+                 Precision(params="fp32", grads="fp32", master_weights=None, optimizer_states="fp32",
+                           activations="bf16")),
+    "pure-bf16": ("Pure bf16 (torchtune / litgpt): bf16 params, grads and optimizer state, no master (8 B/param)",
+                  Precision(params="bf16", grads="bf16", master_weights=None, optimizer_states="bf16")),
+    "fp32": ("Full fp32: params, grads, optimizer and activations in fp32 (16 B/param)",
+             Precision(params="fp32", grads="fp32", master_weights=None, optimizer_states="fp32",
+                       activations="fp32")),
+}
+
+
+class Parallelism(BaseModel):
+    """Parallel degrees and sharding. The world size is tp·pp·dp·cp (EP lives inside dp·cp·tp, as in Megatron)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    etp: int | None = Field(default=None, ge=1)  # expert tensor parallel (defaults to tp)
+    sequence_parallel: bool = False
+    zero: int = Field(default=0, ge=0, le=3)  # ZeRO stage / FSDP: 1 optimizer, 2 + grads, 3 + params
+    zero_shard_size: int | None = Field(default=None, ge=1)  # FSDP hybrid shard / HSDP group (defaults to dp·cp)
+    distributed_optimizer: bool = False  # Megatron's: shards fp32 master + optimizer over dp·cp
+    schedule: Schedule = "1f1b"
+    virtual_stages: int = Field(default=1, ge=1)  # interleaved 1F1B chunks per rank
+    num_microbatches: int | None = Field(default=None, ge=1)  # per step (gradient accumulation); default pp
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
+
+    @property
+    def shard_group(self) -> int:
+        """Ranks a ZeRO/FSDP shard is spread over."""
+        return self.zero_shard_size or self.dp * self.cp
+
+    @property
+    def microbatches(self) -> int:
+        return self.num_microbatches or self.pp
+
+
+class Overheads(BaseModel):
+    """Memory outside the tensors the model code allocates. Each is an explicit, editable line item."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cuda_context_bytes: int | None = Field(default=None, ge=0)  # None: the GPU catalogue's value for the chosen GPU
+    fragmentation_pct: float = Field(default=5.0, ge=0, le=100)  # caching-allocator slack, % of peak allocated
+    nccl_buffer_bytes_per_group: int = Field(default=0, ge=0)  # 0: NCCL's default buffers (see overheads.py)
+    include_comm_buffers: bool = True
+    textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100)  # flat % used by the textbook model only
+
+
+class Workload(BaseModel):
+    """Everything about how the model is run, apart from the model itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Mode = "train"
+    micro_batch: int = Field(default=1, gt=0)
+    seq_len: int = Field(default=4096, gt=0)  # training sequence, or the prompt length for inference
+    gen_tokens: int = Field(default=0, ge=0)  # inference: tokens generated after the prompt
+    precision: Precision = Precision()
+    optimizer: Optimizer = "adamw"
+    recompute: Recompute = "none"
+    attention: Attention = "flash"
+    activation_model: ActivationModel = "exact"
+    kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
+    weight_dtype: Dtype | None = None  # inference weights (None: precision.params); int4/nf4 add group scales
+    quant_group_size: int = Field(default=128, gt=0)  # elements per scale for 4/8-bit integer weights
+    parallel: Parallelism = Parallelism()
+    overheads: Overheads = Overheads()
+    gpu: str | None = None  # catalogue id for the fit verdict / CUDA context, e.g. "h100-sxm"
+
+    @model_validator(mode="after")
+    def _check(self) -> "Workload":
+        if self.parallel.schedule == "interleaved" and self.parallel.virtual_stages < 2:
+            raise ValueError("parallel.virtual_stages must be at least 2 for the interleaved schedule")
+        return self

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs (Python packages in .venv, Debian's chromium for the browser tests)
+# and run every test. This is the README's test command and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install -q -r requirements-dev.txt
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+exec .venv/bin/python -m pytest -q "$@"
