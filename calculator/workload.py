@@ -17,6 +17,7 @@ Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "eager"]
 ActivationModel = Literal["exact", "textbook", "fujii"]
 Schedule = Literal["1f1b", "interleaved"]
+OptimizerImpl = Literal["foreach", "for-loop", "fused"]
 
 OPTIMIZERS: dict[str, str] = {
     "adamw": "AdamW (m and v)",
@@ -102,7 +103,7 @@ class Overheads(BaseModel):
 
     cuda_context_bytes: int | None = Field(default=None, ge=0)  # None: the GPU catalogue's value for the chosen GPU
     fragmentation_pct: float = Field(default=5.0, ge=0, le=100)  # caching-allocator slack, % of peak allocated
-    nccl_buffer_bytes_per_group: int = Field(default=0, ge=0)  # 0: NCCL's default buffers (see overheads.py)
+    nccl_bytes_per_group: int = Field(default=500_000_000, ge=0)  # per communicator of size > 1 (Fujii et al.)
     include_comm_buffers: bool = True
     textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100)  # flat % used by the textbook model only
 
@@ -118,6 +119,7 @@ class Workload(BaseModel):
     gen_tokens: int = Field(default=0, ge=0)  # inference: tokens generated after the prompt
     precision: Precision = Precision()
     optimizer: Optimizer = "adamw"
+    optimizer_impl: OptimizerImpl = "foreach"  # PyTorch's default on CUDA; decides the optimizer-step transient
     recompute: Recompute = "none"
     attention: Attention = "flash"
     activation_model: ActivationModel = "exact"

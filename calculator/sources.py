@@ -1,0 +1,149 @@
+"""Where every formula comes from. Each Term's `source` is a key of SOURCES."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Source:
+    title: str
+    url: str
+    detail: str  # section / equation / file that holds the formula
+
+
+SOURCES: dict[str, Source] = {
+    "transformer-math": Source(
+        "EleutherAI, Transformer Math 101 (Anthony, Biderman, Schoelkopf, 2023)",
+        "https://blog.eleuther.ai/transformer-math/",
+        "Memory requirements: model parameters, optimizer states (12 B/param mixed Adam), gradients"),
+    "zero": Source(
+        "Rajbhandari et al., ZeRO: Memory Optimizations Toward Training Trillion Parameter Models (2019)",
+        "https://arxiv.org/abs/1910.02054",
+        "§3 and Figure 1: stage 1 shards optimizer states, stage 2 also gradients, stage 3 also parameters"),
+    "mixed-precision": Source(
+        "Micikevicius et al., Mixed Precision Training (2017)",
+        "https://arxiv.org/abs/1710.03740",
+        "§3.1: an fp32 master copy of the weights is updated; fp16/bf16 copies feed forward and backward"),
+    "megatron-memory": Source(
+        "Megatron-LM, theoretical_memory_usage.py",
+        "https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/training/theoretical_memory_usage.py",
+        "compute_weight_and_optimizer_memory: 18 B/param, or 6 + 12/d with the distributed optimizer; "
+        "activations of the first pipeline stage hold p in-flight micro-batches; interleaved × (1 + (p−1)/(p·v))"),
+    "megatron-distopt": Source(
+        "Megatron-LM distributed optimizer (docs/source/api-guide/dist_optimizer.md)",
+        "https://github.com/NVIDIA/Megatron-LM/blob/main/docs/source/api-guide/dist_optimizer.md",
+        "bf16 params 2 B + fp32 main grads 4 B per param kept whole; fp32 master + Adam 12 B sharded over DP"),
+    "deepspeed-zero3": Source(
+        "DeepSpeed ZeRO-3 memory estimator (deepspeed/runtime/zero/stage3.py)",
+        "https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/zero/stage3.py",
+        "estimate_zero3_model_states_mem_needs: largest-layer gather buffer on top of 18·P/N sharded state"),
+    "fsdp": Source(
+        "PyTorch FSDP (Zhao et al., PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel, 2023)",
+        "https://arxiv.org/abs/2304.11277",
+        "§3.2–3.4: one FSDP unit is unsharded at a time, plus the prefetched next unit; hybrid sharding"),
+    "torch-adamw": Source(
+        "PyTorch torch/optim/adamw.py (_multi_tensor_adamw / _single_tensor_adamw)",
+        "https://github.com/pytorch/pytorch/blob/main/torch/optim/adam.py",
+        "exp_avg, exp_avg_sq per param + a step tensor per param tensor; foreach allocates a full-size sqrt "
+        "temporary of exp_avg_sq"),
+    "bnb-8bit": Source(
+        "Dettmers et al., 8-bit Optimizers via Block-wise Quantization (2021); bitsandbytes",
+        "https://arxiv.org/abs/2110.02861",
+        "§2: 8-bit states quantized in blocks of 2048 (bitsandbytes blocksize 256 for optimizers) with one "
+        "fp32 absmax per block"),
+    "adafactor": Source(
+        "Shazeer & Stern, Adafactor: Adaptive Learning Rates with Sublinear Memory Cost (2018); torch.optim.Adafactor",
+        "https://arxiv.org/abs/1804.04235",
+        "§3: the second moment of an r×c matrix is kept as r + c factors; no first moment by default"),
+    "lion": Source(
+        "Chen et al., Symbolic Discovery of Optimization Algorithms (Lion, 2023)",
+        "https://arxiv.org/abs/2302.06675",
+        "Algorithm 2: Lion keeps only the momentum"),
+    "sgd": Source(
+        "PyTorch torch/optim/sgd.py",
+        "https://github.com/pytorch/pytorch/blob/main/torch/optim/sgd.py",
+        "momentum_buffer per parameter when momentum > 0; no state otherwise"),
+    "korthikanti": Source(
+        "Korthikanti et al., Reducing Activation Recomputation in Large Transformer Models (2022)",
+        "https://arxiv.org/abs/2205.05198",
+        "§4, Eq. 1–4, Table 2: s·b·h·(34 + 5·a·s/h) per layer; selective recompute drops 5·a·s/h; "
+        "full recompute keeps 2·s·b·h; TP/SP divide by t"),
+    "fujii": Source(
+        "Fujii, Watanabe, Yokota, Accelerating LLM Training with 4D Parallelism and Memory Consumption "
+        "Estimator (2024)",
+        "https://arxiv.org/abs/2411.06465",
+        "§3: activations s·b·h·(12 + 4k/a + 8f/h) per layer (bf16, flash, SP), NCCL ≈ 0.5 GB per communicator; "
+        "estimates under 80% of capacity did not OOM in 454 runs"),
+    "hf-llama": Source(
+        "Hugging Face transformers, models/llama/modeling_llama.py (v5.23), measured by tracing",
+        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py",
+        "LlamaRMSNorm upcasts to fp32 (saved), SwiGLU saves gate/up/act/product; see validation/README.md"),
+    "flash-attention": Source(
+        "Dao, FlashAttention-2 (2023)",
+        "https://arxiv.org/abs/2307.08691",
+        "§3.1: the backward recomputes the scores from q, k, v, the output and the fp32 logsumexp — no s² tensor"),
+    "hf-eager-attention": Source(
+        "Hugging Face transformers eager_attention_forward (modeling_llama.py)",
+        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py",
+        "repeat_kv expands k and v; softmax in fp32 is saved, and its cast back to the model dtype"),
+    "hf-moe": Source(
+        "Hugging Face transformers MoE experts (grouped_mm), e.g. models/mixtral/modeling_mixtral.py",
+        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/mixtral/modeling_mixtral.py",
+        "each token is copied to its top-k experts: the gathered input and expert outputs scale with top_k"),
+    "hf-loss": Source(
+        "Hugging Face transformers ForCausalLMLoss (loss/loss_utils.py)",
+        "https://github.com/huggingface/transformers/blob/main/src/transformers/loss/loss_utils.py",
+        "logits are upcast to fp32 and cross_entropy saves the fp32 log_softmax (4·b·s·V bytes)"),
+    "hf-checkpointing": Source(
+        "torch.utils.checkpoint (non-reentrant), as used by transformers gradient_checkpointing_enable",
+        "https://pytorch.org/docs/stable/checkpoint.html",
+        "each checkpointed layer keeps only its input; one layer is recomputed at a time during backward"),
+    "pipeline-1f1b": Source(
+        "Narayanan et al., Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM (2021)",
+        "https://arxiv.org/abs/2104.04473",
+        "§2.2: with 1F1B stage r keeps at most p − r micro-batches in flight; interleaved schedules keep "
+        "(p − r − 1)·2 + (v − 1)·p + 1 model-chunk micro-batches"),
+    "kv-cache": Source(
+        "Pope et al., Efficiently Scaling Transformer Inference (2022); transformers DynamicCache",
+        "https://arxiv.org/abs/2211.05102",
+        "§3.1: K and V per layer per token: 2·kv_heads·head_dim elements; GQA/MQA shrink kv_heads"),
+    "mla": Source(
+        "DeepSeek-AI, DeepSeek-V2 (2024), §2.1.2 Multi-head Latent Attention",
+        "https://arxiv.org/abs/2405.04434",
+        "the cache holds the compressed latent c_KV (kv_lora_rank) and the decoupled RoPE key (qk_rope_head_dim)"),
+    "sliding-window": Source(
+        "Jiang et al., Mistral 7B (2023), §2 Sliding Window Attention / rolling buffer cache",
+        "https://arxiv.org/abs/2310.06825",
+        "a sliding-window layer caches at most W tokens"),
+    "quantization": Source(
+        "Frantar et al., GPTQ (2022) and Dettmers et al., QLoRA (2023)",
+        "https://arxiv.org/abs/2305.14314",
+        "group-wise scales: GPTQ/AWQ fp16 scale + 4-bit zero per group; NF4 fp32 absmax per 64-element block; "
+        "MXFP4 one 8-bit scale per 32 elements (OCP MX spec)"),
+    "cuda-context": Source(
+        "Measured CUDA context sizes (validation/README.md, shared/validation/published_public.csv)",
+        "https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
+        "the CUDA/ROCm context, kernels and library handles live outside the caching allocator: nvidia-smi "
+        "shows them, torch.cuda.max_memory_allocated does not"),
+    "allocator": Source(
+        "PyTorch CUDA caching allocator (docs: CUDA semantics › memory management)",
+        "https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
+        "reserved − allocated: block rounding and fragmentation; an editable percentage of the peak"),
+    "nccl": Source(
+        "NCCL environment variables (NCCL_BUFFSIZE) and Fujii et al. 2024 §3",
+        "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",
+        "each communicator allocates its own buffers outside PyTorch's allocator (≈ 0.5 GB per communicator "
+        "measured by Fujii et al.)"),
+    "deepspeed-buckets": Source(
+        "DeepSpeed ZeRO config (reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size)",
+        "https://www.deepspeed.ai/docs/config-json/#zero-optimizations-for-fp16-training",
+        "bucket sizes in elements; defaults 5e8 (stage 1/2) and 5e7 prefetch (stage 3)"),
+    "generic-network": Source(
+        "Training memory of a generic network: parameters, gradients and stored activations (seed 004)",
+        "https://pytorch.org/docs/stable/notes/autograd.html#saved-tensors",
+        "params × bytes + grads × bytes + batch × activation elements per sample × bytes"),
+    "textbook-overhead": Source(
+        "Flat framework overhead of the textbook estimate (seed 000: 10%, range 5–20%)",
+        "https://blog.eleuther.ai/transformer-math/",
+        "a flat percentage for allocator, NCCL buffers and kernel workspaces; used only by the textbook model"),
+}
