@@ -145,8 +145,8 @@ def fetch_model(
     use_cache=False neither reads nor writes the cache. Raises a HubError subclass with a one-line message.
     """
     if not _is_model_id(model_id):
-        shown = model_id[:100] if isinstance(model_id, str) else model_id
-        raise InvalidModelId(f"{shown!r} is not a Hugging Face model id", "use the 'org/name' form, e.g. 'Qwen/Qwen3-8B'")
+        shown = repr(model_id[:100]) + "..." if isinstance(model_id, str) and len(model_id) > 100 else repr(model_id)
+        raise InvalidModelId(f"{shown} is not a Hugging Face model id", "use the 'org/name' form, e.g. 'Qwen/Qwen3-8B'")
     if not isinstance(revision, str) or not revision or any(c.isspace() or not c.isprintable() for c in revision):
         raise HubError(f"invalid revision {revision!r}", "use a branch, tag or commit hash, e.g. 'main'")
     if not timeout > 0:
