@@ -40,7 +40,27 @@ class MappedConfig:
 SUPPORTED_MODEL_TYPES = (
     "llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma", "gemma2", "gemma3",
     "gemma3_text", "phi3", "gpt2", "gpt_neox", "deepseek_v2", "deepseek_v3", "gpt_oss", "olmo2", "granite",
+    "llama4", "llama4_text",
 )
+
+# The text model type inside a multimodal config whose text_config omits its own model_type.
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+
+# Defaults of transformers' Gemma3TextConfig (models/gemma3/configuration_gemma3.py). The Hub's multimodal
+# Gemma-3 configs (4B, 12B, 27B) leave these out of text_config and rely on them.
+GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": True, "attention_bias": False, "sliding_window": 4096,
+}
+
+# Defaults of transformers' Llama4TextConfig (models/llama4/configuration_llama4.py).
+LLAMA4_TEXT_DEFAULTS = {
+    "vocab_size": 202_048, "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+    "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+    "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "attention_chunk_size": 8192,
+    "no_rope_layer_interval": 4, "tie_word_embeddings": False, "attention_bias": False,
+}
 
 # Fields read for an unsupported model_type (reported in the warning).
 GENERIC_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -178,7 +198,13 @@ def _map_gemma2(cfg: dict) -> dict:
     return f
 
 
+def _with_defaults(cfg: dict, defaults: dict) -> dict:
+    """The config with its transformers class defaults filled in where a field is absent."""
+    return {**defaults, **cfg}
+
+
 def _map_gemma3(cfg: dict) -> dict:
+    cfg = _with_defaults(cfg, GEMMA3_TEXT_DEFAULTS)
     f = _map_gemma2(cfg)
     f.update(qk_norm=True, attn_logit_softcapping=None, final_logit_softcapping=None)
     n = f["num_hidden_layers"]
@@ -250,12 +276,50 @@ def _map_olmo2(cfg: dict) -> dict:
     return f
 
 
+def _map_llama4(cfg: dict) -> dict:
+    """Llama-4 text model (transformers models/llama4/modeling_llama4.py, Llama4TextDecoderLayer).
+
+    Layers listed in `moe_layers` (default: every `interleave_moe_layer_step`-th) hold `num_local_experts` fused
+    routed experts and one shared expert, all of width `intermediate_size`, behind a bias-free router; the other
+    layers a dense MLP of width `intermediate_size_mlp`. Its q/k norm is a weightless L2 norm (no parameters).
+    Layers whose `no_rope_layers` entry is 1 use chunked attention (layer_types "chunked_attention"): a token sees
+    only its own chunk of `attention_chunk_size` tokens, so their K/V cache is bounded like a sliding window of
+    that size, which is how they are mapped (with a warning).
+    """
+    cfg = _with_defaults(cfg, LLAMA4_TEXT_DEFAULTS)
+    f = _llama_like(cfg)
+    n = f["num_hidden_layers"]
+    step = cfg["interleave_moe_layer_step"] or 1
+    moe_layers = cfg.get("moe_layers")
+    if moe_layers is None:
+        moe_layers = list(range(step - 1, n, step))
+    moe = set(moe_layers)
+    f.update(num_experts=cfg["num_local_experts"], num_experts_per_tok=cfg["num_experts_per_tok"],
+             moe_intermediate_size=cfg["intermediate_size"], intermediate_size=cfg["intermediate_size_mlp"],
+             num_shared_experts=1, dense_layer_indices=tuple(i for i in range(n) if i not in moe))
+    types = cfg.get("layer_types")
+    if types is None:
+        interval = cfg["no_rope_layer_interval"]
+        no_rope = cfg.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
+        types = ["chunked_attention" if r else "full_attention" for r in no_rope]
+    if len(types) != n:
+        raise ConfigError(f"layer_types/no_rope_layers has {len(types)} entries but num_hidden_layers is {n}")
+    chunk = cfg.get("attention_chunk_size")
+    if chunk and "chunked_attention" in types:
+        f["layer_types"] = tuple("sliding_attention" if t == "chunked_attention" else "full_attention" for t in types)
+        f["sliding_window"] = chunk
+        f["_warnings"] = [f"Llama-4 chunked-attention layers ({types.count('chunked_attention')} of {n}) are "
+                          f"treated as sliding-window layers of attention_chunk_size={chunk} tokens (same K/V "
+                          f"cache bound; attention within a chunk)"]
+    return f
+
+
 MAPPERS = {
     "llama": _map_llama, "mistral": _map_llama, "granite": _map_llama, "qwen2": _map_qwen2, "qwen3": _map_qwen3,
     "qwen2_moe": _map_qwen2_moe, "qwen3_moe": _map_qwen3_moe, "mixtral": _map_mixtral, "gemma": _map_gemma,
     "gemma2": _map_gemma2, "gemma3": _map_gemma3, "gemma3_text": _map_gemma3, "phi3": _map_phi3, "gpt2": _map_gpt2,
     "gpt_neox": _map_gpt_neox, "deepseek_v2": _map_deepseek, "deepseek_v3": _map_deepseek, "gpt_oss": _map_gpt_oss,
-    "olmo2": _map_olmo2,
+    "olmo2": _map_olmo2, "llama4": _map_llama4, "llama4_text": _map_llama4,
 }
 
 
@@ -289,7 +353,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
         warnings.append(f"multimodal {cfg.get('model_type')!r} config: using its text_config (vision tower ignored)")
         outer = cfg
         cfg = dict(cfg["text_config"])
-        cfg.setdefault("model_type", {"gemma3": "gemma3_text"}.get(outer.get("model_type"), outer.get("model_type")))
+        cfg.setdefault("model_type", TEXT_MODEL_TYPES.get(outer.get("model_type"), outer.get("model_type")))
         for k in ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config"):
             if k in outer and k not in cfg:
                 cfg[k] = outer[k]
@@ -306,6 +370,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
         fields = mapper(cfg)
     except (TypeError, KeyError) as exc:
         raise ConfigError(f"config.json field has the wrong type: {exc}") from None
+    warnings.extend(fields.pop("_warnings", ()))
     fields["model_type"] = model_type
     fields["name"] = name or cfg.get("_name_or_path") or model_type
     try:

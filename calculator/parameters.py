@@ -59,6 +59,11 @@ class ParameterCounts:
 
 Shape = tuple[int, ...]
 
+# Model types whose q/k norm spans the whole projection (num_heads·head_dim) instead of one head:
+# OLMo-2 (transformers models/olmo2/modeling_olmo2.py, Olmo2Attention: q_norm = Olmo2RMSNorm(num_attention_heads *
+# head_dim), k_norm = Olmo2RMSNorm(num_key_value_heads * head_dim)). Qwen3 and Gemma-3 normalise per head.
+FULL_WIDTH_QK_NORM_TYPES = frozenset({"olmo2"})
+
 
 def linear_shapes(n_in: int, n_out: int, bias: bool = False) -> list[Shape]:
     """nn.Linear(n_in, n_out): a weight (n_out, n_in) and an optional bias (n_out,)."""
@@ -98,7 +103,9 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
     else:
         qkv = (linear_shapes(h, m.q_dim, m.qkv_bias) + 2 * linear_shapes(h, m.kv_dim, m.qkv_bias))
     shapes = qkv + linear_shapes(m.q_dim, h, m.o_bias)
-    if m.qk_norm:
+    if m.qk_norm and m.model_type in FULL_WIDTH_QK_NORM_TYPES:
+        shapes += [(m.q_dim,), (m.kv_dim,)]
+    elif m.qk_norm:
         shapes += [(m.head_size,), (m.head_size,)]
     if m.attention_sinks:
         shapes.append((a,))
