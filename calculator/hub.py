@@ -20,6 +20,7 @@ The token is sent only as an `Authorization: Bearer` header and is never stored,
 from __future__ import annotations
 
 import datetime
+import email.utils
 import hashlib
 import json
 import math
@@ -144,6 +145,18 @@ def fetch_model(
     The Hub is always asked first; the cache answers only when it cannot be reached or times out (from_cache=True).
     use_cache=False neither reads nor writes the cache. Raises a HubError subclass with a one-line message.
     """
+    try:
+        return _fetch_model(model_id, revision, token, endpoint, cache_dir, timeout, use_cache)
+    except HubError as e:
+        error = e
+    # Re-raised from here without the inner frames, whose locals hold the token (tools such as error reporters
+    # capture frame locals), and with this frame's own copy of it gone.
+    token = None
+    raise error.with_traceback(None)
+
+
+def _fetch_model(model_id: str, revision: str, token: str | None, endpoint: str | None,
+                 cache_dir: str | os.PathLike | None, timeout: float, use_cache: bool) -> HubModel:
     if not _is_model_id(model_id):
         shown = repr(model_id[:100]) + "..." if isinstance(model_id, str) and len(model_id) > 100 else repr(model_id)
         raise InvalidModelId(f"{shown} is not a Hugging Face model id", "use the 'org/name' form, e.g. 'Qwen/Qwen3-8B'")
@@ -284,9 +297,9 @@ class _Hub:
         for chunk in r.iter_content(16 * 1024):
             chunks.append(chunk)
             size += len(chunk)
-            if size >= limit:
-                if truncate:
-                    break
+            if truncate and size >= limit:
+                break
+            if size > limit:
                 raise HubError(f"{urlsplit(r.url).path} is larger than {limit} bytes", "check HF_ENDPOINT")
             if time.monotonic() > self.deadline:
                 raise HubTimeout(f"the Hugging Face Hub at {self.endpoint} did not answer within {self.timeout:g} s",
@@ -344,10 +357,10 @@ def _retry_after(value: str | None) -> int | None:
     if value.isdigit():
         return int(value)
     try:
-        when = datetime.datetime.strptime(value, "%a, %d %b %Y %H:%M:%S GMT").replace(tzinfo=datetime.timezone.utc)
-    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0, math.ceil((when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()))
+    except (TypeError, ValueError):  # unparsable, or a date without a time zone
         return None
-    return max(0, math.ceil((when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()))
 
 
 def _json(body: bytes, what: str) -> object:

@@ -1,6 +1,7 @@
 """calculator.hub against a real HTTP server on 127.0.0.1 (tests/hub_server.py): no mocks."""
 from __future__ import annotations
 
+import email.utils
 import json
 import logging
 import math
@@ -32,9 +33,10 @@ from hub_server import (  # noqa: E402,F401  (fixtures are used by name)
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """No HF_TOKEN / HF_ENDPOINT from the machine; the default cache goes to a temp dir, never ~/.cache."""
-    for var in ("HF_TOKEN", "HF_ENDPOINT"):
+    """No HF_TOKEN / HF_ENDPOINT / proxy from the machine; the default cache goes to a temp dir, never ~/.cache."""
+    for var in ("HF_TOKEN", "HF_ENDPOINT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
+        monkeypatch.delenv(var.lower(), raising=False)
     cache = tmp_path / "cache"
     monkeypatch.setenv("LLM_MEM_CACHE_DIR", str(cache))
     return cache
@@ -351,6 +353,13 @@ def test_bad_revision_endpoint_or_timeout_are_hub_errors():
         fetch_model(QWEN3_8B, endpoint=closed_port_url(), timeout=0)
 
 
+def test_retry_after_as_seconds_or_http_date():
+    in_a_minute = email.utils.formatdate(time.time() + 60, usegmt=True)
+    assert hub._retry_after("17") == 17 and 58 <= hub._retry_after(in_a_minute) <= 61
+    assert hub._retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0
+    assert hub._retry_after(None) is hub._retry_after("soon") is hub._retry_after("Wed, 21 Oct 2015 07:28:00") is None
+
+
 def test_every_error_is_a_hub_error():
     for cls in (InvalidModelId, ModelNotFound, AccessDenied, RateLimited, HubTimeout, NoNetwork, MalformedConfig):
         assert issubclass(cls, HubError)
@@ -384,7 +393,17 @@ def test_token_never_appears_in_errors_warnings_logs_cache_or_urls(
         e = info.value
         texts.extend([str(e), repr(e), "".join(traceback.format_exception(e)), repr(e.args), repr(vars(e))])
         assert not any(isinstance(x, requests.RequestException) for x in chain(e))  # they hold the request headers
+        texts.extend(frame_locals(e))
         return e
+
+    def frame_locals(e: BaseException):
+        """What an error reporter that captures locals would see in the client's frames."""
+        for x in chain(e):
+            for frame, _ in traceback.walk_tb(x.__traceback__):
+                if frame.f_code.co_filename == hub.__file__:
+                    for value in frame.f_locals.values():
+                        yield repr(value)
+                        yield repr(getattr(value, "__dict__", None))
 
     for model_id in ("nobody/nothing", FORBIDDEN_REPO, RATE_LIMITED_REPO, SERVER_ERROR_REPO, "acme/malformed-config"):
         expect_error(model_id, hub_url)
@@ -394,6 +413,7 @@ def test_token_never_appears_in_errors_warnings_logs_cache_or_urls(
     with pytest.raises(NoNetwork) as info:
         fetch_model(QWEN3_8B, endpoint=closed_port_url(), cache_dir=cache)
     texts.append("".join(traceback.format_exception(info.value)))
+    texts.extend(frame_locals(info.value))
     monkeypatch.delenv("HF_TOKEN")
 
     # successes, fresh and then from the cache once the server is gone
