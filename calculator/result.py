@@ -9,7 +9,7 @@ from typing import Literal
 # Components every estimate reports (zero where absent), in stacking order for charts.
 COMPONENTS: tuple[str, ...] = (
     "weights", "master_weights", "gradients", "optimizer_states", "activations", "logits", "kv_cache",
-    "transient", "comm_buffers", "fragmentation", "cuda_context", "framework_overhead",
+    "transient", "sharding_buffers", "comm_buffers", "fragmentation", "cuda_context", "framework_overhead",
 )
 
 COMPONENT_LABELS: dict[str, str] = {
@@ -21,7 +21,8 @@ COMPONENT_LABELS: dict[str, str] = {
     "logits": "Logits & loss",
     "kv_cache": "KV cache",
     "transient": "Transient working set",
-    "comm_buffers": "Communication buffers",
+    "sharding_buffers": "ZeRO-3 / FSDP gather buffers",
+    "comm_buffers": "NCCL communication buffers",
     "fragmentation": "Allocator fragmentation",
     "cuda_context": "CUDA context",
     "framework_overhead": "Framework overhead (flat %)",

@@ -119,7 +119,9 @@ class Workload(BaseModel):
     gen_tokens: int = Field(default=0, ge=0)  # inference: tokens generated after the prompt
     precision: Precision = Precision()
     optimizer: Optimizer = "adamw"
-    optimizer_impl: OptimizerImpl = "foreach"  # PyTorch's default on CUDA; decides the optimizer-step transient
+    # Fused kernels (Megatron/DeepSpeed FusedAdam, HF Trainer's adamw_torch_fused) keep no temporaries; PyTorch's
+    # foreach path allocates a full-size sqrt(v) list; the for-loop path one tensor's worth.
+    optimizer_impl: OptimizerImpl = "fused"
     recompute: Recompute = "none"
     attention: Attention = "flash"
     activation_model: ActivationModel = "exact"

@@ -1,0 +1,357 @@
+"""estimate(model, workload) -> Estimate: per-GPU memory of every pipeline stage, term by term.
+
+Training peak (what torch.cuda.max_memory_allocated reports):
+    model states (weights + master + gradients + optimizer)
+  + max(forward/backward: saved activations + loss head + transients,  optimizer step transients)
+  + ZeRO-3/FSDP gather buffers
+nvidia-smi total = peak allocated + allocator fragmentation + NCCL buffers + CUDA context.
+Gradients are persistent buffers (DDP, Megatron and DeepSpeed keep them for the whole step).
+"""
+from __future__ import annotations
+
+from calculator import activations as act
+from calculator import inference as inf
+from calculator import training as tr
+from calculator.dtypes import DTYPE_BITS, nbytes
+from calculator.errors import InputError
+from calculator.hardware import DEFAULT_CUDA_CONTEXT_BYTES, fits_for
+from calculator.model import GenericModel, ModelSpec
+from calculator.parallel import (StageShard, check_divisibility, communicators, in_flight_microbatches,
+                                 kv_heads_per_rank, stage_shards)
+from calculator.parameters import count_parameters, model_tensor_shapes
+from calculator.result import ALLOCATED_COMPONENTS, Estimate, StageEstimate, Term
+
+
+def _b(dtype: str | None) -> str:
+    """'2 B' / '0.5 B' for formulas."""
+    if dtype is None:
+        return "0 B"
+    bits = DTYPE_BITS[dtype]
+    return f"{bits // 8} B" if bits % 8 == 0 else f"{bits / 8:g} B"
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.3g}"
+
+
+class _Terms:
+    """Collects the terms of one stage."""
+
+    def __init__(self) -> None:
+        self.items: list[Term] = []
+
+    def add(self, key: str, component: str, label: str, nbytes_: int, formula: str, substituted: str,
+            source: str, note: str = "") -> None:
+        if nbytes_ or component in ("weights",):
+            self.items.append(Term(key, component, label, int(nbytes_), formula, substituted, source, note))
+
+    def total(self, components: frozenset[str] | None = None) -> int:
+        return sum(t.bytes for t in self.items if components is None or t.component in components)
+
+
+def _gpu(w_gpu: str | None):
+    if not w_gpu:
+        return None
+    from calculator.presets import get_gpu  # data loader; imported lazily so the math has no I/O at import
+    return get_gpu(w_gpu)
+
+
+def _all_gpus():
+    try:
+        from calculator.presets import list_gpus
+    except ImportError:  # pragma: no cover - catalogue not installed
+        return []
+    return list_gpus()
+
+
+def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, int]) -> None:
+    """Line items outside the tensors: allocator fragmentation, NCCL communicators, CUDA context."""
+    o = w.overheads
+    frag = int(peak_allocated * o.fragmentation_pct / 100)
+    t.add("fragmentation", "fragmentation", "Allocator fragmentation", frag,
+          "frag% × peak allocated", f"{o.fragmentation_pct:g}% × {peak_allocated:,} B", "allocator",
+          "reserved − allocated in PyTorch's caching allocator; edit the percentage to match your stack")
+    if o.include_comm_buffers and comm_groups:
+        n = len(comm_groups)
+        names = ", ".join(f"{k}={v}" for k, v in comm_groups.items())
+        t.add("comm_buffers", "comm_buffers", f"NCCL buffers ({names})", n * o.nccl_bytes_per_group,
+              "n_communicators × buffer per communicator", f"{n} × {o.nccl_bytes_per_group:,} B", "nccl")
+    if o.cuda_context_bytes is not None:
+        ctx, where = o.cuda_context_bytes, "set by you"
+    elif gpu is not None:
+        ctx, where = gpu.cuda_context_bytes, f"typical on {gpu.name}"
+    else:
+        ctx, where = DEFAULT_CUDA_CONTEXT_BYTES, "default; pick a GPU for its own value"
+    t.add("cuda_context", "cuda_context", "CUDA context", ctx, "C_ctx", f"{ctx:,} B ({where})", "cuda-context")
+
+
+def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard, counts) -> tuple[int, int]:
+    """Weights, master weights, gradients and optimizer state of one GPU; returns (params held, largest tensor)."""
+    p, prec = w.parallel, w.precision
+    dense_group = p.shard_group
+    expert_group = max(1, (p.dp * p.cp * p.tp) // (p.ep * p.expert_tp))
+    if p.zero_shard_size:
+        expert_group = min(expert_group, p.zero_shard_size)
+
+    def sharded(stage_min: int, label: str) -> tuple[int, str, str]:
+        """Params of this GPU after ZeRO/FSDP at `stage_min`, with formula pieces."""
+        on = p.zero >= stage_min or (label == "opt" and p.distributed_optimizer)
+        if not on or (dense_group == 1 and expert_group == 1):
+            return shard.total, "N_gpu", f"{shard.total:,}"
+        n = -(-shard.dense // dense_group) + -(-shard.experts // expert_group)
+        if shard.experts:
+            return n, "N_dense/d + N_experts/d_exp", f"{shard.dense:,}/{dense_group} + {shard.experts:,}/{expert_group}"
+        return n, "N_gpu / d", f"{shard.total:,} / {dense_group}"
+
+    n_w, f_w, s_w = sharded(3, "w")
+    t.add("weights", "weights", f"Weights ({prec.params})", tr.weight_bytes(n_w, prec.params),
+          f"{f_w} × b_param", f"{s_w} × {_b(prec.params)}", "zero" if p.zero >= 3 else "transformer-math")
+    n_o, f_o, s_o = sharded(1, "opt")
+    src_o = "megatron-distopt" if p.distributed_optimizer else ("zero" if p.zero else "mixed-precision")
+    if prec.master_weights:
+        t.add("master_weights", "master_weights", f"Master weights ({prec.master_weights})",
+              tr.master_weight_bytes(n_o, prec.master_weights), f"{f_o} × b_master",
+              f"{s_o} × {_b(prec.master_weights)}", src_o)
+    n_g, f_g, s_g = sharded(2, "g")
+    t.add("gradients", "gradients", f"Gradients ({prec.grads})", tr.gradient_bytes(n_g, prec.grads),
+          f"{f_g} × b_grad", f"{s_g} × {_b(prec.grads)}", "zero" if p.zero >= 2 else "transformer-math")
+    frac = tr.adafactor_factored_fraction(model_tensor_shapes(m)) if w.optimizer == "adafactor" else 1.0
+    opt_bytes = tr.optimizer_state_bytes(n_o, shard.tensors, w.optimizer, prec.optimizer_states, frac)
+    formula, subst, src = {
+        "adamw": ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {_b(prec.optimizer_states)} + 4 B × {shard.tensors}",
+                  "torch-adamw"),
+        "adamw-8bit": ("2 × (N × 1 B + ⌈N/256⌉ × 4 B) + 4 B × n_tensors",
+                       f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {shard.tensors}", "bnb-8bit"),
+        "sgd-momentum": ("N × b_opt", f"{s_o} × {_b(prec.optimizer_states)}", "sgd"),
+        "lion": ("N × b_opt", f"{s_o} × {_b(prec.optimizer_states)}", "lion"),
+        "adafactor": ("N × φ × b_opt + 4 B × n_tensors (φ = factored elements per param)",
+                      f"{s_o} × {frac:.5f} × {_b(prec.optimizer_states)} + 4 B × {shard.tensors}", "adafactor"),
+        "sgd": ("0", "0", "sgd"),
+        "none": ("0", "0", "sgd"),
+    }[w.optimizer]
+    t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt_bytes, formula, subst, src)
+    largest_tensor = max(counts.embedding, counts.lm_head,
+                         max((l.largest_module for l in counts.layers), default=0)) // max(p.tp, 1)
+    return n_o, largest_tensor
+
+
+def _stage_training(m: ModelSpec, w, shard: StageShard, counts, gpu) -> StageEstimate:
+    p, t = w.parallel, _Terms()
+    n_opt, largest_tensor = _model_states(t, m, w, shard, counts)
+    states = t.total()
+    d = act.dims(m, w)
+    flight = in_flight_microbatches(p, shard.stage)
+    layers = range(shard.first_layer, shard.last_layer)
+    n_moe = sum(m.layer_is_moe(i) for i in layers)
+    n_dense = len(layers) - n_moe
+    fl = f"{flight:g}"
+    act_transient = 0
+    if w.activation_model == "textbook":
+        per = act.textbook_layer(m, w)
+        t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", int(flight * len(layers) * per),
+              "m_inflight × L_stage × s·b·h·(34 + 5·a·s/h)" if w.recompute == "none" else
+              ("m_inflight × L_stage × 34·s·b·h" if w.recompute == "selective" else "m_inflight × L_stage × 2·s·b·h"),
+              f"{fl} × {len(layers)} × {per:,} B", "korthikanti")
+    elif w.activation_model == "fujii":
+        per_dense, per_moe = act.fujii_layer(m, w, False), act.fujii_layer(m, w, True) if n_moe else 0
+        t.add("activations.layers", "activations", "Activations (Fujii et al.)",
+              int(flight * (n_dense * per_dense + n_moe * per_moe)),
+              "m_inflight × L_stage × s·b·h·(12 + 4k/a + 8f/h) / (t·c)",
+              f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B", "fujii")
+    else:
+        dense_l = act.exact_layer(m, w, d, moe=False) if n_dense else None
+        moe_l = act.exact_layer(m, w, d, moe=True) if n_moe else None
+        if w.recompute == "full":
+            per = act.full_recompute_layer(d)
+            t.add("activations.layers", "activations", "Layer inputs (full recompute)",
+                  int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
+                  f"{fl} × {len(layers)} × {d.e} × {d.T:,} × {d.h_sp:,}", "hf-checkpointing")
+            act_transient += max(x.total for x in (dense_l, moe_l) if x is not None)
+            t.add("transient.recompute", "transient", "One layer recomputed during backward",
+                  act_transient, "activations of one layer (no recompute)", f"{act_transient:,} B",
+                  "hf-checkpointing")
+        else:
+            for name, key, get in (("norms", "norms", lambda x: x.norms),
+                                   ("attention", "attention", lambda x: x.attention),
+                                   ("MLP", "mlp", lambda x: x.mlp)):
+                per_dense = get(dense_l) if dense_l else 0
+                per_moe = get(moe_l) if moe_l else 0
+                total = int(flight * (n_dense * per_dense + n_moe * per_moe))
+                src = {"norms": "hf-llama", "attention": "flash-attention" if w.attention == "flash" else
+                       "hf-eager-attention", "mlp": "hf-moe" if n_moe else "hf-llama"}[key]
+                if key == "attention" and m.is_mla:
+                    src = "mla"
+                formula = f"m_inflight × L_stage × A_{key}(T={d.T:,})"
+                subst = f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B" if n_moe else \
+                    f"{fl} × {n_dense} × {per_dense:,} B"
+                t.add(f"activations.{key}", "activations", f"Activations: {name}", total, formula, subst, src,
+                      _exact_note(key, m, w))
+        if shard.has_embedding:
+            emb = act.embedding_saved(m, d, True)
+            t.add("activations.embedding", "activations", "Embedding (token ids, dropout mask)", int(flight * emb),
+                  "m_inflight × (8·T [+ T·h dropout mask])", f"{fl} × {emb:,} B", "hf-llama")
+        if shard.has_head:
+            head = act.final_norm_saved(m, d)
+            loss = act.loss_saved(m, d, m.vocab_size)
+            t.add("logits.final_norm", "logits", "Final norm + LM-head input", head,
+                  "norm copies + e·T·h", f"{head:,} B", "hf-llama")
+            t.add("logits.loss", "logits", "fp32 log-softmax saved by the loss", loss,
+                  "4·T·V/t" + (" + e·T·V/t (softcap tanh)" if m.final_logit_softcapping else ""),
+                  f"4 × {d.T:,} × {m.vocab_size // p.tp:,}", "hf-loss")
+            lt = act.loss_transient(d, m.vocab_size)
+            act_transient += lt
+            t.add("transient.loss", "transient", "Logits + their fp32 gradient during the loss backward", lt,
+                  "e·T·V/t + 4·T·V/t", f"({d.e} + 4) × {d.T:,} × {m.vocab_size // p.tp:,}", "hf-loss")
+    fwd_bwd = t.total() - states
+    # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
+    step = tr.optimizer_step_transient(n_opt, largest_tensor, w) if w.activation_model != "textbook" else 0
+    if step > fwd_bwd:
+        t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
+              "max(0, step temporaries − fwd/bwd working set)", f"{step:,} − {fwd_bwd:,} B", "torch-adamw",
+              f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if w.precision.master_weights and w.precision.grads != w.precision.master_weights else ''}")
+    if p.zero >= 3 and w.activation_model != "textbook" and (p.shard_group > 1):
+        unit = shard.largest_unit
+        gather = 2 * nbytes(unit, w.precision.params) + nbytes(unit, w.precision.grads)
+        t.add("sharding.gather", "sharding_buffers", "Unsharded unit + prefetch + its gradients", gather,
+              "2 × U × b_param + U × b_grad (U = largest unit)",
+              f"2 × {unit:,} × {_b(w.precision.params)} + {unit:,} × {_b(w.precision.grads)}", "fsdp")
+    return _finish(t, w, shard, gpu)
+
+
+def _exact_note(key: str, m: ModelSpec, w) -> str:
+    notes = {
+        "norms": "HF RMSNorm keeps an fp32 copy of its input (4 B/elem) plus the normalised input: ~12·s·b·h "
+                 "per layer in bf16, not the textbook 4",
+        "attention": ("FlashAttention: q, k, v unexpanded (GQA), output, fp32 logsumexp — no s² term"
+                      if w.attention == "flash" else "eager: expanded k/v and the a·b·s² scores in fp32 + "
+                                                      "model dtype"),
+        "mlp": "MoE: every token is copied to its top-k experts" if m.is_moe else
+               ("gated MLP: gate, up, activation and product (4·e·T·f)" if m.gated_mlp else "plain MLP"),
+    }
+    if w.recompute == "selective" and key == "attention":
+        return "selective recompute: the attention core is recomputed; its inputs q, k, v stay saved"
+    return notes[key]
+
+
+def _finish(t: _Terms, w, shard: StageShard, gpu) -> StageEstimate:
+    peak = t.total(ALLOCATED_COMPONENTS)
+    if w.activation_model == "textbook" and w.mode == "train":
+        pct = w.overheads.textbook_overhead_pct
+        t.add("framework_overhead", "framework_overhead", f"Framework overhead (flat {pct:g}%)",
+              int(peak * pct / 100), "overhead% × (weights + grads + optimizer + activations)",
+              f"{pct:g}% × {peak:,} B", "textbook-overhead")
+    else:
+        _overheads(t, w, gpu, peak, communicators(w.parallel))
+    return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total())
+
+
+def _stage_inference(m: ModelSpec, w, shard: StageShard, counts, gpu) -> StageEstimate:
+    p, t = w.parallel, _Terms()
+    wdt = w.weight_dtype or w.precision.params
+    layers = range(shard.first_layer, shard.last_layer)
+    # quantizable: the decoder layers' linear weights (attention, MLP, experts); embedding, head, norms stay
+    quantizable = sum(-(-(counts.layers[i].attention + counts.layers[i].mlp + counts.layers[i].shared_experts)
+                        // p.tp) for i in layers) + shard.experts
+    rest = shard.total - quantizable
+    qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size)
+    rbytes = nbytes(rest, w.precision.params)
+    t.add("weights", "weights", f"Weights ({wdt} layers, {w.precision.params} embeddings/norms)", qbytes + rbytes,
+          "N_linear × b_w (+ scales per group) + N_other × b_param",
+          f"{quantizable:,} × {_b(wdt)} (+ scales) + {rest:,} × {_b(w.precision.params)}",
+          "quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math")
+    kvh = kv_heads_per_rank(m, p.tp)
+    total_tokens = w.seq_len + w.gen_tokens
+    kv = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens, kvh, w.kv_dtype)
+    per_tok = inf.kv_bytes_per_token_per_layer(m, kvh, w.kv_dtype)
+    if m.is_mla:
+        formula = "b × tokens × L_stage × (kv_lora_rank + rope_dim) × b_kv"
+        subst = f"{w.micro_batch} × {total_tokens:,} × {len(layers)} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {_b(w.kv_dtype)}"
+        src = "mla"
+    else:
+        formula = "b × Σ_layers min(tokens, window) × 2 × kv_heads × head_dim × b_kv"
+        subst = f"{w.micro_batch} × {total_tokens:,} tokens × {len(layers)} layers × {per_tok:,} B/token/layer"
+        if any(m.layer_is_sliding(i) for i in layers):
+            subst += f" (sliding layers capped at {m.sliding_window:,})"
+            src = "sliding-window"
+        else:
+            src = "kv-cache"
+    t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
+    d = act.dims(m, w)
+    e = d.e
+    ws = inf.prefill_working_set(m, d.T, e, d.qd, d.kvd, d.f, d.a, d.b, w.seq_len, m.vocab_size // p.tp,
+                                 w.attention == "eager")
+    t.add("activations.prefill", "activations", "Prefill working set (one layer, last-position logits)", ws,
+          "2·e·T·h + max(attention, MLP) + b·V·(e + 4)", f"T = {d.T:,} tokens", "kv-cache")
+    # Sliding-window layers still hold the whole prompt at the end of the prefill (until the first decode step).
+    prefill_kv = sum(w.micro_batch * w.seq_len * per_tok for _ in layers)
+    if prefill_kv > kv:
+        t.add("transient.prefill_kv", "transient", "Prompt KV of sliding layers before the first decode step",
+              prefill_kv - kv, "b × s_prompt × per-token bytes − windowed cache", f"{prefill_kv:,} − {kv:,} B",
+              "sliding-window")
+    return _finish(t, w, shard, gpu)
+
+
+def _generic(model: GenericModel, w) -> Estimate:
+    """Seed 004: params × bytes + grads × bytes (+ optimizer) + batch × activation elements × bytes."""
+    t, prec = _Terms(), w.precision
+    n = model.total_params
+    t.add("weights", "weights", f"Weights ({prec.params})", nbytes(n, prec.params), "N × b_param",
+          f"{n:,} × {_b(prec.params)}", "generic-network")
+    if w.mode == "train":
+        if prec.master_weights:
+            t.add("master_weights", "master_weights", "Master weights", nbytes(n, prec.master_weights),
+                  "N × b_master", f"{n:,} × {_b(prec.master_weights)}", "mixed-precision")
+        t.add("gradients", "gradients", f"Gradients ({prec.grads})", nbytes(n, prec.grads), "N × b_grad",
+              f"{n:,} × {_b(prec.grads)}", "generic-network")
+        opt = tr.optimizer_state_bytes(n, 0, w.optimizer, prec.optimizer_states)
+        t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt,
+              "per optimizer", f"{n:,} params", "transformer-math")
+    elems = model.activation_elements_per_sample
+    a = w.micro_batch * nbytes(elems, prec.activations)
+    t.add("activations", "activations", "Activations", a, "batch × elements per sample × b_act",
+          f"{w.micro_batch} × {elems:,} × {_b(prec.activations)}", "generic-network")
+    gpu = _gpu(w.gpu)
+    shard = StageShard(0, 0, 0, n, 0, 0, n, True, True)
+    stage = _finish(t, w, shard, gpu)
+    fits = fits_for(stage, _all_gpus(), 1, w.overheads.cuda_context_bytes)
+    return Estimate(model.name, w.mode, n, n, (stage,), 0, fits, (), ("generic network: totals given by you",))
+
+
+def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
+    out = []
+    prec = w.precision
+    if w.mode == "train" and prec.master_weights and prec.master_weights == prec.params:
+        out.append(f"master weights in {prec.master_weights} duplicate {prec.params} params: usually only kept when "
+                   f"params are lower precision")
+    if w.mode == "train" and m.family in ("deepseek", "gpt_oss") and w.activation_model == "exact":
+        out.append(f"{m.family} activations are modelled from the architecture but not yet in the validation matrix")
+    if w.activation_model == "textbook":
+        out.append("textbook model (Korthikanti et al.): ignores GQA, SwiGLU, fp32 norm copies and the loss head; "
+                   "flat overhead instead of line items")
+    if w.attention == "eager" and w.seq_len >= 8192:
+        out.append("eager attention at long sequence: the a·b·s² scores dominate; FlashAttention avoids them")
+    return tuple(out)
+
+
+def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = True) -> Estimate:
+    """Per-GPU memory of every pipeline stage for `workload` on `model`. Raises InputError on bad input."""
+    w = workload
+    if isinstance(model, GenericModel):
+        return _generic(model, w)
+    m = model
+    check_divisibility(m, w)
+    counts = count_parameters(m)
+    p = w.parallel
+    shards = stage_shards(m, counts, p)
+    gpu = _gpu(w.gpu)
+    build = _stage_training if w.mode == "train" else _stage_inference
+    stages = tuple(build(m, w, s, counts, gpu) for s in shards)
+    worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
+    fits = fits_for(stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes) if with_fits else ()
+    assumptions = (
+        "gradients are persistent buffers for the whole step (DDP / Megatron / DeepSpeed)",
+        f"optimizer step implementation: {w.optimizer_impl}",
+        "activation dtype " + w.precision.activations + ("; attention: " + w.attention),
+    )
+    return Estimate(m.name, w.mode, counts.total, counts.active_per_token, stages, worst, fits, _warnings(m, w),
+                    assumptions)

@@ -1,0 +1,59 @@
+"""Fit verdicts: how an estimate sits on each GPU of the catalogue (presets/gpus.json)."""
+from __future__ import annotations
+
+from typing import Iterable, Protocol
+
+from calculator.result import Fit, StageEstimate
+
+SAFE_FRACTION = 0.80  # Fujii et al. 2024: estimates under 80% of capacity did not OOM in 454 runs
+DEFAULT_CUDA_CONTEXT_BYTES = 500 * 2**20  # when no GPU is chosen: CUDA 12 context + cuBLAS handles, ~0.5 GiB
+FIT_CARD_GPUS = ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x")
+
+# Components that shard across GPUs when more are added (ZeRO-3 / TP), for the "GPUs needed" figure.
+SHARDABLE = ("weights", "master_weights", "gradients", "optimizer_states", "kv_cache")
+
+
+class GPULike(Protocol):
+    id: str
+    name: str
+    memory_bytes: int
+    cuda_context_bytes: int
+
+
+def verdict(used: int, capacity: int) -> str:
+    """fits (≤ 80% of capacity), tight (80–100%), does not fit (> 100%)."""
+    if used <= SAFE_FRACTION * capacity:
+        return "fits"
+    if used <= capacity:
+        return "tight"
+    return "does not fit"
+
+
+def gpus_needed(stage: StageEstimate, used: int, capacity: int, world_size: int) -> tuple[int | None, str]:
+    """GPUs the job needs: its world size when it fits; otherwise the count at which the shardable model
+    states (weights, master, grads, optimizer, KV cache), spread evenly, leave room for the rest within the
+    80% safe band. None when the unshardable part alone is too big."""
+    if used <= capacity:
+        return world_size, ""
+    comps = stage.components
+    shardable = sum(comps[c] for c in SHARDABLE)
+    fixed = used - shardable
+    room = SAFE_FRACTION * capacity - fixed
+    if room <= 0:
+        return None, "activations and overheads alone exceed 80% of this GPU: lower micro-batch or sequence"
+    n = max(world_size, -(-int(shardable * world_size) // int(room)))
+    return n, f"≈ {n} GPUs with the model states sharded {n} ways (ZeRO-3 / TP)"
+
+
+def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, context_override: int | None) -> tuple[Fit, ...]:
+    """A fit card per GPU, re-pricing the CUDA context for each GPU unless the user fixed it."""
+    base = stage.total_bytes - stage.components["cuda_context"]
+    out = []
+    for g in gpus:
+        ctx = context_override if context_override is not None else g.cuda_context_bytes
+        used = base + ctx
+        n, note = gpus_needed(stage, used, g.memory_bytes, world_size)
+        out.append(Fit(gpu=g.id, name=g.name, capacity_bytes=g.memory_bytes, used_bytes=used,
+                       headroom_bytes=g.memory_bytes - used, utilization=used / g.memory_bytes,
+                       verdict=verdict(used, g.memory_bytes), gpus_needed=n, note=note))  # type: ignore[arg-type]
+    return tuple(out)

@@ -1,0 +1,141 @@
+"""How parallelism splits a model over GPUs: divisibility rules, pipeline stages, in-flight micro-batches, and
+the per-GPU parameter shard of each stage (TP, EP×ETP, PP), before ZeRO/FSDP sharding.
+
+Degrees that do not divide are errors (InputError naming the field), never silently rounded.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calculator.errors import InputError
+from calculator.model import ModelSpec
+from calculator.parameters import ParameterCounts
+from calculator.workload import Parallelism, Workload
+
+
+def check_divisibility(m: ModelSpec, w: Workload) -> None:
+    """Raise InputError when a parallel degree does not divide what it splits."""
+    p = w.parallel
+    a, kv = m.num_attention_heads, m.kv_heads
+    if a % p.tp:
+        raise InputError("tp", f"tensor parallel size {p.tp} must divide num_attention_heads ({a}); "
+                               f"try one of {divisors(a)}")
+    if not m.is_mla and kv % p.tp and p.tp % kv:
+        raise InputError("tp", f"tensor parallel size {p.tp} must divide num_key_value_heads ({kv}) or be a "
+                               f"multiple of it")
+    if m.intermediate_size % p.tp:
+        raise InputError("tp", f"tensor parallel size {p.tp} must divide intermediate_size ({m.intermediate_size})")
+    chunks = p.pp * (p.virtual_stages if p.schedule == "interleaved" else 1)
+    if m.num_hidden_layers % chunks:
+        what = f"pp × virtual_stages = {chunks}" if chunks != p.pp else f"pipeline parallel size {p.pp}"
+        raise InputError("pp", f"{what} must divide num_hidden_layers ({m.num_hidden_layers}); "
+                               f"try one of {divisors(m.num_hidden_layers)}")
+    if p.ep > 1:
+        if not m.is_moe:
+            raise InputError("ep", "expert parallelism needs a mixture-of-experts model; set ep to 1")
+        if m.num_experts % p.ep:
+            raise InputError("ep", f"expert parallel size {p.ep} must divide num_experts ({m.num_experts}); "
+                                   f"try one of {divisors(m.num_experts)}")
+        if (p.dp * p.cp * p.tp) % (p.ep * p.expert_tp):
+            raise InputError("ep", f"ep × expert tp ({p.ep * p.expert_tp}) must divide dp × cp × tp "
+                                   f"({p.dp * p.cp * p.tp}): experts are placed inside the data-parallel ranks")
+    if m.is_moe and m.expert_intermediate_size % p.expert_tp:
+        raise InputError("etp", f"expert tensor parallel size {p.expert_tp} must divide the expert width "
+                                f"({m.expert_intermediate_size})")
+    if p.cp > 1 and w.seq_len % (2 * p.cp):
+        raise InputError("cp", f"context parallel size {p.cp} needs seq_len divisible by 2·cp = {2 * p.cp} "
+                               f"(load-balanced causal split); seq_len is {w.seq_len}")
+    if p.sequence_parallel and p.tp > 1 and (w.seq_len // p.cp) % p.tp:
+        raise InputError("sequence_parallel", f"sequence parallelism needs seq_len / cp ({w.seq_len // p.cp}) "
+                                              f"divisible by tp ({p.tp})")
+    if p.zero_shard_size is not None and (p.dp * p.cp) % p.zero_shard_size:
+        raise InputError("zero_shard_size", f"the hybrid shard group ({p.zero_shard_size}) must divide dp × cp "
+                                            f"({p.dp * p.cp})")
+    if w.mode == "train" and p.pp > 1 and p.microbatches < p.pp:
+        raise InputError("num_microbatches", f"with pp = {p.pp} a step needs at least {p.pp} micro-batches "
+                                             f"(got {p.microbatches}); the pipeline would never fill")
+
+
+def divisors(n: int) -> list[int]:
+    """Divisors of n up to 64, to suggest valid degrees."""
+    return [d for d in range(1, min(n, 64) + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class StageShard:
+    """Parameters one GPU of pipeline stage `stage` holds after TP/EP/PP (before ZeRO/FSDP)."""
+
+    stage: int
+    first_layer: int
+    last_layer: int  # exclusive
+    dense: int  # replicated over the data-parallel group (sharded by ZeRO over dp·cp)
+    experts: int  # routed experts (sharded by ZeRO over the expert-data-parallel group)
+    tensors: int
+    largest_unit: int  # largest FSDP/ZeRO-3 unit on this GPU (a decoder layer, or embedding/head)
+    has_embedding: bool
+    has_head: bool
+
+    @property
+    def total(self) -> int:
+        return self.dense + self.experts
+
+
+def _split(n: int, ways: int) -> int:
+    return -(-n // ways)
+
+
+def stage_shards(m: ModelSpec, counts: ParameterCounts, p: Parallelism) -> list[StageShard]:
+    """Per-GPU parameter shard of every pipeline stage. First stage: embedding; last stage: final norm + LM head
+    (a tied head gets its own copy on the last stage when pp > 1, as in Megatron)."""
+    per_stage = m.num_hidden_layers // p.pp
+    tp, ep_tp = p.tp, p.ep * p.expert_tp
+    shards = []
+    for s in range(p.pp):
+        first, last = s * per_stage, (s + 1) * per_stage
+        # With interleaving a rank holds v chunks spread over the model; layer counts are the same per rank.
+        dense = experts = tensors = largest = 0
+        for layer in counts.layers[first:last]:
+            layer_dense = (_split(layer.attention + layer.mlp + layer.shared_experts, tp) + layer.router
+                           + layer.norms)
+            layer_experts = _split(layer.routed_experts, ep_tp)
+            dense += layer_dense
+            experts += layer_experts
+            tensors += layer.tensors
+            largest = max(largest, layer_dense + layer_experts)
+        has_embedding, has_head = s == 0, s == p.pp - 1
+        if has_embedding:
+            emb = _split(counts.embedding, tp)
+            dense += emb
+            tensors += 1 + (m.learned_position_embeddings > 0)
+            largest = max(largest, emb)
+        if has_head:
+            head = counts.lm_head or (counts.embedding if p.pp > 1 else 0)
+            dense += counts.final_norm + _split(head, tp)
+            tensors += 1 + (m.norm_type == "layernorm") + (head > 0)
+            largest = max(largest, _split(head, tp))
+        shards.append(StageShard(s, first, last, dense, experts, tensors, largest, has_embedding, has_head))
+    return shards
+
+
+def in_flight_microbatches(p: Parallelism, stage: int) -> float:
+    """Micro-batches whose activations stage `stage` holds at once, in units of the stage's full layer set
+    (Narayanan et al. 2021 §2.2; Megatron-LM interleaved warm-up: (p − r − 1)·2 + (v − 1)·p + 1 chunks)."""
+    if p.pp == 1:
+        return 1.0
+    m = p.microbatches
+    if p.schedule == "interleaved":
+        v = p.virtual_stages
+        chunks = min((p.pp - stage - 1) * 2 + (v - 1) * p.pp + 1, m * v)
+        return chunks / v
+    return float(min(p.pp - stage, m))
+
+
+def kv_heads_per_rank(m: ModelSpec, tp: int) -> int:
+    """KV heads on one TP rank: k/tp, or one replicated head when tp exceeds the KV heads."""
+    return max(m.kv_heads // tp, 1)
+
+
+def communicators(p: Parallelism) -> dict[str, int]:
+    """The process groups of size > 1 one GPU belongs to (each allocates NCCL buffers)."""
+    groups = {"tp": p.tp, "pp": p.pp, "dp": p.dp * p.cp, "cp": p.cp, "ep": p.ep}
+    return {k: v for k, v in groups.items() if v > 1}
