@@ -177,7 +177,8 @@ def _fetch_model(model_id: str, revision: str, token: str | None, endpoint: str 
         if cached is not None:
             return cached
         if cache_file is not None:
-            raise type(unreachable)(f"{unreachable.problem}, and no cached copy of {model_id!r} exists", unreachable.fix)
+            problem = f"{unreachable.problem}, and no cached copy of {model_id!r} exists"
+            raise type(unreachable)(problem, unreachable.fix)
         raise unreachable
 
     warnings = []
@@ -193,8 +194,8 @@ def _fetch_model(model_id: str, revision: str, token: str | None, endpoint: str 
         try:
             _write_cache(cache_file, model)
         except OSError as e:
-            model = HubModel(model_id, revision, config, checkpoint, False,
-                             model.warnings + (f"could not write the cache in {cache_file.parent} ({e.strerror or e})",))
+            warning = f"could not write the cache in {cache_file.parent} ({e.strerror or e})"
+            model = HubModel(model_id, revision, config, checkpoint, False, model.warnings + (warning,))
     return model
 
 
@@ -214,9 +215,11 @@ def _resolve_endpoint(endpoint: str | None) -> str:
     endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).strip().rstrip("/")
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise HubError(f"the Hub endpoint {endpoint!r} is not an http(s) URL", "set HF_ENDPOINT to e.g. https://huggingface.co")
+        raise HubError(f"the Hub endpoint {endpoint!r} is not an http(s) URL",
+                       "set HF_ENDPOINT to e.g. https://huggingface.co")
     if "@" in parts.netloc:
-        raise HubError("the Hub endpoint must not contain credentials", "remove them from HF_ENDPOINT and set HF_TOKEN instead")
+        raise HubError("the Hub endpoint must not contain credentials",
+                       "remove them from HF_ENDPOINT and set HF_TOKEN instead")
     return endpoint
 
 
@@ -368,8 +371,8 @@ def _json(body: bytes, what: str) -> object:
         return json.loads(body.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as e:
         where = f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""
-        raise MalformedConfig(f"{what} is not valid JSON{where}",
-                              "pick a repo with a valid transformers config.json, or pass a local config file") from None
+        fix = "pick a repo with a valid transformers config.json, or pass a local config file"
+        raise MalformedConfig(f"{what} is not valid JSON{where}", fix) from None
 
 
 # -----------------------------------------------------------------------------
@@ -398,7 +401,8 @@ def _fetch_checkpoint(hub: _Hub, warnings: list[str]) -> CheckpointInfo | None:
     try:
         info = _count_from_api(hub) or _count_from_headers(hub)
     except HubError as e:
-        warnings.append(f"could not count parameters from the checkpoint ({e.problem}); estimating them from config.json")
+        warnings.append(f"could not count parameters from the checkpoint ({e.problem}); "
+                        "estimating them from config.json")
         return None
     if info is None:
         warnings.append("no safetensors checkpoint (model.safetensors or model.safetensors.index.json); "
@@ -434,10 +438,12 @@ def _count_from_headers(hub: _Hub) -> CheckpointInfo | None:
         hub.check(status, headers, "model.safetensors.index.json")
         index = _json(body, "model.safetensors.index.json")
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
-        if not isinstance(weight_map, dict) or not weight_map or not all(
-                isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/") for f in weight_map.values()):
-            raise HubError("model.safetensors.index.json has no usable weight_map", "the checkpoint index looks corrupt")
-        shards = sorted(set(weight_map.values()))
+        files = list(weight_map.values()) if isinstance(weight_map, dict) else []
+        if not files or not all(isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/")
+                                for f in files):
+            raise HubError("model.safetensors.index.json has no usable weight_map",
+                           "the checkpoint index looks corrupt")
+        shards = sorted(set(files))
     with ThreadPoolExecutor(max_workers=min(SHARD_WORKERS, len(shards))) as pool:
         futures = [pool.submit(_read_safetensors_header, hub, name) for name in shards]
         try:
@@ -451,7 +457,8 @@ def _count_from_headers(hub: _Hub) -> CheckpointInfo | None:
     counts: dict[str, int] = {}
     for name, header in zip(shards, tensor_headers):
         if header is None:
-            raise HubError(f"shard {name} listed in model.safetensors.index.json is missing", "the checkpoint is incomplete")
+            raise HubError(f"shard {name} listed in model.safetensors.index.json is missing",
+                           "the checkpoint is incomplete")
         for dtype, n in _count_tensors(header, name).items():
             counts[dtype] = counts.get(dtype, 0) + n
     return _checkpoint(counts, "safetensors-headers")
@@ -460,7 +467,8 @@ def _count_from_headers(hub: _Hub) -> CheckpointInfo | None:
 def _read_safetensors_header(hub: _Hub, name: str) -> dict | None:
     """The JSON header of one shard, read with Range requests; None if the file does not exist."""
     url = hub.url(name)
-    status, headers, head = hub.get(url, byte_range=(0, HEADER_PROBE_BYTES - 1), limit=HEADER_PROBE_BYTES, truncate=True)
+    probe = (0, HEADER_PROBE_BYTES - 1)
+    status, headers, head = hub.get(url, byte_range=probe, limit=HEADER_PROBE_BYTES, truncate=True)
     if status == 404:
         return None
     hub.check(status, headers, name)
@@ -497,7 +505,8 @@ def _count_tensors(header: dict, name: str) -> dict[str, int]:
         shape = info.get("shape") if isinstance(info, dict) else None
         if not isinstance(dtype, str) or not isinstance(shape, list) or not all(
                 type(d) is int and d >= 0 for d in shape):
-            raise HubError(f"tensor {tensor[:80]!r} in {name} has no valid dtype and shape", "the checkpoint looks corrupt")
+            raise HubError(f"tensor {tensor[:80]!r} in {name} has no valid dtype and shape",
+                           "the checkpoint looks corrupt")
         counts[dtype] = counts.get(dtype, 0) + math.prod(shape)  # shape [] is a scalar: 1 element
     return counts
 

@@ -256,6 +256,13 @@ def build_hub_tree(root: Path) -> None:
     write_safetensors(repo("acme/fp8-model", fp8_config) / "model.safetensors", fp8_tensors())
     gptq_config = dict(TINY_CONFIG, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 128})
     write_safetensors(repo("acme/gptq-model", gptq_config) / "model.safetensors", gptq_tensors())
+    # broken checkpoints: an index naming a shard that is not there, a header length past the format's limit,
+    # a header that is not JSON
+    d = repo("acme/missing-shard-model", TINY_CONFIG)
+    write_sharded(d, [{"model.embed_tokens.weight": ("BF16", [32, 8])}, {"lm_head.weight": ("BF16", [32, 8])}])
+    (d / "model-00002-of-00002.safetensors").unlink()
+    (repo("acme/huge-header-model", TINY_CONFIG) / "model.safetensors").write_bytes(struct.pack("<Q", 10**12) + b"{}")
+    (repo("acme/bad-header-model", TINY_CONFIG) / "model.safetensors").write_bytes(struct.pack("<Q", 8) + b"not json")
     # no safetensors at all
     (repo("acme/bin-only-model", TINY_CONFIG) / "pytorch_model.bin").write_bytes(b"\x80\x02}q\x00.")
     # multimodal: the language model lives in text_config
@@ -319,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
         if repo == GATED_REPO and self.headers.get("Authorization") != f"Bearer {GATED_TOKEN}":
             return self._error(401, "GatedRepo", f"Access to model {repo} is restricted. You must be authenticated.")
         if repo == FORBIDDEN_REPO:
-            return self._error(403, "GatedRepo", f"Access to model {repo} is restricted and you are not in the authorized list.")
+            return self._error(403, "GatedRepo", f"Access to {repo} is restricted: you are not in the authorized list.")
         if repo == RATE_LIMITED_REPO:
             return self._error(429, "", "Too many requests", {"Retry-After": str(RETRY_AFTER)})
         if repo == SERVER_ERROR_REPO:

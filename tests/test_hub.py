@@ -155,6 +155,19 @@ def test_no_safetensors_is_a_warning_not_an_error(hub_url: str):
                               "estimating parameters from config.json",)
 
 
+@pytest.mark.parametrize("model_id, problem", [
+    ("acme/missing-shard-model",
+     "shard model-00002-of-00002.safetensors listed in model.safetensors.index.json is missing"),
+    ("acme/huge-header-model", "model.safetensors declares a 1000000000000-byte header, over the safetensors limit"),
+    ("acme/bad-header-model", "the safetensors header of model.safetensors is not a JSON object"),
+])
+def test_broken_checkpoint_is_a_warning_not_an_error(hub_url: str, model_id: str, problem: str):
+    model = fetch_model(model_id, endpoint=hub_url)
+    assert model.checkpoint is None and model.config["model_type"] == "llama"
+    assert model.warnings == (f"could not count parameters from the checkpoint ({problem}); "
+                              "estimating them from config.json",)
+
+
 def test_checkpoint_timeout_is_a_warning(hub_root: Path):
     """Every request takes 0.6 s and the whole call 1 s: config.json arrives, the count does not."""
     server = HubServer(hub_root)
@@ -274,8 +287,9 @@ def test_closed_port_without_cache_is_no_network():
     with pytest.raises(NoNetwork) as e:
         fetch_model(QWEN3_8B, endpoint=url)
     assert_clear_one_line(e.value)
-    assert str(e.value) == (f"cannot reach the Hugging Face Hub at {url} (connection refused), and no cached copy of "
-                            "'Qwen/Qwen3-8B' exists: check the network connection, or set HF_ENDPOINT to a reachable mirror")
+    assert str(e.value) == (f"cannot reach the Hugging Face Hub at {url} (connection refused), and no cached copy "
+                            "of 'Qwen/Qwen3-8B' exists: check the network connection, or set HF_ENDPOINT to a "
+                            "reachable mirror")
     assert e.value.__cause__ is None and e.value.__context__ is None
 
 
@@ -287,7 +301,8 @@ def test_unresolvable_host_is_no_network():
 @pytest.mark.parametrize("model_id, problem", [
     ("acme/malformed-config", "config.json of 'acme/malformed-config' is not valid JSON (line 1, column 45)"),
     ("acme/list-config", "config.json of 'acme/list-config' is not a JSON object"),
-    ("acme/no-model-type", "config.json of 'acme/no-model-type' has no model_type, so it is not a transformers model config"),
+    ("acme/no-model-type",
+     "config.json of 'acme/no-model-type' has no model_type, so it is not a transformers model config"),
 ])
 def test_malformed_config(hub_url: str, model_id: str, problem: str):
     with pytest.raises(MalformedConfig) as e:
