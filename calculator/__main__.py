@@ -1,0 +1,5 @@
+import sys
+
+from calculator.cli import main
+
+sys.exit(main())

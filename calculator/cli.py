@@ -1,0 +1,228 @@
+"""Command line: `python -m calculator presets | estimate | solve`.
+
+    python -m calculator estimate --model llama-3.1-8b --mode train --seq 4096 --zero 3 --dp 8 --gpu h100-sxm
+    python -m calculator estimate --model path/to/config.json --mode infer --seq 32768 --json
+    python -m calculator estimate --model Qwen/Qwen3-8B ...          # fetched from the Hub (HF_TOKEN, HF_ENDPOINT)
+    python -m calculator estimate --config run.json --tp 2           # the whole input from a file, flags override
+    python -m calculator solve --model llama-3.1-8b --gpu h100-sxm --for micro_batch
+
+Bad input exits with status 2 and one line naming the field and what to change — never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+
+from calculator.errors import InputError
+from calculator.hf_config import ConfigError
+from calculator.model import GenericModel
+from calculator.result import COMPONENT_LABELS
+from calculator.units import format_bytes
+from calculator.workload import OPTIMIZERS, RECIPES, Workload
+
+DTYPES = ["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4"]
+
+# flag -> (path in the Workload dict)
+FLAG_PATHS: dict[str, tuple[str, ...]] = {
+    "mode": ("mode",), "batch": ("micro_batch",), "seq": ("seq_len",), "gen": ("gen_tokens",),
+    "params_dtype": ("precision", "params"), "grads_dtype": ("precision", "grads"),
+    "optimizer_dtype": ("precision", "optimizer_states"), "activation_dtype": ("precision", "activations"),
+    "optimizer": ("optimizer",), "optimizer_impl": ("optimizer_impl",), "recompute": ("recompute",),
+    "attention": ("attention",), "activation_model": ("activation_model",), "kv_dtype": ("kv_dtype",),
+    "weight_dtype": ("weight_dtype",), "quant_group_size": ("quant_group_size",),
+    "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "dp": ("parallel", "dp"), "cp": ("parallel", "cp"),
+    "ep": ("parallel", "ep"), "etp": ("parallel", "etp"), "sequence_parallel": ("parallel", "sequence_parallel"),
+    "zero": ("parallel", "zero"), "zero_shard_size": ("parallel", "zero_shard_size"),
+    "distributed_optimizer": ("parallel", "distributed_optimizer"), "schedule": ("parallel", "schedule"),
+    "vpp": ("parallel", "virtual_stages"), "microbatches": ("parallel", "num_microbatches"),
+    "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
+    "gpu": ("gpu",),
+}
+
+
+class CliError(Exception):
+    """One line for stderr; exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m calculator", description="LLM GPU memory calculator")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("presets", help="list model presets and GPUs").add_argument("--json", action="store_true")
+    for name in ("estimate", "solve"):
+        p = sub.add_parser(name, help="estimate per-GPU memory" if name == "estimate" else "largest batch / sequence")
+        p.add_argument("--model", help="preset id, path to a config.json, or a Hugging Face id (org/name)")
+        p.add_argument("--config", help="JSON file with the whole input: {\"model\": ..., workload fields}")
+        p.add_argument("--generic-params", type=int, help="generic network: total parameters (seed 004)")
+        p.add_argument("--generic-activations", type=int, help="generic network: activation elements per sample")
+        p.add_argument("--mode", choices=["train", "infer"])
+        p.add_argument("--batch", type=int, help="micro-batch size")
+        p.add_argument("--seq", type=int, help="sequence length (prompt length for inference)")
+        p.add_argument("--gen", type=int, help="generated tokens (inference)")
+        p.add_argument("--recipe", choices=list(RECIPES), help="precision recipe (dtype flags override it)")
+        p.add_argument("--params-dtype", choices=DTYPES)
+        p.add_argument("--grads-dtype", choices=DTYPES)
+        p.add_argument("--master-weights", dest="master_weights", action="store_true", default=None)
+        p.add_argument("--no-master-weights", dest="master_weights", action="store_false")
+        p.add_argument("--optimizer", choices=list(OPTIMIZERS))
+        p.add_argument("--optimizer-dtype", choices=DTYPES)
+        p.add_argument("--optimizer-impl", choices=["fused", "foreach", "for-loop"])
+        p.add_argument("--activation-dtype", choices=["fp32", "bf16", "fp16"])
+        p.add_argument("--recompute", choices=["none", "selective", "full"])
+        p.add_argument("--attention", choices=["flash", "eager"])
+        p.add_argument("--activation-model", choices=["exact", "textbook", "fujii"])
+        p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
+        p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
+        p.add_argument("--quant-group-size", type=int)
+        for flag in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "microbatches", "zero-shard-size"):
+            p.add_argument(f"--{flag}", type=int)
+        p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
+        p.add_argument("--sequence-parallel", action="store_true", default=None)
+        p.add_argument("--distributed-optimizer", action="store_true", default=None)
+        p.add_argument("--schedule", choices=["1f1b", "interleaved"])
+        p.add_argument("--fragmentation", type=float, help="allocator fragmentation, %% of peak allocated")
+        p.add_argument("--cuda-context", type=int, help="CUDA context bytes (default: the GPU's own)")
+        p.add_argument("--gpu", help="GPU id from `presets` (fit verdict, CUDA context)")
+        p.add_argument("--unit", choices=["GB", "GiB"], default="GB")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        if name == "solve":
+            p.add_argument("--for", dest="solve_for", choices=["micro_batch", "seq_len"], default="micro_batch")
+            p.add_argument("--no-safe-band", action="store_true", help="fill to 100%% instead of the 80%% band")
+    return ap
+
+
+def _set(d: dict, path: tuple[str, ...], value: Any) -> None:
+    for k in path[:-1]:
+        d = d.setdefault(k, {})
+    d[path[-1]] = value
+
+
+def build_inputs(args: argparse.Namespace):
+    """Merge --config, --recipe and flags into (model, Workload, resolved-model-or-None)."""
+    from calculator.model_source import resolve_model
+    from calculator.hf_config import spec_from_hf_config
+    data: dict = {}
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except OSError as exc:
+            raise CliError(f"config: cannot read {args.config}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise CliError(f"config: {args.config} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        if not isinstance(data, dict):
+            raise CliError(f"config: {args.config} must hold a JSON object")
+    model_field = data.pop("model", None)
+    workload: dict = data
+    if args.recipe:
+        workload["precision"] = RECIPES[args.recipe][1].model_dump()
+    for flag, path in FLAG_PATHS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            _set(workload, path, value)
+    if args.master_weights is not None:
+        _set(workload, ("precision", "master_weights"), "fp32" if args.master_weights else None)
+    resolved = None
+    if args.generic_params is not None or args.generic_activations is not None:
+        model = GenericModel(total_params=args.generic_params or 0,
+                             activation_elements_per_sample=args.generic_activations or 0)
+    elif args.model or isinstance(model_field, str):
+        resolved = resolve_model(args.model or model_field)
+        model = resolved.spec
+    elif isinstance(model_field, dict) and "total_params" in model_field:
+        model = GenericModel(**model_field)
+    elif isinstance(model_field, dict):
+        model = spec_from_hf_config(model_field).spec
+    else:
+        raise CliError("model: give --model (preset id, config.json path or org/name), or a \"model\" in --config")
+    return model, Workload(**workload), resolved
+
+
+def _validation_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "input"
+    allowed = ""
+    ctx = err.get("ctx") or {}
+    if "expected" in ctx:
+        allowed = f" (allowed: {ctx['expected']})"
+    return f"{where}: {err['msg']}{allowed}"
+
+
+def _print_estimate(est, unit: str, resolved) -> None:
+    print(f"{est.model_name} — {est.mode} — {est.parameters:,} parameters"
+          + (f" ({est.active_parameters:,} active per token)" if est.active_parameters != est.parameters else ""))
+    if resolved is not None and resolved.checkpoint_parameters is not None:
+        print(f"checkpoint parameters (Hub): {resolved.checkpoint_parameters:,}")
+    stage = est.peak
+    print(f"most loaded GPU: pipeline stage {stage.stage} (layers {stage.layers[0]}–{stage.layers[1] - 1})")
+    width = max(len(t.label) for t in stage.terms)
+    for t in stage.terms:
+        print(f"  {t.label:<{width}}  {format_bytes(t.bytes, unit):>12}   {t.formula} = {t.substituted}")
+    print(f"  {'peak allocated (torch.cuda.max_memory_allocated)':<{width}}  {format_bytes(est.peak_allocated_bytes, unit):>12}")
+    print(f"  {'total (nvidia-smi)':<{width}}  {format_bytes(est.total_bytes, unit):>12}")
+    if len(est.stages) > 1:
+        print("stages: " + ", ".join(f"{s.stage}: {format_bytes(s.total_bytes, unit)}" for s in est.stages))
+    for f in est.fits:
+        print(f"  {f.name:<24} {f.verdict:<13} {f.utilization:6.1%}  headroom {format_bytes(f.headroom_bytes, unit)}"
+              + (f"  needs {f.gpus_needed} GPUs" if f.gpus_needed else ""))
+    for w in est.warnings + (resolved.warnings if resolved else ()):
+        print(f"warning: {w}")
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "presets":
+        from calculator.presets import list_gpus, list_models
+        models, gpus = list_models(), list_gpus()
+        if args.json:
+            print(json.dumps({"models": [m.__dict__ for m in models], "gpus": [g.__dict__ for g in gpus]}, indent=1))
+        else:
+            print("models:")
+            for m in models:
+                print(f"  {m.id:<24} {m.hub_id}")
+            print("gpus:")
+            for g in gpus:
+                print(f"  {g.id:<16} {g.name:<28} {g.memory_bytes:>16,} B")
+        return 0
+    from calculator.estimate import estimate
+    model, workload, resolved = build_inputs(args)
+    if args.command == "solve":
+        from calculator.presets import get_gpu
+        from calculator.solvers import max_micro_batch, max_seq_len
+        if not workload.gpu:
+            raise CliError("gpu: solve needs --gpu (see `python -m calculator presets`)")
+        capacity = get_gpu(workload.gpu).memory_bytes
+        solver = max_micro_batch if args.solve_for == "micro_batch" else max_seq_len
+        sol = solver(model, workload, capacity, safe=not args.no_safe_band)
+        if args.json:
+            print(json.dumps(sol.__dict__))
+        else:
+            print(f"largest {sol.field} that fits {workload.gpu}: {sol.value} "
+                  f"({format_bytes(sol.used_bytes, args.unit)} of {format_bytes(sol.budget_bytes, args.unit)} budget)")
+        return 0
+    est = estimate(model, workload)
+    if args.json:
+        out = est.to_dict()
+        if resolved is not None:
+            out["model_source"] = {"origin": resolved.origin, "label": resolved.label,
+                                   "checkpoint_parameters": resolved.checkpoint_parameters,
+                                   "warnings": list(resolved.warnings)}
+        print(json.dumps(out))
+    else:
+        _print_estimate(est, args.unit, resolved)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except (InputError, CliError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except ConfigError as exc:
+        print(f"error: model: {exc}", file=sys.stderr)
+    except ValidationError as exc:
+        print(f"error: {_validation_line(exc)}", file=sys.stderr)
+    return 2
