@@ -1,0 +1,324 @@
+"""LLM GPU Memory Calculator: the dashboard.
+
+`streamlit run app.py`. This file is the entrypoint: it registers the pages with st.navigation and holds the
+calculator page, which reads top to bottom like it looks. Every number on it comes from the engine
+(`calculator.estimate`); the page only collects inputs, shows the result and exports it.
+Every input lives in the URL (`bind="query-params"`, keys documented in docs/url-format.md).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from dashboard import state
+from dashboard.scenarios import SCENARIOS
+from dashboard.widgets import field
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_BASE_URL = "http://localhost:8501/"
+
+
+# ---- callbacks (run before the script, so they may set bound widgets) --------------------------------------------
+def _apply(values: dict) -> None:
+    for key, value in values.items():
+        st.session_state[key] = value
+
+
+def load_scenario(values: dict) -> None:
+    _apply(state.reset_values(values))
+
+
+def edit_preset_as_custom() -> None:
+    mapped = state.load_preset(st.session_state["model"])
+    _apply({**state.spec_to_arch(mapped.spec), "model": state.CUSTOM})
+
+
+def pasted_config() -> None:
+    if st.session_state.get("cfg", "").strip():
+        st.session_state["model"] = state.CONFIG
+
+
+def dismiss_link_warning() -> None:
+    st.session_state["_link_ignored"] = ()
+
+
+# ---- the calculator page ---------------------------------------------------------------------------------------
+def calculator() -> None:
+    from calculator.result import COMPONENT_LABELS
+    from calculator.sources import SOURCES
+    from calculator.units import format_bytes, format_count
+
+    st.title("LLM GPU Memory Calculator")
+    st.caption("Per-GPU memory for training or inference of a transformer, term by term, each with its formula "
+               "and source. Everything on this page is in the link: share it, reload it, screenshot it.")
+
+    # A shared link is checked once per session, before any widget reads it: bound widgets drop bad values silently.
+    if "_link_checked" not in st.session_state:
+        link = state.check_query_params(st.query_params.to_dict())
+        for key in link.unknown_keys:
+            del st.query_params[key]
+        st.session_state["_link_checked"] = True
+        st.session_state["_link_values"] = link.values
+        st.session_state["_link_ignored"] = link.ignored
+    if st.session_state["_link_ignored"]:
+        with st.container(border=False):
+            st.warning("Some link parameters were ignored:\n\n"
+                       + "\n".join(f"- {line}" for line in st.session_state["_link_ignored"]),
+                       icon=":material/link_off:")
+            st.button("Dismiss", key="_dismiss_link", on_click=dismiss_link_warning, type="tertiary")
+    st.query_params[state.VERSION_KEY] = state.URL_FORMAT_VERSION
+
+    # A named precision recipe decides every dtype: show its dtypes in the (then disabled) per-tensor fields.
+    values = state.current_values(st.session_state, st.session_state["_link_values"])
+    if values["recipe"] != state.CUSTOM_RECIPE and values["recipe"] in state.options("recipe"):
+        for key, dtype in state.recipe_dtypes(values["recipe"]).items():
+            st.session_state[key] = dtype
+        values = state.current_values(st.session_state, st.session_state["_link_values"])
+
+    # The estimate is computed before the widgets are drawn so each complaint can sit under its widget.
+    try:
+        result, problems = state.compute(values), {}
+    except state.InputProblems as exc:
+        result, problems = None, {}
+        for prob in exc.problems:
+            problems.setdefault(prob.key, []).append(prob.message)
+
+    # ---- sidebar: inputs, grouped as a person thinks --------------------------------------------------------
+    model_is = values["model"]
+    train = values["mode"] == "train"
+    with st.sidebar:
+        st.header("Model")
+        field("model", problems, caption=_model_caption(result, model_is))
+        if model_is not in state.SPECIAL_MODELS:
+            st.button("Edit this preset as a custom architecture", on_click=edit_preset_as_custom,
+                      icon=":material/edit:", type="tertiary")
+        arch_problem = any(k in problems for k in state.ARCH_KEYS)
+        with st.expander("Custom architecture (Model = custom)", expanded=model_is == state.CUSTOM or arch_problem):
+            off = model_is != state.CUSTOM
+            for key in state.ARCH_KEYS:
+                field(key, problems, disabled=off)
+        with st.expander("Paste config.json (Model = config)", expanded=model_is == state.CONFIG or "cfg" in problems):
+            field("cfg", problems, on_change=pasted_config)
+        with st.expander("Generic network (Model = generic)",
+                         expanded=model_is == state.GENERIC or "gparams" in problems or "gact" in problems):
+            st.caption("Any network given as totals: parameters and activation elements saved per sample.")
+            field("gparams", problems, disabled=model_is != state.GENERIC)
+            field("gact", problems, disabled=model_is != state.GENERIC)
+
+        st.header("Mode")
+        field("mode", problems, label="Training or inference")
+
+        st.header("Precision")
+        from calculator.workload import OPTIMIZERS, RECIPES
+        recipe = values["recipe"]
+        field("recipe", problems, caption=RECIPES[recipe][0] if recipe in RECIPES else
+              "Each tensor family's dtype is set below.")
+        with st.expander("Per-tensor dtypes", expanded=recipe == state.CUSTOM_RECIPE
+                         or any(k in problems for k in state.DTYPE_KEYS)):
+            for key in state.DTYPE_KEYS:
+                field(key, problems, disabled=recipe != state.CUSTOM_RECIPE)
+
+        st.header("Optimizer")
+        field("opt", problems, disabled=not train, caption=OPTIMIZERS.get(values["opt"]))
+        field("oimpl", problems, disabled=not train)
+
+        st.header("Recompute and attention")
+        field("rc", problems, disabled=not train)
+        field("attn", problems)
+        field("act", problems)
+
+        st.header("Parallelism")
+        field("zero", problems, disabled=not train)
+        field("zsh", problems, disabled=not train or values["zero"] == "0")
+        field("dopt", problems, disabled=not train)
+        field("tp", problems)
+        field("sp", problems, disabled=values["tp"] == 1)
+        field("pp", problems)
+        field("sched", problems, disabled=values["pp"] == 1)
+        field("vpp", problems, disabled=values["sched"] != "interleaved")
+        field("mb", problems, disabled=not train)
+        field("dp", problems)
+        field("cp", problems)
+        field("ep", problems)
+        field("etp", problems)
+
+        st.header("Batch and sequence")
+        field("mbs", problems, label="Micro-batch size" if train else "Batch (concurrent sequences)")
+        field("seq", problems)
+        field("gen", problems, disabled=train)
+        field("kvdt", problems, disabled=train)
+        field("wdt", problems, disabled=train)
+        field("qgs", problems, disabled=train)
+
+        st.header("Overheads")
+        field("frag", problems)
+        field("ctx", problems)
+        field("nccl", problems, disabled=not values["comm"])
+        field("comm", problems)
+        field("tbo", problems, disabled=values["act"] != "textbook")
+
+        st.header("GPU")
+        gpu = _gpu(values["gpu"])
+        field("gpu", problems, caption=f"{gpu.name}: {format_bytes(gpu.memory_bytes, values['unit'])}"
+              if gpu else None)
+
+    # What the widgets hold now must be what was computed; if a widget resolved differently, compute again.
+    drawn = state.current_values(st.session_state, st.session_state["_link_values"])
+    if drawn != values:
+        if not st.session_state.get("_recomputed"):
+            st.session_state["_recomputed"] = True
+            st.rerun()
+    st.session_state["_recomputed"] = False
+
+    unit = st.radio("Units", state.options("unit"), key="unit", bind="query-params", horizontal=True,
+                    help="GB = 10⁹ bytes, GiB = 2³⁰ bytes")
+
+    # ---- examples -------------------------------------------------------------------------------------------
+    st.subheader("Examples", divider="gray")
+    available = set(state.options("model"))
+    cols = st.columns(len(SCENARIOS))
+    for col, sc in zip(cols, SCENARIOS):
+        ok = sc.values.get("model") in available
+        col.button(sc.title, key=f"_scenario_{sc.id}", on_click=load_scenario, args=(sc.values,),
+                   help=sc.summary if ok else f"preset {sc.values.get('model')!r} is not in the catalogue",
+                   disabled=not ok, width="stretch")
+
+    # ---- no numbers from invalid input ------------------------------------------------------------------------
+    if result is None:
+        lines = []
+        for key, msgs in problems.items():
+            label = state.BY_KEY[key].label if key in state.BY_KEY else "Input"
+            lines += [f"- **{label}**: {m}" for m in msgs]
+        st.error("No estimate: the inputs below cannot be computed. Each message is also shown next to the "
+                 "input that causes it.\n\n" + "\n".join(lines), icon=":material/block:")
+        return
+
+    est = result.estimate
+    for note in result.notes:
+        st.info(note, icon=":material/info:")
+
+    # ---- headline -------------------------------------------------------------------------------------------
+    fit = next((f for f in est.fits if f.gpu == values["gpu"]), None)
+    st.subheader(f"{est.model_name}: {'training' if est.mode == 'train' else 'inference'}", divider="gray")
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Total per GPU", format_bytes(est.total_bytes, unit),
+              help="What nvidia-smi would show on the most loaded GPU" + (
+                  f" (pipeline stage {est.worst_stage})" if len(est.stages) > 1 else ""))
+    m2.metric("Peak allocated", format_bytes(est.peak_allocated_bytes, unit),
+              help="What torch.cuda.max_memory_allocated() would report")
+    m3.metric("Parameters", format_count(est.parameters),
+              help=f"{est.parameters:,} parameters; {est.active_parameters:,} active per token")
+    if fit is not None:
+        m4.metric(f"On {fit.name}", fit.verdict, f"{fit.utilization:.0%} of capacity",
+                  delta_color="off" if fit.verdict == "fits" else "inverse")
+
+    # ---- chart ----------------------------------------------------------------------------------------------
+    from dashboard.charts import breakdown_figure, plotly_config
+    fig = breakdown_figure(est, unit, gpu)
+    st.plotly_chart(fig, key="breakdown", config=plotly_config(values), theme=None)
+
+    # ---- fit cards ------------------------------------------------------------------------------------------
+    st.subheader("Fits on", divider="gray")
+    _fit_cards(est.fits, unit)
+
+    # ---- breakdown table and formula panel --------------------------------------------------------------------
+    st.subheader("Breakdown and formulas", divider="gray")
+    if len(est.stages) > 1:
+        st.caption(f"Pipeline parallel: the table and formulas are for stage {est.worst_stage}, the most loaded "
+                   "GPU; the chart shows every stage.")
+    import pandas as pd
+    rows = [{"Component": COMPONENT_LABELS.get(t.component, t.component), "Term": t.label,
+             f"Memory ({unit})": format_bytes(t.bytes, unit), "Bytes": t.bytes,
+             "Share": t.bytes / est.total_bytes if est.total_bytes else 0.0} for t in est.terms]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="breakdown_table",
+                 column_config={"Share": st.column_config.ProgressColumn("Share", format="percent",
+                                                                          min_value=0.0, max_value=1.0),
+                                "Bytes": st.column_config.NumberColumn("Bytes", format="localized")})
+    with st.container(border=True, key="formulas"):
+        st.markdown("**Formula and source of every term**")
+        for t in est.terms:
+            src = SOURCES.get(t.source)
+            cite = f"[{src.title}]({src.url})" if src else f"`{t.source}`"
+            st.markdown(f"**{t.label}** — {format_bytes(t.bytes, unit)} ({t.bytes:,} bytes)  \n"
+                        f"`{t.formula}`  \n`= {t.substituted}`  \nSource: {cite}"
+                        + (f" — {src.detail}" if src and src.detail else "")
+                        + (f"  \n_{t.note}_" if t.note else ""))
+
+    for w in est.warnings:
+        st.warning(w, icon=":material/warning:")
+    if est.assumptions:
+        with st.expander("Assumptions of this estimate"):
+            st.markdown("\n".join(f"- {a}" for a in est.assumptions))
+
+    # ---- share and export -----------------------------------------------------------------------------------
+    st.subheader("Share and export", divider="gray")
+    link = (st.context.url or DEFAULT_BASE_URL).split("?")[0] + "?" + urlencode(state.to_query(drawn))
+    st.code(link, language=None, wrap_lines=True)
+    from dashboard import exports
+    from dashboard.charts import png_filename
+    stem = png_filename(values).replace("gpu-memory", "gpu-memory-report", 1)
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Breakdown CSV", exports.to_csv(est, drawn, link, unit), f"{stem}.csv", "text/csv",
+                       key="dl_csv", icon=":material/table:", on_click="ignore", width="stretch")
+    c2.download_button("Breakdown JSON", exports.to_json(est, drawn, result.model, result.workload, link),
+                       f"{stem}.json", "application/json", key="dl_json", icon=":material/data_object:",
+                       on_click="ignore", width="stretch")
+
+    def pdf_report() -> bytes:  # rendered only when the button is clicked
+        png, why = exports.chart_png(breakdown_figure(est, unit, gpu, title=est.model_name))
+        return exports.to_pdf(result, drawn, link, unit, png, why, gpu)
+
+    c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf", key="dl_pdf",
+                       icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
+
+
+def _gpu(gpu_id: str):
+    return next((g for g in state.gpus() if g.id == gpu_id), None)
+
+
+def _model_caption(result, model_is: str) -> str | None:
+    if result is None:
+        return None
+    from calculator.units import format_count
+    est = result.estimate
+    if model_is == state.GENERIC:
+        return f"Generic network: {format_count(est.parameters)} parameters"
+    spec = result.model
+    moe = (f", MoE {spec.num_experts} experts (top-{spec.num_experts_per_tok}), "
+           f"{format_count(est.active_parameters)} active") if getattr(spec, "num_experts", 0) else ""
+    shape = (f" · {spec.num_hidden_layers} layers, h={spec.hidden_size}, {spec.num_attention_heads} heads / "
+             f"{spec.kv_heads} KV") if hasattr(spec, "hidden_size") else ""
+    return f"{format_count(est.parameters)} parameters{shape}{moe}"
+
+
+def _fit_cards(fits, unit: str) -> None:
+    from calculator.units import format_bytes
+    icons = {"fits": ":green[:material/check_circle: fits]", "tight": ":orange[:material/warning: tight]",
+             "does not fit": ":red[:material/cancel: does not fit]"}
+    per_row = 6
+    for start in range(0, len(fits), per_row):
+        cols = st.columns(per_row)
+        for col, f in zip(cols, fits[start:start + per_row]):
+            with col.container(border=True, key=f"fit_{f.gpu}"):
+                st.markdown(f"**{f.name}**  \n{icons.get(f.verdict, f.verdict)}")
+                st.progress(min(max(f.utilization, 0.0), 1.0), text=f"{f.utilization:.0%} of "
+                            f"{format_bytes(f.capacity_bytes, unit)}")
+                head = format_bytes(abs(f.headroom_bytes), unit)
+                st.caption((f"headroom {head}" if f.headroom_bytes >= 0 else f"short by {head}")
+                           + (f" · GPUs needed: {f.gpus_needed}" if f.gpus_needed else " · no layout fits")
+                           + (f"  \n{f.note}" if f.note else ""))
+
+
+# ---- navigation ------------------------------------------------------------------------------------------------
+st.set_page_config(page_title="LLM GPU Memory Calculator", page_icon=":material/memory:", layout="wide")
+pages = [
+    st.Page(calculator, title="Calculator", icon=":material/calculate:", default=True),
+    st.Page("pages/formulas.py", title="Formulas & references", icon=":material/function:",
+            url_path="formulas"),
+    st.Page("pages/about.py", title="About the estimate", icon=":material/info:", url_path="about"),
+]
+if (HERE / "pages" / "accuracy.py").exists():
+    pages.append(st.Page("pages/accuracy.py", title="Accuracy", icon=":material/rule:", url_path="accuracy"))
+st.navigation(pages, position="top").run()

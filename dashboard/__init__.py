@@ -1,0 +1,1 @@
+"""UI helpers of the Streamlit dashboard (not page scripts): URL state, the chart, exports."""

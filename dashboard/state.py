@@ -1,0 +1,544 @@
+"""The dashboard's inputs: their URL keys (a public format, see docs/url-format.md), frozen defaults, how a
+query string is checked before the widgets read it, and how widget values become the engine's inputs.
+
+Nothing here imports streamlit, so it is unit-tested directly (tests/test_dashboard_state.py). The engine is
+imported lazily, inside functions, so this module loads even while parts of the engine are missing.
+
+Rules of the URL format (version `v=1`):
+- keys are short, lower-case and never renamed; a value equal to the default is left out of the URL;
+- the defaults below are frozen for v=1: changing one would silently change what old links show;
+- numbers are plain decimals; sizes given in MB are 10^6 bytes; booleans are `true`/`false`;
+- selectbox values are the engine's own ids (no display labels in the URL).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Mapping
+
+URL_FORMAT_VERSION = "1"
+VERSION_KEY = "v"
+
+# Model sources that are not presets (they share the `model` key with the preset ids).
+CUSTOM, CONFIG, GENERIC = "custom", "config", "generic"
+SPECIAL_MODELS = (CUSTOM, CONFIG, GENERIC)
+CUSTOM_RECIPE = "custom"
+AUTO = "auto"  # inference weight dtype: same as the params dtype
+
+DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4")
+ACT_DTYPES = ("fp32", "bf16", "fp16")
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+FAMILIES = ("llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss")
+MB = 10**6  # sizes typed in MB (decimal, like the GB axis)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One input: its URL key, widget kind, frozen default and accepted values."""
+
+    key: str
+    kind: str  # "int" | "float" | "bool" | "choice" | "text"
+    default: Any
+    label: str
+    group: str
+    lo: float | None = None
+    hi: float | None = None
+    step: float | None = None
+    options: tuple[str, ...] = ()  # "choice": the static options (model and gpu options come from the engine)
+    help: str = ""
+    fields: tuple[str, ...] = ()  # engine fields this key feeds (maps engine errors back to the widget)
+
+
+def _p(key, kind, default, label, group, **kw) -> Param:
+    return Param(key, kind, default, label, group, **kw)
+
+
+# Order = sidebar order. Groups: model, mode, precision, optimizer, recompute, parallel, batch, overheads, gpu,
+# display. Every key here is part of the public URL format.
+PARAMS: tuple[Param, ...] = (
+    # ---- model ----------------------------------------------------------------------------------------------
+    _p("model", "choice", "llama-3.1-8b", "Model", "model",
+       help="A preset, or: custom (architecture fields below), config (paste a config.json), "
+            "generic (any network given as totals)"),
+    _p("h", "int", 4096, "Hidden size (h)", "arch", lo=1, hi=1_000_000, fields=("hidden_size",)),
+    _p("layers", "int", 32, "Layers (L)", "arch", lo=1, hi=10_000, fields=("num_hidden_layers",)),
+    _p("heads", "int", 32, "Attention heads (a)", "arch", lo=1, hi=10_000, fields=("num_attention_heads",)),
+    _p("kvh", "int", 8, "KV heads (k)", "arch", lo=1, hi=10_000, fields=("num_key_value_heads",)),
+    _p("hd", "int", 0, "Head dim (0 = h / a)", "arch", lo=0, hi=100_000, fields=("head_dim",)),
+    _p("ffn", "int", 14336, "FFN size (intermediate_size)", "arch", lo=1, hi=10_000_000,
+       fields=("intermediate_size",)),
+    _p("vocab", "int", 128256, "Vocabulary size (V)", "arch", lo=1, hi=100_000_000, fields=("vocab_size",)),
+    _p("tie", "bool", False, "Tie input and output embeddings", "arch", fields=("tie_word_embeddings",)),
+    _p("glu", "bool", True, "Gated MLP (SwiGLU/GeGLU)", "arch", fields=("gated_mlp",)),
+    _p("fam", "choice", "llama", "Block layout (family)", "arch", options=FAMILIES, fields=("family",),
+       help="Which block layout decides the saved activations (llama = RMSNorm + SwiGLU, gpt2 = LayerNorm + GELU…)"),
+    _p("norm", "choice", "rmsnorm", "Norm", "arch", options=("rmsnorm", "layernorm"), fields=("norm_type",)),
+    _p("qkvb", "bool", False, "Bias on q, k, v", "arch", fields=("qkv_bias",)),
+    _p("swa", "int", 0, "Sliding window (0 = full attention)", "arch", lo=0, hi=100_000_000,
+       fields=("sliding_window",)),
+    _p("experts", "int", 0, "Routed experts (0 = dense)", "arch", lo=0, hi=100_000, fields=("num_experts",)),
+    _p("topk", "int", 0, "Experts per token (top-k)", "arch", lo=0, hi=100_000, fields=("num_experts_per_tok",)),
+    _p("effn", "int", 0, "Expert FFN size (0 = FFN size)", "arch", lo=0, hi=10_000_000,
+       fields=("moe_intermediate_size",)),
+    _p("shared", "int", 0, "Shared experts", "arch", lo=0, hi=1_000, fields=("num_shared_experts",)),
+    _p("sffn", "int", 0, "Shared expert FFN size, total (0 = shared × expert FFN)", "arch", lo=0,
+       hi=10_000_000, fields=("shared_expert_intermediate_size",)),
+    _p("cfg", "text", "", "config.json", "config", fields=("config.json",),
+       help="Paste a Hugging Face config.json (used when Model = config)"),
+    _p("gparams", "int", 20_000_000, "Total parameters", "generic", lo=1, hi=10**15,
+       fields=("total_params",)),
+    _p("gact", "int", 1_000_000, "Activation elements per sample", "generic", lo=0, hi=10**15,
+       fields=("activation_elements_per_sample",)),
+    # ---- mode -----------------------------------------------------------------------------------------------
+    _p("mode", "choice", "train", "Mode", "mode", options=("train", "infer"), fields=("mode",)),
+    # ---- precision ------------------------------------------------------------------------------------------
+    _p("recipe", "choice", "mixed-bf16", "Precision recipe", "precision", fields=("precision",),
+       help="A named recipe sets every dtype below; pick 'custom' to set them one by one"),
+    _p("pdt", "choice", "bf16", "Params dtype", "precision", options=DTYPES, fields=("precision.params",)),
+    _p("gdt", "choice", "bf16", "Gradients dtype", "precision", options=DTYPES, fields=("precision.grads",)),
+    _p("mdt", "choice", "fp32", "Master weights dtype", "precision", options=("none",) + DTYPES,
+       fields=("precision.master_weights",)),
+    _p("odt", "choice", "fp32", "Optimizer states dtype", "precision", options=DTYPES,
+       fields=("precision.optimizer_states",)),
+    _p("adt", "choice", "bf16", "Activations dtype", "precision", options=ACT_DTYPES,
+       fields=("precision.activations",)),
+    # ---- optimizer ------------------------------------------------------------------------------------------
+    _p("opt", "choice", "adamw", "Optimizer", "optimizer", fields=("optimizer",)),
+    _p("oimpl", "choice", "foreach", "Optimizer implementation", "optimizer",
+       options=("foreach", "for-loop", "fused"), fields=("optimizer_impl",),
+       help="PyTorch's optimizer step: foreach (default on CUDA) allocates a full-size temporary"),
+    # ---- recompute, attention, activation model -------------------------------------------------------------
+    _p("rc", "choice", "none", "Activation recompute", "recompute", options=("none", "selective", "full"),
+       fields=("recompute",)),
+    _p("attn", "choice", "flash", "Attention kernel", "recompute", options=("flash", "eager"),
+       fields=("attention",)),
+    _p("act", "choice", "exact", "Activation model", "recompute", options=("exact", "textbook", "fujii"),
+       fields=("activation_model",),
+       help="exact: tensors the framework really saves; textbook: Korthikanti et al. 2022 + flat overhead; "
+            "fujii: Fujii et al. 2024"),
+    # ---- parallelism ----------------------------------------------------------------------------------------
+    _p("zero", "choice", "0", "ZeRO / FSDP stage", "parallel", options=("0", "1", "2", "3"),
+       fields=("parallel.zero",), help="1 shards optimizer states, 2 also gradients, 3 also parameters"),
+    _p("zsh", "int", 0, "ZeRO shard group (0 = DP × CP)", "parallel", lo=0, hi=1_000_000,
+       fields=("parallel.zero_shard_size",), help="FSDP hybrid shard / HSDP group size"),
+    _p("dopt", "bool", False, "Megatron distributed optimizer", "parallel",
+       fields=("parallel.distributed_optimizer",)),
+    _p("tp", "int", 1, "Tensor parallel (TP)", "parallel", lo=1, hi=4096, fields=("parallel.tp",)),
+    _p("sp", "bool", False, "Sequence parallel (with TP)", "parallel", fields=("parallel.sequence_parallel",)),
+    _p("pp", "int", 1, "Pipeline parallel (PP)", "parallel", lo=1, hi=4096, fields=("parallel.pp",)),
+    _p("sched", "choice", "1f1b", "Pipeline schedule", "parallel", options=("1f1b", "interleaved"),
+       fields=("parallel.schedule",)),
+    _p("vpp", "int", 1, "Virtual stages per rank", "parallel", lo=1, hi=1024, fields=("parallel.virtual_stages",)),
+    _p("mb", "int", 0, "Micro-batches per step (0 = PP)", "parallel", lo=0, hi=1_000_000,
+       fields=("parallel.num_microbatches",)),
+    _p("dp", "int", 1, "Data parallel (DP)", "parallel", lo=1, hi=1_000_000, fields=("parallel.dp",)),
+    _p("cp", "int", 1, "Context parallel (CP)", "parallel", lo=1, hi=4096, fields=("parallel.cp",)),
+    _p("ep", "int", 1, "Expert parallel (EP)", "parallel", lo=1, hi=4096, fields=("parallel.ep",)),
+    _p("etp", "int", 0, "Expert tensor parallel (0 = TP)", "parallel", lo=0, hi=4096, fields=("parallel.etp",)),
+    # ---- batch and sequence ---------------------------------------------------------------------------------
+    _p("mbs", "int", 1, "Micro-batch size", "batch", lo=1, hi=256, fields=("micro_batch",)),
+    _p("seq", "int", 4096, "Sequence length (prompt for inference)", "batch", lo=1, hi=100_000_000,
+       fields=("seq_len",)),
+    _p("gen", "int", 0, "Generated tokens", "batch", lo=0, hi=100_000_000, fields=("gen_tokens",)),
+    _p("kvdt", "choice", "bf16", "KV cache dtype", "batch", options=KV_DTYPES, fields=("kv_dtype",)),
+    _p("wdt", "choice", AUTO, "Inference weight dtype", "batch", options=(AUTO,) + DTYPES,
+       fields=("weight_dtype",), help="auto = the params dtype; int4/nf4/fp4 add group scales"),
+    _p("qgs", "int", 128, "Quantization group size", "batch", lo=1, hi=1_000_000, fields=("quant_group_size",)),
+    # ---- overheads ------------------------------------------------------------------------------------------
+    _p("frag", "float", 5.0, "Allocator fragmentation (% of peak)", "overheads", lo=0.0, hi=50.0, step=0.5,
+       fields=("overheads.fragmentation_pct",)),
+    _p("ctx", "int", None, "CUDA context override (MB)", "overheads", lo=0, hi=100_000,
+       fields=("overheads.cuda_context_bytes",), help="Empty: the GPU catalogue's measured value"),
+    _p("nccl", "int", 500, "NCCL buffers per communicator (MB)", "overheads", lo=0, hi=100_000,
+       fields=("overheads.nccl_bytes_per_group",)),
+    _p("comm", "bool", True, "Include communication buffers", "overheads",
+       fields=("overheads.include_comm_buffers",)),
+    _p("tbo", "float", 10.0, "Textbook flat overhead (%)", "overheads", lo=0.0, hi=100.0, step=1.0,
+       fields=("overheads.textbook_overhead_pct",)),
+    # ---- GPU and display ------------------------------------------------------------------------------------
+    _p("gpu", "choice", "h100-sxm", "GPU", "gpu", fields=("gpu",)),
+    _p("unit", "choice", "GB", "Units", "display", options=("GB", "GiB")),
+)
+
+BY_KEY: dict[str, Param] = {p.key: p for p in PARAMS}
+DEFAULTS: dict[str, Any] = {p.key: p.default for p in PARAMS}
+ARCH_KEYS = tuple(p.key for p in PARAMS if p.group == "arch")
+DTYPE_KEYS = ("pdt", "gdt", "mdt", "odt", "adt")
+
+
+# ---- option lists that come from the engine ------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def model_ids() -> tuple[str, ...]:
+    """Preset model ids from calculator.presets (empty if the presets are not there yet)."""
+    try:
+        from calculator.presets import list_models
+    except ImportError:
+        return ()
+    return tuple(m if isinstance(m, str) else m.id for m in list_models())
+
+
+@lru_cache(maxsize=1)
+def gpus() -> tuple:
+    """The GPU catalogue (calculator.presets.list_gpus())."""
+    try:
+        from calculator.presets import list_gpus
+    except ImportError:
+        return ()
+    return tuple(list_gpus())
+
+
+def options(key: str) -> tuple[str, ...]:
+    """Every value a choice key accepts."""
+    if key == "model":
+        return model_ids() + SPECIAL_MODELS
+    if key == "gpu":
+        return tuple(g.id for g in gpus())
+    if key == "recipe":
+        from calculator.workload import RECIPES
+        return tuple(RECIPES) + (CUSTOM_RECIPE,)
+    if key == "opt":
+        from calculator.workload import OPTIMIZERS
+        return tuple(OPTIMIZERS)
+    return BY_KEY[key].options
+
+
+@lru_cache(maxsize=64)
+def load_preset(model_id: str):
+    """calculator.presets.load_model(id) -> MappedConfig, cached per process (presets are static files)."""
+    from calculator.presets import load_model
+    return load_model(model_id)
+
+
+def recipe_dtypes(recipe: str) -> dict[str, str]:
+    """The per-tensor dtype keys a named precision recipe sets."""
+    from calculator.workload import RECIPES
+    prec = RECIPES[recipe][1]
+    return {"pdt": prec.params, "gdt": prec.grads, "mdt": prec.master_weights or "none",
+            "odt": prec.optimizer_states, "adt": prec.activations}
+
+
+def spec_to_arch(spec) -> dict[str, Any]:
+    """A ModelSpec as the custom-architecture keys (what "Edit as custom" copies into the fields)."""
+    return {
+        "h": spec.hidden_size, "layers": spec.num_hidden_layers, "heads": spec.num_attention_heads,
+        "kvh": spec.num_key_value_heads or spec.num_attention_heads, "hd": spec.head_dim or 0,
+        "ffn": spec.intermediate_size, "vocab": spec.vocab_size, "tie": spec.tie_word_embeddings,
+        "glu": spec.gated_mlp, "fam": spec.family, "norm": spec.norm_type, "qkvb": spec.qkv_bias,
+        "swa": spec.sliding_window or 0, "experts": spec.num_experts, "topk": spec.num_experts_per_tok,
+        "effn": spec.moe_intermediate_size or 0, "shared": spec.num_shared_experts,
+        "sffn": spec.shared_expert_intermediate_size or 0,
+    }
+
+
+# ---- query-string checks ---------------------------------------------------------------------------------------
+def _fmt(value: str | list[str]) -> str:
+    return ",".join(value) if isinstance(value, list) else value
+
+
+def parse_value(p: Param, raw: str, choices: Iterable[str] | None = None) -> Any:
+    """The value a URL string means for `p`, exactly as the bound widget will read it; ValueError if the widget
+    would drop it (unknown option, not a number, out of range)."""
+    if p.kind == "bool":
+        low = raw.lower()
+        if low not in ("true", "false"):
+            raise ValueError("expected true or false")
+        return low == "true"
+    if p.kind == "choice":
+        opts = tuple(choices) if choices is not None else options(p.key)
+        if raw not in opts:
+            shown = ", ".join(opts[:12]) + (" …" if len(opts) > 12 else "")
+            raise ValueError(f"not one of {shown}")
+        return raw
+    if p.kind == "text":
+        return raw
+    if raw == "" and p.default is None:
+        return None
+    try:
+        num = float(raw)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not math.isfinite(num):
+        raise ValueError("not a finite number")
+    if p.kind == "int":
+        if num != int(num):
+            raise ValueError("not a whole number")
+        num = int(num)
+    if (p.lo is not None and num < p.lo) or (p.hi is not None and num > p.hi):
+        raise ValueError(f"outside {p.lo:g}–{p.hi:g}")
+    return num
+
+
+@dataclass(frozen=True)
+class LinkCheck:
+    """What a shared link asked for: accepted values, and one line per ignored parameter."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()
+    version: str | None = None
+    unknown_keys: tuple[str, ...] = ()
+
+
+def check_query_params(query: Mapping[str, str | list[str]],
+                       choices: Callable[[str], Iterable[str]] = options) -> LinkCheck:
+    """Validate a query string (st.query_params.to_dict() or a dict of lists) before the widgets read it.
+
+    Bound widgets drop invalid values silently; this reports them so the page can say what was ignored."""
+    values: dict[str, Any] = {}
+    ignored: list[str] = []
+    unknown: list[str] = []
+    version = None
+    for key, raw in query.items():
+        if key == VERSION_KEY:
+            version = _fmt(raw)
+            if version != URL_FORMAT_VERSION:
+                ignored.append(f"`v={version}`: this page reads link format v={URL_FORMAT_VERSION}; "
+                               "the other parameters were read as v1")
+            continue
+        p = BY_KEY.get(key)
+        if p is None:
+            unknown.append(key)
+            ignored.append(f"`{key}={_fmt(raw)}`: unknown parameter")
+            continue
+        if isinstance(raw, list):
+            if len(raw) != 1:
+                ignored.append(f"`{key}` given {len(raw)} times: only one value is allowed")
+                continue
+            raw = raw[0]
+        try:
+            values[key] = parse_value(p, raw, choices(key) if p.kind == "choice" else None)
+        except ValueError as exc:
+            ignored.append(f"`{key}={raw}`: {exc}; the default ({format_default(p)}) is used")
+    return LinkCheck(values, tuple(ignored), version, tuple(unknown))
+
+
+def format_default(p: Param) -> str:
+    if p.default is None:
+        return "empty"
+    if isinstance(p.default, bool):
+        return "true" if p.default else "false"
+    return str(p.default)
+
+
+def to_query(values: Mapping[str, Any]) -> dict[str, str]:
+    """The query parameters that reproduce `values` (defaults left out, as the bound widgets do), plus v."""
+    out: dict[str, str] = {}
+    for p in PARAMS:
+        if p.key not in values:
+            continue
+        v = values[p.key]
+        if v == p.default:
+            continue
+        if isinstance(v, bool):
+            out[p.key] = "true" if v else "false"
+        elif v is None:
+            out[p.key] = ""
+        elif isinstance(v, float) and v.is_integer():
+            out[p.key] = str(int(v)) if p.kind == "int" else f"{v:g}"
+        else:
+            out[p.key] = str(v)
+    out[VERSION_KEY] = URL_FORMAT_VERSION
+    return out
+
+
+# ---- widget values -> engine inputs ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Problem:
+    """An input the engine refused, with the URL key of the widget that causes it ("" if none is known)."""
+
+    key: str
+    message: str
+
+
+class InputProblems(Exception):
+    def __init__(self, problems: list[Problem]):
+        super().__init__("; ".join(p.message for p in problems))
+        self.problems = problems
+
+
+# Engine field path (as pydantic locations and InputError.field name them) -> URL key.
+FIELD_TO_KEY: dict[str, str] = {}
+for _param in PARAMS:
+    for _f in _param.fields:
+        FIELD_TO_KEY.setdefault(_f, _param.key)
+        FIELD_TO_KEY.setdefault(_f.rsplit(".", 1)[-1], _param.key)
+FIELD_TO_KEY.update({"precision": "recipe", "parallel.world_size": "dp", "model": "model", "spec": "model",
+                     "parallel.expert_tp": "etp", "parallel.microbatches": "mb",
+                     "parallel.shard_group": "zsh"})
+
+
+def key_for_field(field_path: str | None, message: str = "", group_keys: Iterable[str] = ()) -> str:
+    """The widget to blame for an engine error on `field_path` (or one named in the message)."""
+    if field_path:
+        path = str(field_path)
+        for cand in (path, path.removeprefix("workload."), path.removeprefix("model."), path.rsplit(".", 1)[-1]):
+            if cand in FIELD_TO_KEY:
+                return FIELD_TO_KEY[cand]
+    # Cross-field checks (pydantic model validators) carry no location: find the first field they name.
+    best: tuple[int, str] | None = None
+    for name, key in FIELD_TO_KEY.items():
+        if len(name) < 4 and "." not in name:
+            continue
+        pos = message.find(name)
+        if pos >= 0 and (best is None or pos < best[0]):
+            best = (pos, key)
+    if best:
+        return best[1]
+    group_keys = tuple(group_keys)
+    return group_keys[0] if group_keys else ""
+
+
+def _validation_problems(exc, prefix: str, fallback: str) -> list[Problem]:
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err.get("loc", ()) if not isinstance(x, int))
+        msg = str(err.get("msg", "")).removeprefix("Value error, ")
+        path = f"{prefix}{loc}" if loc else ""
+        key = key_for_field(path, msg, (fallback,)) if (path or msg) else fallback
+        label = BY_KEY[key].label if key in BY_KEY else ""
+        out.append(Problem(key, f"{label}: {msg}" if loc and label else msg))
+    return out
+
+
+def _none_if_zero(v):
+    return None if not v else int(v)
+
+
+def build_model(values: Mapping[str, Any]):
+    """(ModelSpec | GenericModel, notes) for the selected model source; InputProblems if it cannot be built."""
+    from pydantic import ValidationError
+
+    from calculator.model import GenericModel, ModelSpec
+    v = {**DEFAULTS, **values}
+    source = v["model"]
+    if source == CUSTOM:
+        try:
+            spec = ModelSpec(
+                name="custom", family=v["fam"], hidden_size=int(v["h"]), num_hidden_layers=int(v["layers"]),
+                num_attention_heads=int(v["heads"]), num_key_value_heads=int(v["kvh"]),
+                head_dim=_none_if_zero(v["hd"]), intermediate_size=int(v["ffn"]), vocab_size=int(v["vocab"]),
+                tie_word_embeddings=bool(v["tie"]), gated_mlp=bool(v["glu"]), norm_type=v["norm"],
+                qkv_bias=bool(v["qkvb"]), sliding_window=_none_if_zero(v["swa"]),
+                num_experts=int(v["experts"]), num_experts_per_tok=int(v["topk"]),
+                moe_intermediate_size=_none_if_zero(v["effn"]), num_shared_experts=int(v["shared"]),
+                shared_expert_intermediate_size=_none_if_zero(v["sffn"]))
+        except ValidationError as exc:
+            raise InputProblems(_validation_problems(exc, "", "h")) from None
+        return spec, ()
+    if source == GENERIC:
+        try:
+            return GenericModel(total_params=int(v["gparams"]),
+                                activation_elements_per_sample=int(v["gact"])), ()
+        except ValidationError as exc:
+            raise InputProblems(_validation_problems(exc, "", "gparams")) from None
+    if source == CONFIG:
+        from calculator.hf_config import ConfigError, spec_from_hf_config
+        text = (v["cfg"] or "").strip()
+        if not text:
+            raise InputProblems([Problem("cfg", "Paste a config.json to estimate it (Model = config).")])
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputProblems([Problem("cfg", f"config.json is not valid JSON: {exc}")]) from None
+        try:
+            mapped = spec_from_hf_config(raw)
+        except ConfigError as exc:
+            raise InputProblems([Problem("cfg", str(exc))]) from None
+        return mapped.spec, tuple(mapped.warnings)
+    if source not in model_ids():
+        raise InputProblems([Problem("model", f"unknown model preset {source!r}")])
+    mapped = load_preset(source)
+    return mapped.spec, tuple(getattr(mapped, "warnings", ()))
+
+
+def build_workload(values: Mapping[str, Any]):
+    """The engine's Workload for the widget values; InputProblems (naming the widgets) if pydantic refuses."""
+    from pydantic import ValidationError
+
+    from calculator.workload import RECIPES, Overheads, Parallelism, Precision, Workload
+    v = {**DEFAULTS, **values}
+    problems: list[Problem] = []
+
+    def attempt(build, prefix, fallback):
+        try:
+            return build()
+        except ValidationError as exc:
+            problems.extend(_validation_problems(exc, prefix, fallback))
+            return None
+
+    if v["recipe"] == CUSTOM_RECIPE:
+        precision = attempt(lambda: Precision(
+            params=v["pdt"], grads=v["gdt"], master_weights=None if v["mdt"] == "none" else v["mdt"],
+            optimizer_states=v["odt"], activations=v["adt"]), "precision.", "recipe")
+    elif v["recipe"] in RECIPES:
+        precision = RECIPES[v["recipe"]][1]
+    else:
+        precision = None
+        problems.append(Problem("recipe", f"unknown precision recipe {v['recipe']!r}"))
+    parallel = attempt(lambda: Parallelism(
+        tp=int(v["tp"]), pp=int(v["pp"]), dp=int(v["dp"]), cp=int(v["cp"]), ep=int(v["ep"]),
+        etp=_none_if_zero(v["etp"]), sequence_parallel=bool(v["sp"]), zero=int(v["zero"]),
+        zero_shard_size=_none_if_zero(v["zsh"]), distributed_optimizer=bool(v["dopt"]),
+        schedule=v["sched"], virtual_stages=int(v["vpp"]), num_microbatches=_none_if_zero(v["mb"])),
+        "parallel.", "tp")
+    overheads = attempt(lambda: Overheads(
+        cuda_context_bytes=None if v["ctx"] is None else int(v["ctx"]) * MB,
+        fragmentation_pct=float(v["frag"]), nccl_bytes_per_group=int(v["nccl"]) * MB,
+        include_comm_buffers=bool(v["comm"]), textbook_overhead_pct=float(v["tbo"])), "overheads.", "frag")
+    if problems:
+        raise InputProblems(problems)
+    workload = attempt(lambda: Workload(
+        mode=v["mode"], micro_batch=int(v["mbs"]), seq_len=int(v["seq"]), gen_tokens=int(v["gen"]),
+        precision=precision, optimizer=v["opt"], optimizer_impl=v["oimpl"], recompute=v["rc"],
+        attention=v["attn"], activation_model=v["act"], kv_dtype=v["kvdt"],
+        weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]),
+        parallel=parallel, overheads=overheads, gpu=v["gpu"] or None), "", "mode")
+    if problems:
+        raise InputProblems(problems)
+    return workload
+
+
+@dataclass(frozen=True)
+class Result:
+    model: Any
+    workload: Any
+    estimate: Any
+    notes: tuple[str, ...] = ()
+
+
+def compute(values: Mapping[str, Any]) -> Result:
+    """Build the inputs and run the engine; InputProblems for anything the engine refuses (never a number)."""
+    from calculator import estimate
+    from calculator.errors import InputError
+    problems: list[Problem] = []
+    model = workload = None
+    notes: tuple[str, ...] = ()
+    try:
+        model, notes = build_model(values)
+    except InputProblems as exc:
+        problems.extend(exc.problems)
+    try:
+        workload = build_workload(values)
+    except InputProblems as exc:
+        problems.extend(exc.problems)
+    if problems:
+        raise InputProblems(problems)
+    try:
+        est = estimate(model, workload)
+    except InputError as exc:
+        raise InputProblems([Problem(key_for_field(exc.field, exc.message), exc.message)]) from None
+    return Result(model, workload, est, notes)
+
+
+def current_values(session: Mapping[str, Any], link_values: Mapping[str, Any]) -> dict[str, Any]:
+    """Every input's value before the widgets are drawn: the widget state when it exists, else what the link
+    asked for, else the default (what each bound widget will itself resolve to on this run)."""
+    return {p.key: session[p.key] if p.key in session else link_values.get(p.key, p.default) for p in PARAMS}
+
+
+def reset_values(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults for every input (the display unit excepted) with `overrides` applied: what a scenario sets."""
+    out = {p.key: p.default for p in PARAMS if p.group != "display"}
+    out.update(overrides)
+    return out

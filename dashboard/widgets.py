@@ -1,0 +1,47 @@
+"""Draw one input as a URL-bound Streamlit widget, from its entry in dashboard.state.PARAMS, with the engine's
+complaint about it (if any) right under it."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import streamlit as st
+
+from dashboard.state import BY_KEY, options
+
+SLIDERS = {"mbs", "frag"}
+RADIOS = {"mode", "unit", "zero", "rc", "attn", "act", "sched"}
+
+
+def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False, caption: str | None = None,
+          on_change: Callable | None = None, label: str | None = None, container: Any = None) -> None:
+    p = BY_KEY[key]
+    box = container if container is not None else st
+    kw: dict[str, Any] = dict(key=key, bind="query-params", help=p.help or None, disabled=disabled,
+                              on_change=on_change)
+    label = label or p.label
+    if p.kind == "bool":
+        box.checkbox(label, value=p.default, **kw)
+    elif p.kind == "choice":
+        opts = options(key)
+        index = opts.index(p.default) if p.default in opts else 0
+        if key in RADIOS:
+            box.radio(label, opts, index=index, horizontal=True, **kw)
+        else:
+            box.selectbox(label, opts, index=index, **kw)
+    elif p.kind == "text":
+        box.text_area(label, value=p.default, height=140, placeholder='{"model_type": "llama", ...}', **kw)
+    elif key in SLIDERS:
+        if p.kind == "int":
+            box.slider(label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1, **kw)
+        else:
+            box.slider(label, min_value=float(p.lo), max_value=float(p.hi), value=p.default,
+                       step=float(p.step or 1), **kw)
+    elif p.kind == "int":
+        box.number_input(label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1, **kw)
+    else:
+        box.number_input(label, min_value=float(p.lo), max_value=float(p.hi), value=p.default,
+                         step=float(p.step or 1), **kw)
+    if caption:
+        box.caption(caption)
+    for msg in problems.get(key, ()):
+        box.error(msg, icon=":material/error:")

@@ -1,0 +1,76 @@
+"""About the estimate: what is modelled, what is not, and how accurate it is."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from calculator.result import COMPONENT_LABELS
+from dashboard.accuracy import load_summary
+
+st.title("About the estimate")
+
+st.markdown("""
+The calculator estimates the memory of **one GPU** — the most loaded one — for training or inference of a
+decoder transformer (dense or mixture-of-experts; multi-head, grouped-query or latent attention; full or
+sliding-window), or of any network given only as totals (parameters and activation elements per sample).
+Every number comes from the engine in `calculator/`; each term carries its formula, the formula with values
+substituted, and its source (see **Formulas & references**).
+""")
+
+st.subheader("What is modelled")
+st.markdown("Each estimate is the sum of these components (zero where they do not apply):")
+st.markdown("\n".join(f"- **{label}**" for label in COMPONENT_LABELS.values()))
+st.markdown("""
+- **Precision** per tensor family (params, gradients, fp32 master copy, optimizer states, activations), named
+  recipes (DeepSpeed/FSDP mixed bf16, Megatron, PyTorch AMP, pure bf16, fp32) or custom.
+- **Optimizers**: AdamW, 8-bit AdamW, SGD with or without momentum, Adafactor, Lion, none; the optimizer
+  step's temporary memory depends on the PyTorch implementation (foreach, for-loop, fused).
+- **Activations**, three models: *exact* (the tensors the framework really saves, traced from PyTorch +
+  transformers code), *textbook* (Korthikanti et al. 2022 plus a flat overhead) and *fujii* (Fujii et al. 2024);
+  recompute none / selective / full; FlashAttention or eager attention.
+- **Parallelism**: ZeRO 1/2/3 and FSDP (with hybrid shard groups), Megatron's distributed optimizer, tensor
+  and sequence parallel, pipeline parallel (1F1B and interleaved, one bar per stage), data, context and
+  expert parallel.
+- **Inference**: KV cache (by dtype, GQA/MQA/MLA, sliding windows), quantized weights with group scales,
+  the prefill working set.
+- **Overheads** outside the tensors: allocator fragmentation (editable %), the CUDA context of the chosen
+  GPU (or your own figure) and NCCL communicator buffers.
+""")
+
+st.subheader("What is not modelled")
+st.markdown("""
+- CPU or NVMe offload (ZeRO-Offload/Infinity), LoRA/QLoRA adapters, and several models at once (RLHF
+  rollouts with a reference or reward model).
+- Serving-engine memory policies: vLLM/SGLang pre-allocate a fixed fraction of the GPU for paged KV blocks,
+  so `nvidia-smi` shows that fraction, not the estimate.
+- `torch.compile`, CUDA graphs and custom-kernel workspaces; dataloader and pinned host memory.
+- Architectures other than decoder transformers, except through the generic totals.
+""")
+
+st.subheader("How to read the verdicts")
+st.markdown("""
+A GPU **fits** when the estimate is at most 80% of its memory, is **tight** between 80% and 100%, and
+**does not fit** above it. The 80% line follows Fujii et al. 2024
+([arXiv:2411.06465](https://arxiv.org/abs/2411.06465)): none of their 454 training runs whose estimate stayed
+under 80% of the GPU's capacity ran out of memory. GB are 10⁹ bytes and GiB are 2³⁰ bytes; the page always
+says which.
+""")
+
+# ---------------------------------------------------------------------------------------------------------------
+# ACCURACY — filled from tests/golden/ by the validation harness (another engineer owns those numbers).
+# ---------------------------------------------------------------------------------------------------------------
+st.subheader("Accuracy against measurements")
+with st.container(border=True, key="validation_summary"):
+    summary = load_summary()
+    if summary is None:
+        st.info("The validation summary is not there yet: this section shows the file under `tests/golden/` "
+                "whose name contains `summary` (.md, .json or .csv) once the validation harness writes it.",
+                icon=":material/pending:")
+    else:
+        st.caption(f"From `{summary.path.relative_to(summary.path.parents[2])}`")
+        if summary.kind == "markdown":
+            st.markdown(summary.data)
+        elif summary.kind == "table":
+            st.dataframe(pd.DataFrame(summary.data), hide_index=True, width="stretch")
+        else:
+            st.json(summary.data)

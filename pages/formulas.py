@@ -1,0 +1,36 @@
+"""Formulas & references: every source the engine cites, and the terms (with their formulas) that use it."""
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator.result import COMPONENT_LABELS
+from calculator.sources import SOURCES
+from dashboard.references import term_catalog
+
+
+@st.cache_data(show_spinner="Collecting the engine's formulas…", max_entries=1)
+def _catalog() -> dict:
+    return {k: [u.__dict__ for u in v] for k, v in term_catalog().items()}
+
+
+st.title("Formulas & references")
+st.caption("Every formula the calculator uses comes from the engine (`calculator/`), and every term names its "
+           "source. This page lists each source with the terms that cite it, collected by running the engine "
+           "over configurations that reach each of its branches.")
+
+catalog = _catalog()
+unused = [k for k in SOURCES if k not in catalog]
+st.metric("Sources", len(SOURCES), help="Entries of calculator.sources.SOURCES")
+for key, src in SOURCES.items():
+    uses = catalog.get(key, [])
+    with st.container(border=True, key=f"src_{key}"):
+        st.markdown(f"#### [{src.title}]({src.url})\n`{key}` — {src.detail}")
+        if uses:
+            for u in uses:
+                st.markdown(f"- **{u['label']}** ({COMPONENT_LABELS.get(u['component'], u['component'])}): "
+                            f"`{u['formula']}`")
+        else:
+            st.caption("Cited by the engine, but no term of the sample configurations uses it.")
+unknown = sorted(set(catalog) - set(SOURCES))
+if unknown:
+    st.error("Terms cite sources missing from calculator.sources.SOURCES: " + ", ".join(unknown))

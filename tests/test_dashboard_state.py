@@ -1,0 +1,203 @@
+"""dashboard.state: the URL format (keys, defaults, checks), and widget values -> the engine's inputs."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from calculator import Workload, estimate
+from calculator.model import GenericModel, ModelSpec
+from calculator.workload import RECIPES, Overheads, Parallelism, Precision
+from dashboard import state
+from dashboard.scenarios import SCENARIOS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_keys_are_short_unique_lowercase():
+    keys = [p.key for p in state.PARAMS]
+    assert len(keys) == len(set(keys))
+    assert state.VERSION_KEY not in keys
+    for k in keys:
+        assert re.fullmatch(r"[a-z][a-z0-9]{0,7}", k), k
+
+
+def test_defaults_are_accepted_by_their_own_check():
+    for p in state.PARAMS:
+        if p.default is None or p.kind == "text":
+            continue
+        raw = state.to_query({p.key: p.default})
+        assert p.key not in raw  # defaults never go in the URL
+        assert state.parse_value(p, state.format_default(p)) == p.default, p.key
+
+
+def test_url_format_doc_lists_every_key_with_its_default():
+    doc = (ROOT / "docs" / "url-format.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z0-9]+)` \|.*\| `([^`]*)` \|$", doc, re.M)}
+    for p in state.PARAMS:
+        assert p.key in rows, f"docs/url-format.md has no row for {p.key}"
+        assert rows[p.key] == state.format_default(p), p.key
+    assert set(rows) == {p.key for p in state.PARAMS}
+
+
+def test_valid_link_is_read_as_typed_values():
+    link = state.check_query_params({"tp": "4", "sp": "true", "zero": "3", "frag": "7.5", "mode": "infer",
+                                     "model": "llama-3.1-70b", "gpu": "h200", "ctx": "", "v": "1"})
+    assert link.ignored == ()
+    assert link.values == {"tp": 4, "sp": True, "zero": "3", "frag": 7.5, "mode": "infer",
+                           "model": "llama-3.1-70b", "gpu": "h200", "ctx": None}
+    assert link.version == "1"
+
+
+@pytest.mark.parametrize("query, key, reason", [
+    ({"tp": "0"}, "tp", "outside"),
+    ({"tp": "99999"}, "tp", "outside"),
+    ({"tp": "2.5"}, "tp", "whole number"),
+    ({"tp": "two"}, "tp", "not a number"),
+    ({"frag": "nan"}, "frag", "finite"),
+    ({"sp": "yes"}, "sp", "true or false"),
+    ({"opt": "adam9"}, "opt", "not one of"),
+    ({"model": "no-such-model"}, "model", "not one of"),
+    ({"gpu": "h900"}, "gpu", "not one of"),
+    ({"zero": "4"}, "zero", "not one of"),
+    ({"mbs": "1000"}, "mbs", "outside"),
+    ({"tp": ["2", "4"]}, "tp", "2 times"),
+    ({"colour": "red"}, "colour", "unknown parameter"),
+])
+def test_invalid_values_are_reported(query, key, reason):
+    link = state.check_query_params(query)
+    assert key not in link.values
+    assert len(link.ignored) == 1
+    assert f"`{key}" in link.ignored[0] and reason in link.ignored[0]
+
+
+def test_unknown_keys_and_other_versions_are_reported():
+    link = state.check_query_params({"v": "2", "foo": "1", "tp": "2"})
+    assert link.values == {"tp": 2}
+    assert link.unknown_keys == ("foo",)
+    assert any("v=2" in line for line in link.ignored)
+
+
+def test_to_query_round_trips_through_the_check():
+    values = {**state.DEFAULTS, "tp": 8, "pp": 2, "sched": "interleaved", "vpp": 2, "frag": 12.5, "sp": True,
+              "comm": False, "ctx": 700, "mode": "infer", "gen": 512, "model": "custom", "h": 5120,
+              "cfg": '{"model_type": "llama"}'}
+    query = state.to_query(values)
+    assert query["v"] == "1" and query["tp"] == "8" and query["sp"] == "true" and query["frag"] == "12.5"
+    assert "dp" not in query  # default
+    back = state.check_query_params(query)
+    assert back.ignored == ()
+    assert {**state.DEFAULTS, **back.values} == values
+
+
+def test_every_choice_default_is_a_valid_option():
+    for p in state.PARAMS:
+        if p.kind == "choice":
+            assert p.default in state.options(p.key), p.key
+
+
+def test_scenarios_are_valid_links():
+    for sc in SCENARIOS:
+        link = state.check_query_params(state.to_query(state.reset_values(sc.values)))
+        assert link.ignored == (), sc.id
+        result = state.compute(state.reset_values(sc.values))
+        assert result.estimate.total_bytes > 0
+
+
+def test_workload_mapping_is_field_by_field():
+    values = {**state.DEFAULTS, "mode": "infer", "mbs": 3, "seq": 2048, "gen": 100, "recipe": "custom",
+              "pdt": "fp16", "gdt": "fp32", "mdt": "none", "odt": "bf16", "adt": "fp16", "opt": "lion",
+              "oimpl": "fused", "rc": "full", "attn": "eager", "act": "fujii", "kvdt": "fp8", "wdt": "int4",
+              "qgs": 64, "tp": 2, "pp": 2, "dp": 3, "cp": 2, "ep": 2, "etp": 1, "sp": True, "zero": "2",
+              "zsh": 3, "dopt": True, "sched": "interleaved", "vpp": 2, "mb": 6, "frag": 7.5, "ctx": 600,
+              "nccl": 250, "comm": False, "tbo": 12.0, "gpu": "a100-80gb"}
+    expected = Workload(
+        mode="infer", micro_batch=3, seq_len=2048, gen_tokens=100,
+        precision=Precision(params="fp16", grads="fp32", master_weights=None, optimizer_states="bf16",
+                            activations="fp16"),
+        optimizer="lion", optimizer_impl="fused", recompute="full", attention="eager", activation_model="fujii",
+        kv_dtype="fp8", weight_dtype="int4", quant_group_size=64,
+        parallel=Parallelism(tp=2, pp=2, dp=3, cp=2, ep=2, etp=1, sequence_parallel=True, zero=2,
+                             zero_shard_size=3, distributed_optimizer=True, schedule="interleaved",
+                             virtual_stages=2, num_microbatches=6),
+        overheads=Overheads(cuda_context_bytes=600_000_000, fragmentation_pct=7.5, nccl_bytes_per_group=250_000_000,
+                            include_comm_buffers=False, textbook_overhead_pct=12.0),
+        gpu="a100-80gb")
+    assert state.build_workload(values) == expected
+
+
+def test_defaults_map_to_the_engine_defaults_where_they_agree():
+    w = state.build_workload(state.DEFAULTS)
+    assert w.precision == RECIPES["mixed-bf16"][1]
+    assert w.parallel == Parallelism()
+    assert w.weight_dtype is None and w.overheads.cuda_context_bytes is None
+
+
+def test_named_recipe_wins_over_per_tensor_keys():
+    w = state.build_workload({"recipe": "megatron", "gdt": "bf16"})
+    assert w.precision == RECIPES["megatron"][1]
+
+
+def test_custom_and_generic_models():
+    spec, notes = state.build_model({"model": "custom", "h": 2048, "layers": 16, "heads": 16, "kvh": 4,
+                                     "ffn": 8192, "vocab": 32000, "tie": True})
+    assert isinstance(spec, ModelSpec) and spec.hidden_size == 2048 and spec.num_key_value_heads == 4
+    assert spec.tie_word_embeddings and spec.head_dim is None and spec.sliding_window is None
+    gen, _ = state.build_model({"model": "generic", "gparams": 20_000_000, "gact": 1_000_000})
+    assert gen == GenericModel(total_params=20_000_000, activation_elements_per_sample=1_000_000)
+
+
+def test_pasted_config_is_mapped_by_the_engine():
+    cfg = ('{"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, '
+           '"intermediate_size": 4096, "vocab_size": 1000}')
+    spec, _ = state.build_model({"model": "config", "cfg": cfg})
+    assert spec.hidden_size == 1024 and spec.num_hidden_layers == 4
+
+
+@pytest.mark.parametrize("values, key, words", [
+    ({"model": "config", "cfg": ""}, "cfg", "Paste"),
+    ({"model": "config", "cfg": "{not json"}, "cfg", "not valid JSON"),
+    ({"model": "config", "cfg": '{"hidden_size": 8}'}, "cfg", "model_type"),
+    ({"model": "custom", "h": 4000, "heads": 32, "hd": 0}, "h", "divisible"),
+    ({"model": "custom", "heads": 32, "kvh": 5}, "heads", "multiple"),
+    ({"model": "custom", "experts": 8, "topk": 0}, "topk", "num_experts_per_tok"),
+    ({"sched": "interleaved", "vpp": 1, "pp": 2}, "vpp", "virtual_stages"),
+    ({"model": "custom", "tp": 3}, "tp", ""),
+])
+def test_problems_name_the_widget(values, key, words):
+    with pytest.raises(state.InputProblems) as exc:
+        state.compute(values)
+    keys = [p.key for p in exc.value.problems]
+    assert key in keys, exc.value.problems
+    assert words in " ".join(p.message for p in exc.value.problems)
+
+
+def test_compute_is_the_engine():
+    values = {"model": "custom", "tp": 2, "mbs": 2, "rc": "selective", "gpu": "h100-sxm"}
+    result = state.compute(values)
+    direct = estimate(state.build_model(values)[0], state.build_workload(values))
+    assert result.estimate == direct
+
+
+def test_key_for_field():
+    assert state.key_for_field("parallel.tp") == "tp"
+    assert state.key_for_field("tp") == "tp"
+    assert state.key_for_field("workload.parallel.pp") == "pp"
+    assert state.key_for_field("num_attention_heads") == "heads"
+    assert state.key_for_field(None, "parallel.virtual_stages must be at least 2") == "vpp"
+    assert state.key_for_field("nonsense", "nothing known", ("mode",)) == "mode"
+
+
+def test_current_values_prefers_widget_state_then_link_then_default():
+    got = state.current_values({"tp": 4}, {"tp": 8, "pp": 2})
+    assert got["tp"] == 4 and got["pp"] == 2 and got["dp"] == 1
+    assert set(got) == set(state.DEFAULTS)
+
+
+def test_spec_to_arch_reproduces_the_preset():
+    mapped = state.load_preset("llama-3.1-8b")
+    arch = state.spec_to_arch(mapped.spec)
+    spec, _ = state.build_model({"model": "custom", **arch})
+    w = Workload()
+    assert estimate(spec, w).total_bytes == estimate(mapped.spec, w).total_bytes
