@@ -1,0 +1,36 @@
+"""Median time of one estimate() call (not a test: prints figures). Target: ≤ 50 µs.
+
+    .venv/bin/python benchmarks/bench_estimate.py
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from calculator import Workload, estimate
+from calculator.presets import load_model
+
+CASES = {
+    "llama-3.1-8b train (no fits)": ("llama-3.1-8b", Workload(seq_len=4096), False),
+    "llama-3.1-8b train + fit cards": ("llama-3.1-8b", Workload(seq_len=4096, gpu="h100-sxm"), True),
+    "llama-3.1-70b tp8 pp4 zero1": ("llama-3.1-70b", Workload(parallel={"tp": 8, "pp": 4, "dp": 4, "zero": 1}), True),
+    "deepseek-v3 ep": ("deepseek-v3", Workload(parallel={"tp": 8, "pp": 1, "dp": 32, "ep": 32, "zero": 1}), True),
+    "llama-3.1-8b infer 32k": ("llama-3.1-8b", Workload(mode="infer", seq_len=32768), True),
+}
+
+
+def median_us(fn, repeat: int = 2000) -> float:
+    for _ in range(200):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    return statistics.median(samples) / 1000
+
+
+if __name__ == "__main__":
+    for label, (model_id, w, fits) in CASES.items():
+        spec = load_model(model_id).spec
+        print(f"{label:<34} median {median_us(lambda: estimate(spec, w, with_fits=fits)):8.1f} µs")
