@@ -354,7 +354,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
         outer = cfg
         cfg = dict(cfg["text_config"])
         cfg.setdefault("model_type", TEXT_MODEL_TYPES.get(outer.get("model_type"), outer.get("model_type")))
-        for k in ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config"):
+        for k in ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config", "_name_or_path"):
             if k in outer and k not in cfg:
                 cfg[k] = outer[k]
     model_type = cfg.get("model_type")
