@@ -9,6 +9,8 @@ Gradients are persistent buffers (DDP, Megatron and DeepSpeed keep them for the 
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from calculator import activations as act
 from calculator import inference as inf
 from calculator import training as tr
@@ -49,6 +51,13 @@ class _Terms:
         return sum(t.bytes for t in self.items if components is None or t.component in components)
 
 
+@lru_cache(maxsize=256)
+def _model_facts(m: ModelSpec) -> tuple[int, int, int]:
+    """(total parameters, active per token, largest module), computed once per model."""
+    counts = count_parameters(m)
+    return counts.total, counts.active_per_token, counts.largest_module
+
+
 def _gpu(w_gpu: str | None):
     if not w_gpu:
         return None
@@ -85,7 +94,7 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
     t.add("cuda_context", "cuda_context", "CUDA context", ctx, "C_ctx", f"{ctx:,} B ({where})", "cuda-context")
 
 
-def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard, counts) -> tuple[int, int]:
+def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
     """Weights, master weights, gradients and optimizer state of one GPU; returns (params held, largest tensor)."""
     p, prec = w.parallel, w.precision
     dense_group = p.shard_group
@@ -130,19 +139,18 @@ def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard, counts) -> tupl
         "none": ("0", "0", "sgd"),
     }[w.optimizer]
     t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt_bytes, formula, subst, src)
-    largest_tensor = max(counts.embedding, counts.lm_head,
-                         max((l.largest_module for l in counts.layers), default=0)) // max(p.tp, 1)
+    largest_tensor = _model_facts(m)[2] // p.tp
     return n_o, largest_tensor
 
 
-def _stage_training(m: ModelSpec, w, shard: StageShard, counts, gpu) -> StageEstimate:
+def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     p, t = w.parallel, _Terms()
-    n_opt, largest_tensor = _model_states(t, m, w, shard, counts)
+    n_opt, largest_tensor = _model_states(t, m, w, shard)
     states = t.total()
     d = act.dims(m, w)
     flight = in_flight_microbatches(p, shard.stage)
     layers = range(shard.first_layer, shard.last_layer)
-    n_moe = sum(m.layer_is_moe(i) for i in layers)
+    n_moe = shard.moe_layers
     n_dense = len(layers) - n_moe
     fl = f"{flight:g}"
     act_transient = 0
@@ -245,13 +253,11 @@ def _finish(t: _Terms, w, shard: StageShard, gpu) -> StageEstimate:
     return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total())
 
 
-def _stage_inference(m: ModelSpec, w, shard: StageShard, counts, gpu) -> StageEstimate:
+def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     p, t = w.parallel, _Terms()
     wdt = w.weight_dtype or w.precision.params
     layers = range(shard.first_layer, shard.last_layer)
-    # quantizable: the decoder layers' linear weights (attention, MLP, experts); embedding, head, norms stay
-    quantizable = sum(-(-(counts.layers[i].attention + counts.layers[i].mlp + counts.layers[i].shared_experts)
-                        // p.tp) for i in layers) + shard.experts
+    quantizable = shard.layer_linear  # attention, MLP and expert weights; embeddings, head, norms stay
     rest = shard.total - quantizable
     qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size)
     rbytes = nbytes(rest, w.precision.params)
@@ -313,7 +319,7 @@ def _generic(model: GenericModel, w) -> Estimate:
     gpu = _gpu(w.gpu)
     shard = StageShard(0, 0, 0, n, 0, 0, n, True, True)
     stage = _finish(t, w, shard, gpu)
-    fits = fits_for(stage, _all_gpus(), 1, w.overheads.cuda_context_bytes)
+    fits = fits_for(stage, _all_gpus(), 1, w.overheads.cuda_context_bytes, w.overheads.fragmentation_pct)
     return Estimate(model.name, w.mode, n, n, (stage,), 0, fits, (), ("generic network: totals given by you",))
 
 
@@ -340,18 +346,19 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
         return _generic(model, w)
     m = model
     check_divisibility(m, w)
-    counts = count_parameters(m)
     p = w.parallel
-    shards = stage_shards(m, counts, p)
+    shards = stage_shards(m, p)
     gpu = _gpu(w.gpu)
     build = _stage_training if w.mode == "train" else _stage_inference
-    stages = tuple(build(m, w, s, counts, gpu) for s in shards)
+    stages = tuple(build(m, w, s, gpu) for s in shards)
     worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
-    fits = fits_for(stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes) if with_fits else ()
+    fits = fits_for(stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
+                    w.overheads.fragmentation_pct) if with_fits else ()
     assumptions = (
         "gradients are persistent buffers for the whole step (DDP / Megatron / DeepSpeed)",
         f"optimizer step implementation: {w.optimizer_impl}",
         "activation dtype " + w.precision.activations + ("; attention: " + w.attention),
     )
-    return Estimate(m.name, w.mode, counts.total, counts.active_per_token, stages, worst, fits, _warnings(m, w),
+    total, active, _ = _model_facts(m)
+    return Estimate(m.name, w.mode, total, active, stages, worst, fits, _warnings(m, w),
                     assumptions)

@@ -29,30 +29,35 @@ def verdict(used: int, capacity: int) -> str:
     return "does not fit"
 
 
-def gpus_needed(stage: StageEstimate, used: int, capacity: int, world_size: int) -> tuple[int | None, str]:
-    """GPUs the job needs: its world size when it fits; otherwise the count at which the shardable model
-    states (weights, master, grads, optimizer, KV cache), spread evenly, leave room for the rest within the
-    80% safe band. None when the unshardable part alone is too big."""
+def gpus_needed(stage: StageEstimate, used: int, capacity: int, world_size: int,
+                frag_pct: float) -> tuple[int | None, str]:
+    """GPUs the job needs: its world size when it fits; otherwise the count N at which the shardable model states
+    (weights, master, grads, optimizer, KV cache and the optimizer-step transient), spread evenly over N GPUs, leave
+    the rest within the 80% safe band: (fixed + shardable·W/N)·(1 + frag) + outside ≤ 0.8·capacity.
+    None when the unshardable part alone is too big."""
     if used <= capacity:
         return world_size, ""
     comps = stage.components
-    shardable = sum(comps[c] for c in SHARDABLE)
-    fixed = used - shardable
-    room = SAFE_FRACTION * capacity - fixed
+    shardable = sum(comps[c] for c in SHARDABLE) + sum(
+        t.bytes for t in stage.terms if t.key == "transient.optimizer_step")
+    fixed = stage.peak_allocated_bytes - shardable
+    outside = used - stage.peak_allocated_bytes - comps["fragmentation"]
+    room = (SAFE_FRACTION * capacity - outside) / (1 + frag_pct / 100) - fixed
     if room <= 0:
         return None, "activations and overheads alone exceed 80% of this GPU: lower micro-batch or sequence"
     n = max(world_size, -(-int(shardable * world_size) // int(room)))
     return n, f"≈ {n} GPUs with the model states sharded {n} ways (ZeRO-3 / TP)"
 
 
-def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, context_override: int | None) -> tuple[Fit, ...]:
+def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, context_override: int | None,
+             frag_pct: float = 0.0) -> tuple[Fit, ...]:
     """A fit card per GPU, re-pricing the CUDA context for each GPU unless the user fixed it."""
     base = stage.total_bytes - stage.components["cuda_context"]
     out = []
     for g in gpus:
         ctx = context_override if context_override is not None else g.cuda_context_bytes
         used = base + ctx
-        n, note = gpus_needed(stage, used, g.memory_bytes, world_size)
+        n, note = gpus_needed(stage, used, g.memory_bytes, world_size, frag_pct)
         out.append(Fit(gpu=g.id, name=g.name, capacity_bytes=g.memory_bytes, used_bytes=used,
                        headroom_bytes=g.memory_bytes - used, utilization=used / g.memory_bytes,
                        verdict=verdict(used, g.memory_bytes), gpus_needed=n, note=note))  # type: ignore[arg-type]

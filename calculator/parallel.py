@@ -6,10 +6,11 @@ Degrees that do not divide are errors (InputError naming the field), never silen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from calculator.errors import InputError
 from calculator.model import ModelSpec
-from calculator.parameters import ParameterCounts
+from calculator.parameters import count_parameters
 from calculator.workload import Parallelism, Workload
 
 
@@ -74,6 +75,8 @@ class StageShard:
     largest_unit: int  # largest FSDP/ZeRO-3 unit on this GPU (a decoder layer, or embedding/head)
     has_embedding: bool
     has_head: bool
+    moe_layers: int = 0  # decoder layers of this stage with routed experts
+    layer_linear: int = 0  # linear weights of the decoder layers (what weight quantization applies to)
 
     @property
     def total(self) -> int:
@@ -84,19 +87,22 @@ def _split(n: int, ways: int) -> int:
     return -(-n // ways)
 
 
-def stage_shards(m: ModelSpec, counts: ParameterCounts, p: Parallelism) -> list[StageShard]:
+@lru_cache(maxsize=512)
+def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
     """Per-GPU parameter shard of every pipeline stage. First stage: embedding; last stage: final norm + LM head
     (a tied head gets its own copy on the last stage when pp > 1, as in Megatron)."""
+    counts = count_parameters(m)
     per_stage = m.num_hidden_layers // p.pp
     tp, ep_tp = p.tp, p.ep * p.expert_tp
     shards = []
     for s in range(p.pp):
         first, last = s * per_stage, (s + 1) * per_stage
         # With interleaving a rank holds v chunks spread over the model; layer counts are the same per rank.
-        dense = experts = tensors = largest = 0
+        dense = experts = tensors = largest = linear = 0
         for layer in counts.layers[first:last]:
-            layer_dense = (_split(layer.attention + layer.mlp + layer.shared_experts, tp) + layer.router
-                           + layer.norms)
+            layer_linear = _split(layer.attention + layer.mlp + layer.shared_experts, tp)
+            linear += layer_linear + _split(layer.routed_experts, ep_tp)
+            layer_dense = layer_linear + layer.router + layer.norms
             layer_experts = _split(layer.routed_experts, ep_tp)
             dense += layer_dense
             experts += layer_experts
@@ -113,8 +119,10 @@ def stage_shards(m: ModelSpec, counts: ParameterCounts, p: Parallelism) -> list[
             dense += counts.final_norm + _split(head, tp)
             tensors += 1 + (m.norm_type == "layernorm") + (head > 0)
             largest = max(largest, _split(head, tp))
-        shards.append(StageShard(s, first, last, dense, experts, tensors, largest, has_embedding, has_head))
-    return shards
+        moe = sum(m.layer_is_moe(i) for i in range(first, last))
+        shards.append(StageShard(s, first, last, dense, experts, tensors, largest, has_embedding, has_head, moe,
+                                 linear))
+    return tuple(shards)
 
 
 def in_flight_microbatches(p: Parallelism, stage: int) -> float:

@@ -32,8 +32,8 @@ def test_mla_caches_the_latent():
 
 
 def test_sliding_window_layers_cap_the_cache():
-    # Mistral-7B-v0.1: every layer slides over 4096 tokens
-    assert kv("mistral-7b-v0.1", seq_len=32768) == 32 * 4096 * 131072
+    # Mistral-7B-v0.1: every layer slides over 4096 tokens; 2 × 8 kv heads × 128 × 2 B = 4096 B per token and layer
+    assert kv("mistral-7b-v0.1", seq_len=32768) == 32 * 4096 * 4096
     # Gemma-2-9B: half the layers slide (window 4096), half are global
     m = load_model("gemma-2-9b").spec
     per = inf.kv_bytes_per_token_per_layer(m, m.kv_heads, "bf16")
@@ -61,7 +61,7 @@ def test_int4_weights_carry_group_scales():
 def test_quantized_model_keeps_embeddings_in_bf16():
     m = load_model("llama-3.1-8b").spec
     e = estimate(m, Workload(mode="infer", seq_len=1, weight_dtype="int4"), with_fits=False)
-    embeddings = 2 * 128256 * 4096 + 4096 * (1 + 2 * 32)  # embed + head + norms in bf16
+    embeddings = 2 * (2 * 128256 * 4096 + 4096 * (1 + 2 * 32))  # embed + head + norms, 2 B each (bf16)
     linear = 8030261248 - 2 * 128256 * 4096 - 4096 * 65
     assert e.components["weights"] == embeddings + inf.quantized_weight_bytes(linear, "int4", 128)
 

@@ -97,4 +97,5 @@ def test_tp_pp_ep_shard_model_states_by_their_degree(model, degree, kind):
         assert total_weights >= base.components["weights"]
         assert max(s.components["weights"] for s in e.stages) < base.components["weights"] / degree * 1.6
     else:
-        assert e.components["weights"] <= base.components["weights"] / degree * 1.001
+        # norms and the MoE router are replicated across TP ranks
+        assert base.components["weights"] / degree <= e.components["weights"] <= base.components["weights"] / degree * 1.01
