@@ -9,7 +9,7 @@ Gradients are persistent buffers (DDP, Megatron and DeepSpeed keep them for the 
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from calculator import activations as act
 from calculator import inference as inf
@@ -24,6 +24,7 @@ from calculator.parameters import count_parameters, model_tensor_shapes
 from calculator.result import ALLOCATED_COMPONENTS, Estimate, StageEstimate, Term
 
 
+@lru_cache(maxsize=None)
 def _b(dtype: str | None) -> str:
     """'2 B' / '0.5 B' for formulas."""
     if dtype is None:
@@ -226,19 +227,24 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     return _finish(t, w, shard, gpu)
 
 
+_NOTES = {
+    "norms": "HF RMSNorm keeps an fp32 copy of its input (4 B/elem) plus the normalised input: ~12·s·b·h per layer "
+             "in bf16, not the textbook 4",
+    "flash": "FlashAttention: q, k, v unexpanded (GQA), output, fp32 logsumexp — no s² term",
+    "eager": "eager: expanded k/v and the a·b·s² scores in fp32 + model dtype",
+    "selective": "selective recompute: the attention core is recomputed; its inputs q, k, v stay saved",
+    "moe": "MoE: every token is copied to its top-k experts",
+    "gated": "gated MLP: gate, up, activation and product (4·e·T·f)",
+    "plain": "plain MLP: fc1 output and activation output",
+}
+
+
 def _exact_note(key: str, m: ModelSpec, w) -> str:
-    notes = {
-        "norms": "HF RMSNorm keeps an fp32 copy of its input (4 B/elem) plus the normalised input: ~12·s·b·h "
-                 "per layer in bf16, not the textbook 4",
-        "attention": ("FlashAttention: q, k, v unexpanded (GQA), output, fp32 logsumexp — no s² term"
-                      if w.attention == "flash" else "eager: expanded k/v and the a·b·s² scores in fp32 + "
-                                                      "model dtype"),
-        "mlp": "MoE: every token is copied to its top-k experts" if m.is_moe else
-               ("gated MLP: gate, up, activation and product (4·e·T·f)" if m.gated_mlp else "plain MLP"),
-    }
-    if w.recompute == "selective" and key == "attention":
-        return "selective recompute: the attention core is recomputed; its inputs q, k, v stay saved"
-    return notes[key]
+    if key == "norms":
+        return _NOTES["norms"]
+    if key == "attention":
+        return _NOTES["selective" if w.recompute == "selective" else w.attention]
+    return _NOTES["moe" if m.is_moe else ("gated" if m.gated_mlp else "plain")]
 
 
 def _finish(t: _Terms, w, shard: StageShard, gpu) -> StageEstimate:
@@ -319,7 +325,7 @@ def _generic(model: GenericModel, w) -> Estimate:
     gpu = _gpu(w.gpu)
     shard = StageShard(0, 0, 0, n, 0, 0, n, True, True)
     stage = _finish(t, w, shard, gpu)
-    fits = fits_for(stage, _all_gpus(), 1, w.overheads.cuda_context_bytes, w.overheads.fragmentation_pct)
+    fits = partial(fits_for, stage, _all_gpus(), 1, w.overheads.cuda_context_bytes, w.overheads.fragmentation_pct)
     return Estimate(model.name, w.mode, n, n, (stage,), 0, fits, (), ("generic network: totals given by you",))
 
 
@@ -352,8 +358,8 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     build = _stage_training if w.mode == "train" else _stage_inference
     stages = tuple(build(m, w, s, gpu) for s in shards)
     worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
-    fits = fits_for(stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
-                    w.overheads.fragmentation_pct) if with_fits else ()
+    fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
+                   w.overheads.fragmentation_pct) if with_fits else None
     assumptions = (
         "gradients are persistent buffers for the whole step (DDP / Megatron / DeepSpeed)",
         f"optimizer step implementation: {w.optimizer_impl}",

@@ -29,19 +29,15 @@ def verdict(used: int, capacity: int) -> str:
     return "does not fit"
 
 
-def gpus_needed(stage: StageEstimate, used: int, capacity: int, world_size: int,
+def gpus_needed(shardable: int, fixed: int, outside: int, used: int, capacity: int, world_size: int,
                 frag_pct: float) -> tuple[int | None, str]:
     """GPUs the job needs: its world size when it fits; otherwise the count N at which the shardable model states
     (weights, master, grads, optimizer, KV cache and the optimizer-step transient), spread evenly over N GPUs, leave
-    the rest within the 80% safe band: (fixed + shardable·W/N)·(1 + frag) + outside ≤ 0.8·capacity.
+    the rest within the 80% safe band: (fixed + shardable·W/N)·(1 + frag) + outside ≤ 0.8·capacity, where
+    `fixed` is the rest of the peak allocated and `outside` what the allocator does not see (context, NCCL).
     None when the unshardable part alone is too big."""
     if used <= capacity:
         return world_size, ""
-    comps = stage.components
-    shardable = sum(comps[c] for c in SHARDABLE) + sum(
-        t.bytes for t in stage.terms if t.key == "transient.optimizer_step")
-    fixed = stage.peak_allocated_bytes - shardable
-    outside = used - stage.peak_allocated_bytes - comps["fragmentation"]
     room = (SAFE_FRACTION * capacity - outside) / (1 + frag_pct / 100) - fixed
     if room <= 0:
         return None, "activations and overheads alone exceed 80% of this GPU: lower micro-batch or sequence"
@@ -52,13 +48,16 @@ def gpus_needed(stage: StageEstimate, used: int, capacity: int, world_size: int,
 def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, context_override: int | None,
              frag_pct: float = 0.0) -> tuple[Fit, ...]:
     """A fit card per GPU, re-pricing the CUDA context for each GPU unless the user fixed it."""
-    base = stage.total_bytes - stage.components["cuda_context"]
+    comps = stage.components
+    base = stage.total_bytes - comps["cuda_context"]
+    shardable = sum(comps[c] for c in SHARDABLE) + sum(
+        t.bytes for t in stage.terms if t.key == "transient.optimizer_step")
+    fixed = stage.peak_allocated_bytes - shardable
+    outside_base = base - stage.peak_allocated_bytes - comps["fragmentation"]
     out = []
     for g in gpus:
         ctx = context_override if context_override is not None else g.cuda_context_bytes
-        used = base + ctx
-        n, note = gpus_needed(stage, used, g.memory_bytes, world_size, frag_pct)
-        out.append(Fit(gpu=g.id, name=g.name, capacity_bytes=g.memory_bytes, used_bytes=used,
-                       headroom_bytes=g.memory_bytes - used, utilization=used / g.memory_bytes,
-                       verdict=verdict(used, g.memory_bytes), gpus_needed=n, note=note))  # type: ignore[arg-type]
+        used, cap = base + ctx, g.memory_bytes
+        n, note = gpus_needed(shardable, fixed, outside_base + ctx, used, cap, world_size, frag_pct)
+        out.append(Fit(g.id, g.name, cap, used, cap - used, used / cap, verdict(used, cap), n, note))
     return tuple(out)

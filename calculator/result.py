@@ -3,8 +3,9 @@ the formula with values substituted, and a source key (see calculator.sources.SO
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable, Literal, NamedTuple
 
 # Components every estimate reports (zero where absent), in stacking order for charts.
 COMPONENTS: tuple[str, ...] = (
@@ -32,9 +33,8 @@ COMPONENT_LABELS: dict[str, str] = {
 ALLOCATED_COMPONENTS = frozenset(COMPONENTS[:9])
 
 
-@dataclass(frozen=True)
-class Term:
-    """One line of the breakdown."""
+class Term(NamedTuple):
+    """One line of the breakdown (a NamedTuple: cheap to build, immutable)."""
 
     key: str  # unique id, e.g. "optimizer_states.adamw"
     component: str  # one of COMPONENTS
@@ -56,7 +56,7 @@ class StageEstimate:
     peak_allocated_bytes: int
     total_bytes: int
 
-    @property
+    @cached_property
     def components(self) -> dict[str, int]:
         out = dict.fromkeys(COMPONENTS, 0)
         for t in self.terms:
@@ -67,8 +67,7 @@ class StageEstimate:
 Verdict = Literal["fits", "tight", "does not fit"]
 
 
-@dataclass(frozen=True)
-class Fit:
+class Fit(NamedTuple):
     """How the estimate sits on one GPU model."""
 
     gpu: str
@@ -92,9 +91,14 @@ class Estimate:
     active_parameters: int
     stages: tuple[StageEstimate, ...]
     worst_stage: int
-    fits: tuple[Fit, ...] = ()
+    fit_cards: Callable[[], tuple[Fit, ...]] | None = field(default=None, repr=False, compare=False)
     warnings: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+    @cached_property
+    def fits(self) -> tuple[Fit, ...]:
+        """Fit cards for every GPU of the catalogue, computed on first use."""
+        return self.fit_cards() if self.fit_cards else ()
 
     @property
     def peak(self) -> StageEstimate:
@@ -127,13 +131,13 @@ class Estimate:
             "total_bytes": self.total_bytes,
             "worst_stage": self.worst_stage,
             "components": self.components,
-            "terms": [asdict(t) for t in self.terms],
+            "terms": [t._asdict() for t in self.terms],
             "stages": [
                 {"stage": s.stage, "layers": list(s.layers), "peak_allocated_bytes": s.peak_allocated_bytes,
                  "total_bytes": s.total_bytes, "components": s.components}
                 for s in self.stages
             ],
-            "fits": [asdict(f) for f in self.fits],
+            "fits": [f._asdict() for f in self.fits],
             "warnings": list(self.warnings),
             "assumptions": list(self.assumptions),
         }
