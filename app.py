@@ -96,16 +96,13 @@ def calculator() -> None:
                       icon=":material/edit:", type="tertiary")
         arch_problem = any(k in problems for k in state.ARCH_KEYS)
         with st.expander("Custom architecture (Model = custom)", expanded=model_is == state.CUSTOM or arch_problem):
-            off = model_is != state.CUSTOM
-            for key in state.ARCH_KEYS:
-                field(key, problems, disabled=off)
+            _pairs(state.ARCH_KEYS, problems, disabled=model_is != state.CUSTOM)
         with st.expander("Paste config.json (Model = config)", expanded=model_is == state.CONFIG or "cfg" in problems):
             field("cfg", problems, on_change=pasted_config)
         with st.expander("Generic network (Model = generic)",
                          expanded=model_is == state.GENERIC or "gparams" in problems or "gact" in problems):
             st.caption("Any network given as totals: parameters and activation elements saved per sample.")
-            field("gparams", problems, disabled=model_is != state.GENERIC)
-            field("gact", problems, disabled=model_is != state.GENERIC)
+            _pairs(("gparams", "gact"), problems, disabled=model_is != state.GENERIC)
 
         st.header("Mode")
         field("mode", problems, label="Training or inference")
@@ -117,8 +114,7 @@ def calculator() -> None:
               "Each tensor family's dtype is set below.")
         with st.expander("Per-tensor dtypes", expanded=recipe == state.CUSTOM_RECIPE
                          or any(k in problems for k in state.DTYPE_KEYS)):
-            for key in state.DTYPE_KEYS:
-                field(key, problems, disabled=recipe != state.CUSTOM_RECIPE)
+            _pairs(state.DTYPE_KEYS, problems, disabled=recipe != state.CUSTOM_RECIPE)
 
         st.header("Optimizer")
         field("opt", problems, disabled=not train, caption=OPTIMIZERS.get(values["opt"]))
@@ -131,25 +127,17 @@ def calculator() -> None:
 
         st.header("Parallelism")
         field("zero", problems, disabled=not train)
-        field("zsh", problems, disabled=not train or values["zero"] == "0")
         field("dopt", problems, disabled=not train)
-        field("tp", problems)
+        _pairs(("tp", "pp", "dp", "cp", "ep", "etp"), problems)
         field("sp", problems, disabled=values["tp"] == 1)
-        field("pp", problems)
         field("sched", problems, disabled=values["pp"] == 1)
-        field("vpp", problems, disabled=values["sched"] != "interleaved")
-        field("mb", problems, disabled=not train)
-        field("dp", problems)
-        field("cp", problems)
-        field("ep", problems)
-        field("etp", problems)
+        _pairs(("vpp", "mb"), problems, disabled={"vpp": values["sched"] != "interleaved", "mb": not train})
+        field("zsh", problems, disabled=not train or values["zero"] == "0")
 
         st.header("Batch and sequence")
         field("mbs", problems, label="Micro-batch size" if train else "Batch (concurrent sequences)")
-        field("seq", problems)
-        field("gen", problems, disabled=train)
-        field("kvdt", problems, disabled=train)
-        field("wdt", problems, disabled=train)
+        _pairs(("seq", "gen"), problems, disabled={"gen": train})
+        _pairs(("kvdt", "wdt"), problems, disabled=train)
         field("qgs", problems, disabled=train)
 
         st.header("Overheads")
@@ -172,9 +160,6 @@ def calculator() -> None:
             st.rerun()
     st.session_state["_recomputed"] = False
 
-    unit = st.radio("Units", state.options("unit"), key="unit", bind="query-params", horizontal=True,
-                    help="GB = 10⁹ bytes, GiB = 2³⁰ bytes")
-
     # ---- examples -------------------------------------------------------------------------------------------
     st.subheader("Examples", divider="gray")
     available = set(state.options("model"))
@@ -185,8 +170,15 @@ def calculator() -> None:
                    help=sc.summary if ok else f"preset {sc.values.get('model')!r} is not in the catalogue",
                    disabled=not ok, width="stretch")
 
+    # ---- result header with the unit switch (drawn even without a result, so the link keeps it) ------------
+    head, units = st.columns([4, 1], vertical_alignment="bottom")
+    with units:
+        field("unit", problems, label="Units (GB = 10⁹ B, GiB = 2³⁰ B)")
+    unit = st.session_state["unit"]
+
     # ---- no numbers from invalid input ------------------------------------------------------------------------
     if result is None:
+        head.subheader("No estimate", divider="red")
         lines = []
         for key, msgs in problems.items():
             label = state.BY_KEY[key].label if key in state.BY_KEY else "Input"
@@ -201,7 +193,7 @@ def calculator() -> None:
 
     # ---- headline -------------------------------------------------------------------------------------------
     fit = next((f for f in est.fits if f.gpu == values["gpu"]), None)
-    st.subheader(f"{est.model_name}: {'training' if est.mode == 'train' else 'inference'}", divider="gray")
+    head.subheader(f"{est.model_name}: {'training' if est.mode == 'train' else 'inference'}", divider="gray")
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Total per GPU", format_bytes(est.total_bytes, unit),
               help="What nvidia-smi would show on the most loaded GPU" + (
@@ -221,7 +213,13 @@ def calculator() -> None:
 
     # ---- fit cards ------------------------------------------------------------------------------------------
     st.subheader("Fits on", divider="gray")
-    _fit_cards(est.fits, unit)
+    from calculator.hardware import FIT_CARD_GPUS
+    shown = [values["gpu"]] + [g for g in FIT_CARD_GPUS if g != values["gpu"]]
+    _fit_cards([f for g in shown for f in est.fits if f.gpu == g], unit)
+    others = [f for f in est.fits if f.gpu not in shown]
+    if others:
+        with st.expander(f"{len(others)} more GPUs"):
+            _fit_cards(others, unit)
 
     # ---- breakdown table and formula panel --------------------------------------------------------------------
     st.subheader("Breakdown and formulas", divider="gray")
@@ -272,6 +270,15 @@ def calculator() -> None:
 
     c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf", key="dl_pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
+
+
+def _pairs(keys, problems, disabled: bool | dict = False) -> None:
+    """Inputs two per row (each with its own complaint under it)."""
+    for i in range(0, len(keys), 2):
+        cols = st.columns(2)
+        for col, key in zip(cols, keys[i:i + 2]):
+            off = disabled.get(key, False) if isinstance(disabled, dict) else disabled
+            field(key, problems, disabled=off, container=col)
 
 
 def _gpu(gpu_id: str):

@@ -39,9 +39,9 @@ class TermUse:
 
 
 def term_catalog() -> dict[str, list[TermUse]]:
-    """source key -> the distinct terms (by term key) citing it, across VARIANTS."""
+    """source key -> the distinct terms (term key and formula) citing it, across VARIANTS."""
     presets = set(model_ids())
-    seen: dict[str, TermUse] = {}
+    seen: set[tuple[str, str, str]] = set()
     by_source: dict[str, list[TermUse]] = {}
     for overrides in VARIANTS:
         model = overrides.get("model")
@@ -53,9 +53,9 @@ def term_catalog() -> dict[str, list[TermUse]]:
             continue
         for stage in est.stages:
             for t in stage.terms:
-                if t.key in seen:
+                ident = (t.source, t.key, t.formula)  # one term key (optimizer_states) has a formula per method
+                if ident in seen:
                     continue
-                use = TermUse(t.key, t.label, t.component, t.formula)
-                seen[t.key] = use
-                by_source.setdefault(t.source, []).append(use)
+                seen.add(ident)
+                by_source.setdefault(t.source, []).append(TermUse(t.key, t.label, t.component, t.formula))
     return by_source

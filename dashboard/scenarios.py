@@ -23,7 +23,8 @@ SCENARIOS: tuple[Scenario, ...] = (
          "dp": 4, "rc": "selective", "seq": 8192, "mbs": 1, "gpu": "h100-sxm"}),
     Scenario(
         "finetune-70b-zero3", "Fine-tune Llama-3.1-70B, ZeRO-3 on 8×H100",
-        "DeepSpeed/FSDP mixed bf16 with ZeRO-3 over 8 GPUs, full activation checkpointing, 4k sequences.",
+        "DeepSpeed mixed bf16 with ZeRO-3 over 8 GPUs (fused Adam), full activation checkpointing, 4k "
+        "sequences. The fit cards say whether 8 GPUs are enough and how many the job needs.",
         {"model": "llama-3.1-70b", "mode": "train", "recipe": "mixed-bf16", "zero": "3", "dp": 8, "rc": "full",
          "seq": 4096, "mbs": 1, "gpu": "h100-sxm"}),
     Scenario(

@@ -106,9 +106,10 @@ PARAMS: tuple[Param, ...] = (
        fields=("precision.activations",)),
     # ---- optimizer ------------------------------------------------------------------------------------------
     _p("opt", "choice", "adamw", "Optimizer", "optimizer", fields=("optimizer",)),
-    _p("oimpl", "choice", "foreach", "Optimizer implementation", "optimizer",
+    _p("oimpl", "choice", "fused", "Optimizer implementation", "optimizer",
        options=("foreach", "for-loop", "fused"), fields=("optimizer_impl",),
-       help="PyTorch's optimizer step: foreach (default on CUDA) allocates a full-size temporary"),
+       help="How PyTorch runs the optimizer step: fused (one kernel), foreach (multi-tensor; allocates "
+            "full-size temporaries) or a for-loop"),
     # ---- recompute, attention, activation model -------------------------------------------------------------
     _p("rc", "choice", "none", "Activation recompute", "recompute", options=("none", "selective", "full"),
        fields=("recompute",)),
@@ -376,15 +377,15 @@ def key_for_field(field_path: str | None, message: str = "", group_keys: Iterabl
             if cand in FIELD_TO_KEY:
                 return FIELD_TO_KEY[cand]
     # Cross-field checks (pydantic model validators) carry no location: find the first field they name.
-    best: tuple[int, str] | None = None
+    best: tuple[int, int, str] | None = None  # earliest mention; the longest name there (num_experts_per_tok)
     for name, key in FIELD_TO_KEY.items():
         if len(name) < 4 and "." not in name:
             continue
         pos = message.find(name)
-        if pos >= 0 and (best is None or pos < best[0]):
-            best = (pos, key)
+        if pos >= 0 and (best is None or (pos, -len(name)) < best[:2]):
+            best = (pos, -len(name), key)
     if best:
-        return best[1]
+        return best[2]
     group_keys = tuple(group_keys)
     return group_keys[0] if group_keys else ""
 
