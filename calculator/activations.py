@@ -88,7 +88,8 @@ def attention_scores_saved(d: Dims, m: ModelSpec, softmax_fp32: bool) -> int:
     soft-capping (Gemma-2's tanh output), plus a 1-byte dropout mask and dropout output when attention dropout
     is on (GPT-2). Scores: a·b·s·s_kv (HF eager_attention_forward)."""
     scores = d.a * d.b * d.s * d.s_kv
-    per_score = (4 + d.e) if softmax_fp32 else d.e
+    # softmax in fp32 is saved; its cast back to the model dtype is a second tensor unless the model is fp32
+    per_score = (4 + (d.e if d.e != 4 else 0)) if softmax_fp32 else d.e
     if m.attn_logit_softcapping:
         per_score += d.e
     if m.dropout > 0:
@@ -267,7 +268,23 @@ def loss_saved(m: ModelSpec, d: Dims, vocab: int) -> int:
 
 
 def loss_transient(d: Dims, vocab: int) -> int:
-    """Live while the loss and its backward run, beyond what is saved: the model-dtype logits returned to the
-    caller (e·T·V) and the fp32 gradient of the log_softmax (4·T·V), per TP rank."""
+    """Live at the loss backward, beyond what is saved: the model-dtype logits returned to the caller (e·T·V),
+    the fp32 gradient of the log_softmax (4·T·V) and its cast back to the model dtype (e·T·V), per TP rank
+    (traced: validation/, tests/golden)."""
     v = vocab // d.tp
-    return d.e * d.T * v + 4 * d.T * v
+    return (2 * d.e + 4) * d.T * v if d.e != 4 else 8 * d.T * v
+
+
+def rotary_saved(m: ModelSpec, d: Dims) -> int:
+    """RoPE cos and sin tables (T × head_dim each, model dtype), computed once and saved by every layer's q/k
+    multiply; none for learned positions (GPT-2)."""
+    if m.learned_position_embeddings:
+        return 0
+    rope = m.qk_rope_head_dim if m.is_mla else m.head_size
+    return 2 * d.T * rope * d.e
+
+
+def eager_mask_saved(d: Dims) -> int:
+    """With recompute and eager attention the 4-D causal mask (b × s × s_kv, model dtype) is an input of every
+    checkpointed call and stays saved once."""
+    return d.e * d.b * d.s * d.s_kv

@@ -54,9 +54,15 @@ class _Terms:
 
 @lru_cache(maxsize=256)
 def _model_facts(m: ModelSpec) -> tuple[int, int, int]:
-    """(total parameters, active per token, largest module), computed once per model."""
+    """(total parameters, active per token, largest parameter tensor), computed once per model."""
     counts = count_parameters(m)
-    return counts.total, counts.active_per_token, counts.largest_module
+    largest_tensor = 0
+    for shape in model_tensor_shapes(m):
+        n = 1
+        for dim in shape:
+            n *= dim
+        largest_tensor = max(largest_tensor, n)
+    return counts.total, counts.active_per_token, largest_tensor
 
 
 def _gpu(w_gpu: str | None):
@@ -154,7 +160,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     n_moe = shard.moe_layers
     n_dense = len(layers) - n_moe
     fl = f"{flight:g}"
-    act_transient = 0
+    recompute_ws = loss_ws = 0
     if w.activation_model == "textbook":
         per = act.textbook_layer(m, w)
         t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", int(flight * len(layers) * per),
@@ -175,10 +181,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             t.add("activations.layers", "activations", "Layer inputs (full recompute)",
                   int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
                   f"{fl} × {len(layers)} × {d.e} × {d.T:,} × {d.h_sp:,}", "hf-checkpointing")
-            act_transient += max(x.total for x in (dense_l, moe_l) if x is not None)
-            t.add("transient.recompute", "transient", "One layer recomputed during backward",
-                  act_transient, "activations of one layer (no recompute)", f"{act_transient:,} B",
-                  "hf-checkpointing")
+            recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
         else:
             for name, key, get in (("norms", "norms", lambda x: x.norms),
                                    ("attention", "attention", lambda x: x.attention),
@@ -199,6 +202,14 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             emb = act.embedding_saved(m, d, True)
             t.add("activations.embedding", "activations", "Embedding (token ids, dropout mask)", int(flight * emb),
                   "m_inflight × (8·T [+ T·h dropout mask])", f"{fl} × {emb:,} B", "hf-llama")
+        shared = act.rotary_saved(m, d)
+        if shared:
+            t.add("activations.rotary", "activations", "RoPE cos/sin tables", int(flight * shared),
+                  "m_inflight × 2·T·d_head·e", f"{fl} × 2 × {d.T:,} × {shared // (2 * d.T * d.e)} × {d.e}", "hf-llama")
+        if w.attention == "eager" and w.recompute != "none" and not m.is_mla:
+            mask = act.eager_mask_saved(d)
+            t.add("activations.mask", "activations", "Causal mask (input of the recomputed calls)", int(flight * mask),
+                  "m_inflight × e·b·s·s", f"{fl} × {d.e} × {d.b} × {d.s:,} × {d.s_kv:,}", "hf-checkpointing")
         if shard.has_head:
             head = act.final_norm_saved(m, d)
             loss = act.loss_saved(m, d, m.vocab_size)
@@ -207,10 +218,19 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             t.add("logits.loss", "logits", "fp32 log-softmax saved by the loss", loss,
                   "4·T·V/t" + (" + e·T·V/t (softcap tanh)" if m.final_logit_softcapping else ""),
                   f"4 × {d.T:,} × {m.vocab_size // p.tp:,}", "hf-loss")
-            lt = act.loss_transient(d, m.vocab_size)
-            act_transient += lt
-            t.add("transient.loss", "transient", "Logits + their fp32 gradient during the loss backward", lt,
-                  "e·T·V/t + 4·T·V/t", f"({d.e} + 4) × {d.T:,} × {m.vocab_size // p.tp:,}", "hf-loss")
+            loss_ws = act.loss_transient(d, m.vocab_size)
+        # Backward peaks either at the loss (logits and their gradients) or, with full recompute, while one layer
+        # is recomputed (its activations, with the caller's model-dtype logits still held).
+        held = d.e * d.T * (m.vocab_size // p.tp) if shard.has_head else 0
+        if recompute_ws and held + recompute_ws > loss_ws:
+            t.add("transient.recompute", "transient", "One layer recomputed during backward", held + recompute_ws,
+                  "activations of one layer + held logits e·T·V/t", f"{recompute_ws:,} + {held:,} B",
+                  "hf-checkpointing", f"exceeds the loss backward's {loss_ws:,} B")
+        elif loss_ws:
+            v = m.vocab_size // p.tp
+            t.add("transient.loss", "transient", "Logits and their gradients during the loss backward", loss_ws,
+                  "(2·e + 4)·T·V/t", f"{loss_ws // (d.T * v)} × {d.T:,} × {v:,}", "hf-loss",
+                  f"one recomputed layer needs {held + recompute_ws:,} B" if recompute_ws else "")
     fwd_bwd = t.total() - states
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     step = tr.optimizer_step_transient(n_opt, largest_tensor, w) if w.activation_model != "textbook" else 0
@@ -289,17 +309,25 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             src = "kv-cache"
     t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
     d = act.dims(m, w)
-    e = d.e
-    ws = inf.prefill_working_set(m, d.T, e, d.qd, d.kvd, d.f, d.a, d.b, w.seq_len, m.vocab_size // p.tp,
-                                 w.attention == "eager")
-    t.add("activations.prefill", "activations", "Prefill working set (one layer, last-position logits)", ws,
-          "2·e·T·h + max(attention, MLP) + b·V·(e + 4)", f"T = {d.T:,} tokens", "kv-cache")
-    # Sliding-window layers still hold the whole prompt at the end of the prefill (until the first decode step).
-    prefill_kv = sum(w.micro_batch * w.seq_len * per_tok for _ in layers)
-    if prefill_kv > kv:
-        t.add("transient.prefill_kv", "transient", "Prompt KV of sliding layers before the first decode step",
-              prefill_kv - kv, "b × s_prompt × per-token bytes − windowed cache", f"{prefill_kv:,} − {kv:,} B",
-              "sliding-window")
+    rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
+    mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, p.expert_tp)
+    attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
+                                       w.attention == "eager")
+    # The prefill peak is at the last layer of the stage, with the whole prompt cached in every layer (sliding
+    # layers too: the window is applied at the first decode step); the decode peak is the final cache.
+    prompt_kv = len(layers) * w.micro_batch * w.seq_len * per_tok
+    prefill_peak = prompt_kv + max(mlp, attn)
+    decode_peak = kv + inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // p.tp)
+    extra = max(prefill_peak, decode_peak) - kv
+    phase = "attention" if attn > mlp else "MLP"
+    if prefill_peak >= decode_peak:
+        t.add("activations.prefill", "activations", f"Prefill working set (at the last layer's {phase})", extra,
+              "prompt KV + max(MLP phase, attention phase) − final KV",
+              f"{prompt_kv:,} + max({mlp:,}, {attn:,}) − {kv:,} B", "kv-cache",
+              "MLP phase: 4·e·T·h + 3·e·T·f + RoPE; eager attention adds (e + 8) B per score and the causal mask")
+    else:
+        t.add("activations.decode", "activations", "Decode working set (one token, fp32 logits)", extra,
+              "b·(4·e·h + 3·e·f + V·(e + 4))", f"{decode_peak - kv:,} B", "kv-cache")
     return _finish(t, w, shard, gpu)
 
 

@@ -48,17 +48,39 @@ def kv_cache_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, k
     return sum(batch * cached_tokens(m, i, total_tokens) * per_token for i in layers)
 
 
-def prefill_working_set(m: ModelSpec, T: int, e: int, qd: int, kvd: int, f: int, a: int, b: int, s: int,
-                        vocab: int, eager: bool) -> int:
-    """Largest live set of one layer during prefill (nothing is saved for backward): the residual stream and the
-    norm output (2·e·T·h) plus the larger of attention (q, k, v, out: e·T·(2·qd + 2·kvd); eager also the fp32
-    a·b·s² scores) and the MLP (gate, up and act: 3·e·T·f), plus last-position logits in fp32 (b·V·(e + 4))."""
-    h = m.hidden_size
-    attention = e * T * (2 * qd + 2 * kvd) + ((4 + e) * a * b * s * s if eager else 0)
+def prefill_mlp_phase(m: ModelSpec, T: int, e: int, h: int, f: int, rope: int, etp: int = 1) -> int:
+    """Live at a layer's MLP during prefill (no autograd): the embeddings, the layer input, the residual and the
+    norm output (4·e·T·h), RoPE tables (2·T·d·e), and the MLP's live intermediates: gated act, up and product
+    (3·e·T·f) or plain fc1 and act (2·e·T·f); MoE: per routed copy (S = T·k) the gathered input, gate_up, act,
+    product and output, e·S·(4·f + 2·h) (traced: tests/golden)."""
+    base = 4 * e * T * h + 2 * T * rope * e
     if m.is_moe:
-        f = (m.expert_intermediate_size * m.num_experts_per_tok)
-    mlp = (3 if m.gated_mlp else 2) * e * T * f
-    return 2 * e * T * h + max(attention, mlp) + b * vocab * (e + 4)
+        S = T * m.num_experts_per_tok
+        fe = m.expert_intermediate_size // etp
+        return base + e * S * (4 * fe + 2 * h) + 4 * T * m.num_experts
+    if m.hidden_act == "gelu_new":  # GPT-2's Python tanh-GELU keeps ~4.5 f-wide temporaries (traced)
+        return base + 9 * e * T * f // 2
+    return base + (3 if m.gated_mlp else 2) * e * T * f
+
+
+def prefill_attention_phase(m: ModelSpec, T: int, e: int, h: int, qd: int, kvd: int, a: int, b: int, s: int,
+                            s_kv: int, rope: int, eager: bool) -> int:
+    """Live at a layer's attention during prefill: three h-wide residual tensors, q/k/v (flash: unexpanded, plus
+    the output and fp32 logsumexp); eager: q and the expanded k/v, the scores in model dtype, their fp32 softmax
+    input and output (e + 8 bytes per score) and the e·b·s·s causal mask (traced: tests/golden)."""
+    base = 3 * e * T * h + 2 * T * rope * e
+    if eager:
+        # GPT-2 keeps its scores and an fp32 softmax output only (2·e + 2 B per score, traced)
+        per_score = 2 * e + 2 if m.family == "gpt2" else e + 8
+        return base + 3 * e * T * qd + per_score * a * b * s * s_kv + e * b * s * s_kv
+    return base + e * T * (2 * qd + 2 * kvd) + 4 * a * T
+
+
+def decode_working_set(m: ModelSpec, b: int, e: int, h: int, f: int, vocab: int) -> int:
+    """Live during one decode step beyond the cache: a token's layer tensors and its fp32 logits, b·(4·e·h +
+    3·e·f + V·(e + 4))."""
+    width = m.expert_intermediate_size * m.num_experts_per_tok if m.is_moe else f
+    return b * (4 * e * h + 3 * e * width + vocab * (e + 4))
 
 
 def weight_bits_label(dtype: str) -> str:

@@ -1,0 +1,94 @@
+"""Compare the engine with every measured golden file (tests/golden/*.json, written by validation/make_golden.py).
+
+    .venv/bin/python tests/golden_compare.py        # prints the table: predicted vs measured, per component
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from calculator import Workload, estimate  # noqa: E402
+from calculator.hf_config import spec_from_hf_config  # noqa: E402
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+RECIPES = {
+    "mixed": dict(params="bf16", grads="bf16", master_weights="fp32", optimizer_states="fp32", activations="bf16"),
+    "fp32": dict(params="fp32", grads="fp32", master_weights=None, optimizer_states="fp32", activations="fp32"),
+    "pure-bf16": dict(params="bf16", grads="bf16", master_weights=None, optimizer_states="bf16", activations="bf16"),
+    "bf16": dict(params="bf16", grads="bf16", master_weights=None, optimizer_states="bf16", activations="bf16"),
+}
+MODELLED_ATTENTION = ("flash", "eager")  # CPU SDPA kernels save other tensors than CUDA's; not modelled
+
+
+def load_goldens() -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(GOLDEN_DIR.glob("*.json"))]
+
+
+def workload_for(g: dict) -> Workload:
+    run = g["run"]
+    precision = dict(RECIPES[run.get("recipe") or "bf16"])
+    if run["mode"] == "infer":
+        precision = dict(RECIPES["bf16"], params=run.get("params_dtype", "bf16"),
+                         activations=run.get("params_dtype", "bf16"))
+    return Workload(
+        mode=run["mode"], micro_batch=run["micro_batch"], seq_len=run["seq_len"], gen_tokens=run.get("gen_tokens", 0),
+        precision=precision, optimizer=run.get("optimizer") or "adamw",
+        optimizer_impl="foreach" if run.get("optimizer_foreach") else "for-loop",
+        recompute=run.get("recompute") or "none", attention=run["attention"] if run["attention"] != "sdpa" else "flash")
+
+
+def predicted(g: dict) -> dict[str, int]:
+    """The engine's numbers for the quantities a golden file measures."""
+    spec = spec_from_hf_config(g["model"]).spec
+    est = estimate(spec, workload_for(g), with_fits=False)
+    c = est.components
+    out = {"parameters": est.parameters, "weights": c["weights"]}
+    if g["run"]["mode"] == "train":
+        out.update(master_weights=c["master_weights"], gradients=c["gradients"],
+                   optimizer_states=c["optimizer_states"], activations=c["activations"] + c["logits"],
+                   peak_allocated=est.peak_allocated_bytes)
+    else:
+        out.update(kv_cache=c["kv_cache"], peak_allocated=est.peak_allocated_bytes)
+    return out
+
+
+def measured(g: dict) -> dict[str, int]:
+    m = g["measured"]
+    out = {k: m[k] for k in ("parameters", "weights")}
+    if g["run"]["mode"] == "train":
+        out.update({k: m[k] for k in ("master_weights", "gradients", "optimizer_states", "activations",
+                                      "peak_allocated")})
+    else:
+        out.update(kv_cache=m["kv_cache"], peak_allocated=m["weights"] + max(m["peak_prefill"], m["peak_decode"]))
+    return out
+
+
+def comparisons() -> list[tuple[str, str, int, int, float]]:
+    """(case id, quantity, measured, predicted, error %) for every modelled golden case."""
+    rows = []
+    for g in load_goldens():
+        if g["run"]["attention"] not in MODELLED_ATTENTION:
+            continue
+        meas, pred = measured(g), predicted(g)
+        for k, v in meas.items():
+            err = 100.0 * (pred[k] - v) / v if v else (0.0 if pred[k] == 0 else float("inf"))
+            rows.append((g["id"], k, v, pred[k], err))
+    return rows
+
+
+if __name__ == "__main__":
+    rows = comparisons()
+    for case, k, v, p, err in rows:
+        flag = "" if abs(err) <= 1 else "  <-- over 1%"
+        if k not in ("parameters",):
+            print(f"{case:<62} {k:<17} {v:>16,} {p:>16,} {err:+8.3f}%{flag}")
+    by = {}
+    for _, k, _, _, err in rows:
+        by.setdefault(k, []).append(abs(err))
+    print()
+    for k, errs in by.items():
+        print(f"{k:<17} n={len(errs):3d} median |err| {statistics.median(errs):7.3f}%  worst {max(errs):7.3f}%")
