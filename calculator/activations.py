@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calculator.dtypes import nbytes
+from calculator.lora import lora_layer_delta
 from calculator.model import ModelSpec
 from calculator.parallel import kv_heads_per_rank
 from calculator.workload import Workload
@@ -207,6 +208,10 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
         mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
     else:
         mlp = mlp_saved(d, m, d.f)
+    if w.finetune != "full":
+        dn, dm, adapters = lora_layer_delta(m, w.lora_targets, moe, T, e, w.lora_rank, d.h_sp, m.intermediate_size,
+                                            d.tp)
+        norms, mlp, attention = norms + dn, mlp + dm, attention + adapters
     return LayerActivations(norms, attention, mlp)
 
 

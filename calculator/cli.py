@@ -40,7 +40,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "distributed_optimizer": ("parallel", "distributed_optimizer"), "schedule": ("parallel", "schedule"),
     "vpp": ("parallel", "virtual_stages"), "microbatches": ("parallel", "num_microbatches"),
     "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
-    "gpu": ("gpu",),
+    "gpu": ("gpu",), "finetune": ("finetune",), "lora_rank": ("lora_rank",), "lora_targets": ("lora_targets",),
 }
 
 
@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--fragmentation", type=float, help="allocator fragmentation, %% of peak allocated")
         p.add_argument("--cuda-context", type=int, help="CUDA context bytes (default: the GPU's own)")
         p.add_argument("--gpu", help="GPU id from `presets` (fit verdict, CUDA context)")
+        p.add_argument("--finetune", choices=["full", "lora", "qlora"], help="full fine-tuning or adapters")
+        p.add_argument("--lora-rank", type=int)
+        p.add_argument("--lora-targets", choices=["qv", "attention", "all-linear"])
         p.add_argument("--unit", choices=["GB", "GiB"], default="GB")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         if name == "solve":

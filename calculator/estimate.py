@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 
 from calculator import activations as act
+from calculator import lora
 from calculator import inference as inf
 from calculator import training as tr
 from calculator.dtypes import DTYPE_BITS, nbytes
@@ -150,9 +151,55 @@ def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, i
     return n_o, largest_tensor
 
 
+def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
+    """LoRA / QLoRA: the frozen base (QLoRA: NF4 linears) plus trainable adapters with their master weights,
+    gradients and optimizer state (Hu et al. 2021; Dettmers et al. 2023)."""
+    p, prec = w.parallel, w.precision
+    moe_layers = shard.moe_layers
+    dense_layers = (shard.last_layer - shard.first_layer) - moe_layers
+    per_dense = lora.adapter_params(m, w.lora_rank, w.lora_targets, False)
+    per_moe = lora.adapter_params(m, w.lora_rank, w.lora_targets, True) if moe_layers else 0
+    n_t = -(-(dense_layers * per_dense + moe_layers * per_moe) // p.tp)
+    tensors = dense_layers * lora.adapter_tensors(m, w.lora_targets, False) + (
+        moe_layers * lora.adapter_tensors(m, w.lora_targets, True) if moe_layers else 0)
+    zero3 = p.zero >= 3 and p.shard_group > 1
+    g = p.shard_group if zero3 else 1
+    if w.finetune == "qlora":
+        linear, rest = shard.layer_linear, shard.total - shard.layer_linear
+        base = inf.quantized_weight_bytes(linear, "nf4", 64) + nbytes(rest, prec.params)
+        t.add("weights", "weights", "Frozen base weights (NF4 linears, bf16 embeddings/norms)", -(-base // g),
+              "N_linear × 0.5 B + ⌈N_linear/64⌉ × 4 B + N_other × b_param" + (" / d" if zero3 else ""),
+              f"{linear:,} × 0.5 B + absmax + {rest:,} × {_b(prec.params)}" + (f" / {g}" if zero3 else ""),
+              "quantization")
+    else:
+        t.add("weights", "weights", f"Frozen base weights ({prec.params})", -(-nbytes(shard.total, prec.params) // g),
+              "N_gpu × b_param" + (" / d" if zero3 else ""), f"{shard.total:,} × {_b(prec.params)}"
+              + (f" / {g}" if zero3 else ""), "transformer-math")
+    t.add("weights.adapters", "weights", f"LoRA adapters (r = {w.lora_rank}, {w.lora_targets})",
+          nbytes(n_t, prec.params), "Σ_adapted r·(in + out) × b_param",
+          f"{n_t:,} × {_b(prec.params)}", "lora")
+    n_o = -(-n_t // p.shard_group) if (p.zero >= 1 or p.distributed_optimizer) else n_t
+    n_g = -(-n_t // p.shard_group) if p.zero >= 2 else n_t
+    if prec.master_weights:
+        t.add("master_weights", "master_weights", f"Adapter master weights ({prec.master_weights})",
+              nbytes(n_o, prec.master_weights), "N_trainable × b_master", f"{n_o:,} × {_b(prec.master_weights)}",
+              "mixed-precision")
+    t.add("gradients", "gradients", f"Adapter gradients ({prec.grads})", nbytes(n_g, prec.grads),
+          "N_trainable × b_grad", f"{n_g:,} × {_b(prec.grads)}", "lora")
+    t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer}, adapters only)",
+          tr.optimizer_state_bytes(n_o, tensors, w.optimizer, prec.optimizer_states), "per optimizer, N_trainable",
+          f"{n_o:,} trainable params, {tensors} tensors", "lora")
+    largest = max((w.lora_rank * max(i, o) for _, i, o in lora.adapted_linears(m, w.lora_targets, False)),
+                  default=0)
+    return n_o, largest
+
+
 def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     p, t = w.parallel, _Terms()
-    n_opt, largest_tensor = _model_states(t, m, w, shard)
+    if w.finetune == "full":
+        n_opt, largest_tensor = _model_states(t, m, w, shard)
+    else:
+        n_opt, largest_tensor = _lora_model_states(t, m, w, shard)
     states = t.total()
     d = act.dims(m, w)
     flight = in_flight_microbatches(p, shard.stage)

@@ -138,6 +138,11 @@ SOURCES: dict[str, Source] = {
         "DeepSpeed ZeRO config (reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size)",
         "https://www.deepspeed.ai/docs/config-json/#zero-optimizations-for-fp16-training",
         "bucket sizes in elements; defaults 5e8 (stage 1/2) and 5e7 prefetch (stage 3)"),
+    "lora": Source(
+        "Hu et al., LoRA: Low-Rank Adaptation of Large Language Models (2021); Dettmers et al., QLoRA (2023)",
+        "https://arxiv.org/abs/2106.09685",
+        "§4.1: W + B·A with A in×r, B r×out: r·(in + out) trainable parameters per adapted linear; only the "
+        "adapters have gradients and optimizer state (QLoRA §3: the frozen base in NF4)"),
     "generic-network": Source(
         "Training memory of a generic network: parameters, gradients and stored activations (seed 004)",
         "https://pytorch.org/docs/stable/notes/autograd.html#saved-tensors",

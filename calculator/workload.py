@@ -16,6 +16,8 @@ Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "eager"]
 ActivationModel = Literal["exact", "textbook", "fujii"]
+Finetune = Literal["full", "lora", "qlora"]
+LoraTargets = Literal["qv", "attention", "all-linear"]
 Schedule = Literal["1f1b", "interleaved"]
 OptimizerImpl = Literal["foreach", "for-loop", "fused"]
 
@@ -131,6 +133,10 @@ class Workload(BaseModel):
     parallel: Parallelism = Parallelism()
     overheads: Overheads = Overheads()
     gpu: str | None = None  # catalogue id for the fit verdict / CUDA context, e.g. "h100-sxm"
+    # Parameter-efficient fine-tuning: adapters on a frozen base (QLoRA: the base in NF4).
+    finetune: Finetune = "full"
+    lora_rank: int = Field(default=16, gt=0)
+    lora_targets: LoraTargets = "all-linear"
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

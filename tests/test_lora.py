@@ -1,0 +1,63 @@
+"""LoRA / QLoRA: adapter parameter counts, frozen-base model states, activation changes."""
+import pytest
+
+from calculator import Workload, estimate
+from calculator import lora
+from calculator.presets import load_model
+
+
+def test_adapter_count_llama_8b_all_linear_r16():
+    # r·(in + out) over q, k, v, o, gate, up, down per layer: the 41,943,040 PEFT reports for Llama-3.1-8B, r = 16
+    m = load_model("llama-3.1-8b").spec
+    per_layer = lora.adapter_params(m, 16, "all-linear", False)
+    assert per_layer == 16 * ((4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096) + 3 * (4096 + 14336))
+    assert 32 * per_layer == 41_943_040
+
+
+def test_qv_targets_the_papers_default():
+    m = load_model("llama-3.1-8b").spec
+    assert lora.adapter_params(m, 8, "qv", False) == 8 * ((4096 + 4096) + (4096 + 1024))
+
+
+def test_fused_qkv_is_one_adapter():
+    m = load_model("phi-3-mini-4k").spec
+    names = [n for n, _, _ in lora.adapted_linears(m, "all-linear", False)]
+    assert names == ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
+
+
+def test_lora_trains_only_the_adapters():
+    m = load_model("llama-3.1-8b").spec
+    c = estimate(m, Workload(finetune="lora", lora_rank=16), with_fits=False).components
+    n_t = 41_943_040
+    assert c["weights"] == 2 * 8_030_261_248 + 2 * n_t
+    assert c["gradients"] == 2 * n_t and c["master_weights"] == 4 * n_t
+    assert c["optimizer_states"] == 8 * n_t + 4 * 2 * 7 * 32  # m, v + a step per adapter tensor
+
+
+def test_qlora_base_is_nf4_with_absmax():
+    m = load_model("llama-3.1-8b").spec
+    c = estimate(m, Workload(finetune="qlora", lora_rank=16), with_fits=False).components
+    linear = 8_030_261_248 - 2 * 128256 * 4096 - 4096 * 65
+    base = linear // 2 + -(-linear // 64) * 4 + 2 * (8_030_261_248 - linear)
+    assert c["weights"] == base + 2 * 41_943_040
+
+
+def test_lora_saves_less_than_full_finetuning_and_adds_rank_wide_tensors():
+    m = load_model("llama-3.1-8b").spec
+    full = estimate(m, Workload(seq_len=2048), with_fits=False).components["activations"]
+    qv = estimate(m, Workload(seq_len=2048, finetune="lora", lora_targets="qv"), with_fits=False).components
+    every = estimate(m, Workload(seq_len=2048, finetune="lora"), with_fits=False).components
+    assert qv["activations"] < every["activations"] < full
+    T, h, f = 2048, 4096, 14336
+    # all-linear: frozen norm weights drop 2·e·T·h per layer, seven adapters add 7·e·T·r
+    assert full - every["activations"] == 32 * (2 * 2 * T * h - 7 * 2 * T * 16)
+    # q,v only: also no norm output for the MLP, no down-projection input, and five fewer adapters
+    assert every["activations"] - qv["activations"] == 32 * (2 * T * h + 2 * T * f + 5 * 2 * T * 16)
+
+
+@pytest.mark.parametrize("model_id", ["qwen3-30b-a3b", "deepseek-v3", "gemma-2-9b", "gpt2"])
+def test_lora_on_every_family_gives_positive_terms(model_id):
+    m = load_model(model_id).spec
+    e = estimate(m, Workload(finetune="qlora", seq_len=1024), with_fits=False)
+    assert all(t.bytes >= 0 for t in e.terms)
+    assert 0 < e.components["optimizer_states"] < e.components["weights"] / 5
