@@ -22,6 +22,8 @@ workloads = st.fixed_dictionaries({
     "activation_model": st.sampled_from(["exact", "textbook", "fujii"]),
     "kv_dtype": st.sampled_from(["bf16", "fp8", "int4"]),
     "weight_dtype": st.sampled_from([None, "int4", "nf4", "fp8"]),
+    "finetune": st.sampled_from(["full", "full", "lora", "qlora"]),
+    "lora_targets": st.sampled_from(["qv", "attention", "all-linear"]),
     "parallel": st.fixed_dictionaries({
         "tp": st.sampled_from([1, 2, 4]), "pp": st.sampled_from([1, 2]), "dp": st.sampled_from([1, 2, 8]),
         "cp": st.sampled_from([1, 2]), "zero": st.integers(0, 3), "sequence_parallel": st.booleans(),
