@@ -8,7 +8,7 @@ Every input lives in the URL (`bind="query-params"`, keys documented in docs/url
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
@@ -252,7 +252,8 @@ def calculator() -> None:
 
     # ---- share and export -----------------------------------------------------------------------------------
     st.subheader("Share and export", divider="gray")
-    link = (st.context.url or DEFAULT_BASE_URL).split("?")[0] + "?" + urlencode(state.to_query(drawn))
+    base = (st.context.url or DEFAULT_BASE_URL).split("?")[0]
+    link = (base if urlsplit(base).path else base + "/") + "?" + urlencode(state.to_query(drawn))
     st.code(link, language=None, wrap_lines=True)
     from dashboard import exports
     from dashboard.charts import png_filename

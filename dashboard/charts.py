@@ -59,13 +59,15 @@ def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None) 
         top = max(top, cap)
         fig.add_hrect(y0=0, y1=safe, fillcolor="#2ca02c", opacity=0.07, line_width=0, layer="below")
         fig.add_hline(y=safe, line_dash="dot", line_color="#2ca02c", line_width=1.5,
-                      annotation_text=f"80% of {gpu.name} — safe band (Fujii et al. 2024)",
-                      annotation_position="bottom left", annotation_font_size=11)
+                      annotation_text="80%: safe band<br>(Fujii et al. 2024)", annotation_align="right",
+                      annotation_position="bottom right", annotation_font_size=11,
+                      annotation_font_color="#2a7a2a", annotation_bgcolor="rgba(255,255,255,0.85)")
         fig.add_hline(y=cap, line_color="#c53948", line_width=2,
-                      annotation_text=f"{gpu.name}: {format_bytes(gpu.memory_bytes, unit)}",
-                      annotation_position="top left", annotation_font_size=11)
+                      annotation_text=f"{gpu.name}<br>{format_bytes(gpu.memory_bytes, unit)}",
+                      annotation_align="right", annotation_position="top right", annotation_font_size=11,
+                      annotation_font_color="#c53948", annotation_bgcolor="rgba(255,255,255,0.85)")
     fig.update_layout(
-        barmode="stack", template="plotly_white", height=480, bargap=0.35,
+        barmode="stack", template="plotly_white", height=480, bargap=0.5 if len(stages) == 1 else 0.3,
         title=dict(text=title, x=0, xanchor="left", font_size=15) if title else None,
         margin=dict(l=10, r=10, t=48 if title else 16, b=10),
         legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0, traceorder="normal"),

@@ -26,6 +26,12 @@ if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
 
+from playwright.sync_api import expect  # noqa: E402  (after the skip: playwright is optional)
+
+# The first script run of a fresh server imports the engine and plotly: allow for it in every expect().
+expect.set_options(timeout=20_000)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -93,9 +99,14 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
+@pytest.fixture(scope="session")
+def wait():
+    """wait(page): block until the app has finished its run (see wait_for_app)."""
+    return wait_for_app
+
+
 def wait_for_app(page) -> None:
     """Wait until Streamlit is connected, the script has finished and nothing is still a skeleton."""
-    from playwright.sync_api import expect
     page.locator("[data-testid='stApp'][data-test-connection-state='CONNECTED']").wait_for(state="attached")
     page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(state="attached")
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0)

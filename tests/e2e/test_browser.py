@@ -1,0 +1,107 @@
+"""The dashboard in a real browser: shared links, keyboard on a slider, URL and total follow, reload keeps the
+view, CSV download content, chart toolbar PNG, screenshots in test-artifacts/."""
+from __future__ import annotations
+
+import csv
+import io
+import re
+import struct
+
+from playwright.sync_api import expect
+
+from calculator import estimate
+from calculator.presets import load_model
+from calculator.units import format_bytes
+from calculator.workload import Parallelism, Workload
+
+QWEN = load_model("qwen2.5-7b").spec
+
+
+def _expected(mbs: int):
+    return estimate(QWEN, Workload(micro_batch=mbs, seq_len=8192, parallel=Parallelism(tp=2), gpu="h100-sxm"))
+
+
+def _total(page):
+    return page.get_by_test_id("stMetric").filter(has_text="Total per GPU").get_by_test_id("stMetricValue")
+
+
+def _slider(page, label: str):
+    return page.get_by_test_id("stSlider").filter(has_text=label).get_by_role("slider")
+
+
+def test_shared_link_slider_reload(page, app_url, artifacts, wait):
+    page.goto(f"{app_url}/?model=qwen2.5-7b&tp=2&seq=8192&v=1")
+    wait(page)
+    expect(_total(page)).to_have_text(format_bytes(_expected(1).total_bytes))
+    thumb = _slider(page, "Micro-batch size")
+    expect(thumb).to_have_value("1")
+
+    thumb.focus()
+    thumb.press("ArrowRight")
+    thumb.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"[?&]mbs=3(&|$)"))
+    expect(_total(page)).to_have_text(format_bytes(_expected(3).total_bytes))
+    wait(page)
+    assert "model=qwen2.5-7b" in page.url and "tp=2" in page.url and "v=1" in page.url
+
+    page.get_by_test_id("stPlotlyChart").screenshot(path=artifacts / "breakdown-chart.png")
+    # Streamlit scrolls an inner container and paints only what is in view: make the viewport as tall as the page.
+    height = page.get_by_test_id("stMainBlockContainer").bounding_box()["height"]
+    page.set_viewport_size({"width": 1400, "height": int(height) + 200})
+    wait(page)
+    page.get_by_test_id("stMainBlockContainer").screenshot(path=artifacts / "calculator-page.png")
+    page.get_by_test_id("stSidebar").screenshot(path=artifacts / "sidebar-inputs.png")
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+    page.reload()
+    wait(page)
+    expect(_total(page)).to_have_text(format_bytes(_expected(3).total_bytes))
+    expect(_slider(page, "Micro-batch size")).to_have_value("3")
+    assert re.search(r"[?&]mbs=3(&|$)", page.url)
+
+
+def test_csv_download_and_chart_png(page, app_url, artifacts, wait):
+    page.goto(f"{app_url}/?model=qwen2.5-7b&tp=2&seq=8192&v=1")
+    wait(page)
+    with page.expect_download() as dl:
+        page.get_by_test_id("stDownloadButton").filter(has_text="Breakdown CSV").get_by_role("button").click()
+    download = dl.value
+    assert download.suggested_filename.endswith(".csv") and "qwen2.5-7b" in download.suggested_filename
+    path = artifacts / download.suggested_filename
+    download.save_as(path)
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    inputs = {r["item"]: r["value"] for r in rows if r["section"] == "input"}
+    assert inputs["model"] == "qwen2.5-7b" and inputs["tp"] == "2" and inputs["seq"] == "8192"
+    assert "tp=2" in inputs["link"] and "v=1" in inputs["link"]
+    expected = _expected(1)
+    terms = [r for r in rows if r["section"] == "term" and r["stage"] == str(expected.worst_stage)]
+    assert [int(r["bytes"]) for r in terms] == [t.bytes for t in expected.terms]
+    assert [r["formula"] for r in terms] == [t.formula for t in expected.terms]
+    totals = {r["item"]: int(r["bytes"]) for r in rows if r["section"] == "total"}
+    assert totals["total per GPU"] == expected.total_bytes
+
+    chart = page.get_by_test_id("stPlotlyChart")
+    chart.hover()
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download plot as a PNG").click()
+    png = dl.value
+    assert png.suggested_filename.startswith("gpu-memory_qwen2.5-7b_train_h100-sxm_tp2")
+    assert png.suggested_filename.endswith(".png")
+    png_path = artifacts / png.suggested_filename
+    png.save_as(png_path)
+    data = png_path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width = struct.unpack(">I", data[16:20])[0]
+    box = chart.bounding_box()
+    assert width >= 1.9 * box["width"], "toImageButtonOptions scale=2"
+
+
+def test_bad_link_is_reported(page, app_url, artifacts, wait):
+    page.goto(f"{app_url}/?tp=abc&gpu=h900&mbs=3&v=1")
+    wait(page)
+    warning = page.get_by_test_id("stAlertContentWarning")
+    expect(warning).to_contain_text("tp=abc")
+    expect(warning).to_contain_text("gpu=h900")
+    expect(_slider(page, "Micro-batch size")).to_have_value("3")
+    expect(page).not_to_have_url(re.compile(r"tp=abc|gpu=h900"))
+    page.get_by_test_id("stMainBlockContainer").screenshot(path=artifacts / "bad-link-warning.png")
