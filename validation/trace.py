@@ -59,6 +59,7 @@ class _Live:
     nbytes: int
     phase: str
     finalizer: Any
+    op: str = ""
 
 
 class MemoryTracker(TorchDispatchMode):
@@ -79,6 +80,9 @@ class MemoryTracker(TorchDispatchMode):
         self.current_rounded = 0
         self.peak_rounded = 0
         self.peak_phase = ""
+        self.peak_op = ""
+        self.current_by_phase: dict[str, int] = {}
+        self.peak_by_phase: dict[str, int] = {}
         self.phase = "init"
         self.paused = 0
         self.n_allocs = 0
@@ -95,20 +99,24 @@ class MemoryTracker(TorchDispatchMode):
         entry = self.live.pop(key, None)
         if entry is not None:
             self.current -= entry.nbytes
+            self.current_by_phase[entry.phase] -= entry.nbytes
             self.current_rounded -= _round_cuda(entry.nbytes)
 
-    def _track_new(self, key: int, st) -> None:
+    def _track_new(self, key: int, st, op: str = "") -> None:
         nbytes = int(st.nbytes())
         fin = weakref.finalize(st, self._free, key)
         fin.atexit = False
-        self.live[key] = _Live(nbytes, self.phase, fin)
+        self.live[key] = _Live(nbytes, self.phase, fin, op)
         self.current += nbytes
+        self.current_by_phase[self.phase] = self.current_by_phase.get(self.phase, 0) + nbytes
         self.current_rounded += _round_cuda(nbytes)
         self.n_allocs += 1
         self.bytes_allocated_total += nbytes
         if self.current > self.peak:
             self.peak = self.current
             self.peak_phase = self.phase
+            self.peak_op = op
+            self.peak_by_phase = {k: v for k, v in self.current_by_phase.items() if v}
         if self.current_rounded > self.peak_rounded:
             self.peak_rounded = self.current_rounded
 
@@ -130,7 +138,7 @@ class MemoryTracker(TorchDispatchMode):
             k, st = _storage_key(t)
             if k is None or k in input_keys or k in self.live or k in self.persistent_keys:
                 continue
-            self._track_new(k, st)
+            self._track_new(k, st, func.__name__)
             if self.log is not None:
                 self.log.append((self.phase, str(func), int(st.nbytes()), self.current))
         return out
@@ -140,6 +148,8 @@ class MemoryTracker(TorchDispatchMode):
         self.peak = self.current
         self.peak_rounded = self.current_rounded
         self.peak_phase = self.phase
+        self.peak_op = ""
+        self.peak_by_phase = {k: v for k, v in self.current_by_phase.items() if v}
 
     @contextlib.contextmanager
     def pause(self):
@@ -157,6 +167,10 @@ class MemoryTracker(TorchDispatchMode):
                 continue
             out[e.phase] = out.get(e.phase, 0) + e.nbytes
         return out
+
+    def live_entries(self, phase: str) -> list[tuple[str, int]]:
+        """(op that allocated it, bytes) of every live tracked storage allocated in `phase`, in allocation order."""
+        return [(e.op, e.nbytes) for e in self.live.values() if e.phase == phase]
 
     def detach_all(self) -> None:
         for e in self.live.values():
@@ -666,7 +680,10 @@ def _enable_full_recompute(model):
 
 def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: str = "mixed", attention: str = "flash",
                   recompute: str = "none", optimizer: str = "adamw", foreach: bool = False, device: str = "meta",
-                  num_hidden_layers: int | None = None, seed: int = 0) -> TrainResult:
+                  num_hidden_layers: int | None = None, seed: int = 0,
+                  inspect: Callable[[MemoryTracker], None] | None = None) -> TrainResult:
+    """One training step under the protocol of validation/README.md.  `inspect`, if given, is called with the
+    tracker at the end of the forward (e.g. ``lambda t: print(t.live_entries("layer.1"))``)."""
     params_dtype = RECIPES[recipe][0]
     model = build_model(model_cfg, params_dtype, attention, recompute, device, num_hidden_layers, seed)
     model.train()
@@ -713,6 +730,8 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
             del out
             loss_key = storage_keys([loss])
             by_phase = tracker.live_by_phase(exclude_keys=loss_key)
+            if inspect is not None:
+                inspect(tracker)
             end_fwd_live = sum(by_phase.values())
             saved = dict(tracker.saved)
             peak_fwd = tracker.peak
@@ -723,10 +742,13 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
             peak_fwd_bwd = tracker.peak
             peak_fwd_bwd_rounded = tracker.peak_rounded
             peak_fwd_bwd_phase = tracker.peak_phase
+            peak_fwd_bwd_op = tracker.peak_op
+            peak_fwd_bwd_by_phase = _group_phases(tracker.peak_by_phase)
             after_bwd = tracker.current
             tracker.phase = "step"
             tracker.reset_peak()
             optimizer_step(states)
+            peak_step_op = tracker.peak_op
             peak_step = tracker.peak - after_bwd
             peak_step_rounded = tracker.peak_rounded - _round_cuda(after_bwd) if after_bwd else tracker.peak_rounded
             after_step = tracker.current
@@ -753,7 +775,8 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
         "peak_decode": 0,
     })
     details.update({
-        "activations_by_phase": {k: by_phase[k] for k in sorted(by_phase, key=_phase_order)},
+        "activations_non_layer_by_phase": {k: by_phase[k] for k in sorted(by_phase, key=_phase_order)
+                                           if not k.startswith("layer.")},
         "activations_per_layer": per_layer,
         "activations_non_layer": end_fwd_live - sum(per_layer),
         "saved_tensor_bytes_excluding_persistent": saved_act,
@@ -761,7 +784,10 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
         "peak_forward": peak_fwd,
         "peak_forward_phase": peak_fwd_phase,
         "peak_fwd_bwd_phase": peak_fwd_bwd_phase,
+        "peak_fwd_bwd_op": peak_fwd_bwd_op,
+        "peak_fwd_bwd_by_allocation_phase": peak_fwd_bwd_by_phase,
         "peak_fwd_bwd_cuda_rounded": peak_fwd_bwd_rounded,
+        "peak_step_op": peak_step_op,
         "peak_step_cuda_rounded": peak_step_rounded,
         "persistent_total": persistent,
         "live_after_backward": after_bwd,
@@ -769,6 +795,17 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
         "allocations": tracker.n_allocs,
     })
     return TrainResult(measured, details)
+
+
+def _group_phases(by_phase: dict[str, int]) -> dict[str, int]:
+    """Live bytes grouped by where they were allocated: pre, layers (all decoder layers), final_norm, head,
+    backward (gradients and recomputation)."""
+    out: dict[str, int] = {}
+    for p, nb in by_phase.items():
+        key = "layers" if p.startswith("layer.") else p
+        out[key] = out.get(key, 0) + nb
+    order = ["pre", "layers", "final_norm", "head", "backward"]
+    return {k: out[k] for k in sorted(out, key=lambda k: order.index(k) if k in order else len(order))}
 
 
 def _phase_order(p: str):
@@ -830,6 +867,7 @@ def measure_infer(model_cfg: dict, *, micro_batch: int, prompt_len: int, gen_tok
             del next_logits
             ids = torch.cat([ids, next_tokens[:, None]], dim=-1)
             peak_prefill = tracker.peak
+            peak_prefill_op = tracker.peak_op
             peak_prefill_rounded = tracker.peak_rounded
             kv_after_prefill = storage_bytes(cache_tensors(cache))
             live_after_prefill = tracker.current
@@ -843,6 +881,7 @@ def measure_infer(model_cfg: dict, *, micro_batch: int, prompt_len: int, gen_tok
                 del next_logits
                 ids = torch.cat([ids, next_tokens[:, None]], dim=-1)
             peak_decode = tracker.peak if gen_tokens else 0
+            peak_decode_op = tracker.peak_op if gen_tokens else ""
             peak_decode_rounded = tracker.peak_rounded if gen_tokens else 0
             kv_cache = storage_bytes(cache_tensors(cache))
             kv_view_bytes = sum(t.numel() * t.element_size() for t in cache_tensors(cache))
@@ -864,6 +903,8 @@ def measure_infer(model_cfg: dict, *, micro_batch: int, prompt_len: int, gen_tok
         "cache_seq_length": cache_len,
         "live_after_prefill": live_after_prefill,
         "live_end": live_end,
+        "peak_prefill_op": peak_prefill_op,
+        "peak_decode_op": peak_decode_op,
         "peak_prefill_cuda_rounded": peak_prefill_rounded,
         "peak_decode_cuda_rounded": peak_decode_rounded,
         "allocations": tracker.n_allocs,
