@@ -84,6 +84,21 @@ def chart_png(fig, width: int = 1000, height: int = 520, scale: int = 2) -> tupl
         return None, f"the chart image could not be rendered (kaleido/Chromium: {first[:160]})"
 
 
+# Inputs every report states, whether or not they are at their defaults (the rest only when changed).
+SUMMARY_KEYS = ("model", "mode", "recipe", "opt", "rc", "attn", "act", "zero", "tp", "pp", "dp", "cp", "ep",
+                "mbs", "seq", "gpu")
+
+
+def inputs_summary(values: Mapping[str, Any]) -> str:
+    from dashboard.state import DEFAULTS
+    main = [f"{k}={values[k]}" for k in SUMMARY_KEYS if k in values]
+    rest = [f"{k}={v}" for k, v in values.items()
+            if k not in SUMMARY_KEYS and k != "cfg" and DEFAULTS.get(k, object()) != v]
+    if values.get("cfg") and values.get("model") == "config":
+        rest.append("cfg=<pasted config.json, see the link or the JSON export>")
+    return " · ".join(main) + ("\nAlso changed from the defaults: " + ", ".join(rest) if rest else "")
+
+
 # ---- PDF --------------------------------------------------------------------------------------------------------
 _FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/dejavu", "/usr/local/share/fonts")
 _ASCII = str.maketrans({"·": "*", "×": "x", "−": "-", "–": "-", "—": "-", "≈": "~", "≤": "<=", "≥": ">=",
@@ -141,10 +156,12 @@ def to_pdf(result, values: Mapping[str, Any], link: str, unit: str = "GB", png: 
     r.font(8)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     mode = "training" if est.mode == "train" else "inference"
-    pdf.multi_cell(0, 4, r.t(
+    pdf.multi_cell(0, 4, align="L", text=r.t(
         f"{mode}, {format_count(est.parameters)} parameters ({format_count(est.active_parameters)} active). "
         f"Most loaded GPU (stage {est.worst_stage}): total {format_bytes(est.total_bytes, unit)}, "
-        f"peak allocated {format_bytes(est.peak_allocated_bytes, unit)}. Generated {stamp}."),
+        f"peak allocated {format_bytes(est.peak_allocated_bytes, unit)}. Generated {stamp}."
+        + ("" if len(est.stages) == 1 else " Pipeline stages: " + ", ".join(
+            f"{s.stage}: {format_bytes(s.total_bytes, unit)}" for s in est.stages) + ".")),
         new_x="LMARGIN", new_y="NEXT")
     if gpu is not None:
         fit = next((f for f in est.fits if f.gpu == gpu.id), None)
@@ -194,21 +211,18 @@ def to_pdf(result, values: Mapping[str, Any], link: str, unit: str = "GB", png: 
         if not r.room(16):
             skipped = len(terms) - i
             break
-        pdf.multi_cell(0, 3, r.t(line), new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(0, 3, r.t(line), align="L", new_x="LMARGIN", new_y="NEXT")
     if skipped:
         pdf.multi_cell(0, 3, r.t(f"... {skipped} more terms: see the JSON export or the link."),
                        new_x="LMARGIN", new_y="NEXT")
     pdf.ln(1)
 
     # Inputs and link
-    if r.room(12):
+    if r.room(14):
         r.font(10, True)
         pdf.cell(0, 5, r.t("Inputs"), new_x="LMARGIN", new_y="NEXT")
         r.font(6.5)
-        from dashboard.state import DEFAULTS
-        changed = [f"{k}={v}" for k, v in values.items() if DEFAULTS.get(k, object()) != v and k != "cfg"]
-        pdf.multi_cell(0, 3, r.t("Non-default inputs: " + (", ".join(changed) or "none (all defaults)")),
-                       new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(0, 3, r.t(inputs_summary(values)), align="L", new_x="LMARGIN", new_y="NEXT")
     r.font(7)
     pdf.set_y(max(pdf.get_y(), pdf.h - 18))  # the link sits at the foot of the page
     pdf.set_text_color(30, 80, 160)

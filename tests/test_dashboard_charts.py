@@ -1,0 +1,65 @@
+"""dashboard.charts: the stacked bar shows exactly the engine's components, per stage, with the GPU lines."""
+from __future__ import annotations
+
+import pytest
+
+from calculator import estimate
+from calculator.presets import get_gpu, load_model
+from calculator.result import COMPONENT_LABELS
+from calculator.workload import Parallelism, Workload
+from dashboard.charts import SAFE_FRACTION, breakdown_figure, plotly_config, png_filename
+
+SPEC = load_model("llama-3.1-8b").spec
+H100 = get_gpu("h100-sxm")
+
+
+def _bars(fig):
+    return [t for t in fig.data if t.type == "bar"]
+
+
+@pytest.mark.parametrize("unit, scale", [("GB", 10**9), ("GiB", 2**30)])
+def test_bars_are_the_engine_components(unit, scale):
+    est = estimate(SPEC, Workload(gpu="h100-sxm"))
+    fig = breakdown_figure(est, unit, H100)
+    bars = _bars(fig)
+    nonzero = {k: v for k, v in est.components.items() if v}
+    assert [b.name for b in bars] == [COMPONENT_LABELS[k] for k in nonzero]
+    for b, (k, v) in zip(bars, nonzero.items()):
+        assert list(b.y) == pytest.approx([v / scale])
+    assert sum(b.y[0] for b in bars) == pytest.approx(est.total_bytes / scale)
+    assert fig.layout.barmode == "stack"
+    assert unit in fig.layout.yaxis.title.text and ("10⁹" if unit == "GB" else "2³⁰") in fig.layout.yaxis.title.text
+
+
+def test_capacity_line_and_safe_band():
+    est = estimate(SPEC, Workload(gpu="h100-sxm"))
+    fig = breakdown_figure(est, "GB", H100)
+    lines = sorted(s.y0 for s in fig.layout.shapes if s.type == "line")
+    assert lines == pytest.approx([SAFE_FRACTION * H100.memory_bytes / 1e9, H100.memory_bytes / 1e9])
+    band = next(s for s in fig.layout.shapes if s.type == "rect")
+    assert (band.y0, band.y1) == pytest.approx((0, SAFE_FRACTION * H100.memory_bytes / 1e9))
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert H100.name in texts and "Fujii" in texts
+    assert not breakdown_figure(est, "GB", None).layout.shapes
+
+
+def test_one_bar_per_pipeline_stage():
+    est = estimate(SPEC, Workload(parallel=Parallelism(pp=4, num_microbatches=8), gpu="h100-sxm"))
+    fig = breakdown_figure(est, "GB", H100)
+    assert len(est.stages) == 4
+    for b in _bars(fig):
+        assert len(b.x) == 4
+    first, last = est.stages[0].layers
+    assert _bars(fig)[0].x[0] == f"stage 0 (layers {first}–{last - 1})"
+    totals = next(t for t in fig.data if t.type == "scatter")
+    assert list(totals.y) == pytest.approx([s.total_bytes / 1e9 for s in est.stages])
+
+
+def test_png_export_config():
+    values = {"model": "llama-3.1-8b", "mode": "train", "gpu": "h100-sxm", "tp": 2, "pp": 1, "dp": 4,
+              "zero": "1", "mbs": 2, "seq": 8192}
+    name = png_filename(values)
+    assert name == "gpu-memory_llama-3.1-8b_train_h100-sxm_tp2-pp1-dp4_z1_b2-s8192"
+    cfg = plotly_config(values)
+    assert cfg["toImageButtonOptions"] == {"format": "png", "filename": name, "scale": 2}
+    assert png_filename({**values, "model": "a/b c"}).startswith("gpu-memory_a-b-c_")
