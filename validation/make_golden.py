@@ -114,7 +114,7 @@ MATRIX: list[Case] = [
 ]
 
 
-def _notes(case: Case, cfg: dict, result: trace.TrainResult) -> str:
+def _notes(case: Case, cfg: dict, result: trace.Measurement) -> str:
     n = []
     if case.attention == "flash":
         n.append("flash = emulated FlashAttention-2 (flash-attn 2.x allocations and saved tensors; math path not "

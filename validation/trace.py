@@ -13,13 +13,11 @@ see) and for how CUDA kernels (FlashAttention-2, fused dropout) are emulated on 
 from __future__ import annotations
 
 import contextlib
-import math
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -86,13 +84,11 @@ class MemoryTracker(TorchDispatchMode):
         self.phase = "init"
         self.paused = 0
         self.n_allocs = 0
-        self.bytes_allocated_total = 0
         # saved-for-backward records: storage key -> (nbytes, phase, kind)
         self.saved: dict[int, tuple[int, str, str]] = {}
         self.persistent_keys: set[int] = set()
         self._saved_finalizers: list = []
         self.log: list | None = None  # set to [] to record (phase, op, nbytes, live after) per allocation
-        self._func = ""
 
     # -- allocation accounting -----------------------------------------------------------------------------
     def _free(self, key: int) -> None:
@@ -111,7 +107,6 @@ class MemoryTracker(TorchDispatchMode):
         self.current_by_phase[self.phase] = self.current_by_phase.get(self.phase, 0) + nbytes
         self.current_rounded += _round_cuda(nbytes)
         self.n_allocs += 1
-        self.bytes_allocated_total += nbytes
         if self.current > self.peak:
             self.peak = self.current
             self.peak_phase = self.phase
@@ -556,10 +551,11 @@ def _install_phase_hooks(model, tracker: MemoryTracker):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def storage_bytes(tensors, device_type: str | None = None) -> int:
+def storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind `tensors` (a storage shared by views or tied weights counts once)."""
     seen, total = set(), 0
     for t in tensors:
-        if t is None or (device_type is not None and t.device.type != device_type):
+        if t is None:
             continue
         k, st = _storage_key(t)
         if k is None or k in seen:
@@ -669,7 +665,7 @@ def optimizer_state_tensors(opt) -> list:
 
 
 @dataclass
-class TrainResult:
+class Measurement:
     measured: dict
     details: dict
 
@@ -681,7 +677,7 @@ def _enable_full_recompute(model):
 def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: str = "mixed", attention: str = "flash",
                   recompute: str = "none", optimizer: str = "adamw", foreach: bool = False, device: str = "meta",
                   num_hidden_layers: int | None = None, seed: int = 0,
-                  inspect: Callable[[MemoryTracker], None] | None = None) -> TrainResult:
+                  inspect: Callable[[MemoryTracker], None] | None = None) -> Measurement:
     """One training step under the protocol of validation/README.md.  `inspect`, if given, is called with the
     tracker at the end of the forward (e.g. ``lambda t: print(t.live_entries("layer.1"))``)."""
     params_dtype = RECIPES[recipe][0]
@@ -794,7 +790,7 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
         "live_after_step": after_step,
         "allocations": tracker.n_allocs,
     })
-    return TrainResult(measured, details)
+    return Measurement(measured, details)
 
 
 def _group_phases(by_phase: dict[str, int]) -> dict[str, int]:
@@ -831,7 +827,7 @@ def cache_tensors(cache) -> list:
 
 def measure_infer(model_cfg: dict, *, micro_batch: int, prompt_len: int, gen_tokens: int, dtype: str = "bf16",
                   attention: str = "flash", device: str = "meta", num_hidden_layers: int | None = None,
-                  seed: int = 0) -> TrainResult:
+                  seed: int = 0) -> Measurement:
     """generate()-like greedy loop: prefill of `prompt_len` tokens (logits_to_keep=1, fp32 copy of the last
     logits, argmax), then `gen_tokens` decode forwards of one token each, with a DynamicCache."""
     from transformers import DynamicCache
@@ -909,4 +905,4 @@ def measure_infer(model_cfg: dict, *, micro_batch: int, prompt_len: int, gen_tok
         "peak_decode_cuda_rounded": peak_decode_rounded,
         "allocations": tracker.n_allocs,
     })
-    return TrainResult(measured, details)
+    return Measurement(measured, details)
