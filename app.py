@@ -46,6 +46,8 @@ def dismiss_link_warning() -> None:
 
 # ---- the calculator page ---------------------------------------------------------------------------------------
 def calculator() -> None:
+    import pandas as pd
+
     from calculator.result import COMPONENT_LABELS
     from calculator.sources import SOURCES
     from calculator.units import format_bytes, format_count
@@ -68,14 +70,16 @@ def calculator() -> None:
                        + "\n".join(f"- {line}" for line in st.session_state["_link_ignored"]),
                        icon=":material/link_off:")
             st.button("Dismiss", key="_dismiss_link", on_click=dismiss_link_warning, type="tertiary")
-    st.query_params[state.VERSION_KEY] = state.URL_FORMAT_VERSION
+    if st.query_params.get(state.VERSION_KEY) != state.URL_FORMAT_VERSION:
+        st.query_params[state.VERSION_KEY] = state.URL_FORMAT_VERSION
 
     # A named precision recipe decides every dtype: show its dtypes in the (then disabled) per-tensor fields.
-    values = state.current_values(st.session_state, st.session_state["_link_values"])
+    values = _values()
     if values["recipe"] != state.CUSTOM_RECIPE and values["recipe"] in state.options("recipe"):
-        for key, dtype in state.recipe_dtypes(values["recipe"]).items():
-            st.session_state[key] = dtype
-        values = state.current_values(st.session_state, st.session_state["_link_values"])
+        stale = {k: d for k, d in state.recipe_dtypes(values["recipe"]).items() if values[k] != d}
+        if stale:
+            _apply(stale)
+            values = _values()
 
     # The estimate is computed before the widgets are drawn so each complaint can sit under its widget.
     try:
@@ -153,7 +157,7 @@ def calculator() -> None:
               if gpu else None)
 
     # What the widgets hold now must be what was computed; if a widget resolved differently, compute again.
-    drawn = state.current_values(st.session_state, st.session_state["_link_values"])
+    drawn = _values()
     if drawn != values:
         if not st.session_state.get("_recomputed"):
             st.session_state["_recomputed"] = True
@@ -219,14 +223,18 @@ def calculator() -> None:
     others = [f for f in est.fits if f.gpu not in shown]
     if others:
         with st.expander(f"{len(others)} more GPUs"):
-            _fit_cards(others, unit)
+            st.dataframe(pd.DataFrame([{
+                "GPU": f.name, "Verdict": f.verdict, "Used": f.utilization,
+                f"Headroom ({unit})": format_bytes(f.headroom_bytes, unit), "GPUs needed": f.gpus_needed,
+                "Note": f.note} for f in others]), hide_index=True, width="stretch", key="more_fits",
+                column_config={"Used": st.column_config.ProgressColumn("Used", format="percent", min_value=0.0,
+                                                                       max_value=1.0)})
 
     # ---- breakdown table and formula panel --------------------------------------------------------------------
     st.subheader("Breakdown and formulas", divider="gray")
     if len(est.stages) > 1:
         st.caption(f"Pipeline parallel: the table and formulas are for stage {est.worst_stage}, the most loaded "
                    "GPU; the chart shows every stage.")
-    import pandas as pd
     rows = [{"Component": COMPONENT_LABELS.get(t.component, t.component), "Term": t.label,
              f"Memory ({unit})": format_bytes(t.bytes, unit), "Bytes": t.bytes,
              "Share": t.bytes / est.total_bytes if est.total_bytes else 0.0} for t in est.terms]
@@ -235,14 +243,15 @@ def calculator() -> None:
                                                                           min_value=0.0, max_value=1.0),
                                 "Bytes": st.column_config.NumberColumn("Bytes", format="localized")})
     with st.container(border=True, key="formulas"):
-        st.markdown("**Formula and source of every term**")
+        blocks = ["**Formula and source of every term**"]
         for t in est.terms:
             src = SOURCES.get(t.source)
             cite = f"[{src.title}]({src.url})" if src else f"`{t.source}`"
-            st.markdown(f"**{t.label}** — {format_bytes(t.bytes, unit)} ({t.bytes:,} bytes)  \n"
-                        f"`{t.formula}`  \n`= {t.substituted}`  \nSource: {cite}"
-                        + (f" — {src.detail}" if src and src.detail else "")
-                        + (f"  \n_{t.note}_" if t.note else ""))
+            blocks.append(f"**{t.label}** — {format_bytes(t.bytes, unit)} ({t.bytes:,} bytes)  \n"
+                          f"`{t.formula}`  \n`= {t.substituted}`  \nSource: {cite}"
+                          + (f" — {src.detail}" if src and src.detail else "")
+                          + (f"  \n_{t.note}_" if t.note else ""))
+        st.markdown("\n\n".join(blocks))  # one element: a rerun pays per element
 
     for w in est.warnings:
         st.warning(w, icon=":material/warning:")
@@ -259,18 +268,25 @@ def calculator() -> None:
     from dashboard.charts import png_filename
     stem = png_filename(values).replace("gpu-memory", "gpu-memory-report", 1)
     c1, c2, c3 = st.columns(3)
-    c1.download_button("Breakdown CSV", exports.to_csv(est, drawn, link, unit), f"{stem}.csv", "text/csv",
-                       key="dl_csv", icon=":material/table:", on_click="ignore", width="stretch")
-    c2.download_button("Breakdown JSON", exports.to_json(est, drawn, result.model, result.workload, link),
+    # Files are built only when their button is clicked (data=callable).
+    c1.download_button("Breakdown CSV", lambda: exports.to_csv(est, drawn, link, unit), f"{stem}.csv",
+                       "text/csv", key="dl_csv", icon=":material/table:", on_click="ignore", width="stretch")
+    c2.download_button("Breakdown JSON", lambda: exports.to_json(est, drawn, result.model, result.workload, link),
                        f"{stem}.json", "application/json", key="dl_json", icon=":material/data_object:",
                        on_click="ignore", width="stretch")
 
-    def pdf_report() -> bytes:  # rendered only when the button is clicked
+    def pdf_report() -> bytes:
         png, why = exports.chart_png(breakdown_figure(est, unit, gpu, title=est.model_name))
         return exports.to_pdf(result, drawn, link, unit, png, why, gpu)
 
     c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf", key="dl_pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
+
+
+def _values() -> dict:
+    """Every input's current value (one snapshot of the session state: each lookup in it copies the state)."""
+    snapshot = st.session_state.to_dict()
+    return state.current_values(snapshot, snapshot["_link_values"])
 
 
 def _pairs(keys, problems, disabled: bool | dict = False) -> None:
@@ -310,13 +326,13 @@ def _fit_cards(fits, unit: str) -> None:
         cols = st.columns(per_row)
         for col, f in zip(cols, fits[start:start + per_row]):
             with col.container(border=True, key=f"fit_{f.gpu}"):
-                st.markdown(f"**{f.name}**  \n{icons.get(f.verdict, f.verdict)}")
-                st.progress(min(max(f.utilization, 0.0), 1.0), text=f"{f.utilization:.0%} of "
-                            f"{format_bytes(f.capacity_bytes, unit)}")
                 head = format_bytes(abs(f.headroom_bytes), unit)
-                st.caption((f"headroom {head}" if f.headroom_bytes >= 0 else f"short by {head}")
-                           + (f" · GPUs needed: {f.gpus_needed}" if f.gpus_needed else " · no layout fits")
-                           + (f"  \n{f.note}" if f.note else ""))
+                st.markdown(f"**{f.name}**  \n{icons.get(f.verdict, f.verdict)}  \n"
+                            f"{f.utilization:.0%} of {format_bytes(f.capacity_bytes, unit)}  \n"
+                            + (f"headroom {head}" if f.headroom_bytes >= 0 else f"short by {head}")
+                            + (f" · GPUs needed: **{f.gpus_needed}**" if f.gpus_needed else " · no layout fits")
+                            + (f"  \n:small[:gray[{f.note}]]" if f.note else ""))
+                st.progress(min(max(f.utilization, 0.0), 1.0))
 
 
 # ---- navigation ------------------------------------------------------------------------------------------------

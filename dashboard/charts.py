@@ -29,6 +29,23 @@ def stage_label(stage, n_stages: int) -> str:
     return f"stage {stage.stage} (layers {first}–{last - 1})" if last > first else f"stage {stage.stage}"
 
 
+# A small explicit white style instead of a named template: loading "plotly_white" costs ~6 ms a rerun, and an
+# explicit style renders the same on screen (theme=None) and in the PDF (kaleido).
+_GRID = dict(gridcolor="#e8e8e8", zerolinecolor="#c8c8c8", linecolor="#c8c8c8", automargin=True)
+_STYLE = dict(template=dict(layout=dict()), paper_bgcolor="white", plot_bgcolor="white",
+              font=dict(family="Source Sans Pro, Helvetica, Arial, sans-serif", size=13, color="#31333f"))
+
+
+def _hline(y: float, color: str, dash: str, text: str, below: bool) -> tuple[dict, dict]:
+    """A full-width horizontal line (shape) and its right-aligned label (annotation), as plain layout dicts."""
+    line = dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=y, y1=y,
+                line=dict(color=color, width=2 if dash == "solid" else 1.5, dash=dash))
+    label = dict(xref="paper", x=1, yref="y", y=y, text=text, showarrow=False, xanchor="right", align="right",
+                 yanchor="top" if below else "bottom", font=dict(size=11, color=color),
+                 bgcolor="rgba(255,255,255,0.85)")
+    return line, label
+
+
 def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None) -> go.Figure:
     """Stacked bar of every component, one bar per pipeline stage; `gpu` (a catalogue GPU) adds its capacity."""
     from calculator.result import COMPONENT_LABELS, COMPONENTS
@@ -38,45 +55,44 @@ def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None) 
     stages = est.stages
     xs = [stage_label(s, len(stages)) for s in stages]
     per_stage = [s.components for s in stages]
-    fig = go.Figure()
+    data = []
     for comp in COMPONENTS:
         values = [c.get(comp, 0) for c in per_stage]
         if not any(values):
             continue
         label = COMPONENT_LABELS.get(comp, comp)
-        fig.add_trace(go.Bar(
-            name=label, x=xs, y=[b / scale for b in values], marker_color=COLORS.get(comp),
+        data.append(dict(
+            type="bar", name=label, x=xs, y=[b / scale for b in values], marker=dict(color=COLORS.get(comp)),
             customdata=[format_bytes(b, unit) for b in values],
             hovertemplate=f"{label}: %{{customdata}}<extra>%{{x}}</extra>"))
     totals = [s.total_bytes for s in stages]
     top = max(totals) / scale if totals else 0
-    fig.add_trace(go.Scatter(  # the total above each bar
-        x=xs, y=[t / scale for t in totals], mode="text", text=[format_bytes(t, unit) for t in totals],
+    data.append(dict(  # the total above each bar
+        type="scatter", x=xs, y=[t / scale for t in totals], mode="text", text=[format_bytes(t, unit) for t in totals],
         textposition="top center", showlegend=False, hoverinfo="skip", name="total"))
+    shapes, notes = [], []
     if gpu is not None:
         cap = gpu.memory_bytes / scale
         safe = SAFE_FRACTION * cap
         top = max(top, cap)
-        fig.add_hrect(y0=0, y1=safe, fillcolor="#2ca02c", opacity=0.07, line_width=0, layer="below")
-        fig.add_hline(y=safe, line_dash="dot", line_color="#2ca02c", line_width=1.5,
-                      annotation_text="80%: safe band<br>(Fujii et al. 2024)", annotation_align="right",
-                      annotation_position="bottom right", annotation_font_size=11,
-                      annotation_font_color="#2a7a2a", annotation_bgcolor="rgba(255,255,255,0.85)")
-        fig.add_hline(y=cap, line_color="#c53948", line_width=2,
-                      annotation_text=f"{gpu.name}<br>{format_bytes(gpu.memory_bytes, unit)}",
-                      annotation_align="right", annotation_position="top right", annotation_font_size=11,
-                      annotation_font_color="#c53948", annotation_bgcolor="rgba(255,255,255,0.85)")
-    fig.update_layout(
-        barmode="stack", template="plotly_white", height=480, bargap=0.5 if len(stages) == 1 else 0.3,
-        title=dict(text=title, x=0, xanchor="left", font_size=15) if title else None,
+        shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=0, y1=safe, fillcolor="#2ca02c",
+                           opacity=0.07, line=dict(width=0), layer="below"))
+        for line, label in (_hline(safe, "#2a7a2a", "dot", "80%: safe band<br>(Fujii et al. 2024)", True),
+                            _hline(cap, "#c53948", "solid", f"{gpu.name}<br>{format_bytes(gpu.memory_bytes, unit)}",
+                                   False)):
+            shapes.append(line)
+            notes.append(label)
+    layout = dict(
+        _STYLE, barmode="stack", height=480, bargap=0.5 if len(stages) == 1 else 0.3,
+        title=dict(text=title or "", x=0, xanchor="left", font=dict(size=15)),
         margin=dict(l=10, r=10, t=48 if title else 16, b=10),
         legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0, traceorder="normal"),
-        yaxis=dict(title=f"Memory per GPU ({UNIT_AXIS[unit]})", range=[0, top * 1.12 if top else 1],
-                   rangemode="tozero"),
-        xaxis=dict(title=None),
-        hovermode="closest",
-    )
-    return fig
+        yaxis=dict(_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"),
+                   range=[0, top * 1.12 if top else 1]),
+        xaxis=dict(_GRID), hovermode="closest", shapes=shapes, annotations=notes)
+    # Plain dicts, built without plotly's per-property validation (~5 ms a rerun). tests/test_dashboard_charts.py
+    # validates the same figure with go.Figure(fig.to_dict()), so a wrong property still fails a test.
+    return go.Figure(dict(data=data, layout=layout), _validate=False)
 
 
 def png_filename(values: dict) -> str:

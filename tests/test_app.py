@@ -41,8 +41,9 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def table_bytes(at: AppTest) -> list[int]:
-    assert len(at.dataframe) == 1
-    return [int(b) for b in at.dataframe[0].value["Bytes"]]
+    tables = [d.value for d in at.dataframe if "Bytes" in d.value.columns]
+    assert len(tables) == 1
+    return [int(b) for b in tables[0]["Bytes"]]
 
 
 def chart(at: AppTest) -> dict:

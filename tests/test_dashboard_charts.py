@@ -31,6 +31,19 @@ def test_bars_are_the_engine_components(unit, scale):
     assert unit in fig.layout.yaxis.title.text and ("10⁹" if unit == "GB" else "2³⁰") in fig.layout.yaxis.title.text
 
 
+def test_figure_is_valid_plotly():
+    # breakdown_figure skips plotly's validation for speed; validating the same dict here catches typos.
+    import plotly.graph_objects as go
+    est = estimate(SPEC, Workload(parallel=Parallelism(pp=2), gpu="h100-sxm"))
+    fig = breakdown_figure(est, "GiB", H100, title="x")
+    import json
+    as_json = json.loads(fig.to_json())
+    validated = json.loads(go.Figure(as_json).to_json())
+    validated["layout"].pop("template")  # plotly fills an empty template with its default one; the rest is ours
+    as_json["layout"].pop("template")
+    assert validated == as_json
+
+
 def test_capacity_line_and_safe_band():
     est = estimate(SPEC, Workload(gpu="h100-sxm"))
     fig = breakdown_figure(est, "GB", H100)
