@@ -16,9 +16,11 @@ def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False
           on_change: Callable | None = None, label: str | None = None, container: Any = None) -> None:
     p = BY_KEY[key]
     box = container if container is not None else st
-    kw: dict[str, Any] = dict(key=key, bind="query-params", help=p.help or None, disabled=disabled,
+    short = container is not None and p.short  # a shared row: short label, the full one in the help
+    help_text = " — ".join(x for x in ((p.label if short else ""), p.help) if x) or None
+    kw: dict[str, Any] = dict(key=key, bind="query-params", help=help_text, disabled=disabled,
                               on_change=on_change)
-    label = label or p.label
+    label = label or (p.short if short else p.label)
     if p.kind == "bool":
         box.checkbox(label, value=p.default, **kw)
     elif p.kind == "choice":

@@ -28,7 +28,8 @@ def test_bars_are_the_engine_components(unit, scale):
         assert list(b.y) == pytest.approx([v / scale])
     assert sum(b.y[0] for b in bars) == pytest.approx(est.total_bytes / scale)
     assert fig.layout.barmode == "stack"
-    assert unit in fig.layout.yaxis.title.text and ("10⁹" if unit == "GB" else "2³⁰") in fig.layout.yaxis.title.text
+    axis = fig.layout.yaxis.title.text
+    assert unit in axis and ("10⁹" if unit == "GB" else "2³⁰") in axis
 
 
 def test_figure_is_valid_plotly():

@@ -60,7 +60,7 @@ def test_shared_link_slider_reload(page, app_url, artifacts, wait):
     assert re.search(r"[?&]mbs=3(&|$)", page.url)
 
 
-def test_csv_download_and_chart_png(page, app_url, artifacts, wait):
+def test_csv_pdf_and_chart_png_downloads(page, app_url, artifacts, wait):
     page.goto(f"{app_url}/?model=qwen2.5-7b&tp=2&seq=8192&v=1")
     wait(page)
     with page.expect_download() as dl:
@@ -79,6 +79,15 @@ def test_csv_download_and_chart_png(page, app_url, artifacts, wait):
     assert [r["formula"] for r in terms] == [t.formula for t in expected.terms]
     totals = {r["item"]: int(r["bytes"]) for r in rows if r["section"] == "total"}
     assert totals["total per GPU"] == expected.total_bytes
+
+    with page.expect_download(timeout=60_000) as dl:  # rendered on click: kaleido starts a headless Chromium
+        page.get_by_test_id("stDownloadButton").filter(has_text="PDF report").get_by_role("button").click()
+    pdf = dl.value
+    assert pdf.suggested_filename.endswith(".pdf")
+    pdf.save_as(artifacts / pdf.suggested_filename)
+    data = (artifacts / pdf.suggested_filename).read_bytes()
+    assert data.startswith(b"%PDF-") and b"/Count 1" in data
+    assert b"/Subtype /Image" in data, "the chart image (kaleido + Chromium are installed here)"
 
     chart = page.get_by_test_id("stPlotlyChart")
     chart.hover()
