@@ -2,13 +2,9 @@
 transformers code): model states and the KV cache to the byte, activations and peak within 1%."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from golden_compare import MODELLED_ATTENTION, load_goldens, measured, predicted  # noqa: E402
+from validation.compare import MODELLED_ATTENTION, load_goldens, measured, predicted, summary
 
 GOLDENS = load_goldens()
 MODELLED = [g for g in GOLDENS if g["run"]["attention"] in MODELLED_ATTENTION]
@@ -32,3 +28,11 @@ def test_engine_matches_measurement(golden):
     for k in WITHIN_1_PERCENT:
         if k in meas:
             assert pred[k] == pytest.approx(meas[k], rel=0.01), k
+
+
+def test_summary_reports_every_quantity_within_the_bar():
+    s = summary()
+    assert s["cases"] == len(MODELLED) and len(s["architectures"]) >= 6
+    for quantity, row in s["per_quantity"].items():
+        assert row["worst_abs_error_pct"] <= (0.0 if quantity in EXACT else 1.0), quantity
+    assert all("sdpa" in case for case in s["excluded"])

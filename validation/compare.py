@@ -1,20 +1,19 @@
 """Compare the engine with every measured golden file (tests/golden/*.json, written by validation/make_golden.py).
+Needs only the engine (no torch): the app's Accuracy page and tests/test_golden.py use it.
 
-    .venv/bin/python tests/golden_compare.py        # prints the table: predicted vs measured, per component
+    .venv/bin/python -m validation.compare        # prints the table: predicted vs measured, per component
 """
 from __future__ import annotations
 
 import json
 import statistics
-import sys
+from functools import lru_cache
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from calculator import Workload, estimate
+from calculator.hf_config import spec_from_hf_config
 
-from calculator import Workload, estimate  # noqa: E402
-from calculator.hf_config import spec_from_hf_config  # noqa: E402
-
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "tests" / "golden"
 RECIPES = {
     "mixed": dict(params="bf16", grads="bf16", master_weights="fp32", optimizer_states="fp32", activations="bf16"),
     "fp32": dict(params="fp32", grads="fp32", master_weights=None, optimizer_states="fp32", activations="fp32"),
@@ -26,6 +25,24 @@ MODELLED_ATTENTION = ("flash", "eager")  # CPU SDPA kernels save other tensors t
 
 def load_goldens() -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(GOLDEN_DIR.glob("*.json"))]
+
+
+@lru_cache(maxsize=1)
+def summary() -> dict:
+    """Per quantity: n, median and worst |error| % over the modelled cases, and the list of rows (for the app)."""
+    rows = comparisons()
+    by: dict[str, list[float]] = {}
+    for _, k, _, _, err in rows:
+        by.setdefault(k, []).append(abs(err))
+    excluded = [g["id"] for g in load_goldens() if g["run"]["attention"] not in MODELLED_ATTENTION]
+    return {
+        "cases": len({r[0] for r in rows}),
+        "architectures": sorted({g["model"]["model_type"] for g in load_goldens()}),
+        "per_quantity": {k: {"n": len(v), "median_abs_error_pct": statistics.median(v),
+                             "worst_abs_error_pct": max(v)} for k, v in by.items()},
+        "rows": rows,
+        "excluded": excluded,
+    }
 
 
 def workload_for(g: dict) -> Workload:
@@ -80,7 +97,7 @@ def comparisons() -> list[tuple[str, str, int, int, float]]:
     return rows
 
 
-if __name__ == "__main__":
+def main() -> None:
     rows = comparisons()
     for case, k, v, p, err in rows:
         flag = "" if abs(err) <= 1 else "  <-- over 1%"
@@ -92,3 +109,7 @@ if __name__ == "__main__":
     print()
     for k, errs in by.items():
         print(f"{k:<17} n={len(errs):3d} median |err| {statistics.median(errs):7.3f}%  worst {max(errs):7.3f}%")
+
+
+if __name__ == "__main__":
+    main()
