@@ -58,7 +58,18 @@ UNITS = {
 # commit that recorded it plus a margin of 0.5-1 point, rounded up to a half point (validation/CALIBRATION.md,
 # "Error bounds"). tests/test_published.py holds every comparable row to its group's bound. Do not loosen a bound
 # to make a regression pass: fix the engine or explain the new number in CALIBRATION.md.
-ERROR_BOUNDS_PCT: dict[str, float] = {}
+ERROR_BOUNDS_PCT: dict[str, float] = {
+    "Qwen2.5 BF16": 3.5,
+    "Qwen2.5 GPTQ-Int8": 5.5,
+    "Qwen2.5 GPTQ-Int4": 7.0,
+    "Qwen2.5 AWQ": 2.5,
+    "Qwen2.5 AWQ, load peak": 34.5,
+    "litgpt generate bf16": 1.0,
+    "litgpt generate nf4, load peak": 21.0,
+    "bert-large V100 nvidia-smi, weights only": 3.0,
+    "DeepSpeed estimator ZeRO-3": 4.5,
+    "torchao optimizer delta": 2.0,
+}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -352,6 +363,122 @@ def litgpt(row: dict[str, str]) -> Comparison:
 BERT_PARAMS = EXPECTED_PARAMETERS["bert-large-uncased + 2-class head"]
 
 
+# Peak allocated of the fp32 training rows, traced on the meta device with validation/trace.py's byte-exact tracker
+# (python -m validation.published --trace-bert re-derives these): BertForSequenceClassification (transformers,
+# eager attention, dropout 0.1 with CUDA's 1-byte masks), fp32, persistent gradients (HF Trainer 2022 zeroes
+# them in place), transformers' 2022 AdamW (per-parameter loop, one sqrt temporary) or transformers' Adafactor.
+# (states = weights + grads + optimizer state + inputs and buffers; working = the fwd/bwd or step peak above them).
+BERT_TRACED = {
+    "56": {"states": 5_362_344_000, "working": 7_013_666_824},  # batch 4, AdamW
+    "57": {"states": 5_362_319_400, "working": 1_766_002_696},  # batch 1, AdamW (accumulation: same peak)
+    "58": {"states": 5_362_319_400, "working": 154_152_968},  # batch 1, AdamW, gradient checkpointing
+    "61": {"states": 2_684_402_516, "working": 7_013_666_824},  # batch 4, Adafactor (factored 2nd moment)
+}
+BERT_CONTEXT_ROW = "66"  # nvidia-smi with one tiny tensor: the CUDA 11.2 context + kernels on a V100
+
+
+def _hf_adamw_2022_step(params, states, lr=5e-5, betas=(0.9, 0.999), eps=1e-8, step=2) -> None:
+    """transformers.optimization.AdamW as HF Trainer used it in 2022: a Python loop, in-place moment updates and
+    one `denom` temporary per parameter."""
+    import math
+    for p in params:
+        m, v = states[p]
+        m.mul_(betas[0]).add_(p.grad, alpha=1 - betas[0])
+        v.mul_(betas[1]).addcmul_(p.grad, p.grad, value=1 - betas[1])
+        denom = v.sqrt().add_(eps)
+        p.data.addcdiv_(m, denom, value=-lr * math.sqrt(1 - betas[1] ** step) / (1 - betas[0] ** step))
+        del denom
+
+
+def trace_bert(micro_batch: int, seq_len: int = 512, checkpointing: bool = False,
+               optimizer: str = "adamw") -> dict[str, int]:
+    """One fp32 training step of bert-large-uncased + 2-class head on the meta device; bytes of the persistent
+    states and of the peak working set above them."""
+    import torch
+    from transformers import AutoConfig, BertForSequenceClassification
+
+    from validation import trace as tr
+
+    cfg = AutoConfig.for_model("bert", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                               intermediate_size=4096, vocab_size=30522, max_position_embeddings=512,
+                               type_vocab_size=2, num_labels=2)
+    cfg._attn_implementation = "eager"
+    dev = torch.device("meta")
+    with dev:
+        model = BertForSequenceClassification(cfg).float()
+    model.train()
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    params = list(model.parameters())
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    if optimizer == "adamw":
+        states = {p: (torch.zeros_like(p), torch.zeros_like(p)) for p in params}
+        state_tensors, opt = [t for v in states.values() for t in v], None
+    else:
+        from transformers.optimization import Adafactor
+        opt = Adafactor(params, scale_parameter=False, relative_step=False, warmup_init=False, lr=1e-3)
+        opt.step()
+        state_tensors = [t for st in opt.state.values() for t in st.values() if isinstance(t, torch.Tensor)]
+        for p in params:
+            p.grad.zero_()
+    ids = torch.zeros((micro_batch, seq_len), dtype=torch.long, device=dev)
+    token_types = torch.zeros_like(ids)
+    labels = torch.zeros((micro_batch,), dtype=torch.long, device=dev)
+    persistent = [*params, *(p.grad for p in params), *state_tensors, ids, token_types, labels, *model.buffers()]
+    tracker = tr.MemoryTracker("meta")
+    tracker.persistent_keys = tr.storage_keys(persistent)
+    tr._ACTIVE.append(tracker)
+    try:
+        with tr.device_emulation("meta"), tracker:
+            tracker.reset_peak()
+            loss = model(input_ids=ids, token_type_ids=token_types, labels=labels).loss
+            loss.backward()
+            del loss
+            fwd_bwd, after = tracker.peak, tracker.current
+            tracker.reset_peak()
+            if opt is None:
+                _hf_adamw_2022_step(params, states)
+            else:
+                opt.step()
+            step = tracker.peak - after
+    finally:
+        tr._ACTIVE.pop()
+        tracker.detach_all()
+    return {"states": tr.storage_bytes(persistent), "working": max(fwd_bwd, step)}
+
+
+BERT_TRACE_RUNS = {"56": (4, False, "adamw"), "57": (1, False, "adamw"), "58": (1, True, "adamw"),
+                   "61": (4, False, "adafactor")}
+
+
+def bert_fragmentation(rows: list[dict[str, str]] | None = None) -> dict:
+    """reserved − allocated on the BERT rows (nvidia-smi − context − traced peak) and the least-squares fit
+    reserved − allocated = a · states + b · working set."""
+    rows = read_rows() if rows is None else rows
+    by_id = {r["id"]: r for r in rows}
+    ctx = measured_bytes(by_id[BERT_CONTEXT_ROW])
+    points = []
+    for rid, t in BERT_TRACED.items():
+        slack = measured_bytes(by_id[rid]) - ctx - t["states"] - t["working"]
+        points.append((rid, t["states"], t["working"], slack))
+    # normal equations for slack = a·s + b·w
+    ss = sum(s * s for _, s, _, _ in points)
+    ww = sum(w * w for _, _, w, _ in points)
+    sw = sum(s * w for _, s, w, _ in points)
+    sy = sum(s * y for _, s, _, y in points)
+    wy = sum(w * y for _, _, w, y in points)
+    det = ss * ww - sw * sw
+    a, b = (sy * ww - wy * sw) / det, (wy * ss - sy * sw) / det
+    return {
+        "context_bytes": ctx,
+        "rows": [{"id": rid, "states": s, "working": w, "peak_allocated": s + w, "slack": y,
+                  "slack_pct_of_peak": round(100 * y / (s + w), 2),
+                  "fit_slack": round(a * s + b * w)} for rid, s, w, y in points],
+        "a_states": round(a, 4), "b_working": round(b, 4),
+    }
+
+
 def bert(row: dict[str, str]) -> Comparison:
     meas = measured_bytes(row)
     fp32 = Workload(mode="infer", micro_batch=1, seq_len=1, precision=RECIPES["fp32"][1], gpu="v100-16gb")
@@ -372,13 +499,21 @@ def bert(row: dict[str, str]) -> Comparison:
                           est, _err(est, meas), False,
                           "calibration source: the GPU catalogue's V100 cuda_context_bytes is this measurement "
                           "(comparing would be circular)", "", _resolution_pct(row["value"]))
+    note = ""
+    if row["id"] in BERT_TRACED:
+        t = BERT_TRACED[row["id"]]
+        peak = t["states"] + t["working"]
+        slack = meas - measured_bytes({"value": "1343", "unit": "MB (MiB)", "id": "66"}) - peak
+        note = (f"traced peak allocated {peak / GIB:.3f} GiB (states {t['states'] / GIB:.3f} + working set "
+                f"{t['working'] / GIB:.3f}); nvidia-smi − 1343 MiB context − traced = {slack / MIB:.0f} MiB "
+                f"({100 * slack / peak:.1f}% of the peak) allocator slack")
     recipe = "AMP fp16" if "AMP" in row["param_dtype"] else "fp32"
     config = (f"bert-large seq-cls {recipe}, {row['optimizer']}, micro-batch {row['micro_batch']} × accumulation "
               f"{row['grad_accum']}, seq {row['seq_len']}, recompute {row['recompute'].split()[0]}")
     return Comparison(row["id"], row["source"], "bert-large V100 nvidia-smi, training", row["model"], config,
                       "total (nvidia-smi)", meas, None, None, False,
                       "encoder model (BERT, post-LN, HF Trainer 2022): the engine models decoder LMs; used for the "
-                      "context / fragmentation calibration (CALIBRATION.md)", "", _resolution_pct(row["value"]))
+                      "context / fragmentation calibration (CALIBRATION.md)", note, _resolution_pct(row["value"]))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -531,6 +666,122 @@ def peft(row: dict[str, str]) -> Comparison:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Analysis for validation/CALIBRATION.md (python -m validation.published --analysis): what the rows say about the
+# formulas, and the errors once the terms CALIBRATION.md proposes are added. Nothing here feeds the JSON.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def linear_shapes(spec: ModelSpec) -> list[tuple[int, int]]:
+    """(in, out) of every decoder-layer linear of a Llama/Qwen-style model (q, k, v, o, gate, up, down)."""
+    h, qd, kvd, f = spec.hidden_size, spec.q_dim, spec.kv_dim, spec.intermediate_size
+    per_layer = [(h, qd), (h, kvd), (h, kvd), (qd, h), (h, f), (h, f), (f, h)]
+    return per_layer * spec.num_hidden_layers
+
+
+def proposed_extra_bytes(c: Comparison, row: dict[str, str]) -> int:
+    """Bytes the terms proposed in CALIBRATION.md add to (or take from) the engine's estimate of row `c`."""
+    if c.source == "Qwen2.5 speed benchmark":
+        fmt, n = row["param_dtype"], int(row["num_gpus"])
+        spec = qwen_spec(row["model"], fmt)
+        shapes = linear_shapes(spec)
+        g_idx = 4 * sum(i for i, _ in shapes)
+        if fmt == "GPTQ-Int4":  # exllama temp_dq per GPU + g_idx
+            return n * 2 * max(i * o for i, o in shapes) + g_idx
+        if fmt == "GPTQ-Int8":  # 8-bit packed zero points (1 B per group and output) + g_idx
+            return sum(-(-i // 128) * o for i, o in shapes) + g_idx
+        if fmt == "AWQ" and c.group.endswith("load peak"):  # load peak: weights + one V·h bf16 copy
+            w = Workload(mode="infer", seq_len=1, weight_dtype="int4", quant_group_size=128)
+            weights = estimate(spec, w, with_fits=False).components["weights"]
+            return max(0, weights + 2 * spec.vocab_size * spec.hidden_size - c.estimated_bytes)
+        return 0
+    if c.source == "litgpt resource tables" and "nf4" in row["param_dtype"]:
+        spec = model_spec(LITGPT_MODELS[row["model"]])
+        head = spec.vocab_size * spec.hidden_size
+        q_head = head // 2 + 4 * -(-head // 64)
+        if "nf4-dq" in row["param_dtype"]:  # double quantisation: 8-bit absmax per 64 + fp32 per 256 blocks
+            lin = count_linear(spec)
+            blocks = -(-lin // 64)  # 4 B absmax per block -> 1 B, + one fp32 per 256 blocks
+            dq_saving = 4 * blocks - (blocks + 4 * -(-blocks // 256))
+            hb = -(-head // 64)
+            q_head = head // 2 + hb + 4 * -(-hb // 256)
+        else:
+            dq_saving = 0
+        generate = c.estimated_bytes - (2 * head - q_head) - dq_saving
+        weights = estimate(spec, Workload(mode="infer", seq_len=1, weight_dtype="nf4", quant_group_size=64),
+                           with_fits=False).components["weights"] - (2 * head - q_head) - dq_saving
+        load = weights + 4 * head  # the head's bf16 init + its fp16 cast while it is quantised
+        return max(generate, load) - c.estimated_bytes
+    return 0
+
+
+def count_linear(spec: ModelSpec) -> int:
+    """Decoder-layer linear parameters (what the engine quantises)."""
+    from calculator.parallel import stage_shards
+    return stage_shards(spec, Parallelism())[0].layer_linear
+
+
+def what_if(comparisons: list[Comparison], rows: list[dict[str, str]]) -> list[dict]:
+    by_id = {r["id"]: r for r in rows}
+    fixed = []
+    for c in comparisons:
+        if c.estimated_bytes is None or c.measured_bytes is None:
+            continue
+        extra = proposed_extra_bytes(c, by_id[c.id])
+        est = c.estimated_bytes + extra
+        fixed.append(Comparison(**{**asdict(c), "estimated_bytes": est, "error_pct": _err(est, c.measured_bytes),
+                                   "comparable": c.comparable or "nf4-dq" in c.group}))
+    return summarize(fixed, "group")
+
+
+def qwen_increments(comparisons: list[Comparison]) -> list[tuple]:
+    """Single-GPU Qwen rows: (model, format, prompt, measured − measured at prompt 1, estimated − estimated at
+    prompt 1), both in bytes: the part of the peak that grows with the prompt (KV cache + prefill working set)."""
+    key = {}
+    for c in comparisons:
+        if c.source == "Qwen2.5 speed benchmark" and "1× A100" in c.config:
+            T = int(re.search(r"prompt ([\d,]+)", c.config).group(1).replace(",", ""))
+            fmt = c.config.split(",")[0].split()[-1]
+            key[(c.model, fmt, T)] = c
+    out = []
+    for (model, fmt, T), c in key.items():
+        base = key.get((model, fmt, 1))
+        if T == 1 or base is None or base.group.endswith("load peak"):
+            continue
+        out.append((model, fmt, T, c.measured_bytes - base.measured_bytes, c.estimated_bytes - base.estimated_bytes))
+    return out
+
+
+def analysis_text(comparisons: list[Comparison], rows: list[dict[str, str]]) -> str:
+    lines = ["Qwen2.5, single GPU: growth with the prompt (peak at prompt T − peak at prompt 1), GiB",
+             f"{'model':24s} {'format':10s} {'T':>6} {'measured':>9} {'engine':>9} {'engine−meas':>12}"]
+    incs = qwen_increments(comparisons)
+    for model, fmt, T, dm, de in incs:
+        lines.append(f"{model:24s} {fmt:10s} {T:>6} {dm / GIB:9.3f} {de / GIB:9.3f} {(de - dm) / GIB:+12.3f}")
+    d = [(de - dm) / GIB for *_, dm, de in incs]
+    lines.append(f"engine − measured growth: median {statistics.median(d):+.3f} GiB, range {min(d):+.3f} .. "
+                 f"{max(d):+.3f} GiB over {len(d)} rows (published values are rounded to 0.01 GiB)")
+    lines += ["", "Qwen2.5, single GPU: measured − engine at each prompt length, GiB (T-independent = a constant term)"]
+    table_: dict[tuple, dict[int, float]] = {}
+    for c in comparisons:
+        if c.source == "Qwen2.5 speed benchmark" and "1× A100" in c.config:
+            T = int(re.search(r"prompt ([\d,]+)", c.config).group(1).replace(",", ""))
+            fmt = c.config.split(",")[0].split()[-1]
+            table_.setdefault((c.model, fmt), {})[T] = (c.measured_bytes - c.estimated_bytes) / GIB
+    lines.append(f"{'model':24s} {'format':10s} " + " ".join(f"{t:>8}" for t in (1, 6144, 14336, 30720)))
+    for (model, fmt), v in table_.items():
+        lines.append(f"{model:24s} {fmt:10s} " + " ".join(f"{v[t]:+8.3f}" if t in v else f"{'':>8}"
+                                                          for t in (1, 6144, 14336, 30720)))
+    lines += ["", "Errors by group with the terms proposed in CALIBRATION.md added (nf4-dq rows included)",
+              f"{'group':44s} {'comp.':>5} {'median |e|%':>11} {'worst |e|%':>10} {'(id)':>6} {'mean e%':>8}"]
+    for s in what_if(comparisons, rows):
+        if not s["comparable"]:
+            continue
+        lines.append(f"{s['group'][:44]:44s} {s['comparable']:>5} {s['median_abs_error_pct']:>11.2f} "
+                     f"{s['worst_abs_error_pct']:>10.2f} {s['worst_id']:>6} {s['mean_error_pct']:>+8.2f}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -581,6 +832,38 @@ def summarize(comparisons: list[Comparison], key: str) -> list[dict]:
     return out
 
 
+def calibration(rows: list[dict[str, str]] | None = None) -> dict:
+    """The constants the published rows calibrate (each with its source); CALIBRATION.md explains them."""
+    rows = read_rows() if rows is None else rows
+    by_id = {r["id"]: r for r in rows}
+    frag = bert_fragmentation(rows)
+    ctx = frag["context_bytes"]
+    load_slack = measured_bytes(by_id["65"]) - ctx - 4 * BERT_PARAMS
+    constants = [
+        {"name": "CUDA context, V100, CUDA 11.2 driver 460 (kernels loaded eagerly)", "value": ctx, "unit": "bytes",
+         "source": "row 66: HF transformers docs, nvidia-smi after torch.ones((1, 1)).cuda(); = the catalogue's "
+                   "v100 cuda_context_bytes"},
+        {"name": "allocator slack after loading weights only", "value": round(100 * load_slack / (4 * BERT_PARAMS), 3),
+         "unit": "% of the weights", "source": "row 65 − row 66 − 335,143,938 × 4 B"},
+        {"name": "fragmentation (reserved − allocated), share of the model states", "value": frag["a_states"],
+         "unit": "fraction", "source": "rows 56, 57, 58, 61 (nvidia-smi − row 66) − traced peak allocated; "
+                                       "least squares with the next constant"},
+        {"name": "fragmentation (reserved − allocated), share of the fwd/bwd (or step) working set",
+         "value": frag["b_working"], "unit": "fraction", "source": "as above"},
+        {"name": "GPTQ 4-bit (exllama v1) dequantisation scratch per GPU", "value": 2, "unit": "bytes × max(in·out)",
+         "source": "Qwen2.5 GPTQ-Int4 − AWQ rows (7B–72B; AutoGPTQ temp_dq buffer)"},
+        {"name": "GPTQ 8-bit packed zero points", "value": 1, "unit": "byte per group of 128 per output",
+         "source": "GPTQ checkpoint layout (qzeros int32 packing 4 zeros); Qwen2.5 GPTQ-Int8 rows are above it"},
+        {"name": "AWQ load peak, tied-embedding model", "value": 2, "unit": "bytes × vocab × hidden above the weights",
+         "source": "Qwen2.5-0.5B/1.5B/3B AWQ at prompt 1 (rows 335, 351, 367)"},
+        {"name": "bitsandbytes 4-bit load transient (litgpt / Lightning)", "value": 4,
+         "unit": "bytes × elements of the largest linear (lm_head)", "source": "litgpt nf4 and nf4-dq generate rows"},
+        {"name": "NCCL communication buffers", "value": None, "unit": "", "source": "not calibrated: no published row "
+         "isolates them (device_map pipelines use no NCCL; the DeepSpeed rows count model states only)"},
+    ]
+    return {"constants": constants, "bert_fragmentation": frag}
+
+
 def build(comparisons: list[Comparison] | None = None) -> dict:
     comparisons = compare() if comparisons is None else comparisons
     return {
@@ -592,6 +875,7 @@ def build(comparisons: list[Comparison] | None = None) -> dict:
         "data": "validation/published.csv",
         "sources": summarize(comparisons, "source"),
         "groups": summarize(comparisons, "group"),
+        "calibration": calibration(),
         "rows": [asdict(c) for c in comparisons],
     }
 
@@ -630,8 +914,29 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed JSON is stale (writes nothing)")
     ap.add_argument("--quiet", action="store_true", help="summary only")
+    ap.add_argument("--analysis", action="store_true", help="print the CALIBRATION.md analysis (writes nothing)")
+    ap.add_argument("--trace-bert", action="store_true",
+                    help="re-trace the BERT training rows (needs torch + transformers) and compare with BERT_TRACED")
     args = ap.parse_args(argv)
-    comparisons = compare()
+    rows = read_rows()
+    comparisons = compare(rows)
+    if args.analysis:
+        print(analysis_text(comparisons, rows))
+        frag = bert_fragmentation(rows)
+        print(f"\nBERT V100 rows: nvidia-smi − context ({frag['context_bytes'] / MIB:.0f} MiB) − traced peak allocated")
+        for r in frag["rows"]:
+            print(f"  row {r['id']}: states {r['states'] / MIB:8.1f} MiB, working {r['working'] / MIB:8.1f} MiB, "
+                  f"slack {r['slack'] / MIB:7.1f} MiB = {r['slack_pct_of_peak']:5.2f}% of peak; fit "
+                  f"{r['fit_slack'] / MIB:7.1f} MiB")
+        print(f"  fit: slack = {frag['a_states']:.4f} × states + {frag['b_working']:.4f} × working set")
+        return 0
+    if args.trace_bert:
+        ok = True
+        for rid, (b, ck, opt) in BERT_TRACE_RUNS.items():
+            got = trace_bert(b, 512, ck, opt)
+            ok &= got == BERT_TRACED[rid]
+            print(f"row {rid}: traced {got}, recorded {BERT_TRACED[rid]}{'' if got == BERT_TRACED[rid] else '  DIFFERS'}")
+        return 0 if ok else 1
     data = build(comparisons)
     text = dumps(data)
     if args.check:
