@@ -771,6 +771,22 @@ def analysis_text(comparisons: list[Comparison], rows: list[dict[str, str]]) -> 
     for (model, fmt), v in table_.items():
         lines.append(f"{model:24s} {fmt:10s} " + " ".join(f"{v[t]:+8.3f}" if t in v else f"{'':>8}"
                                                           for t in (1, 6144, 14336, 30720)))
+    by_id = {r["id"]: r for r in rows}
+    lines += ["", "Unmodelled constant by format: mean over prompts ≥ 6144 of (measured − engine), minus AWQ's (the "
+              "engine's int4 formula is AWQ's layout), vs the proposed term, GiB",
+              f"{'model':24s} {'GPTQ-Int4−AWQ':>14} {'temp_dq':>8} {'GPTQ-Int8−AWQ':>14} {'zeros+g_idx':>12}"]
+    for model in QWEN_PRESETS:
+        const = {fmt: statistics.fmean(v for t, v in table_.get((model, fmt), {}).items() if t >= 6144)
+                 for fmt in ("AWQ", "GPTQ-Int4", "GPTQ-Int8") if table_.get((model, fmt))}
+        if len(const) < 3 or len({t for t in table_[(model, "AWQ")] if t >= 6144}) < 3:
+            continue
+        pred = {}
+        for c in comparisons:
+            if c.model == model and "1× A100" in c.config and ", prompt 6,144" in c.config:
+                fmt = c.config.split(",")[0].split()[-1]
+                pred[fmt] = proposed_extra_bytes(c, by_id[c.id]) / GIB
+        lines.append(f"{model:24s} {const['GPTQ-Int4'] - const['AWQ']:+14.3f} {pred['GPTQ-Int4']:8.3f} "
+                     f"{const['GPTQ-Int8'] - const['AWQ']:+14.3f} {pred['GPTQ-Int8']:12.3f}")
     lines += ["", "Errors by group with the terms proposed in CALIBRATION.md added (nf4-dq rows included)",
               f"{'group':44s} {'comp.':>5} {'median |e|%':>11} {'worst |e|%':>10} {'(id)':>6} {'mean e%':>8}"]
     for s in what_if(comparisons, rows):
