@@ -82,13 +82,15 @@ def test_what_is_comparable(comparisons):
     for c in comparisons:
         by_source[c.source] = by_source.get(c.source, 0) + c.comparable
     assert by_source == {
-        "Qwen2.5 speed benchmark": 112, "litgpt resource tables": 10,
+        "Qwen2.5 speed benchmark": 112, "litgpt resource tables": 23,
         "HuggingFace transformers docs (bert-large on V100)": 1, "DeepSpeed memory estimator docs": 2,
         "torchao low-bit optimizer benchmarks": 2, "HF PEFT README": 0, "accelerate big-model-inference benchmark": 0,
     }
-    # LoRA / adapter fine-tunes, encoders, offload, OOM and double-quantised NF4 are not
-    for rid in ("106", "107", "129", "151", "56", "66", "155", "165", "172", "676", "684", "695", "696", "702",
-                "102", "105"):
+    # single-GPU LoRA and QLoRA (NF4) fine-tunes are: the engine has a LoRA mode
+    assert {"106", "107", "116", "117", "119"} <= comp
+    # adapter fine-tunes, FSDP load peaks, encoders, offload, OOM and double-quantised NF4 are not
+    for rid in ("108", "129", "141", "151", "56", "66", "155", "165", "172", "676", "684", "695", "696", "702",
+                "102", "105", "120"):
         assert rid not in comp, rid
 
 
@@ -215,6 +217,21 @@ def test_calibrated_context_is_the_catalogue_v100_constant():
     data = json.loads(pub.JSON_PATH.read_text(encoding="utf-8"))
     ctx = data["calibration"]["constants"][0]
     assert ctx["value"] == 1343 * 2**20 == get_gpu("v100-16gb").cuda_context_bytes
+
+
+def test_litgpt_lora_uses_the_published_adapter_size(rows):
+    """litgpt's LoRA defaults (r=8 on query and value) give the trainable counts the tables print."""
+    from calculator import lora
+    by_id = {r["id"]: r for r in rows}
+    for rid, key in (("106", "phi-1.5"), ("111", "StableLM-Alpha-3B"), ("116", "Llama-2-7B"), ("121", "Llama-2-13B")):
+        spec = pub.model_spec(key)
+        trainable = spec.num_hidden_layers * lora.adapter_params(spec, pub.LITGPT_LORA_RANK, "qv", False)
+        assert f"{trainable:,}" in by_id[rid]["notes"], (rid, trainable)
+
+
+def test_bert_trace_reproduces_the_recorded_peak():
+    pytest.importorskip("transformers")
+    assert pub.trace_bert(1, 512, False, "adamw") == pub.BERT_TRACED["57"]
 
 
 def test_bert_fragmentation_fit_explains_every_row_within_20_mib():
