@@ -15,9 +15,10 @@ engine's outputs:
 * torchao optimizer rows                    -> the optimizer-state component, as a difference between two rows
   (the absolute numbers have no stated batch/sequence).
 
-Rows the engine cannot express (LoRA / adapter fine-tunes, encoder and encoder-decoder models, CPU offload,
-unstated batch or sequence, OOM) are kept with ``comparable = False`` and the reason; where the engine can still
-say something useful the row carries an informational ``estimated_bytes``.
+Rows the engine cannot express (LLaMA-Adapter fine-tunes, FSDP runs that peak while loading, encoder and
+encoder-decoder models, CPU offload, NF4 double quantisation, unstated batch or sequence, OOM) are kept with
+``comparable = False`` and the reason; where the engine can still say something useful the row carries an
+informational ``estimated_bytes``. Single-GPU LoRA / QLoRA rows use the engine's LoRA mode.
 
 Error = (estimated - measured) / measured. Findings and the calibrated constants: validation/CALIBRATION.md.
 """
@@ -302,7 +303,7 @@ def qwen(row: dict[str, str]) -> Comparison:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# litgpt resource tables (Oct 2023): generate.py rows are comparable; fine-tunes are LoRA/adapter runs
+# litgpt resource tables (Oct 2023): generate.py rows, and LoRA / QLoRA fine-tunes on one GPU (the engine's LoRA mode)
 # ---------------------------------------------------------------------------------------------------------------
 
 LITGPT_MODELS = {
