@@ -59,14 +59,16 @@ def calculator() -> None:
     # A shared link is checked once per session, before any widget reads it: bound widgets drop bad values silently.
     if "_link_checked" not in st.session_state:
         link = state.check_query_params(st.query_params.to_dict())
-        for key in link.unknown_keys:
-            del st.query_params[key]
         st.session_state["_link_checked"] = True
         st.session_state["_link_values"] = link.values
         st.session_state["_link_ignored"] = link.ignored
+        for key in link.drop_keys:
+            del st.query_params[key]
+        if set(link.drop_keys) - set(link.unknown_keys):
+            st.rerun()  # a value the bound widget cannot read: rerun without it (widgets have not read the URL yet)
     if st.session_state["_link_ignored"]:
         with st.container(border=False):
-            st.warning("Some link parameters were ignored:\n\n"
+            st.warning("Some link parameters were ignored or adjusted:\n\n"
                        + "\n".join(f"- {line}" for line in st.session_state["_link_ignored"]),
                        icon=":material/link_off:")
             st.button("Dismiss", key="_dismiss_link", on_click=dismiss_link_warning, type="tertiary")
@@ -82,12 +84,17 @@ def calculator() -> None:
             values = _values()
 
     # The estimate is computed before the widgets are drawn so each complaint can sit under its widget.
+    problems: dict[str, list[str]] = {}
     try:
-        result, problems = state.compute(values), {}
+        result = state.compute(values)
     except state.InputProblems as exc:
-        result, problems = None, {}
+        result = None
         for prob in exc.problems:
             problems.setdefault(prob.key, []).append(prob.message)
+    except Exception as exc:  # an engine bug must not take the page down, nor show a number
+        result = None
+        problems[""] = [f"the engine failed on these inputs ({type(exc).__name__}: {exc}). This is a bug in the "
+                        "calculator, not in your inputs: please report it with the link below."]
 
     # ---- sidebar: inputs, grouped as a person thinks --------------------------------------------------------
     model_is = values["model"]
@@ -189,6 +196,8 @@ def calculator() -> None:
             lines += [f"- **{label}**: {m}" for m in msgs]
         st.error("No estimate: the inputs below cannot be computed. Each message is also shown next to the "
                  "input that causes it.\n\n" + "\n".join(lines), icon=":material/block:")
+        st.caption("Link to this view:")
+        st.code(_link(drawn), language=None, wrap_lines=True)
         return
 
     est = result.estimate
@@ -261,8 +270,7 @@ def calculator() -> None:
 
     # ---- share and export -----------------------------------------------------------------------------------
     st.subheader("Share and export", divider="gray")
-    base = (st.context.url or DEFAULT_BASE_URL).split("?")[0]
-    link = (base if urlsplit(base).path else base + "/") + "?" + urlencode(state.to_query(drawn))
+    link = _link(drawn)
     st.code(link, language=None, wrap_lines=True)
     from dashboard import exports
     from dashboard.charts import png_filename
@@ -281,6 +289,12 @@ def calculator() -> None:
 
     c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf", key="dl_pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
+
+
+def _link(values: dict) -> str:
+    """The URL that reproduces this view (the page's own address, or localhost outside a browser)."""
+    base = (st.context.url or DEFAULT_BASE_URL).split("?")[0]
+    return (base if urlsplit(base).path else base + "/") + "?" + urlencode(state.to_query(values))
 
 
 def _values() -> dict:

@@ -250,47 +250,62 @@ def _fmt(value: str | list[str]) -> str:
     return ",".join(value) if isinstance(value, list) else value
 
 
-def parse_value(p: Param, raw: str, choices: Iterable[str] | None = None) -> Any:
-    """The value a URL string means for `p`, exactly as the bound widget will read it; ValueError if the widget
-    would drop it (unknown option, not a number, out of range)."""
+class Unsafe(ValueError):
+    """A value Streamlit 1.67's bound widget cannot even read (an int input given inf raises OverflowError in its
+    deserializer): the page removes it from the URL and reruns before the widget sees it."""
+
+
+def read_value(p: Param, raw: str, choices: Iterable[str] | None = None) -> tuple[Any, str]:
+    """(value, note): what a URL string means for `p`, exactly as the bound widget reads it (note says how it
+    was adjusted, e.g. a fraction truncated). ValueError if the widget drops it, Unsafe if it cannot read it."""
     if p.kind == "bool":
         low = raw.lower()
         if low not in ("true", "false"):
             raise ValueError("expected true or false")
-        return low == "true"
+        return low == "true", ""
     if p.kind == "choice":
         opts = tuple(choices) if choices is not None else options(p.key)
         if raw not in opts:
             shown = ", ".join(opts[:12]) + (" …" if len(opts) > 12 else "")
             raise ValueError(f"not one of {shown}")
-        return raw
+        return raw, ""
     if p.kind == "text":
-        return raw
+        return raw, ""
     if raw == "" and p.default is None:
-        return None
+        return None, ""
     try:
-        num = float(raw)
+        num = float(raw)  # what Streamlit does with a number in the URL
     except ValueError:
         raise ValueError("not a number") from None
-    if not math.isfinite(num):
-        raise ValueError("not a finite number")
+    if math.isnan(num):
+        raise ValueError("not a number")
+    if math.isinf(num):
+        raise Unsafe("not a finite number")
+    note = ""
+    if p.kind == "int" and num != int(num):
+        note = f"not a whole number: read as {int(num)}"  # Streamlit truncates toward zero
     if p.kind == "int":
-        if num != int(num):
-            raise ValueError("not a whole number")
         num = int(num)
     if (p.lo is not None and num < p.lo) or (p.hi is not None and num > p.hi):
         raise ValueError(f"outside {p.lo:g}–{p.hi:g}")
-    return num
+    return num, note
+
+
+def parse_value(p: Param, raw: str, choices: Iterable[str] | None = None) -> Any:
+    """The value a URL string means for `p` (see read_value); ValueError if the widget would not use it."""
+    return read_value(p, raw, choices)[0]
 
 
 @dataclass(frozen=True)
 class LinkCheck:
-    """What a shared link asked for: accepted values, and one line per ignored parameter."""
+    """What a shared link asked for: the values the widgets will take, one line per ignored or adjusted
+    parameter, and the keys the page must remove from the URL itself (unknown, or unreadable by the widget)."""
 
     values: dict[str, Any] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()
     version: str | None = None
     unknown_keys: tuple[str, ...] = ()
+    drop_keys: tuple[str, ...] = ()
 
 
 def check_query_params(query: Mapping[str, str | list[str]],
@@ -301,6 +316,7 @@ def check_query_params(query: Mapping[str, str | list[str]],
     values: dict[str, Any] = {}
     ignored: list[str] = []
     unknown: list[str] = []
+    drop: list[str] = []
     version = None
     for key, raw in query.items():
         if key == VERSION_KEY:
@@ -315,15 +331,19 @@ def check_query_params(query: Mapping[str, str | list[str]],
             ignored.append(f"`{key}={_fmt(raw)}`: unknown parameter")
             continue
         if isinstance(raw, list):
-            if len(raw) != 1:
-                ignored.append(f"`{key}` given {len(raw)} times: only one value is allowed")
-                continue
-            raw = raw[0]
+            if len(raw) > 1:
+                ignored.append(f"`{key}` given {len(raw)} times: only the last value is used")
+            raw = raw[-1] if raw else ""  # as Streamlit reads a repeated single-value parameter
         try:
-            values[key] = parse_value(p, raw, choices(key) if p.kind == "choice" else None)
+            values[key], note = read_value(p, raw, choices(key) if p.kind == "choice" else None)
+            if note:
+                ignored.append(f"`{key}={raw}`: {note}")
+        except Unsafe as exc:
+            drop.append(key)
+            ignored.append(f"`{key}={raw}`: {exc}; the default ({format_default(p)}) is used")
         except ValueError as exc:
             ignored.append(f"`{key}={raw}`: {exc}; the default ({format_default(p)}) is used")
-    return LinkCheck(values, tuple(ignored), version, tuple(unknown))
+    return LinkCheck(values, tuple(ignored), version, tuple(unknown), tuple(unknown + drop))
 
 
 def format_default(p: Param) -> str:

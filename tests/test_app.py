@@ -200,15 +200,16 @@ def test_named_recipe_shows_its_dtypes_in_the_disabled_fields():
 
 
 def test_invalid_link_values_are_listed_in_a_warning_and_ignored():
-    at = run({"tp": "abc", "mbs": "100000", "gpu": "h900", "colour": "red", "opt": "adam9", "seq": "8192"})
+    at = run({"tp": "abc", "mbs": "100000", "gpu": "h900", "colour": "red", "opt": "adam9", "seq": "8192",
+              "dp": "inf"})
     assert len(at.warning) == 1
     text = at.warning[0].value
-    for needle in ("`tp=abc`", "`mbs=100000`", "`gpu=h900`", "`colour=red`", "`opt=adam9`"):
+    for needle in ("`tp=abc`", "`mbs=100000`", "`gpu=h900`", "`colour=red`", "`opt=adam9`", "`dp=inf`"):
         assert needle in text
     assert "seq" not in text  # the valid one is used, not reported
     assert at.number_input(key="tp").value == 1 and at.selectbox(key="gpu").value == GPU
     assert_shows(at, estimate(LLAMA, Workload(seq_len=8192, gpu=GPU)))
-    assert "colour" not in at.query_params
+    assert "colour" not in at.query_params and "dp" not in at.query_params
     at.button(key="_dismiss_link").click().run()
     assert not at.warning
 
@@ -334,3 +335,40 @@ def test_other_pages_render(page):
             assert src.title in text
     else:
         assert "What is not modelled" in [h.value for h in at.subheader] or "not modelled" in text
+
+
+# ---- robustness: any link renders, and numbers only ever come from inputs the engine accepts -------------------
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as hs  # noqa: E402
+
+from dashboard import state as _state  # noqa: E402
+
+
+def _raw_values(p):
+    good = {"int": hs.integers(int(p.lo or 0), int(min(p.hi or 10**6, 10**6))).map(str),
+            "float": hs.floats(p.lo or 0, p.hi or 100).map(lambda f: f"{f:.1f}"),
+            "bool": hs.sampled_from(["true", "false"]),
+            "choice": hs.sampled_from(_state.options(p.key) or ("x",)),
+            "text": hs.sampled_from(["", "{}", '{"model_type": "llama"}'])}[p.kind]
+    bad = hs.sampled_from(["", "-1", "abc", "1e99", "2.5", "nan", "inf", "-1e400", " 3"])
+    return hs.one_of(good, good, bad)
+
+
+_KEYS = [p for p in _state.PARAMS if p.key not in ("cfg",)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example is a page run
+@given(hs.lists(hs.sampled_from(_KEYS), min_size=1, max_size=6, unique_by=lambda p: p.key).flatmap(
+    lambda ps: hs.fixed_dictionaries({p.key: _raw_values(p) for p in ps})))
+def test_any_link_renders_and_numbers_only_come_from_valid_inputs(query):
+    at = run(query)  # asserts no exception
+    link = _state.check_query_params(query)
+    values = {**_state.DEFAULTS, **link.values}
+    try:
+        expected = _state.compute(values).estimate
+    except _state.InputProblems:
+        assert not at.metric and not at.get("plotly_chart")
+        assert at.error
+    else:
+        assert_shows(at, expected, unit=values["unit"])

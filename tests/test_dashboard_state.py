@@ -53,16 +53,17 @@ def test_valid_link_is_read_as_typed_values():
 @pytest.mark.parametrize("query, key, reason", [
     ({"tp": "0"}, "tp", "outside"),
     ({"tp": "99999"}, "tp", "outside"),
-    ({"tp": "2.5"}, "tp", "whole number"),
+    ({"tp": "inf"}, "tp", "finite"),
+    ({"tp": "-1e400"}, "tp", "finite"),
+    ({"tp": "0.5"}, "tp", "outside"),  # truncated to 0, as Streamlit does
     ({"tp": "two"}, "tp", "not a number"),
-    ({"frag": "nan"}, "frag", "finite"),
+    ({"frag": "nan"}, "frag", "not a number"),
     ({"sp": "yes"}, "sp", "true or false"),
     ({"opt": "adam9"}, "opt", "not one of"),
     ({"model": "no-such-model"}, "model", "not one of"),
     ({"gpu": "h900"}, "gpu", "not one of"),
     ({"zero": "4"}, "zero", "not one of"),
     ({"mbs": "1000"}, "mbs", "outside"),
-    ({"tp": ["2", "4"]}, "tp", "2 times"),
     ({"colour": "red"}, "colour", "unknown parameter"),
 ])
 def test_invalid_values_are_reported(query, key, reason):
@@ -70,6 +71,19 @@ def test_invalid_values_are_reported(query, key, reason):
     assert key not in link.values
     assert len(link.ignored) == 1
     assert f"`{key}" in link.ignored[0] and reason in link.ignored[0]
+
+
+def test_values_are_read_the_way_the_bound_widget_reads_them():
+    link = state.check_query_params({"tp": "2.5", "pp": " 3", "dp": "+4", "seq": "1_000", "cp": ["2", "4"]})
+    assert link.values == {"tp": 2, "pp": 3, "dp": 4, "seq": 1000, "cp": 4}
+    assert any("`tp=2.5`" in n and "read as 2" in n for n in link.ignored)
+    assert any("`cp` given 2 times" in n for n in link.ignored)
+    assert link.drop_keys == ()
+
+
+def test_values_the_widget_cannot_read_are_dropped_from_the_url():
+    link = state.check_query_params({"tp": "inf", "ctx": "-inf", "colour": "red", "pp": "2"})
+    assert set(link.drop_keys) == {"tp", "ctx", "colour"} and link.values == {"pp": 2}
 
 
 def test_unknown_keys_and_other_versions_are_reported():
