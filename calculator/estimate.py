@@ -43,6 +43,9 @@ class _Terms:
 
     def __init__(self) -> None:
         self.items: list[Term] = []
+        # (long-lived bytes, allocated bytes) of each phase of the step: reserved memory only grows, so the
+        # fragmentation of every phase counts, not only that of the allocation peak
+        self.phases: list[tuple[int, int]] = []
 
     def add(self, key: str, component: str, label: str, nbytes_: int, formula: str, substituted: str,
             source: str, note: str = "") -> None:
@@ -81,13 +84,29 @@ def _all_gpus():
     return list_gpus()
 
 
+_LONG_LIVED = frozenset({"weights", "master_weights", "gradients", "optimizer_states", "kv_cache"})
+
+
 def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, int]) -> None:
     """Line items outside the tensors: allocator fragmentation, NCCL communicators, CUDA context."""
     o = w.overheads
-    frag = int(peak_allocated * o.fragmentation_pct / 100)
-    t.add("fragmentation", "fragmentation", "Allocator fragmentation", frag,
-          "frag% × peak allocated", f"{o.fragmentation_pct:g}% × {peak_allocated:,} B", "allocator",
-          "reserved − allocated in PyTorch's caching allocator; edit the percentage to match your stack")
+    if o.fragmentation_pct is not None:
+        frag = int(peak_allocated * o.fragmentation_pct / 100)
+        t.add("fragmentation", "fragmentation", "Allocator fragmentation (flat)", frag,
+              "frag% × peak allocated", f"{o.fragmentation_pct:g}% × {peak_allocated:,} B", "allocator",
+              "reserved − allocated in PyTorch's caching allocator, as a flat share you set")
+    else:
+        phases = t.phases or [(t.total(_LONG_LIVED), peak_allocated)]
+        a, b = o.fragmentation_states_pct / 100, o.fragmentation_working_pct / 100
+        reserved, states, working = max((alloc + a * long + b * (alloc - long), long, alloc - long)
+                                        for long, alloc in phases)
+        frag = max(0, int(reserved) - peak_allocated)
+        t.add("fragmentation", "fragmentation", "Allocator fragmentation", frag,
+              "max over phases (allocated + a × long-lived + b × working set) − peak allocated",
+              f"{o.fragmentation_states_pct:g}% × {states:,} + {o.fragmentation_working_pct:g}% × {working:,} B"
+              + (f" at the phase whose reserved memory is highest" if len(phases) > 1 else ""),
+              "allocator-calibration", "reserved − allocated: the churn of short-lived blocks fragments far more "
+              "than long-lived states (fit to published nvidia-smi figures; an upper value with FlashAttention)")
     if o.include_comm_buffers and comm_groups:
         n = len(comm_groups)
         names = ", ".join(f"{k}={v}" for k, v in comm_groups.items())
@@ -281,6 +300,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     fwd_bwd = t.total() - states
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     step = tr.optimizer_step_transient(n_opt, largest_tensor, w) if w.activation_model != "textbook" else 0
+    t.phases = [(states, states + fwd_bwd), (states, states + step)]
     if step > fwd_bwd:
         t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
               "max(0, step temporaries − fwd/bwd working set)", f"{step:,} − {fwd_bwd:,} B", "torch-adamw",
@@ -367,6 +387,8 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     decode_peak = kv + inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // p.tp)
     extra = max(prefill_peak, decode_peak) - kv
     phase = "attention" if attn > mlp else "MLP"
+    weights = t.total(frozenset({"weights"}))
+    t.phases = [(weights + prompt_kv, weights + prefill_peak), (weights + kv, weights + decode_peak)]
     if prefill_peak >= decode_peak:
         t.add("activations.prefill", "activations", f"Prefill working set (at the last layer's {phase})", extra,
               "prompt KV + max(MLP phase, attention phase) − final KV",
@@ -400,8 +422,13 @@ def _generic(model: GenericModel, w) -> Estimate:
     gpu = _gpu(w.gpu)
     shard = StageShard(0, 0, 0, n, 0, 0, n, True, True)
     stage = _finish(t, w, shard, gpu)
-    fits = partial(fits_for, stage, _all_gpus(), 1, w.overheads.cuda_context_bytes, w.overheads.fragmentation_pct)
+    fits = partial(fits_for, stage, _all_gpus(), 1, w.overheads.cuda_context_bytes, _frag_pct(stage))
     return Estimate(model.name, w.mode, n, n, (stage,), 0, fits, (), ("generic network: totals given by you",))
+
+
+def _frag_pct(stage: StageEstimate) -> float:
+    """Fragmentation as a share of the peak allocated, for scaling in the GPUs-needed figure."""
+    return 100 * stage.components["fragmentation"] / stage.peak_allocated_bytes if stage.peak_allocated_bytes else 0.0
 
 
 def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
@@ -434,7 +461,7 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     stages = tuple(build(m, w, s, gpu) for s in shards)
     worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
     fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
-                   w.overheads.fragmentation_pct) if with_fits else None
+                   _frag_pct(stages[worst])) if with_fits else None
     assumptions = (
         "gradients are persistent buffers for the whole step (DDP / Megatron / DeepSpeed)",
         f"optimizer step implementation: {w.optimizer_impl}",

@@ -104,7 +104,11 @@ class Overheads(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     cuda_context_bytes: int | None = Field(default=None, ge=0)  # None: the GPU catalogue's value for the chosen GPU
-    fragmentation_pct: float = Field(default=5.0, ge=0, le=100)  # caching-allocator slack, % of peak allocated
+    # Caching-allocator slack (reserved − allocated). None: the calibrated two-part model below; a number: a flat
+    # percentage of the peak allocated.
+    fragmentation_pct: float | None = Field(default=None, ge=0, le=100)
+    fragmentation_states_pct: float = Field(default=2.6, ge=0, le=100)  # of long-lived states (validation/CALIBRATION.md)
+    fragmentation_working_pct: float = Field(default=24.7, ge=0, le=100)  # of the short-lived working set
     nccl_bytes_per_group: int = Field(default=500_000_000, ge=0)  # per communicator of size > 1 (Fujii et al.)
     include_comm_buffers: bool = True
     textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100)  # flat % used by the textbook model only

@@ -55,7 +55,9 @@ def workload_for(g: dict) -> Workload:
         mode=run["mode"], micro_batch=run["micro_batch"], seq_len=run["seq_len"], gen_tokens=run.get("gen_tokens", 0),
         precision=precision, optimizer=run.get("optimizer") or "adamw",
         optimizer_impl="foreach" if run.get("optimizer_foreach") else "for-loop",
-        recompute=run.get("recompute") or "none", attention=run["attention"] if run["attention"] != "sdpa" else "flash")
+        recompute=run.get("recompute") or "none", attention=run["attention"] if run["attention"] != "sdpa" else "flash",
+        finetune=run.get("finetune", "full"), lora_rank=run.get("lora_rank", 16),
+        lora_targets=run.get("lora_targets", "all-linear"))
 
 
 def predicted(g: dict) -> dict[str, int]:
@@ -64,6 +66,12 @@ def predicted(g: dict) -> dict[str, int]:
     est = estimate(spec, workload_for(g), with_fits=False)
     c = est.components
     out = {"parameters": est.parameters, "weights": c["weights"]}
+    if g["run"].get("finetune", "full") != "full":  # the measured count includes the adapters
+        from calculator import lora
+        n_moe = spec.moe_layer_count
+        out["parameters"] += ((spec.num_hidden_layers - n_moe) * lora.adapter_params(spec, g["run"]["lora_rank"],
+                                                                                     g["run"]["lora_targets"], False)
+                              + n_moe * lora.adapter_params(spec, g["run"]["lora_rank"], g["run"]["lora_targets"], True))
     if g["run"]["mode"] == "train":
         out.update(master_weights=c["master_weights"], gradients=c["gradients"],
                    optimizer_states=c["optimizer_states"], activations=c["activations"] + c["logits"],
