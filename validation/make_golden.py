@@ -235,6 +235,8 @@ def main(argv=None) -> int:
         print(f"[{i:3d}/{len(cases)}] {case.id}: {status} ({time.perf_counter() - t0:.1f} s)", flush=True)
     if not args.only and not args.check:
         for stale in sorted(args.out.glob("*.json")):
+            if "__train__lora-" in stale.stem:
+                continue  # the LoRA cases belong to validation/make_lora_golden.py
             if stale.stem not in ids and ("__train__" in stale.stem or "__infer__" in stale.stem):
                 stale.unlink()
                 print(f"removed stale {stale.name}")
