@@ -210,7 +210,7 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
         mlp = mlp_saved(d, m, d.f)
     if w.finetune != "full":
         dn, dm, adapters = lora_layer_delta(m, w.lora_targets, moe, T, e, w.lora_rank, d.h_sp, m.intermediate_size,
-                                            d.tp)
+                                            d.tp, quantized_base=w.finetune == "qlora")
         norms, mlp, attention = norms + dn, mlp + dm, attention + adapters
     return LayerActivations(norms, attention, mlp)
 

@@ -69,6 +69,14 @@ def _model_facts(m: ModelSpec) -> tuple[int, int, int]:
     return counts.total, counts.active_per_token, largest_tensor
 
 
+@lru_cache(maxsize=256)
+def _largest_layer_linear(m: ModelSpec) -> int:
+    """Elements of the largest 2-D weight inside a decoder layer (what a 4-bit kernel dequantizes at once)."""
+    from calculator.parameters import layer_shapes
+    return max((a * b for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
+                for shape in group if len(shape) == 2 for a, b in [shape]), default=0)
+
+
 def _gpu(w_gpu: str | None):
     if not w_gpu:
         return None
@@ -297,6 +305,11 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             t.add("transient.loss", "transient", "Logits and their gradients during the loss backward", loss_ws,
                   "(2·e + 4)·T·V/t", f"{loss_ws // (d.T * v)} × {d.T:,} × {v:,}", "hf-loss",
                   f"one recomputed layer needs {held + recompute_ws:,} B" if recompute_ws else "")
+    if w.finetune == "qlora":
+        dq = 2 * _largest_layer_linear(m) // p.tp
+        t.add("transient.dequant", "transient", "bf16 dequantization of one 4-bit linear", dq,
+              "2 B × max(in × out)", f"2 × {dq // 2:,}", "quantization",
+              "bitsandbytes dequantizes each NF4 weight to bf16 for its matmul, one linear at a time")
     fwd_bwd = t.total() - states
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     step = tr.optimizer_step_transient(n_opt, largest_tensor, w) if w.activation_model != "textbook" else 0

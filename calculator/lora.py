@@ -61,15 +61,20 @@ def adapter_tensors(m: ModelSpec, targets: str, moe_layer: bool) -> int:
 
 
 def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int, rank: int, h: int, f: int,
-                     tp: int) -> tuple[int, int, int]:
+                     tp: int, quantized_base: bool = False) -> tuple[int, int, int]:
     """Saved activations of a LoRA layer relative to full fine-tuning, as (norms delta, MLP delta, adapters):
     frozen norm weights keep no normalised copy; a pre-norm output is kept only if an adapted linear reads it;
-    the down projection's input only if it is adapted; each adapter adds its r-wide A output (e·T·r)."""
+    the down projection's input only if it is adapted; each adapter adds its r-wide A output (e·T·r).
+    A 4-bit base (QLoRA) keeps every linear's input anyway: bitsandbytes' MatMul4Bit saves its input whenever it
+    requires grad (validation/CALIBRATION.md, item 12)."""
     names = {n for n, _, _ in adapted_linears(m, targets, moe_layer)}
     # A frozen norm weight keeps no normalised copy: HF RMSNorm's model-dtype copy (e B), Gemma's fp32 one (4 B);
     # LayerNorm saves its input and statistics either way.
     per_norm = {"gemma": 4}.get(m.family, 0 if m.norm_type == "layernorm" else e)
     norms = -m.norms_per_layer * per_norm * T * h
+    adapters = e * T * rank * len(names)
+    if quantized_base:
+        return norms, 0, adapters
     if not names & {"q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj", "kv_a_proj_with_mqa"}:
         norms -= e * T * h  # no adapter reads the attention norm's output
     if not names & {"gate_proj", "up_proj", "gate_up_proj", "fc1"}:
@@ -77,5 +82,4 @@ def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int
     mlp = 0
     if not moe_layer and not names & {"down_proj", "fc2"}:
         mlp -= e * T * (f // tp)  # the frozen down projection does not keep its input
-    adapters = e * T * rank * len(names)
     return norms, mlp, adapters

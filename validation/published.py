@@ -66,7 +66,7 @@ ERROR_BOUNDS_PCT: dict[str, float] = {
     "Qwen2.5 AWQ": 2.5,
     "Qwen2.5 AWQ, load peak": 34.5,
     "litgpt LoRA bf16": 10.5,
-    "litgpt QLoRA nf4": 26.0,
+    "litgpt QLoRA nf4": 16.0,
     "litgpt generate bf16": 1.0,
     "litgpt generate nf4, load peak": 21.0,
     "bert-large V100 nvidia-smi, weights only": 1.5,
