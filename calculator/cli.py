@@ -33,7 +33,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "optimizer_dtype": ("precision", "optimizer_states"), "activation_dtype": ("precision", "activations"),
     "optimizer": ("optimizer",), "optimizer_impl": ("optimizer_impl",), "recompute": ("recompute",),
     "attention": ("attention",), "activation_model": ("activation_model",), "kv_dtype": ("kv_dtype",),
-    "weight_dtype": ("weight_dtype",), "quant_group_size": ("quant_group_size",),
+    "weight_dtype": ("weight_dtype",), "quant_group_size": ("quant_group_size",), "quant_method": ("quant_method",),
     "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "dp": ("parallel", "dp"), "cp": ("parallel", "cp"),
     "ep": ("parallel", "ep"), "etp": ("parallel", "etp"), "sequence_parallel": ("parallel", "sequence_parallel"),
     "zero": ("parallel", "zero"), "zero_shard_size": ("parallel", "zero_shard_size"),
@@ -77,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
         p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
         p.add_argument("--quant-group-size", type=int)
+        p.add_argument("--quant-method", choices=["awq", "gptq"], help="int4/int8 checkpoint layout")
         for flag in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "microbatches", "zero-shard-size"):
             p.add_argument(f"--{flag}", type=int)
         p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])

@@ -70,6 +70,14 @@ def _model_facts(m: ModelSpec) -> tuple[int, int, int]:
 
 
 @lru_cache(maxsize=256)
+def _layer_linear_in_rows(m: ModelSpec) -> int:
+    """Σ in_features over the 2-D weights of all decoder layers (GPTQ keeps an int32 g_idx per input row)."""
+    from calculator.parameters import layer_shapes
+    return sum(shape[1] for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
+               for shape in group if len(shape) == 2)
+
+
+@lru_cache(maxsize=256)
 def _largest_layer_linear(m: ModelSpec) -> int:
     """Elements of the largest 2-D weight inside a decoder layer (what a 4-bit kernel dequantizes at once)."""
     from calculator.parameters import layer_shapes
@@ -365,8 +373,13 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     layers = range(shard.first_layer, shard.last_layer)
     quantizable = shard.layer_linear  # attention, MLP and expert weights; embeddings, head, norms stay
     rest = shard.total - quantizable
-    qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size)
+    qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size, w.quant_method)
     rbytes = nbytes(rest, w.precision.params)
+    gptq = w.quant_method == "gptq" and wdt in ("int4", "int8")
+    if gptq:
+        in_rows = _layer_linear_in_rows(m) * len(layers) // (m.num_hidden_layers * p.tp)
+        g_idx, kernel_buffer = inf.gptq_extras(in_rows, _largest_layer_linear(m) // p.tp, wdt)
+        qbytes += g_idx
     t.add("weights", "weights", f"Weights ({wdt} layers, {w.precision.params} embeddings/norms)", qbytes + rbytes,
           "N_linear × b_w (+ scales per group) + N_other × b_param",
           f"{quantizable:,} × {_b(wdt)} (+ scales) + {rest:,} × {_b(w.precision.params)}",
@@ -388,6 +401,10 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         else:
             src = "kv-cache"
     t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
+    if gptq and kernel_buffer:
+        t.add("transient.gptq_buffer", "transient", "GPTQ 4-bit kernel dequantization buffer", kernel_buffer,
+              "2 B × max(in × out)", f"2 × {kernel_buffer // 2:,}", "quantization",
+              "exllama keeps one fp16 buffer of the largest quantized linear per GPU")
     d = act.dims(m, w)
     rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
     mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, p.expert_tp)

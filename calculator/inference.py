@@ -15,15 +15,24 @@ GROUP_SCALE_BYTES: dict[str, float] = {
 GROUP_SIZE_DEFAULTS: dict[str, int] = {"nf4": 64, "fp4": 32}
 
 
-def quantized_weight_bytes(n_params: int, dtype: str, group_size: int) -> int:
+def quantized_weight_bytes(n_params: int, dtype: str, group_size: int, method: str = "awq") -> int:
     """Quantized weights: N × bits/8 plus one scale (and zero point) per group of `group_size` elements
-    (GPTQ/AWQ int4: 2.5 B per group; NF4: 4 B per 64; MXFP4: 1 B per 32). fp8/bf16/fp32: N × bytes."""
+    (AWQ/GPTQ int4: fp16 scale + 4-bit zero = 2.5 B per group; GPTQ int8: fp16 scale + 8-bit zero = 3 B;
+    absmax int8: 2 B; NF4: 4 B per 64; MXFP4: 1 B per 32). fp8/bf16/fp32: N × bytes."""
     data = nbytes(n_params, dtype)
     if dtype not in GROUP_SCALE_BYTES:
         return data
     group = GROUP_SIZE_DEFAULTS.get(dtype, group_size)
     groups = -(-n_params // group)
-    return data + int(groups * GROUP_SCALE_BYTES[dtype] + 0.5)
+    per_group = 3.0 if (dtype == "int8" and method == "gptq") else GROUP_SCALE_BYTES[dtype]
+    return data + int(groups * per_group + 0.5)
+
+
+def gptq_extras(in_rows: int, largest_linear: int, dtype: str) -> tuple[int, int]:
+    """GPTQ checkpoints also keep g_idx, an int32 per input row of every quantized linear (4 B × Σ in), and the
+    exllama 4-bit kernel one fp16 dequantization buffer of the largest linear per GPU (2 B × in × out; Qwen2.5
+    GPTQ-Int4 − AWQ rows match it to ±0.002 GiB, validation/CALIBRATION.md item 2)."""
+    return 4 * in_rows, (2 * largest_linear if dtype == "int4" else 0)
 
 
 def kv_bytes_per_token_per_layer(m: ModelSpec, kv_heads: int, dtype: str) -> int:

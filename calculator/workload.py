@@ -134,6 +134,7 @@ class Workload(BaseModel):
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
     weight_dtype: Dtype | None = None  # inference weights (None: precision.params); int4/nf4 add group scales
     quant_group_size: int = Field(default=128, gt=0)  # elements per scale for 4/8-bit integer weights
+    quant_method: Literal["awq", "gptq"] = "awq"  # int4/int8 checkpoint layout (GPTQ adds g_idx and a kernel buffer)
     parallel: Parallelism = Parallelism()
     overheads: Overheads = Overheads()
     gpu: str | None = None  # catalogue id for the fit verdict / CUDA context, e.g. "h100-sxm"

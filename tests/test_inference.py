@@ -70,3 +70,19 @@ def test_prefill_working_set_grows_with_prompt():
     a = estimate(load_model("llama-3.1-8b").spec, Workload(mode="infer", seq_len=1024), with_fits=False)
     b = estimate(load_model("llama-3.1-8b").spec, Workload(mode="infer", seq_len=8192), with_fits=False)
     assert b.components["activations"] > 7 * a.components["activations"]
+
+
+def test_gptq_int4_adds_g_idx_and_the_exllama_buffer():
+    m = load_model("qwen2.5-7b").spec
+    awq = estimate(m, Workload(mode="infer", seq_len=128, weight_dtype="int4"), with_fits=False)
+    gptq = estimate(m, Workload(mode="infer", seq_len=128, weight_dtype="int4", quant_method="gptq"), with_fits=False)
+    buffer = next(t for t in gptq.terms if t.key == "transient.gptq_buffer")
+    assert buffer.bytes == 2 * 18944 * 3584  # the largest linear (gate/up/down) in fp16
+    in_rows = 28 * (3 * 3584 + 3584 + 2 * 3584 + 18944)  # q, k, v, o, gate, up, down input rows per layer
+    assert gptq.components["weights"] - awq.components["weights"] == 4 * in_rows
+
+
+def test_gptq_int8_counts_scale_and_zero_point_per_group():
+    n = 1_280_000
+    assert inf.quantized_weight_bytes(n, "int8", 128, "gptq") == n + 10_000 * 3
+    assert inf.quantized_weight_bytes(n, "int8", 128, "awq") == n + 10_000 * 2
