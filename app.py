@@ -67,11 +67,9 @@ def calculator() -> None:
         if set(link.drop_keys) - set(link.unknown_keys):
             st.rerun()  # a value the bound widget cannot read: rerun without it (widgets have not read the URL yet)
     if st.session_state["_link_ignored"]:
-        with st.container(border=False):
-            st.warning("Some link parameters were ignored or adjusted:\n\n"
-                       + "\n".join(f"- {line}" for line in st.session_state["_link_ignored"]),
-                       icon=":material/link_off:")
-            st.button("Dismiss", key="_dismiss_link", on_click=dismiss_link_warning, type="tertiary")
+        st.warning("Some link parameters were ignored or adjusted:\n\n"
+                   + "\n".join(f"- {line}" for line in st.session_state["_link_ignored"]), icon=":material/link_off:")
+        st.button("Dismiss", key="_dismiss_link", on_click=dismiss_link_warning, type="tertiary")
     if st.query_params.get(state.VERSION_KEY) != state.URL_FORMAT_VERSION:
         st.query_params[state.VERSION_KEY] = state.URL_FORMAT_VERSION
 
@@ -84,17 +82,7 @@ def calculator() -> None:
             values = _values()
 
     # The estimate is computed before the widgets are drawn so each complaint can sit under its widget.
-    problems: dict[str, list[str]] = {}
-    try:
-        result = state.compute(values)
-    except state.InputProblems as exc:
-        result = None
-        for prob in exc.problems:
-            problems.setdefault(prob.key, []).append(prob.message)
-    except Exception as exc:  # an engine bug must not take the page down, nor show a number
-        result = None
-        problems[""] = [f"the engine failed on these inputs ({type(exc).__name__}: {exc}). This is a bug in the "
-                        "calculator, not in your inputs: please report it with the link below."]
+    result, problems = _compute(values)
 
     # ---- sidebar: inputs, grouped as a person thinks --------------------------------------------------------
     model_is = values["model"]
@@ -117,6 +105,8 @@ def calculator() -> None:
 
         st.header("Mode")
         field("mode", problems, label="Training or inference")
+        field("ft", problems, disabled=not train)
+        _pairs(("lr", "lt"), problems, disabled=not train or values["ft"] == "full")
 
         st.header("Precision")
         from calculator.workload import OPTIMIZERS, RECIPES
@@ -149,10 +139,11 @@ def calculator() -> None:
         field("mbs", problems, label="Micro-batch size" if train else "Batch (concurrent sequences)")
         _pairs(("seq", "gen"), problems, disabled={"gen": train})
         _pairs(("kvdt", "wdt"), problems, disabled=train)
-        field("qgs", problems, disabled=train)
+        _pairs(("qgs", "qm"), problems, disabled=train)
 
         st.header("Overheads")
         field("frag", problems)
+        _pairs(("fst", "fwk"), problems, disabled=values["frag"] is not None)
         field("ctx", problems)
         field("nccl", problems, disabled=not values["comm"])
         field("comm", problems)
@@ -163,12 +154,14 @@ def calculator() -> None:
         field("gpu", problems, caption=f"{gpu.name}: {format_bytes(gpu.memory_bytes, values['unit'])}"
               if gpu else None)
 
-    # What the widgets hold now must be what was computed; if a widget resolved differently, compute again.
+    # What the widgets hold now must be what was computed. If a widget resolved differently, run again (once);
+    # if it still differs, compute from what the widgets hold: never show numbers for other inputs.
     drawn = _values()
     if drawn != values:
         if not st.session_state.get("_recomputed"):
             st.session_state["_recomputed"] = True
             st.rerun()
+        result, problems = _compute(drawn)
     st.session_state["_recomputed"] = False
 
     # ---- examples -------------------------------------------------------------------------------------------
@@ -289,6 +282,20 @@ def calculator() -> None:
 
     c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf", key="dl_pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
+
+
+def _compute(values: dict) -> tuple:
+    """(result, {}) or (None, {url key: [messages]}); "" collects what no single input causes."""
+    problems: dict[str, list[str]] = {}
+    try:
+        return state.compute(values), problems
+    except state.InputProblems as exc:
+        for prob in exc.problems:
+            problems.setdefault(prob.key, []).append(prob.message)
+    except Exception as exc:  # an engine bug must not take the page down, nor show a number
+        problems[""] = [f"the engine failed on these inputs ({type(exc).__name__}: {exc}). This is a bug in the "
+                        "calculator, not in your inputs: please report it with the link below."]
+    return None, problems
 
 
 def _link(values: dict) -> str:

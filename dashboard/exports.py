@@ -85,7 +85,7 @@ def chart_png(fig, width: int = 1000, height: int = 520, scale: int = 2) -> tupl
 
 
 # Inputs every report states, whether or not they are at their defaults (the rest only when changed).
-SUMMARY_KEYS = ("model", "mode", "recipe", "opt", "rc", "attn", "act", "zero", "tp", "pp", "dp", "cp", "ep",
+SUMMARY_KEYS = ("model", "mode", "ft", "recipe", "opt", "rc", "attn", "act", "zero", "tp", "pp", "dp", "cp", "ep",
                 "mbs", "seq", "gpu")
 
 

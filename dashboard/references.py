@@ -26,7 +26,9 @@ VARIANTS: tuple[dict, ...] = (
     {"model": "gemma-2-2b", "mode": "infer", "seq": 16384}, {"model": "gemma-2-2b"},
     {"model": "gpt2"}, {"model": "pythia-1.4b"}, {"model": "phi-3-mini-4k"}, {"model": "gpt-oss-20b"},
     {"model": "generic", "recipe": "fp32", "opt": "none"}, {"model": "generic"},
-    {"ctx": 600}, {"comm": False},
+    {"ctx": 600}, {"comm": False}, {"frag": 5.0},
+    {"ft": "lora"}, {"ft": "qlora", "lt": "qv"}, {"ft": "lora", "lt": "attention", "zero": "3", "dp": 4},
+    {"mode": "infer", "wdt": "int4", "qm": "gptq"}, {"mode": "infer", "wdt": "int8", "qm": "gptq"},
 ) + tuple(s.values for s in SCENARIOS)
 
 

@@ -101,6 +101,11 @@ PARAMS: tuple[Param, ...] = (
        fields=("activation_elements_per_sample",), short="Act. elements"),
     # ---- mode -----------------------------------------------------------------------------------------------
     _p("mode", "choice", "train", "Mode", "mode", options=("train", "infer"), fields=("mode",)),
+    _p("ft", "choice", "full", "Fine-tuning", "mode", options=("full", "lora", "qlora"), fields=("finetune",),
+       help="full: every weight trains; lora: adapters on a frozen base; qlora: adapters on an NF4 base"),
+    _p("lr", "int", 16, "LoRA rank (r)", "mode", lo=1, hi=65_536, fields=("lora_rank",), short="Rank (r)"),
+    _p("lt", "choice", "all-linear", "LoRA target modules", "mode", options=("qv", "attention", "all-linear"),
+       fields=("lora_targets",), short="Targets"),
     # ---- precision ------------------------------------------------------------------------------------------
     _p("recipe", "choice", "mixed-bf16", "Precision recipe", "precision", fields=("precision",),
        help="A named recipe sets every dtype below; pick 'custom' to set them one by one"),
@@ -158,10 +163,19 @@ PARAMS: tuple[Param, ...] = (
     _p("kvdt", "choice", "bf16", "KV cache dtype", "batch", options=KV_DTYPES, fields=("kv_dtype",), short="KV dtype"),
     _p("wdt", "choice", AUTO, "Inference weight dtype", "batch", options=(AUTO,) + DTYPES,
        fields=("weight_dtype",), help="auto = the params dtype; int4/nf4/fp4 add group scales", short="Weight dtype"),
-    _p("qgs", "int", 128, "Quantization group size", "batch", lo=1, hi=1_000_000, fields=("quant_group_size",)),
+    _p("qgs", "int", 128, "Quantization group size", "batch", lo=1, hi=1_000_000, fields=("quant_group_size",),
+       short="Group size"),
+    _p("qm", "choice", "awq", "Quantized checkpoint layout", "batch", options=("awq", "gptq"),
+       fields=("quant_method",), short="Layout", help="int4/int8 weights: GPTQ adds g_idx and a kernel buffer"),
     # ---- overheads ------------------------------------------------------------------------------------------
-    _p("frag", "float", 5.0, "Allocator fragmentation (% of peak)", "overheads", lo=0.0, hi=50.0, step=0.5,
-       fields=("overheads.fragmentation_pct",)),
+    _p("frag", "float", None, "Fragmentation override (% of peak)", "overheads", lo=0.0, hi=100.0, step=0.5,
+       fields=("overheads.fragmentation_pct",),
+       help="Empty: the calibrated model (a share of the long-lived states plus a share of the working set); "
+            "a number: a flat percentage of the peak allocated"),
+    _p("fst", "float", 2.6, "Fragmentation: % of long-lived states", "overheads", lo=0.0, hi=100.0, step=0.1,
+       fields=("overheads.fragmentation_states_pct",), short="% of states"),
+    _p("fwk", "float", 24.7, "Fragmentation: % of the working set", "overheads", lo=0.0, hi=100.0, step=0.1,
+       fields=("overheads.fragmentation_working_pct",), short="% of working set"),
     _p("ctx", "int", None, "CUDA context override (MB)", "overheads", lo=0, hi=100_000,
        fields=("overheads.cuda_context_bytes",), help="Empty: the GPU catalogue's measured value"),
     _p("nccl", "int", 500, "NCCL buffers per communicator (MB)", "overheads", lo=0, hi=100_000,
@@ -517,15 +531,18 @@ def build_workload(values: Mapping[str, Any]):
         "parallel.", "tp")
     overheads = attempt(lambda: Overheads(
         cuda_context_bytes=None if v["ctx"] is None else int(v["ctx"]) * MB,
-        fragmentation_pct=float(v["frag"]), nccl_bytes_per_group=int(v["nccl"]) * MB,
+        fragmentation_pct=None if v["frag"] is None else float(v["frag"]),
+        fragmentation_states_pct=float(v["fst"]), fragmentation_working_pct=float(v["fwk"]),
+        nccl_bytes_per_group=int(v["nccl"]) * MB,
         include_comm_buffers=bool(v["comm"]), textbook_overhead_pct=float(v["tbo"])), "overheads.", "frag")
     if problems:
         raise InputProblems(problems)
     workload = attempt(lambda: Workload(
-        mode=v["mode"], micro_batch=int(v["mbs"]), seq_len=int(v["seq"]), gen_tokens=int(v["gen"]),
+        mode=v["mode"], finetune=v["ft"], lora_rank=int(v["lr"]), lora_targets=v["lt"],
+        micro_batch=int(v["mbs"]), seq_len=int(v["seq"]), gen_tokens=int(v["gen"]),
         precision=precision, optimizer=v["opt"], optimizer_impl=v["oimpl"], recompute=v["rc"],
         attention=v["attn"], activation_model=v["act"], kv_dtype=v["kvdt"],
-        weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]),
+        weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]), quant_method=v["qm"],
         parallel=parallel, overheads=overheads, gpu=v["gpu"] or None), "", "mode")
     if problems:
         raise InputProblems(problems)

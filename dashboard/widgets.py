@@ -8,8 +8,8 @@ import streamlit as st
 
 from dashboard.state import BY_KEY, options
 
-SLIDERS = {"mbs", "frag"}
-RADIOS = {"mode", "unit", "zero", "rc", "attn", "act", "sched"}
+SLIDERS = {"mbs"}
+RADIOS = {"mode", "ft", "unit", "zero", "rc", "attn", "act", "sched"}
 
 
 def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False, caption: str | None = None,

@@ -23,6 +23,8 @@ st.markdown("\n".join(f"- **{label}**" for label in COMPONENT_LABELS.values()))
 st.markdown("""
 - **Precision** per tensor family (params, gradients, fp32 master copy, optimizer states, activations), named
   recipes (DeepSpeed/FSDP mixed bf16, Megatron, PyTorch AMP, pure bf16, fp32) or custom.
+- **Fine-tuning**: full, LoRA and QLoRA (adapters of a chosen rank on the attention, q/v or all linear
+  layers of a frozen base, which QLoRA stores in NF4).
 - **Optimizers**: AdamW, 8-bit AdamW, SGD with or without momentum, Adafactor, Lion, none; the optimizer
   step's temporary memory depends on the PyTorch implementation (foreach, for-loop, fused).
 - **Activations**, three models: *exact* (the tensors the framework really saves, traced from PyTorch +
@@ -31,16 +33,17 @@ st.markdown("""
 - **Parallelism**: ZeRO 1/2/3 and FSDP (with hybrid shard groups), Megatron's distributed optimizer, tensor
   and sequence parallel, pipeline parallel (1F1B and interleaved, one bar per stage), data, context and
   expert parallel.
-- **Inference**: KV cache (by dtype, GQA/MQA/MLA, sliding windows), quantized weights with group scales,
-  the prefill working set.
-- **Overheads** outside the tensors: allocator fragmentation (editable %), the CUDA context of the chosen
-  GPU (or your own figure) and NCCL communicator buffers.
+- **Inference**: KV cache (by dtype, GQA/MQA/MLA, sliding windows), quantized weights with group scales
+  (AWQ or GPTQ layout), the prefill working set.
+- **Overheads** outside the tensors: allocator fragmentation (a calibrated share of the long-lived states
+  and of the working set, or your own flat percentage), the CUDA context of the chosen GPU (or your own
+  figure) and NCCL communicator buffers.
 """)
 
 st.subheader("What is not modelled")
 st.markdown("""
-- CPU or NVMe offload (ZeRO-Offload/Infinity), LoRA/QLoRA adapters, and several models at once (RLHF
-  rollouts with a reference or reward model).
+- CPU or NVMe offload (ZeRO-Offload/Infinity), and several models at once (RLHF rollouts with a reference
+  or reward model).
 - Serving-engine memory policies: vLLM/SGLang pre-allocate a fixed fraction of the GPU for paged KV blocks,
   so `nvidia-smi` shows that fraction, not the estimate.
 - `torch.compile`, CUDA graphs and custom-kernel workspaces; dataloader and pinned host memory.

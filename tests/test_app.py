@@ -113,11 +113,18 @@ CASES = {
                           ("selectbox", "wdt", "int4"), ("number_input", "qgs", 64)], LLAMA,
                          Workload(mode="infer", gen_tokens=1024, kv_dtype="fp8", weight_dtype="int4",
                                   quant_group_size=64, gpu=GPU)),
-    "overheads": ([("slider", "frag", 10.0), ("number_input", "ctx", 700), ("number_input", "nccl", 250),
+    "overheads": ([("number_input", "frag", 10.0), ("number_input", "ctx", 700), ("number_input", "nccl", 250),
                    ("number_input", "dp", 2)], LLAMA,
                   Workload(parallel=Parallelism(dp=2), overheads=Overheads(
                       fragmentation_pct=10.0, cuda_context_bytes=700_000_000, nccl_bytes_per_group=250_000_000),
                       gpu=GPU)),
+    "calibrated fragmentation": ([("number_input", "fst", 5.0), ("number_input", "fwk", 30.0)], LLAMA,
+                                 Workload(overheads=Overheads(fragmentation_states_pct=5.0,
+                                                              fragmentation_working_pct=30.0), gpu=GPU)),
+    "lora": ([("radio", "ft", "qlora"), ("number_input", "lr", 64), ("selectbox", "lt", "attention")], LLAMA,
+             Workload(finetune="qlora", lora_rank=64, lora_targets="attention", gpu=GPU)),
+    "quantized checkpoint": ([("radio", "mode", "infer"), ("selectbox", "wdt", "int4"), ("selectbox", "qm", "gptq")],
+                             LLAMA, Workload(mode="infer", weight_dtype="int4", quant_method="gptq", gpu=GPU)),
     "gpu": ([("selectbox", "gpu", "a100-40gb")], LLAMA, Workload(gpu="a100-40gb")),
     "custom architecture": ([("selectbox", "model", "custom")] + [
         ("number_input", k, v) for k, v in (("h", 2048), ("layers", 16), ("heads", 16), ("kvh", 4),
@@ -183,7 +190,7 @@ def test_link_seeds_every_widget_group():
     assert at.checkbox(key="dopt").value is True and at.checkbox(key="sp").value is True
     assert at.number_input(key="tp").value == 4 and at.number_input(key="pp").value == 2
     assert at.number_input(key="seq").value == 8192 and at.slider(key="mbs").value == 2
-    assert at.slider(key="frag").value == 7.5 and at.selectbox(key="gpu").value == "h200"
+    assert at.number_input(key="frag").value == 7.5 and at.selectbox(key="gpu").value == "h200"
     assert at.radio(key="rc").value == "selective" and at.radio(key="unit").value == "GiB"
     expected = estimate(load_model("llama-3.1-70b").spec, Workload(
         precision=RECIPES["megatron"][1], recompute="selective", seq_len=8192, micro_batch=2,
@@ -372,3 +379,14 @@ def test_any_link_renders_and_numbers_only_come_from_valid_inputs(query):
         assert at.error
     else:
         assert_shows(at, expected, unit=values["unit"])
+
+
+def test_an_engine_failure_shows_an_error_not_a_crash_or_a_number(monkeypatch):
+    import calculator
+
+    def broken(model, workload):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(calculator, "estimate", broken)
+    at = run()
+    assert not at.metric and not at.get("plotly_chart")
+    assert any("engine failed" in e.value and "boom" in e.value for e in at.error)

@@ -95,6 +95,7 @@ def test_unknown_keys_and_other_versions_are_reported():
 
 def test_to_query_round_trips_through_the_check():
     values = {**state.DEFAULTS, "tp": 8, "pp": 2, "sched": "interleaved", "vpp": 2, "frag": 12.5, "sp": True,
+              "ft": "lora", "lr": 8,
               "comm": False, "ctx": 700, "mode": "infer", "gen": 512, "model": "custom", "h": 5120,
               "cfg": '{"model_type": "llama"}'}
     query = state.to_query(values)
@@ -125,17 +126,20 @@ def test_workload_mapping_is_field_by_field():
               "oimpl": "fused", "rc": "full", "attn": "eager", "act": "fujii", "kvdt": "fp8", "wdt": "int4",
               "qgs": 64, "tp": 2, "pp": 2, "dp": 3, "cp": 2, "ep": 2, "etp": 1, "sp": True, "zero": "2",
               "zsh": 3, "dopt": True, "sched": "interleaved", "vpp": 2, "mb": 6, "frag": 7.5, "ctx": 600,
-              "nccl": 250, "comm": False, "tbo": 12.0, "gpu": "a100-80gb"}
+              "nccl": 250, "comm": False, "tbo": 12.0, "gpu": "a100-80gb", "ft": "qlora", "lr": 64, "lt": "qv",
+              "qm": "gptq", "fst": 3.0, "fwk": 20.0}
     expected = Workload(
         mode="infer", micro_batch=3, seq_len=2048, gen_tokens=100,
         precision=Precision(params="fp16", grads="fp32", master_weights=None, optimizer_states="bf16",
                             activations="fp16"),
         optimizer="lion", optimizer_impl="fused", recompute="full", attention="eager", activation_model="fujii",
-        kv_dtype="fp8", weight_dtype="int4", quant_group_size=64,
+        kv_dtype="fp8", weight_dtype="int4", quant_group_size=64, quant_method="gptq",
+        finetune="qlora", lora_rank=64, lora_targets="qv",
         parallel=Parallelism(tp=2, pp=2, dp=3, cp=2, ep=2, etp=1, sequence_parallel=True, zero=2,
                              zero_shard_size=3, distributed_optimizer=True, schedule="interleaved",
                              virtual_stages=2, num_microbatches=6),
-        overheads=Overheads(cuda_context_bytes=600_000_000, fragmentation_pct=7.5, nccl_bytes_per_group=250_000_000,
+        overheads=Overheads(cuda_context_bytes=600_000_000, fragmentation_pct=7.5, fragmentation_states_pct=3.0,
+                            fragmentation_working_pct=20.0, nccl_bytes_per_group=250_000_000,
                             include_comm_buffers=False, textbook_overhead_pct=12.0),
         gpu="a100-80gb")
     assert state.build_workload(values) == expected
