@@ -223,3 +223,15 @@ def test_spec_to_arch_reproduces_the_preset():
     spec, _ = state.build_model({"model": "custom", **arch})
     w = Workload()
     assert estimate(spec, w).total_bytes == estimate(mapped.spec, w).total_bytes
+
+
+def test_every_engine_input_has_a_widget():
+    # A new Workload input in the engine must get a widget and a URL key: this fails until it does.
+    from calculator.workload import Overheads, Parallelism, Precision
+    covered = {f for p in state.PARAMS for f in p.fields}
+    engine = set(Workload.model_fields) - {"precision", "parallel", "overheads"}
+    engine |= {f"parallel.{f}" for f in Parallelism.model_fields}
+    engine |= {f"overheads.{f}" for f in Overheads.model_fields}
+    engine |= {f"precision.{f}" for f in Precision.model_fields}
+    assert engine - covered == set()
+    assert set(GenericModel.model_fields) - {"name"} <= covered
