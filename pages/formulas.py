@@ -14,13 +14,11 @@ def _catalog() -> dict:
 
 
 st.title("Formulas & references")
-st.caption("Every formula the calculator uses comes from the engine (`calculator/`), and every term names its "
-           "source. This page lists each source with the terms that cite it, collected by running the engine "
-           "over configurations that reach each of its branches.")
+st.caption(f"Every formula the calculator uses comes from the engine (`calculator/`), and every term names its "
+           f"source. Below are the {len(SOURCES)} sources of `calculator.sources.SOURCES`, each with the terms that "
+           "cite it, collected by running the engine over configurations that reach each of its branches.")
 
 catalog = _catalog()
-unused = [k for k in SOURCES if k not in catalog]
-st.metric("Sources", len(SOURCES), help="Entries of calculator.sources.SOURCES")
 for key, src in SOURCES.items():
     uses = catalog.get(key, [])
     with st.container(border=True, key=f"src_{key}"):
@@ -30,7 +28,7 @@ for key, src in SOURCES.items():
                 st.markdown(f"- **{u['label']}** ({COMPONENT_LABELS.get(u['component'], u['component'])}): "
                             f"`{u['formula']}`")
         else:
-            st.caption("Cited by the engine, but no term of the sample configurations uses it.")
+            st.caption("In the engine's source registry; no term of the configurations sampled here cites it.")
 unknown = sorted(set(catalog) - set(SOURCES))
 if unknown:
     st.error("Terms cite sources missing from calculator.sources.SOURCES: " + ", ".join(unknown))
