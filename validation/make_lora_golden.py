@@ -79,11 +79,12 @@ MATRIX: list[LoraCase] = [
     C(MI, "qv", 16, 1, 4096), C(MI, "qv", 8, 1, 4096, "eager", recipe="pure-bf16"),
     # Phi-3-mini: fused qkv_proj and gate_up_proj ("qv" targets the fused qkv_proj)
     C(PHI, "all-linear", 16, 1, 2048), C(PHI, "all-linear", 16, 1, 4096, recompute="full"),
-    C(PHI, "qv", 16, 1, 2048, "eager"),
+    C(PHI, "qv", 16, 1, 2048, "eager"), C(PHI, "qv", 16, 1, 2048), C(PHI, "all-linear", 8, 1, 2048, "eager"),
     # Gemma-2-9B: fp32-output norms, tied embeddings (lm_head not adapted)
     C(GE, "all-linear", 16, 1, 4096), C(GE, "all-linear", 8, 1, 2048, "eager"),
     # GPT-2: Conv1D (fan_in_fan_out), fused c_attn ("qv" = target c_attn), dropout 0.1 kept
-    C(G2, "qv", 8, 4, 1024, "eager"), C(G2, "all-linear", 16, 4, 1024), C(G2, "all-linear", 16, 4, 1024, "eager"),
+    C(G2, "qv", 8, 4, 1024, "eager"), C(G2, "qv", 8, 4, 1024), C(G2, "all-linear", 16, 4, 1024),
+    C(G2, "all-linear", 16, 4, 1024, "eager"),
     # tiny Llama (the configuration the tests cross-check on real CPU tensors)
     C(TL, "all-linear", 8, 2, 256),
 ]
