@@ -191,12 +191,12 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
         norms += 2 * T * d.h_sp * (1 if m.dropout > 0 else 0)  # residual dropout masks (1 B on CUDA)
 
     selective = w.recompute == "selective"
+    eager = w.attention == "eager" and not selective
     if m.is_mla:
         attention = mla_attention_saved(d, m, w.attention)
         if selective:
             attention -= (4 * d.a * T if w.attention == "flash" else (4 + e) * d.a * d.b * d.s * d.s_kv)
     else:
-        eager = w.attention == "eager" and not selective
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
         if w.attention == "flash" and not selective:
             attention += 4 * d.a * T  # FlashAttention-2 fp32 logsumexp per head and token
@@ -210,7 +210,8 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
         mlp = mlp_saved(d, m, d.f)
     if w.finetune != "full":
         dn, dm, adapters = lora_layer_delta(m, w.lora_targets, moe, T, e, w.lora_rank, d.h_sp, m.intermediate_size,
-                                            d.tp, quantized_base=w.finetune == "qlora")
+                                            d.tp, quantized_base=w.finetune == "qlora", eager=eager,
+                                            fp32_adapters=w.lora_adapter_dtype == "fp32")
         norms, mlp, attention = norms + dn, mlp + dm, attention + adapters
     return LayerActivations(norms, attention, mlp)
 
@@ -252,9 +253,10 @@ def fujii_layer(m: ModelSpec, w: Workload, moe: bool) -> int:
 
 # ---- outside the layers ---------------------------------------------------------------------------------------
 
-def embedding_saved(m: ModelSpec, d: Dims, training_dropout: bool) -> int:
-    """The embedding lookup keeps its int64 token ids (8·T); GPT-2 also an embedding-dropout mask (T·h B)."""
-    return 8 * d.T + (d.T * d.h_sp if training_dropout and m.dropout > 0 else 0)
+def embedding_saved(m: ModelSpec, d: Dims, output_requires_grad: bool) -> int:
+    """The embedding backward reads the input ids (the batch itself, not counted); GPT-2 keeps an embedding-dropout
+    mask (1 B × T·h) when the embedding output requires grad (not under LoRA without input grads)."""
+    return d.T * d.h_sp if output_requires_grad and m.dropout > 0 else 0
 
 
 def final_norm_saved(m: ModelSpec, d: Dims) -> int:
@@ -281,12 +283,12 @@ def loss_transient(d: Dims, vocab: int) -> int:
 
 
 def rotary_saved(m: ModelSpec, d: Dims) -> int:
-    """RoPE cos and sin tables (T × head_dim each, model dtype), computed once and saved by every layer's q/k
-    multiply; none for learned positions (GPT-2)."""
+    """RoPE cos and sin tables (s × head_dim each, model dtype, shared by the batch), computed once and saved by
+    every layer's q/k multiply; none for learned positions (GPT-2)."""
     if m.learned_position_embeddings:
         return 0
     rope = m.qk_rope_head_dim if m.is_mla else m.head_size
-    return 2 * d.T * rope * d.e
+    return 2 * d.s * rope * d.e
 
 
 def eager_mask_saved(d: Dims) -> int:

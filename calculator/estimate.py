@@ -210,17 +210,18 @@ def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[i
         t.add("weights", "weights", f"Frozen base weights ({prec.params})", -(-nbytes(shard.total, prec.params) // g),
               "N_gpu × b_param" + (" / d" if zero3 else ""), f"{shard.total:,} × {_b(prec.params)}"
               + (f" / {g}" if zero3 else ""), "transformer-math")
-    t.add("weights.adapters", "weights", f"LoRA adapters (r = {w.lora_rank}, {w.lora_targets})",
-          nbytes(n_t, prec.params), "Σ_adapted r·(in + out) × b_param",
-          f"{n_t:,} × {_b(prec.params)}", "lora")
+    fp32 = w.lora_adapter_dtype == "fp32"  # PEFT's autocast_adapter_dtype: adapters, grads in fp32, no master
+    a_dtype, g_dtype, master = ("fp32", "fp32", None) if fp32 else (prec.params, prec.grads, prec.master_weights)
+    t.add("weights.adapters", "weights", f"LoRA adapters (r = {w.lora_rank}, {w.lora_targets}, {a_dtype})",
+          nbytes(n_t, a_dtype), "Σ_adapted r·(in + out) × b_adapter",
+          f"{n_t:,} × {_b(a_dtype)}", "lora")
     n_o = -(-n_t // p.shard_group) if (p.zero >= 1 or p.distributed_optimizer) else n_t
     n_g = -(-n_t // p.shard_group) if p.zero >= 2 else n_t
-    if prec.master_weights:
-        t.add("master_weights", "master_weights", f"Adapter master weights ({prec.master_weights})",
-              nbytes(n_o, prec.master_weights), "N_trainable × b_master", f"{n_o:,} × {_b(prec.master_weights)}",
-              "mixed-precision")
-    t.add("gradients", "gradients", f"Adapter gradients ({prec.grads})", nbytes(n_g, prec.grads),
-          "N_trainable × b_grad", f"{n_g:,} × {_b(prec.grads)}", "lora")
+    if master:
+        t.add("master_weights", "master_weights", f"Adapter master weights ({master})",
+              nbytes(n_o, master), "N_trainable × b_master", f"{n_o:,} × {_b(master)}", "mixed-precision")
+    t.add("gradients", "gradients", f"Adapter gradients ({g_dtype})", nbytes(n_g, g_dtype),
+          "N_trainable × b_grad", f"{n_g:,} × {_b(g_dtype)}", "lora")
     t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer}, adapters only)",
           tr.optimizer_state_bytes(n_o, tensors, w.optimizer, prec.optimizer_states), "per optimizer, N_trainable",
           f"{n_o:,} trainable params, {tensors} tensors", "lora")
@@ -256,6 +257,10 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
               "m_inflight × L_stage × s·b·h·(12 + 4k/a + 8f/h) / (t·c)",
               f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B", "fujii")
     else:
+        lora_ft = w.finetune != "full"
+        # PEFT without checkpointing: the first layer's input does not require grad, so its first norm saves nothing
+        first_discount = int(flight * lora.first_layer_without_input_grad(m, d.T, d.h_sp)) if (
+            lora_ft and w.recompute != "full" and shard.has_embedding) else 0
         dense_l = act.exact_layer(m, w, d, moe=False) if n_dense else None
         moe_l = act.exact_layer(m, w, d, moe=True) if n_moe else None
         if w.recompute == "full":
@@ -263,7 +268,13 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             t.add("activations.layers", "activations", "Layer inputs (full recompute)",
                   int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
                   f"{fl} × {len(layers)} × {d.e} × {d.T:,} × {d.h_sp:,}", "hf-checkpointing")
-            recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
+            if w.attention == "eager":
+                # the backward peaks in the attention's softmax backward: the layer's norms and attention part,
+                # plus fp32 gradients of the scores beyond the saved (4 + e) bytes per score
+                recompute_ws = max(x.norms + x.attention for x in (dense_l, moe_l) if x is not None) + (
+                    (8 - d.e) * d.a * d.b * d.s * d.s_kv)
+            else:
+                recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
         else:
             for name, key, get in (("norms", "norms", lambda x: x.norms),
                                    ("attention", "attention", lambda x: x.attention),
@@ -271,19 +282,24 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                 per_dense = get(dense_l) if dense_l else 0
                 per_moe = get(moe_l) if moe_l else 0
                 total = int(flight * (n_dense * per_dense + n_moe * per_moe))
+                if key == "norms" and first_discount:
+                    total -= first_discount
                 src = {"norms": "hf-llama", "attention": "flash-attention" if w.attention == "flash" else
                        "hf-eager-attention", "mlp": "hf-moe" if n_moe else "hf-llama"}[key]
                 if key == "attention" and m.is_mla:
                     src = "mla"
-                formula = f"m_inflight × L_stage × A_{key}(T={d.T:,})"
+                formula = f"m_inflight × L_stage × A_{key}(T={d.T:,})" + (
+                    " − first layer's input norm (no input grads)" if key == "norms" and first_discount else "")
                 subst = f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B" if n_moe else \
                     f"{fl} × {n_dense} × {per_dense:,} B"
                 t.add(f"activations.{key}", "activations", f"Activations: {name}", total, formula, subst, src,
                       _exact_note(key, m, w))
+        input_grads = not lora_ft or w.recompute == "full"  # HF enables input grads for checkpointing
         if shard.has_embedding:
-            emb = act.embedding_saved(m, d, True)
-            t.add("activations.embedding", "activations", "Embedding (token ids, dropout mask)", int(flight * emb),
-                  "m_inflight × (8·T [+ T·h dropout mask])", f"{fl} × {emb:,} B", "hf-llama")
+            emb = act.embedding_saved(m, d, input_grads)
+            if emb:
+                t.add("activations.embedding", "activations", "Embedding dropout mask", int(flight * emb),
+                      "m_inflight × T·h × 1 B", f"{fl} × {emb:,} B", "hf-llama")
         shared = act.rotary_saved(m, d)
         if shared:
             t.add("activations.rotary", "activations", "RoPE cos/sin tables", int(flight * shared),
@@ -293,7 +309,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             t.add("activations.mask", "activations", "Causal mask (input of the recomputed calls)", int(flight * mask),
                   "m_inflight × e·b·s·s", f"{fl} × {d.e} × {d.b} × {d.s:,} × {d.s_kv:,}", "hf-checkpointing")
         if shard.has_head:
-            head = act.final_norm_saved(m, d)
+            head = act.final_norm_saved(m, d) if w.finetune == "full" else lora.frozen_head_saved(m, d.T, d.h_sp)
             loss = act.loss_saved(m, d, m.vocab_size)
             t.add("logits.final_norm", "logits", "Final norm + LM-head input", head,
                   "norm copies + e·T·h", f"{head:,} B", "hf-llama")
@@ -302,17 +318,17 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                   f"4 × {d.T:,} × {m.vocab_size // p.tp:,}", "hf-loss")
             loss_ws = act.loss_transient(d, m.vocab_size)
         # Backward peaks either at the loss (logits and their gradients) or, with full recompute, while one layer
-        # is recomputed (its activations, with the caller's model-dtype logits still held).
-        held = d.e * d.T * (m.vocab_size // p.tp) if shard.has_head else 0
-        if recompute_ws and held + recompute_ws > loss_ws:
-            t.add("transient.recompute", "transient", "One layer recomputed during backward", held + recompute_ws,
-                  "activations of one layer + held logits e·T·V/t", f"{recompute_ws:,} + {held:,} B",
+        # is recomputed — by then the loss head's saved tensors are freed.
+        freed = t.total(frozenset({"logits"}))
+        if recompute_ws and recompute_ws - freed > loss_ws:
+            t.add("transient.recompute", "transient", "One layer recomputed during backward", recompute_ws - freed,
+                  "activations of one layer − the loss head's (freed by then)", f"{recompute_ws:,} − {freed:,} B",
                   "hf-checkpointing", f"exceeds the loss backward's {loss_ws:,} B")
         elif loss_ws:
             v = m.vocab_size // p.tp
             t.add("transient.loss", "transient", "Logits and their gradients during the loss backward", loss_ws,
                   "(2·e + 4)·T·V/t", f"{loss_ws // (d.T * v)} × {d.T:,} × {v:,}", "hf-loss",
-                  f"one recomputed layer needs {held + recompute_ws:,} B" if recompute_ws else "")
+                  f"one recomputed layer needs {max(0, recompute_ws - freed):,} B" if recompute_ws else "")
     if w.finetune == "qlora":
         dq = 2 * _largest_layer_linear(m) // p.tp
         t.add("transient.dequant", "transient", "bf16 dequantization of one 4-bit linear", dq,

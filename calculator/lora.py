@@ -61,25 +61,53 @@ def adapter_tensors(m: ModelSpec, targets: str, moe_layer: bool) -> int:
 
 
 def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int, rank: int, h: int, f: int,
-                     tp: int, quantized_base: bool = False) -> tuple[int, int, int]:
-    """Saved activations of a LoRA layer relative to full fine-tuning, as (norms delta, MLP delta, adapters):
-    frozen norm weights keep no normalised copy; a pre-norm output is kept only if an adapted linear reads it;
-    the down projection's input only if it is adapted; each adapter adds its r-wide A output (e·T·r).
+                     tp: int, quantized_base: bool = False, eager: bool = False,
+                     fp32_adapters: bool = False) -> tuple[int, int, int]:
+    """Saved activations of a LoRA layer relative to full fine-tuning, as (norms delta, MLP delta, adapters),
+    traced with peft 0.21 on transformers 5.23 (validation/README.md, LoRA):
+    frozen norm weights keep no normalised copy (−e·T·h per RMSNorm, −4·T·h for Gemma's fp32 one); a pre-norm
+    output is kept only if an adapted linear reads it; the down projection's input only if it is adapted; under
+    eager attention the o_proj input only if o_proj is adapted (flash keeps it as its output); each adapter adds
+    its r-wide A output (e·T·r). fp32 adapters (PEFT's default autocast_adapter_dtype) save their own fp32 copy of
+    each input instead (4·T·in) and an fp32 A output (4·T·r).
     A 4-bit base (QLoRA) keeps every linear's input anyway: bitsandbytes' MatMul4Bit saves its input whenever it
     requires grad (validation/CALIBRATION.md, item 12)."""
-    names = {n for n, _, _ in adapted_linears(m, targets, moe_layer)}
-    # A frozen norm weight keeps no normalised copy: HF RMSNorm's model-dtype copy (e B), Gemma's fp32 one (4 B);
-    # LayerNorm saves its input and statistics either way.
+    adapted = adapted_linears(m, targets, moe_layer)
+    names = {n for n, _, _ in adapted}
     per_norm = {"gemma": 4}.get(m.family, 0 if m.norm_type == "layernorm" else e)
     norms = -m.norms_per_layer * per_norm * T * h
     adapters = e * T * rank * len(names)
+    if fp32_adapters:
+        adapters = 4 * T * sum(i for _, i, _ in adapted) // tp + 4 * T * rank * len(names)
     if quantized_base:
         return norms, 0, adapters
-    if not names & {"q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj", "kv_a_proj_with_mqa"}:
+    reads_attn_norm = bool(names & {"q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj", "kv_a_proj_with_mqa"})
+    reads_mlp_norm = bool(names & {"gate_proj", "up_proj", "gate_up_proj", "fc1"})
+    reads_down = bool(names & {"down_proj", "fc2"})
+    if fp32_adapters:  # the adapters read their own fp32 copies, not the model-dtype tensors
+        reads_attn_norm = reads_mlp_norm = reads_down = False
+    if not reads_attn_norm and not m.is_mla:
         norms -= e * T * h  # no adapter reads the attention norm's output
-    if not names & {"gate_proj", "up_proj", "gate_up_proj", "fc1"}:
+    if not reads_mlp_norm:
         norms -= e * T * h  # ... nor the MLP norm's output
     mlp = 0
-    if not moe_layer and not names & {"down_proj", "fc2"}:
+    if not moe_layer and not reads_down:
         mlp -= e * T * (f // tp)  # the frozen down projection does not keep its input
+    if eager and "o_proj" not in names and not m.is_mla:
+        adapters -= e * T * m.q_dim // tp  # a frozen o_proj keeps nothing of its input
     return norms, mlp, adapters
+
+
+def first_layer_without_input_grad(m: ModelSpec, T: int, h: int) -> int:
+    """Bytes the first layer does not save when its input does not require grad (PEFT without gradient
+    checkpointing): its first norm keeps no fp32 copy and no rsqrt (RMSNorm 4·T·h + 4·T; Gemma + 4·h; LayerNorm
+    its 8·T statistics)."""
+    if m.norm_type == "layernorm":
+        return 8 * T
+    return 4 * T * h + 4 * T + (4 * h if m.family == "gemma" else 0)
+
+
+def frozen_head_saved(m: ModelSpec, T: int, h: int) -> int:
+    """Final norm with a frozen weight and a frozen LM head: only the norm's fp32 input copy and rsqrt
+    (RMSNorm 4·T·h + 4·T; Gemma + 4·h; LayerNorm 8·T) — no normalised copy, no LM-head input."""
+    return first_layer_without_input_grad(m, T, h)

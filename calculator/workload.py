@@ -142,6 +142,9 @@ class Workload(BaseModel):
     finetune: Finetune = "full"
     lora_rank: int = Field(default=16, gt=0)
     lora_targets: LoraTargets = "all-linear"
+    # PEFT's default (autocast_adapter_dtype=True) keeps adapters in fp32 on a bf16 base: fp32 weights and grads,
+    # no separate master copy. "params": adapters in the params dtype, trained per the precision recipe.
+    lora_adapter_dtype: Literal["fp32", "params"] = "fp32"
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

@@ -98,8 +98,7 @@ def test_pipeline_reports_every_stage_and_first_stage_holds_p_microbatches(llama
     assert len(e.stages) == 4
     acts = [s.components["activations"] for s in e.stages]
     assert acts[0] > acts[1] > acts[2] > acts[3]
-    layer_acts = [a - (32768 * 4 if i == 0 else 0) for i, a in enumerate(acts)]  # minus embedding ids (8·T·4)
-    assert layer_acts[0] == pytest.approx(4 * layer_acts[3], rel=1e-6)  # p − r in flight
+    assert acts[0] == 4 * acts[3]  # p − r micro-batches in flight
     assert e.stages[-1].components["logits"] > 0 and e.stages[0].components["logits"] == 0
 
 
@@ -182,6 +181,7 @@ def test_full_recompute_reduces_activations_and_reports_the_recompute_transient(
     # the backward peaks at the loss (8·T·V at a 128k vocabulary), which exceeds one recomputed layer
     loss = next(t for t in full.terms if t.key == "transient.loss")
     assert loss.bytes == 8 * 4096 * 128256 and "recomputed layer" in loss.note
-    small_vocab = estimate(load_model("mistral-7b-v0.1").spec, Workload(seq_len=4096, micro_batch=8,
-                                                                      recompute="full"), with_fits=False)
-    assert any(t.key == "transient.recompute" for t in small_vocab.terms)
+    # eager attention at 8k tokens: the recomputed layer's softmax backward (fp32 score gradients) dominates
+    eager = estimate(load_model("mistral-7b-v0.1").spec, Workload(seq_len=8192, attention="eager",
+                                                                 recompute="full"), with_fits=False)
+    assert any(t.key == "transient.recompute" for t in eager.terms)

@@ -27,16 +27,24 @@ def test_fused_qkv_is_one_adapter():
 
 def test_lora_trains_only_the_adapters():
     m = load_model("llama-3.1-8b").spec
-    c = estimate(m, Workload(finetune="lora", lora_rank=16), with_fits=False).components
+    c = estimate(m, Workload(finetune="lora", lora_rank=16, lora_adapter_dtype="params"), with_fits=False).components
     n_t = 41_943_040
     assert c["weights"] == 2 * 8_030_261_248 + 2 * n_t
     assert c["gradients"] == 2 * n_t and c["master_weights"] == 4 * n_t
     assert c["optimizer_states"] == 8 * n_t + 4 * 2 * 7 * 32  # m, v + a step per adapter tensor
 
 
+def test_peft_default_keeps_adapters_in_fp32_without_a_master_copy():
+    m = load_model("llama-3.1-8b").spec
+    c = estimate(m, Workload(finetune="lora", lora_rank=16), with_fits=False).components
+    n_t = 41_943_040
+    assert c["weights"] == 2 * 8_030_261_248 + 4 * n_t
+    assert c["gradients"] == 4 * n_t and c["master_weights"] == 0
+
+
 def test_qlora_base_is_nf4_with_absmax():
     m = load_model("llama-3.1-8b").spec
-    c = estimate(m, Workload(finetune="qlora", lora_rank=16), with_fits=False).components
+    c = estimate(m, Workload(finetune="qlora", lora_rank=16, lora_adapter_dtype="params"), with_fits=False).components
     linear = 8_030_261_248 - 2 * 128256 * 4096 - 4096 * 65
     base = linear // 2 + -(-linear // 64) * 4 + 2 * (8_030_261_248 - linear)
     assert c["weights"] == base + 2 * 41_943_040
@@ -45,12 +53,14 @@ def test_qlora_base_is_nf4_with_absmax():
 def test_lora_saves_less_than_full_finetuning_and_adds_rank_wide_tensors():
     m = load_model("llama-3.1-8b").spec
     full = estimate(m, Workload(seq_len=2048), with_fits=False).components["activations"]
-    qv = estimate(m, Workload(seq_len=2048, finetune="lora", lora_targets="qv"), with_fits=False).components
-    every = estimate(m, Workload(seq_len=2048, finetune="lora"), with_fits=False).components
+    bf16 = {"finetune": "lora", "lora_adapter_dtype": "params"}
+    qv = estimate(m, Workload(seq_len=2048, lora_targets="qv", **bf16), with_fits=False).components
+    every = estimate(m, Workload(seq_len=2048, **bf16), with_fits=False).components
     assert qv["activations"] < every["activations"] < full
     T, h, f = 2048, 4096, 14336
-    # all-linear: frozen norm weights drop 2·e·T·h per layer, seven adapters add 7·e·T·r
-    assert full - every["activations"] == 32 * (2 * 2 * T * h - 7 * 2 * T * 16)
+    # all-linear: frozen norm weights drop 2·e·T·h per layer, seven adapters add 7·e·T·r; the first layer's input
+    # needs no grad (PEFT without checkpointing), so its first norm keeps nothing (4·T·h + 4·T)
+    assert full - every["activations"] == 32 * (2 * 2 * T * h - 7 * 2 * T * 16) + 4 * T * h + 4 * T
     # q,v only: also no norm output for the MLP, no down-projection input, and five fewer adapters
     assert every["activations"] - qv["activations"] == 32 * (2 * T * h + 2 * T * f + 5 * 2 * T * 16)
 

@@ -19,6 +19,8 @@ RECIPES = {
     "fp32": dict(params="fp32", grads="fp32", master_weights=None, optimizer_states="fp32", activations="fp32"),
     "pure-bf16": dict(params="bf16", grads="bf16", master_weights=None, optimizer_states="bf16", activations="bf16"),
     "bf16": dict(params="bf16", grads="bf16", master_weights=None, optimizer_states="bf16", activations="bf16"),
+    "fp32-adapters": dict(params="bf16", grads="fp32", master_weights=None, optimizer_states="fp32",
+                          activations="bf16"),
 }
 MODELLED_ATTENTION = ("flash", "eager")  # CPU SDPA kernels save other tensors than CUDA's; not modelled
 
@@ -57,7 +59,8 @@ def workload_for(g: dict) -> Workload:
         optimizer_impl="foreach" if run.get("optimizer_foreach") else "for-loop",
         recompute=run.get("recompute") or "none", attention=run["attention"] if run["attention"] != "sdpa" else "flash",
         finetune=run.get("finetune", "full"), lora_rank=run.get("lora_rank", 16),
-        lora_targets=run.get("lora_targets", "all-linear"))
+        lora_targets=run.get("lora_targets", "all-linear"),
+        lora_adapter_dtype="fp32" if run.get("adapter_dtype") == "fp32" else "params")
 
 
 def predicted(g: dict) -> dict[str, int]:

@@ -340,6 +340,7 @@ def litgpt_finetune(row: dict[str, str]) -> Comparison:
                  "foreach", precision=Precision(params="bf16", grads="bf16", master_weights=None,
                                                 optimizer_states=opt_dtype, activations="bf16"),
                  finetune="qlora" if nf4 else "lora", lora_rank=LITGPT_LORA_RANK, lora_targets="qv",
+                 lora_adapter_dtype="params",  # litgpt's bf16-true: the adapters are bf16 like the base
                  recompute="full" if ckpt else "none", attention="flash",
                  parallel=Parallelism(dp=n, zero=3) if n > 1 else Parallelism(), gpu="a100-40gb")
     est = estimate(model_spec(key), w, with_fits=False).peak_allocated_bytes
@@ -347,7 +348,7 @@ def litgpt_finetune(row: dict[str, str]) -> Comparison:
              "not PEFT on transformers, which the engine's LoRA activations are traced on"]
     if nf4:
         notes.append("bitsandbytes' MatMul4Bit keeps the input of every 4-bit linear for backward (ctx.tensors), "
-                     "which the engine's QLoRA activations drop for frozen linears; litgpt also quantises lm_head")
+                     "as the engine's QLoRA activations now do; litgpt also quantises lm_head")
     note = "; ".join(notes)
     if meas is None:
         return Comparison(row["id"], row["source"], "litgpt fine-tune, no number", key, config, "peak_allocated",
