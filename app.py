@@ -107,6 +107,7 @@ def calculator() -> None:
         field("mode", problems, label="Training or inference")
         field("ft", problems, disabled=not train)
         _pairs(("lr", "lt"), problems, disabled=not train or values["ft"] == "full")
+        field("lad", problems, disabled=not train or values["ft"] == "full")
 
         st.header("Precision")
         from calculator.workload import OPTIMIZERS, RECIPES

@@ -106,6 +106,10 @@ PARAMS: tuple[Param, ...] = (
     _p("lr", "int", 16, "LoRA rank (r)", "mode", lo=1, hi=65_536, fields=("lora_rank",), short="Rank (r)"),
     _p("lt", "choice", "all-linear", "LoRA target modules", "mode", options=("qv", "attention", "all-linear"),
        fields=("lora_targets",), short="Targets"),
+    _p("lad", "choice", "fp32", "LoRA adapter dtype", "mode", options=("fp32", "params"),
+       fields=("lora_adapter_dtype",),
+       help="fp32: PEFT's default (adapters kept in fp32 on a bf16 base); params: the params dtype, trained "
+            "per the precision recipe"),
     # ---- precision ------------------------------------------------------------------------------------------
     _p("recipe", "choice", "mixed-bf16", "Precision recipe", "precision", fields=("precision",),
        help="A named recipe sets every dtype below; pick 'custom' to set them one by one"),
@@ -539,6 +543,7 @@ def build_workload(values: Mapping[str, Any]):
         raise InputProblems(problems)
     workload = attempt(lambda: Workload(
         mode=v["mode"], finetune=v["ft"], lora_rank=int(v["lr"]), lora_targets=v["lt"],
+        lora_adapter_dtype=v["lad"],
         micro_batch=int(v["mbs"]), seq_len=int(v["seq"]), gen_tokens=int(v["gen"]),
         precision=precision, optimizer=v["opt"], optimizer_impl=v["oimpl"], recompute=v["rc"],
         attention=v["attn"], activation_model=v["act"], kv_dtype=v["kvdt"],

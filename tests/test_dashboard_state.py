@@ -127,14 +127,14 @@ def test_workload_mapping_is_field_by_field():
               "qgs": 64, "tp": 2, "pp": 2, "dp": 3, "cp": 2, "ep": 2, "etp": 1, "sp": True, "zero": "2",
               "zsh": 3, "dopt": True, "sched": "interleaved", "vpp": 2, "mb": 6, "frag": 7.5, "ctx": 600,
               "nccl": 250, "comm": False, "tbo": 12.0, "gpu": "a100-80gb", "ft": "qlora", "lr": 64, "lt": "qv",
-              "qm": "gptq", "fst": 3.0, "fwk": 20.0}
+              "lad": "params", "qm": "gptq", "fst": 3.0, "fwk": 20.0}
     expected = Workload(
         mode="infer", micro_batch=3, seq_len=2048, gen_tokens=100,
         precision=Precision(params="fp16", grads="fp32", master_weights=None, optimizer_states="bf16",
                             activations="fp16"),
         optimizer="lion", optimizer_impl="fused", recompute="full", attention="eager", activation_model="fujii",
         kv_dtype="fp8", weight_dtype="int4", quant_group_size=64, quant_method="gptq",
-        finetune="qlora", lora_rank=64, lora_targets="qv",
+        finetune="qlora", lora_rank=64, lora_targets="qv", lora_adapter_dtype="params",
         parallel=Parallelism(tp=2, pp=2, dp=3, cp=2, ep=2, etp=1, sequence_parallel=True, zero=2,
                              zero_shard_size=3, distributed_optimizer=True, schedule="interleaved",
                              virtual_stages=2, num_microbatches=6),
