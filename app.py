@@ -7,6 +7,7 @@ Every input lives in the URL (`bind="query-params"`, keys documented in docs/url
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -33,6 +34,11 @@ def load_scenario(values: dict) -> None:
 def edit_preset_as_custom() -> None:
     mapped = state.load_preset(st.session_state["model"])
     _apply({**state.spec_to_arch(mapped.spec), "model": state.CUSTOM})
+
+
+def edit_preset_config() -> None:
+    raw = state.load_preset(st.session_state["model"]).raw
+    _apply({"cfg": json.dumps(raw, indent=1), "model": state.CONFIG})
 
 
 def pasted_config() -> None:
@@ -90,9 +96,13 @@ def calculator() -> None:
     with st.sidebar:
         st.header("Model")
         field("model", problems, caption=_model_caption(result, model_is))
-        if model_is not in state.SPECIAL_MODELS:
-            st.button("Edit this preset as a custom architecture", on_click=edit_preset_as_custom,
-                      icon=":material/edit:", type="tertiary")
+        if model_is not in state.SPECIAL_MODELS and result is not None:
+            if state.arch_expresses(result.model):
+                st.button("Edit this preset as a custom architecture", on_click=edit_preset_as_custom,
+                          icon=":material/edit:", type="tertiary")
+            else:  # latent attention, per-layer attention patterns, QK-norm…: only its config.json says it all
+                st.button("Edit this preset's config.json", on_click=edit_preset_config, icon=":material/edit:",
+                          type="tertiary", help="The custom fields cannot describe this model exactly")
         arch_problem = any(k in problems for k in state.ARCH_KEYS)
         with st.expander("Custom architecture (Model = custom)", expanded=model_is == state.CUSTOM or arch_problem):
             _pairs(state.ARCH_KEYS, problems, disabled=model_is != state.CUSTOM)

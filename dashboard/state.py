@@ -202,21 +202,15 @@ DTYPE_KEYS = ("pdt", "gdt", "mdt", "odt", "adt")
 # ---- option lists that come from the engine ------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def model_ids() -> tuple[str, ...]:
-    """Preset model ids from calculator.presets (empty if the presets are not there yet)."""
-    try:
-        from calculator.presets import list_models
-    except ImportError:
-        return ()
-    return tuple(m if isinstance(m, str) else m.id for m in list_models())
+    """Preset model ids (calculator.presets.list_models())."""
+    from calculator.presets import list_models
+    return tuple(m.id for m in list_models())
 
 
 @lru_cache(maxsize=1)
 def gpus() -> tuple:
     """The GPU catalogue (calculator.presets.list_gpus())."""
-    try:
-        from calculator.presets import list_gpus
-    except ImportError:
-        return ()
+    from calculator.presets import list_gpus
     return tuple(list_gpus())
 
 
@@ -235,9 +229,8 @@ def options(key: str) -> tuple[str, ...]:
     return BY_KEY[key].options
 
 
-@lru_cache(maxsize=64)
 def load_preset(model_id: str):
-    """calculator.presets.load_model(id) -> MappedConfig, cached per process (presets are static files)."""
+    """calculator.presets.load_model(id) -> MappedConfig (the presets module caches what it loads)."""
     from calculator.presets import load_model
     return load_model(model_id)
 
@@ -248,6 +241,17 @@ def recipe_dtypes(recipe: str) -> dict[str, str]:
     prec = RECIPES[recipe][1]
     return {"pdt": prec.params, "gdt": prec.grads, "mdt": prec.master_weights or "none",
             "odt": prec.optimizer_states, "adt": prec.activations}
+
+
+def arch_expresses(spec) -> bool:
+    """Whether the custom-architecture fields describe `spec` exactly (false for MLA, per-layer attention
+    patterns, QK-norm, …): only then can "edit as custom" keep the numbers."""
+    try:
+        custom, _ = build_model({"model": CUSTOM, **spec_to_arch(spec)})
+    except InputProblems:
+        return False
+    skip = {"name", "model_type"}
+    return custom.model_dump(exclude=skip) == spec.model_dump(exclude=skip)
 
 
 def spec_to_arch(spec) -> dict[str, Any]:

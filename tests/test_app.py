@@ -298,6 +298,15 @@ def test_edit_preset_as_custom_copies_the_architecture():
     assert metrics(at)["Total per GPU"] == before
 
 
+def test_a_preset_the_custom_fields_cannot_describe_is_edited_as_its_config():
+    at = run({"model": "qwen3-8b"})  # QK-norm: not one of the custom fields
+    before = metrics(at)["Total per GPU"]
+    at.sidebar.button[0].click().run()
+    assert at.selectbox(key="model").value == "config"
+    assert json.loads(at.text_area(key="cfg").value) == load_model("qwen3-8b").raw
+    assert metrics(at)["Total per GPU"] == before
+
+
 def test_pasting_a_config_switches_to_it():
     cfg = json.dumps({"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 8,
                       "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 4096,
