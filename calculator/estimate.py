@@ -157,7 +157,8 @@ def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, i
 
     n_w, f_w, s_w = sharded(3, "w")
     t.add("weights", "weights", f"Weights ({prec.params})", tr.weight_bytes(n_w, prec.params),
-          f"{f_w} × b_param", f"{s_w} × {_b(prec.params)}", "zero" if p.zero >= 3 else "transformer-math")
+          f"{f_w} × b_param", f"{s_w} × {_b(prec.params)}",
+          ("fsdp" if p.zero_shard_size else "zero") if p.zero >= 3 else "transformer-math")
     n_o, f_o, s_o = sharded(1, "opt")
     src_o = "megatron-distopt" if p.distributed_optimizer else ("zero" if p.zero else "mixed-precision")
     if prec.master_weights:
@@ -166,7 +167,8 @@ def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, i
               f"{s_o} × {_b(prec.master_weights)}", src_o)
     n_g, f_g, s_g = sharded(2, "g")
     t.add("gradients", "gradients", f"Gradients ({prec.grads})", tr.gradient_bytes(n_g, prec.grads),
-          f"{f_g} × b_grad", f"{s_g} × {_b(prec.grads)}", "zero" if p.zero >= 2 else "transformer-math")
+          f"{f_g} × b_grad", f"{s_g} × {_b(prec.grads)}", "zero" if p.zero >= 2 else (
+              "megatron-memory" if prec.grads == "fp32" and prec.params != "fp32" else "transformer-math"))
     frac = tr.adafactor_factored_fraction(model_tensor_shapes(m)) if w.optimizer == "adafactor" else 1.0
     opt_bytes = tr.optimizer_state_bytes(n_o, shard.tensors, w.optimizer, prec.optimizer_states, frac)
     formula, subst, src = {
@@ -267,7 +269,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             per = act.full_recompute_layer(d)
             t.add("activations.layers", "activations", "Layer inputs (full recompute)",
                   int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
-                  f"{fl} × {len(layers)} × {d.e} × {d.T:,} × {d.h_sp:,}", "hf-checkpointing")
+                  f"{fl} × {len(layers)} × {d.e} × {d.T:,} × {d.h_sp:,}",
+                  "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
             if w.attention == "eager":
                 # the backward peaks in the attention's softmax backward: the layer's norms and attention part,
                 # plus fp32 gradients of the scores beyond the saved (4 + e) bytes per score
@@ -288,6 +291,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                        "hf-eager-attention", "mlp": "hf-moe" if n_moe else "hf-llama"}[key]
                 if key == "attention" and m.is_mla:
                     src = "mla"
+                if p.pp > 1 and key == "norms":
+                    src = "pipeline-1f1b"  # the in-flight micro-batch count is what the stage adds
                 formula = f"m_inflight × L_stage × A_{key}(T={d.T:,})" + (
                     " − first layer's input norm (no input grads)" if key == "norms" and first_discount else "")
                 subst = f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B" if n_moe else \
@@ -347,7 +352,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         gather = 2 * nbytes(unit, w.precision.params) + nbytes(unit, w.precision.grads)
         t.add("sharding.gather", "sharding_buffers", "Unsharded unit + prefetch + its gradients", gather,
               "2 × U × b_param + U × b_grad (U = largest unit)",
-              f"2 × {unit:,} × {_b(w.precision.params)} + {unit:,} × {_b(w.precision.grads)}", "fsdp")
+              f"2 × {unit:,} × {_b(w.precision.params)} + {unit:,} × {_b(w.precision.grads)}",
+              "fsdp" if p.zero_shard_size else "deepspeed-zero3")
     return _finish(t, w, shard, gpu)
 
 

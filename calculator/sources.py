@@ -139,10 +139,6 @@ SOURCES: dict[str, Source] = {
         "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",
         "each communicator allocates its own buffers outside PyTorch's allocator (≈ 0.5 GB per communicator "
         "measured by Fujii et al.)"),
-    "deepspeed-buckets": Source(
-        "DeepSpeed ZeRO config (reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size)",
-        "https://www.deepspeed.ai/docs/config-json/#zero-optimizations-for-fp16-training",
-        "bucket sizes in elements; defaults 5e8 (stage 1/2) and 5e7 prefetch (stage 3)"),
     "lora": Source(
         "Hu et al., LoRA: Low-Rank Adaptation of Large Language Models (2021); Dettmers et al., QLoRA (2023)",
         "https://arxiv.org/abs/2106.09685",
