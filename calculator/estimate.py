@@ -46,14 +46,19 @@ class _Terms:
         # (long-lived bytes, allocated bytes) of each phase of the step: reserved memory only grows, so the
         # fragmentation of every phase counts, not only that of the allocation peak
         self.phases: list[tuple[int, int]] = []
+        self.by_component: dict[str, int] = {}
 
     def add(self, key: str, component: str, label: str, nbytes_: int, formula: str, substituted: str,
             source: str, note: str = "") -> None:
-        if nbytes_ or component in ("weights",):
-            self.items.append(Term(key, component, label, int(nbytes_), formula, substituted, source, note))
+        if nbytes_ or component == "weights":
+            n = int(nbytes_)
+            self.items.append(Term(key, component, label, n, formula, substituted, source, note))
+            self.by_component[component] = self.by_component.get(component, 0) + n
 
     def total(self, components: frozenset[str] | None = None) -> int:
-        return sum(t.bytes for t in self.items if components is None or t.component in components)
+        if components is None:
+            return sum(self.by_component.values())
+        return sum(v for k, v in self.by_component.items() if k in components)
 
 
 @lru_cache(maxsize=256)
@@ -324,7 +329,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             loss_ws = act.loss_transient(d, m.vocab_size)
         # Backward peaks either at the loss (logits and their gradients) or, with full recompute, while one layer
         # is recomputed — by then the loss head's saved tensors are freed.
-        freed = t.total(frozenset({"logits"}))
+        freed = t.by_component.get("logits", 0)
         if recompute_ws and recompute_ws - freed > loss_ws:
             t.add("transient.recompute", "transient", "One layer recomputed during backward", recompute_ws - freed,
                   "activations of one layer − the loss head's (freed by then)", f"{recompute_ws:,} − {freed:,} B",
@@ -439,7 +444,7 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     decode_peak = kv + inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // p.tp)
     extra = max(prefill_peak, decode_peak) - kv
     phase = "attention" if attn > mlp else "MLP"
-    weights = t.total(frozenset({"weights"}))
+    weights = t.by_component["weights"]
     t.phases = [(weights + prompt_kv, weights + prefill_peak), (weights + kv, weights + decode_peak)]
     if prefill_peak >= decode_peak:
         t.add("activations.prefill", "activations", f"Prefill working set (at the last layer's {phase})", extra,
