@@ -373,8 +373,7 @@ pages = [
     st.Page(calculator, title="Calculator", icon=":material/calculate:", default=True),
     st.Page("pages/formulas.py", title="Formulas & references", icon=":material/function:",
             url_path="formulas"),
+    st.Page("pages/accuracy.py", title="Accuracy", icon=":material/rule:", url_path="accuracy"),
     st.Page("pages/about.py", title="About the estimate", icon=":material/info:", url_path="about"),
 ]
-if (HERE / "pages" / "accuracy.py").exists():
-    pages.append(st.Page("pages/accuracy.py", title="Accuracy", icon=":material/rule:", url_path="accuracy"))
 st.navigation(pages, position="top").run()

@@ -1,47 +1,216 @@
-"""Find the validation summary another engineer writes under tests/golden/ (the About page shows it).
+"""What the Accuracy page shows, as plain data (no streamlit here, so it is unit-tested directly):
 
-Accepted, first found wins: a file whose name contains "summary" with extension .md (shown as Markdown),
-.json (a list of row objects, or an object of key -> value) or .csv (a table)."""
+- the golden matrix: the engine against the byte-exact traces of real `transformers` code in tests/golden/
+  (`validation.compare`, engine only, no torch);
+- the published comparison: the engine against published GPU measurements (validation/published_comparison.json,
+  written by `python -m validation.published`), and the calibrated constants of validation/CALIBRATION.md.
+
+Every number comes from those modules and files; nothing here is typed in by hand.
+"""
 from __future__ import annotations
 
-import csv
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-GOLDEN_DIR = Path(__file__).resolve().parents[1] / "tests" / "golden"
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED_JSON = ROOT / "validation" / "published_comparison.json"
+CALIBRATION_MD = ROOT / "validation" / "CALIBRATION.md"
+
+# The quantities a golden file measures, in display order, with what each is.
+QUANTITIES: dict[str, str] = {
+    "parameters": "Parameters (count)",
+    "weights": "Weights",
+    "master_weights": "Master weights",
+    "gradients": "Gradients",
+    "optimizer_states": "Optimizer states",
+    "kv_cache": "KV cache",
+    "activations": "Activations (saved for backward, incl. loss head)",
+    "peak_allocated": "Peak allocated",
+}
+# Persistent tensors whose size follows from shapes and dtypes alone: the engine should get them to the byte.
+MODEL_STATES = ("parameters", "weights", "master_weights", "gradients", "optimizer_states")
+
+EXCLUDED_REASON = ("traced with PyTorch's CPU SDPA kernel (`attention=sdpa`), which saves other tensors than "
+                   "CUDA's flash / memory-efficient / cuDNN kernels; the engine models FlashAttention-2 and eager "
+                   "attention, so these cases are kept in tests/golden/ but not compared")
+
+# What a published metric is compared with (the `metric` column of published_comparison.json's rows).
+METRIC_MEANING: dict[str, str] = {
+    "peak_allocated": "torch.cuda.max_memory_allocated() vs the engine's peak allocated (no CUDA context, no "
+                      "allocator slack)",
+    "peak_allocated (Σ over GPUs)": "torch.cuda.max_memory_allocated() summed over the GPUs of a device_map run vs "
+                                    "the engine's pipeline stages summed",
+    "total (nvidia-smi)": "nvidia-smi \"used\" vs the engine's total per GPU (peak allocated + fragmentation + "
+                          "CUDA context)",
+    "model_states": "DeepSpeed's estimate_zero*_model_states_mem_needs vs the engine's model-state components",
+    "model_states (+ ZeRO-3 gather)": "DeepSpeed's ZeRO-3 estimator vs the engine's model states plus its ZeRO-3 "
+                                      "gather buffer",
+    "optimizer-state delta vs fused AdamW": "the difference of two torchao peak-memory rows vs the engine's "
+                                            "optimizer-state component (AdamW bf16 − low-bit states)",
+    "GPU 0 use": "accelerate's per-GPU device_map placement (not comparable: balanced to max_memory)",
+    "GPU 1 use": "accelerate's per-GPU device_map placement (not comparable: balanced to max_memory)",
+}
 
 
+# ---- golden matrix ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Summary:
-    path: Path
-    kind: str  # "markdown" | "table" | "mapping"
-    data: Any
+class Headline:
+    cases: int
+    architectures: tuple[str, ...]
+    model_states_worst_pct: float  # worst |error| over MODEL_STATES (0.0 = exact)
+    activations_worst_pct: float | None
+    peak_worst_pct: float | None
+    excluded: int
+
+    @property
+    def model_states_exact(self) -> bool:
+        return self.model_states_worst_pct == 0.0
 
 
-def load_summary(golden_dir: Path = GOLDEN_DIR) -> Summary | None:
-    if not golden_dir.is_dir():
+def case_meta(goldens: list[dict]) -> dict[str, dict[str, Any]]:
+    """case id -> what the filters need: architecture, mode (train / LoRA train / infer), attention, recompute."""
+    out = {}
+    for g in goldens:
+        run = g["run"]
+        mode = run["mode"]
+        if mode == "train" and run.get("finetune", "full") != "full":
+            mode = f"{run['finetune']} train"
+        out[g["id"]] = {"architecture": g["model"]["model_type"], "mode": mode, "attention": run["attention"],
+                        "recompute": run.get("recompute") or "none", "batch": run["micro_batch"],
+                        "seq": run["seq_len"]}
+    return out
+
+
+def headline(s: dict) -> Headline:
+    """The page's headline from validation.compare.summary()."""
+    pq = s["per_quantity"]
+    states = [pq[q]["worst_abs_error_pct"] for q in MODEL_STATES if q in pq]
+
+    def worst(q):
+        return pq[q]["worst_abs_error_pct"] if q in pq else None
+    return Headline(s["cases"], tuple(s["architectures"]), max(states) if states else float("nan"),
+                    worst("activations"), worst("peak_allocated"), len(s["excluded"]))
+
+
+def per_quantity_rows(s: dict) -> list[dict[str, Any]]:
+    """One row per quantity: n, median and worst |error| %, and the case that sets the worst."""
+    worst_case: dict[str, tuple[float, str]] = {}
+    for case, q, _, _, err in s["rows"]:
+        if q not in worst_case or abs(err) > worst_case[q][0]:
+            worst_case[q] = (abs(err), case)
+    order = [q for q in QUANTITIES if q in s["per_quantity"]] + [q for q in s["per_quantity"] if q not in QUANTITIES]
+    return [{"Quantity": QUANTITIES.get(q, q), "key": q, "Cases": s["per_quantity"][q]["n"],
+             "Median |error| %": s["per_quantity"][q]["median_abs_error_pct"],
+             "Worst |error| %": s["per_quantity"][q]["worst_abs_error_pct"],
+             "Worst case": worst_case[q][1] if worst_case[q][0] > 0 else "—"} for q in order]
+
+
+def case_rows(s: dict, meta: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every (case, quantity) comparison with its filter columns."""
+    rows = []
+    for case, q, meas, pred, err in s["rows"]:
+        m = meta.get(case, {})
+        rows.append({"Case": case, "Architecture": m.get("architecture", "?"), "Mode": m.get("mode", "?"),
+                     "Attention": m.get("attention", "?"), "Recompute": m.get("recompute", "?"),
+                     "Quantity": q, "Measured": meas, "Predicted": pred, "Error %": err})
+    return rows
+
+
+def excluded_rows(s: dict, meta: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"Case": case, "Architecture": meta.get(case, {}).get("architecture", "?"),
+             "Mode": meta.get(case, {}).get("mode", "?"), "Reason": EXCLUDED_REASON} for case in s["excluded"]]
+
+
+def scatter_figure(s: dict):
+    """Predicted vs measured, one marker trace per quantity, log axes, and the y = x diagonal.
+
+    Both axes get the same log range, so the diagonal drawn in paper coordinates from (0, 0) to (1, 1) is exactly
+    y = x; it is a shape, not a trace, so the figure has one trace per quantity."""
+    import math
+
+    import plotly.graph_objects as go
+
+    from dashboard.charts import COLORS, _GRID, _STYLE
+    by_q: dict[str, list[tuple]] = {}
+    for case, q, meas, pred, err in s["rows"]:
+        if meas > 0 and pred > 0:  # log axes
+            by_q.setdefault(q, []).append((case, meas, pred, err))
+    values = [v for pts in by_q.values() for p in pts for v in p[1:3]]
+    lo, hi = (math.log10(min(values)), math.log10(max(values))) if values else (0.0, 1.0)
+    pad = 0.05 * (hi - lo or 1.0)
+    rng = [lo - pad, hi + pad]
+    colors = dict(COLORS, parameters="#17becf", peak_allocated="#000000", master_weights="#7f7f7f")
+    order = [q for q in QUANTITIES if q in by_q] + [q for q in by_q if q not in QUANTITIES]
+    data = []
+    for q in order:
+        pts = by_q[q]
+        data.append(dict(
+            type="scatter", mode="markers", name=QUANTITIES.get(q, q), x=[p[1] for p in pts], y=[p[2] for p in pts],
+            text=[p[0] for p in pts], customdata=[p[3] for p in pts],
+            marker=dict(color=colors.get(q), size=7, opacity=0.75, line=dict(width=0.5, color="white")),
+            hovertemplate="%{text}<br>measured %{x:,}<br>predicted %{y:,}<br>error %{customdata:+.3f}%<extra>"
+                          + QUANTITIES.get(q, q) + "</extra>"))
+    axis = dict(_GRID, type="log", range=rng, exponentformat="SI")  # 1G, 1T (not "1B": B reads as bytes)
+    layout = dict(
+        _STYLE, height=560, margin=dict(l=10, r=10, t=16, b=10), hovermode="closest",
+        xaxis=dict(axis, title=dict(text="measured (bytes; parameters: count)")),
+        yaxis=dict(axis, title=dict(text="predicted by the engine")),
+        legend=dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02),
+        shapes=[dict(type="line", xref="paper", yref="paper", x0=0, y0=0, x1=1, y1=1, layer="below",
+                     line=dict(color="#c8c8c8", width=1.5, dash="dash"))],
+        annotations=[dict(xref="paper", yref="paper", x=0.75, y=0.7, text="y = x", showarrow=False,
+                          xanchor="left", yanchor="top", font=dict(size=11, color="#888888"))])
+    return go.Figure(dict(data=data, layout=layout), _validate=False)
+
+
+# ---- published measurements ---------------------------------------------------------------------------------------
+def load_published(path: Path = PUBLISHED_JSON) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def group_rows(pub: dict) -> list[dict[str, Any]]:
+    """One row per source group: what it compares, rows, comparable, median / worst |error| %, the bound."""
+    metrics: dict[str, list[str]] = {}
+    sources: dict[str, str] = {}
+    for r in pub["rows"]:
+        ms = metrics.setdefault(r["group"], [])
+        if r["metric"] not in ms:
+            ms.append(r["metric"])
+        sources.setdefault(r["group"], r["source"])
+    out = []
+    for g in pub["groups"]:
+        name = g["group"]
+        out.append({"Group": name, "Rows": g["rows"], "Comparable": g["comparable"],
+                    "Median |error| %": g["median_abs_error_pct"], "Worst |error| %": g["worst_abs_error_pct"],
+                    "Worst row": g["worst_id"] or "", "Bound ±%": g.get("bound_pct"),
+                    "Metric": ", ".join(metrics.get(name, [])), "Source": sources.get(name, "")})
+    return out
+
+
+def published_rows(pub: dict) -> list[dict[str, Any]]:
+    return [{"Id": r["id"], "Group": r["group"], "Model": r["model"], "Metric": r["metric"],
+             "Measured (bytes)": r["measured_bytes"], "Estimated (bytes)": r["estimated_bytes"],
+             "Error %": r["error_pct"], "Comparable": r["comparable"], "Configuration": r["config"],
+             "Note": r["note"] if r["comparable"] else "; ".join(x for x in (r["why_not"], r["note"]) if x)}
+            for r in pub["rows"]]
+
+
+def published_headline(pub: dict) -> dict[str, Any]:
+    """Rows, comparable rows, and the groups held to a bound with their worst error."""
+    comparable = [r for r in pub["rows"] if r["comparable"]]
+    bounded = [g for g in pub["groups"] if g.get("bound_pct") is not None and g["comparable"]]
+    return {"rows": len(pub["rows"]), "comparable": len(comparable), "groups": len(bounded),
+            "within_bound": sum(1 for g in bounded if g["worst_abs_error_pct"] <= g["bound_pct"])}
+
+
+def calibrated_constants_markdown(path: Path = CALIBRATION_MD) -> str | None:
+    """The "Calibrated constants" table of CALIBRATION.md, as Markdown (None if the section is not there)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
         return None
-    for path in sorted(golden_dir.rglob("*")):
-        if not path.is_file() or "summary" not in path.name.lower():
-            continue
-        suffix = path.suffix.lower()
-        try:
-            if suffix == ".md":
-                return Summary(path, "markdown", path.read_text(encoding="utf-8"))
-            if suffix == ".csv":
-                with path.open(newline="", encoding="utf-8") as fh:
-                    return Summary(path, "table", list(csv.DictReader(fh)))
-            if suffix == ".json":
-                data = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(data, list):
-                    return Summary(path, "table", data)
-                if isinstance(data, dict):
-                    rows = next((v for v in data.values() if isinstance(v, list)
-                                 and v and all(isinstance(r, dict) for r in v)), None)
-                    return Summary(path, "table", rows) if rows is not None and len(data) == 1 else \
-                        Summary(path, "mapping", data)
-        except (OSError, ValueError, csv.Error):
-            continue
-    return None
+    m = re.search(r"^## Calibrated constants\s*\n(.*?)(?=^#{2,3} )", text, re.S | re.M)
+    return m.group(1).strip() if m else None

@@ -1,34 +1,144 @@
-"""dashboard.accuracy: the About page finds the validation summary under tests/golden/ in any of its forms."""
+"""The Accuracy page and dashboard.accuracy: the numbers shown are validation.compare's and
+validation/published_comparison.json's, computed when the page runs (never typed in)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from dashboard.accuracy import load_summary
+import pytest
+from streamlit.testing.v1 import AppTest
 
+from dashboard import accuracy as acc
+from validation.compare import load_goldens, summary
 
-def test_nothing_there(tmp_path):
-    assert load_summary(tmp_path / "missing") is None
-    (tmp_path / "golden.json").write_text("{}")  # not a summary
-    assert load_summary(tmp_path) is None
-
-
-def test_markdown(tmp_path):
-    (tmp_path / "validation-summary.md").write_text("| model | error |\n|---|---|\n| a | 3% |\n")
-    s = load_summary(tmp_path)
-    assert s.kind == "markdown" and "3%" in s.data
+APP = Path(__file__).resolve().parents[1] / "app.py"
 
 
-def test_csv(tmp_path):
-    (tmp_path / "summary.csv").write_text("model,measured,estimated\nllama,10,11\n")
-    s = load_summary(tmp_path)
-    assert s.kind == "table" and s.data == [{"model": "llama", "measured": "10", "estimated": "11"}]
+@pytest.fixture(scope="module")
+def accuracy_page() -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at.switch_page("pages/accuracy.py").run()
+    assert not at.exception, at.exception
+    return at
 
 
-def test_json_rows_mapping_and_bad_files(tmp_path):
-    (tmp_path / "a_summary.json").write_text("{broken")
-    (tmp_path / "b_summary.json").write_text(json.dumps({"rows": [{"model": "x", "error_pct": 2.5}]}))
-    s = load_summary(tmp_path)
-    assert s.kind == "table" and s.data == [{"model": "x", "error_pct": 2.5}]
-    (tmp_path / "b_summary.json").write_text(json.dumps({"median_error_pct": 4.1, "runs": 12}))
-    s = load_summary(tmp_path)
-    assert s.kind == "mapping" and s.data["runs"] == 12
+def _texts(at) -> str:
+    return "\n".join(m.value for m in at.markdown) + "\n" + "\n".join(c.value for c in at.caption)
+
+
+def test_headline_is_the_real_counts(accuracy_page):
+    s = summary()
+    m = {x.label: x.value for x in accuracy_page.metric}
+    assert m["Measured cases"] == str(s["cases"])
+    assert m["Architectures"] == str(len(s["architectures"]))
+    pq = s["per_quantity"]
+    states_exact = all(pq[q]["worst_abs_error_pct"] == 0 for q in acc.MODEL_STATES if q in pq)
+    assert (m["Model states"] == "exact") is states_exact
+    assert m["Activations, worst |error|"] == f"{pq['activations']['worst_abs_error_pct']:.2f}%"
+    assert m["Peak allocated, worst |error|"] == f"{pq['peak_allocated']['worst_abs_error_pct']:.2f}%"
+
+
+def test_per_component_table_and_case_table(accuracy_page):
+    s = summary()
+    per_q = next(d.value for d in accuracy_page.dataframe if "Median |error| %" in d.value.columns
+                 and "Quantity" in d.value.columns)
+    assert len(per_q) == len(s["per_quantity"])
+    for _, row in per_q.iterrows():
+        key = next(k for k in s["per_quantity"] if acc.QUANTITIES.get(k, k) == row["Quantity"])
+        assert row["Cases"] == s["per_quantity"][key]["n"]
+        assert row["Worst |error| %"] == pytest.approx(s["per_quantity"][key]["worst_abs_error_pct"])
+    cases = next(d.value for d in accuracy_page.dataframe if "Predicted" in d.value.columns)
+    assert len(cases) == len(s["rows"])
+    assert cases["Case"].nunique() == s["cases"]
+
+
+def test_scatter_has_one_trace_per_quantity_and_log_axes(accuracy_page):
+    s = summary()
+    chart = next(c for c in accuracy_page.get("plotly_chart") if "acc_scatter" in c.proto.id)
+    spec = json.loads(chart.proto.spec)
+    names = [t["name"] for t in spec["data"]]
+    assert sorted(names) == sorted(acc.QUANTITIES.get(q, q) for q in s["per_quantity"])
+    assert all(t["mode"] == "markers" for t in spec["data"])
+    layout = spec["layout"]
+    assert layout["xaxis"]["type"] == layout["yaxis"]["type"] == "log"
+    assert layout["xaxis"]["range"] == layout["yaxis"]["range"], "same range: the paper diagonal is y = x"
+    diag = layout["shapes"][0]
+    assert (diag["xref"], diag["yref"], diag["x0"], diag["y0"], diag["x1"], diag["y1"]) == ("paper", "paper", 0, 0, 1, 1)
+
+
+def test_case_table_filters(accuracy_page):
+    at = accuracy_page
+    at.multiselect(key="acc_arch").set_value(["gpt2"])
+    at.multiselect(key="acc_quantity").set_value(["activations"]).run()
+    assert not at.exception
+    cases = next(d.value for d in at.dataframe if "Predicted" in d.value.columns)
+    meta = acc.case_meta(load_goldens())
+    expected = [r for r in summary()["rows"] if r[1] == "activations" and meta[r[0]]["architecture"] == "gpt2"]
+    assert len(cases) == len(expected) > 0
+    assert set(cases["Architecture"]) == {"gpt2"} and set(cases["Quantity"]) == {"activations"}
+    at.multiselect(key="acc_mode").set_value(["infer"]).run()
+    cases = next(d.value for d in at.dataframe if "Predicted" in d.value.columns)
+    assert len(cases) == 0  # inference cases measure no activations
+
+
+def test_excluded_cases_with_the_reason(accuracy_page):
+    s = summary()
+    excluded = next(d.value for d in accuracy_page.dataframe
+                    if "Case" in d.value.columns and "Predicted" not in d.value.columns)
+    assert set(excluded["Case"]) == set(s["excluded"])
+    assert len(excluded) == len(s["excluded"]) > 0
+    assert "CPU SDPA kernel" in _texts(accuracy_page)
+
+
+def test_published_comparison(accuracy_page):
+    pub = json.loads(acc.PUBLISHED_JSON.read_text())
+    groups = next(d.value for d in accuracy_page.dataframe if "Bound ±%" in d.value.columns)
+    assert list(groups["Group"]) == [g["group"] for g in pub["groups"]]
+    for _, row in groups.iterrows():
+        g = next(x for x in pub["groups"] if x["group"] == row["Group"])
+        assert row["Comparable"] == g["comparable"]
+        if g.get("bound_pct") is not None:
+            assert row["Bound ±%"] == g["bound_pct"]
+    rows = next(d.value for d in accuracy_page.dataframe if "Note" in d.value.columns)
+    assert len(rows) == sum(r["comparable"] for r in pub["rows"])  # comparable only, by default
+    text = _texts(accuracy_page)
+    assert "max_memory_allocated" in text and "nvidia-smi" in text
+    assert "| constant | value | source |" in text  # CALIBRATION.md's calibrated constants
+
+
+def test_about_page_points_at_it_with_computed_numbers():
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at.switch_page("pages/about.py").run()
+    assert not at.exception
+    s = summary()
+    text = _texts(at)
+    assert f"{s['cases']} measured cases" in text
+    assert f"{s['per_quantity']['peak_allocated']['worst_abs_error_pct']:.2f}%" in text
+    links = at.get("page_link")
+    assert links and "accuracy" in links[0].proto.page
+
+
+# ---- dashboard.accuracy on its own ----------------------------------------------------------------------------------
+def test_headline_and_rows_from_a_small_summary():
+    s = {"cases": 2, "architectures": ["llama", "gpt2"], "excluded": ["x__sdpa"],
+         "per_quantity": {"weights": {"n": 2, "median_abs_error_pct": 0.0, "worst_abs_error_pct": 0.0},
+                          "activations": {"n": 2, "median_abs_error_pct": 0.5, "worst_abs_error_pct": 1.0}},
+         "rows": [("a", "weights", 10, 10, 0.0), ("b", "weights", 20, 20, 0.0),
+                  ("a", "activations", 100, 99, -1.0), ("b", "activations", 100, 100.0, 0.0)]}
+    h = acc.headline(s)
+    assert h.cases == 2 and h.model_states_exact and h.activations_worst_pct == 1.0 and h.peak_worst_pct is None
+    rows = {r["key"]: r for r in acc.per_quantity_rows(s)}
+    assert rows["activations"]["Worst case"] == "a" and rows["weights"]["Worst case"] == "—"
+    fig = acc.scatter_figure(s)
+    assert [t.name for t in fig.data] == ["Weights", "Activations (saved for backward, incl. loss head)"]
+    s["per_quantity"]["gradients"] = {"n": 1, "median_abs_error_pct": 0.1, "worst_abs_error_pct": 0.1}
+    assert not acc.headline(s).model_states_exact
+
+
+def test_calibrated_constants_section(tmp_path):
+    md = tmp_path / "C.md"
+    md.write_text("# T\n\n## Calibrated constants\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n### Next\nmore\n")
+    assert acc.calibrated_constants_markdown(md) == "| a | b |\n|---|---|\n| 1 | 2 |"
+    md.write_text("# nothing\n")
+    assert acc.calibrated_constants_markdown(md) is None
+    assert acc.calibrated_constants_markdown(tmp_path / "missing.md") is None

@@ -1,0 +1,162 @@
+"""Accuracy: measured, not asserted. The engine against byte-exact traces of real transformers code (the golden
+matrix, tests/golden/) and against published GPU measurements (validation/published_comparison.json).
+
+Every number here is computed from those files by `validation.compare` / `dashboard.accuracy` when the page runs.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import accuracy as acc
+
+st.set_page_config(page_title="Accuracy · LLM GPU Memory Calculator", layout="wide")  # wide tables
+st.title("Accuracy: measured, not asserted")
+st.caption("How close the engine is to what PyTorch really allocates, in two independent checks: byte-exact traces "
+           "of real `transformers` code (the golden matrix), and memory figures published for real GPUs. "
+           "Error = (predicted − measured) / measured.")
+
+PCT = st.column_config.NumberColumn(format="%.3f")
+BYTES = st.column_config.NumberColumn(format="localized")
+
+# ---- the golden matrix ------------------------------------------------------------------------------------------
+try:
+    from validation.compare import load_goldens, summary
+    s = summary()
+    meta = acc.case_meta(load_goldens())
+except Exception as exc:  # the engine or a golden file changed under us: say so, keep the rest of the page
+    s = None
+    st.error(f"The golden matrix could not be compared with the engine ({type(exc).__name__}: {exc}).",
+             icon=":material/error:")
+
+if s is not None:
+    h = acc.headline(s)
+    c1, c2, c3, c4, c5 = st.columns(5)
+    c1.metric("Measured cases", f"{h.cases}", help=f"{h.excluded} more traced but not compared (see below)")
+    c2.metric("Architectures", f"{len(h.architectures)}", help=", ".join(h.architectures))
+    c3.metric("Model states", "exact" if h.model_states_exact else f"≤ {h.model_states_worst_pct:.3f}%",
+              help="Parameters, weights, master weights, gradients, optimizer states: worst |error| "
+                   f"{h.model_states_worst_pct:.3f}% over every case")
+    c4.metric("Activations, worst |error|", "—" if h.activations_worst_pct is None else
+              f"{h.activations_worst_pct:.2f}%", help="Tensors saved for backward, loss head included")
+    c5.metric("Peak allocated, worst |error|", "—" if h.peak_worst_pct is None else f"{h.peak_worst_pct:.2f}%",
+              help="What torch.cuda.max_memory_allocated() would report")
+
+st.subheader("How the measurement works", divider="gray")
+st.markdown("""
+- Each case builds a real `transformers` model from its public `config.json` on PyTorch's **meta device** (shapes,
+  dtypes and storage sizes, no data), so a 47B-parameter model costs nothing, and runs one real training step
+  (forward, loss, backward, optimizer step) or one `generate()`-style prefill + decode.
+- A `TorchDispatchMode` sees every storage every operator allocates and when it is freed, so the live total, and
+  its peak, are exact to the byte; **saved-tensor hooks** record what autograd keeps for the backward.
+- FlashAttention-2 is **emulated** (its allocations and saved tensors, from flash-attn 2.x's source); eager
+  attention is the model's own code. A CPU run of the same code cross-checks the meta trace to the byte.
+- It cannot see what lives outside PyTorch's tensors: the CUDA context, the caching allocator's rounding and
+  fragmentation, cuBLAS/cuDNN workspaces, NCCL buffers, `torch.compile`, CUDA graphs and fused kernels.
+  Those terms are checked against **published GPU measurements** instead (second half of this page).
+""")
+st.caption("Details: `validation/README.md`; reproduce with `python -m validation.make_golden --check` and "
+           "`python -m validation.compare`.")
+
+if s is not None:
+    st.subheader("Golden matrix: the engine vs traced transformers code", divider="gray")
+    st.caption("Compared: the engine's components and `peak_allocated_bytes` against the same quantities traced on "
+               f"the meta device, over {h.cases} cases ({', '.join(h.architectures)}). Model states must be exact; "
+               "activations and peaks are held to 1% by `tests/test_golden.py`.")
+    per_q = pd.DataFrame(acc.per_quantity_rows(s)).drop(columns=["key"])
+    st.dataframe(per_q, hide_index=True, width="stretch", key="acc_per_quantity",
+                 column_config={"Median |error| %": PCT, "Worst |error| %": PCT})
+
+    st.plotly_chart(acc.scatter_figure(s), key="acc_scatter", theme=None,
+                    config={"displaylogo": False, "toImageButtonOptions": {"filename": "predicted-vs-measured",
+                                                                           "scale": 2}})
+    st.caption("Predicted vs measured, one colour per quantity, both axes logarithmic; the dashed diagonal is "
+               "y = x. Hover a point for its case and error.")
+
+    st.markdown("**Every comparison**")
+    cases = pd.DataFrame(acc.case_rows(s, meta))
+    f1, f2, f3, f4 = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
+    archs = f1.multiselect("Architecture", sorted(cases["Architecture"].unique()), key="acc_arch",
+                           placeholder="all")
+    modes = f2.multiselect("Mode", sorted(cases["Mode"].unique()), key="acc_mode", placeholder="all")
+    qs = f3.multiselect("Quantity", [q for q in acc.QUANTITIES if q in set(cases["Quantity"])], key="acc_quantity",
+                        placeholder="all")
+    nonzero = f4.toggle("Only inexact", key="acc_nonzero", help="Hide the comparisons that are exact to the byte")
+    shown = cases
+    if archs:
+        shown = shown[shown["Architecture"].isin(archs)]
+    if modes:
+        shown = shown[shown["Mode"].isin(modes)]
+    if qs:
+        shown = shown[shown["Quantity"].isin(qs)]
+    if nonzero:
+        shown = shown[shown["Error %"] != 0]
+    st.caption(f"{len(shown)} of {len(cases)} comparisons ({shown['Case'].nunique()} cases)")
+    st.dataframe(shown, hide_index=True, width="stretch", key="acc_cases", height=420,
+                 column_config={"Measured": BYTES, "Predicted": BYTES,
+                                "Error %": st.column_config.NumberColumn(format="%+.4f")})
+
+    if s["excluded"]:
+        st.markdown(f"**Traced but not compared ({len(s['excluded'])} cases)**")
+        st.caption("Why: " + acc.EXCLUDED_REASON + ".")
+        st.dataframe(pd.DataFrame(acc.excluded_rows(s, meta)).drop(columns=["Reason"]), hide_index=True,
+                     width="stretch", key="acc_excluded")
+
+# ---- published GPU measurements ----------------------------------------------------------------------------------
+st.subheader("Published GPU measurements", divider="gray")
+try:
+    pub = acc.load_published()
+except (OSError, ValueError) as exc:
+    pub = None
+    st.error(f"validation/published_comparison.json could not be read ({exc}).", icon=":material/error:")
+
+if pub is not None:
+    ph = acc.published_headline(pub)
+    st.markdown(f"""
+Memory figures published for real GPUs ({ph['rows']} rows from {len(pub['sources'])} sources, each with its
+citation in `validation/published.csv`), compared with the engine's estimate of **the same metric**;
+{ph['comparable']} rows are comparable and the {ph['groups']} groups that have any are each held to an error bound
+by `tests/test_published.py` ({ph['within_bound']} of {ph['groups']} within it now). What is compared with what:
+
+- `torch.cuda.max_memory_allocated()` (Qwen2.5 speed benchmark, litgpt) ↔ the engine's **peak allocated**: no CUDA
+  context, no allocator slack;
+- `nvidia-smi` "used" (bert-large on a V100) ↔ the engine's **total per GPU**: peak × (1 + fragmentation) + the
+  CUDA context, the two terms the traces cannot see, so these rows calibrate them;
+- DeepSpeed's estimator ↔ the engine's model states; torchao's optimizer rows ↔ differences of the
+  optimizer-state component.
+
+Rows the engine cannot express (encoders, CPU offload, unstated batch or sequence, out-of-memory runs…) are kept
+with the reason.
+""")
+    groups = pd.DataFrame(acc.group_rows(pub))
+    st.dataframe(groups, hide_index=True, width="stretch", key="pub_groups",
+                 column_config={"Median |error| %": PCT, "Worst |error| %": PCT,
+                                "Bound ±%": st.column_config.NumberColumn(format="%.1f")})
+    with st.expander("What each metric means"):
+        st.markdown("\n".join(f"- `{m}`: {acc.METRIC_MEANING.get(m, '')}"
+                              for m in sorted({r["metric"] for r in pub["rows"]})))
+
+    st.markdown("**Rows and their notes**")
+    rows = pd.DataFrame(acc.published_rows(pub))
+    g1, g2 = st.columns([4, 1], vertical_alignment="bottom")
+    pick = g1.multiselect("Group", list(groups["Group"]), key="pub_group", placeholder="all groups")
+    only = g2.toggle("Comparable only", value=True, key="pub_comparable")
+    shown_pub = rows
+    if pick:
+        shown_pub = shown_pub[shown_pub["Group"].isin(pick)]
+    if only:
+        shown_pub = shown_pub[shown_pub["Comparable"]]
+    st.caption(f"{len(shown_pub)} of {len(rows)} rows")
+    st.dataframe(shown_pub, hide_index=True, width="stretch", key="pub_rows", height=420,
+                 column_config={"Measured (bytes)": BYTES, "Estimated (bytes)": BYTES,
+                                "Error %": st.column_config.NumberColumn(format="%+.2f"),
+                                "Note": st.column_config.TextColumn(width="large")})
+
+st.subheader("Calibrated constants", divider="gray")
+table = acc.calibrated_constants_markdown()
+if table:
+    st.caption("From `validation/CALIBRATION.md`: what the published GPU rows say about the terms the traces "
+               "cannot see, each constant with its source.")
+    st.markdown(table)
+else:
+    st.info("validation/CALIBRATION.md has no \"Calibrated constants\" section.", icon=":material/info:")
