@@ -8,7 +8,11 @@ Every input lives in the URL (`bind="query-params"`, keys documented in docs/url
 from __future__ import annotations
 
 import json
+import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
@@ -19,6 +23,7 @@ from dashboard.widgets import field
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_BASE_URL = "http://localhost:8501/"
+HUB_TIMEOUT_S = 10.0
 
 
 # ---- callbacks (run before the script, so they may set bound widgets) --------------------------------------------
@@ -43,7 +48,21 @@ def edit_preset_config() -> None:
 
 def pasted_config() -> None:
     if st.session_state.get("cfg", "").strip():
-        st.session_state["model"] = state.CONFIG
+        _apply({"model": state.CONFIG, "hf": ""})
+
+
+def model_picked() -> None:
+    """Choosing a model source clears the Hugging Face id (which otherwise is the model)."""
+    st.session_state["hf"] = ""
+
+
+def edit_hub_config(config: dict) -> None:
+    _apply({"cfg": json.dumps(config, indent=1), "model": state.CONFIG, "hf": ""})
+
+
+def forget_hub_failures() -> None:
+    """A new token, or Retry: ask the Hub again for ids that failed in this session."""
+    st.session_state["_hub_failed"] = {}
 
 
 def dismiss_link_warning() -> None:
@@ -87,22 +106,38 @@ def calculator() -> None:
             _apply(stale)
             values = _values()
 
+    # A Hugging Face id is fetched first: its inputs are drawn now (the token is only known once its field is
+    # drawn), in their place in the sidebar's model group; the rest of the group follows the estimate.
+    with st.sidebar:
+        st.header("Model")
+        model_box, hub_box = st.container(), st.container()
+    token, hub_notes = _hub_inputs(hub_box)
+    hub = _hub(values["hf"], token)
+
     # The estimate is computed before the widgets are drawn so each complaint can sit under its widget.
-    result, problems = _compute(values)
+    result, problems = _compute(values, hub)
 
     # ---- sidebar: inputs, grouped as a person thinks --------------------------------------------------------
     model_is = values["model"]
     train = values["mode"] == "train"
-    with st.sidebar:
-        st.header("Model")
-        field("model", problems, caption=_model_caption(result, model_is))
-        if model_is not in state.SPECIAL_MODELS and result is not None:
+    with hub_notes:
+        _hub_sidebar_notes(hub, problems)
+    with model_box:
+        field("model", problems, on_change=model_picked, caption=(
+            "Not used while a Hugging Face id is set below (picking a model here clears it)."
+            if hub is not None and hub.resolved is not None else _model_caption(result, model_is)))
+        if hub is not None and hub.resolved is not None:
+            st.button("Edit this model's config.json", on_click=edit_hub_config, args=(hub.fetched.config,),
+                      icon=":material/edit:", type="tertiary", help="Copy the fetched config.json into the "
+                      "config field (Model = config), where it can be edited")
+        elif model_is not in state.SPECIAL_MODELS and result is not None:
             if state.arch_expresses(result.model):
                 st.button("Edit this preset as a custom architecture", on_click=edit_preset_as_custom,
                           icon=":material/edit:", type="tertiary")
             else:  # latent attention, per-layer attention patterns, QK-norm…: only its config.json says it all
                 st.button("Edit this preset's config.json", on_click=edit_preset_config, icon=":material/edit:",
                           type="tertiary", help="The custom fields cannot describe this model exactly")
+    with st.sidebar:
         arch_problem = any(k in problems for k in state.ARCH_KEYS)
         with st.expander("Custom architecture (Model = custom)", expanded=model_is == state.CUSTOM or arch_problem):
             _pairs(state.ARCH_KEYS, problems, disabled=model_is != state.CUSTOM)
@@ -172,7 +207,7 @@ def calculator() -> None:
         if not st.session_state.get("_recomputed"):
             st.session_state["_recomputed"] = True
             st.rerun()
-        result, problems = _compute(drawn)
+        result, problems = _compute(drawn, hub)
     st.session_state["_recomputed"] = False
 
     # ---- examples -------------------------------------------------------------------------------------------
@@ -184,6 +219,10 @@ def calculator() -> None:
         col.button(sc.title, key=f"_scenario_{sc.id}", on_click=load_scenario, args=(sc.values,),
                    help=sc.summary if ok else f"preset {sc.values.get('model')!r} is not in the catalogue",
                    disabled=not ok, width="stretch")
+
+    # ---- the Hugging Face model, or why it could not be used ----------------------------------------------
+    if hub is not None:
+        _hub_panel(hub, values)
 
     # ---- result header with the unit switch (drawn even without a result, so the link keeps it) ------------
     head, units = st.columns([4, 1], vertical_alignment="bottom")
@@ -283,7 +322,9 @@ def calculator() -> None:
     # Files are built only when their button is clicked (data=callable).
     c1.download_button("Breakdown CSV", lambda: exports.to_csv(est, drawn, link, unit), f"{stem}.csv",
                        "text/csv", key="dl_csv", icon=":material/table:", on_click="ignore", width="stretch")
-    c2.download_button("Breakdown JSON", lambda: exports.to_json(est, drawn, result.model, result.workload, link),
+    source = _hub_source(hub)
+    c2.download_button("Breakdown JSON", lambda: exports.to_json(est, drawn, result.model, result.workload, link,
+                                                                 source),
                        f"{stem}.json", "application/json", key="dl_json", icon=":material/data_object:",
                        on_click="ignore", width="stretch")
 
@@ -295,11 +336,11 @@ def calculator() -> None:
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
 
 
-def _compute(values: dict) -> tuple:
+def _compute(values: dict, hub: HubView | None = None) -> tuple:
     """(result, {}) or (None, {url key: [messages]}); "" collects what no single input causes."""
     problems: dict[str, list[str]] = {}
     try:
-        return state.compute(values), problems
+        return state.compute(values, hub.resolved if hub is not None else None), problems
     except state.InputProblems as exc:
         for prob in exc.problems:
             problems.setdefault(prob.key, []).append(prob.message)
@@ -307,6 +348,135 @@ def _compute(values: dict) -> tuple:
         problems[""] = [f"the engine failed on these inputs ({type(exc).__name__}: {exc}). This is a bug in the "
                         "calculator, not in your inputs: please report it with the link below."]
     return None, problems
+
+
+# ---- a model by Hugging Face Hub id -------------------------------------------------------------------------------
+# The token is never bound to the URL, never in st.session_state (its field has no key), never in a cache key
+# (`_token` is not hashed by st.cache_data), and never in an export: it only reaches calculator.hub.fetch_model,
+# which sends it as an Authorization header. An empty field lets fetch_model use the server's HF_TOKEN, which is
+# therefore never sent to the browser either.
+@dataclass(frozen=True)
+class HubView:
+    model_id: str
+    endpoint: str
+    fetched: Any = None   # calculator.hub.HubModel
+    resolved: Any = None  # calculator.model_source.ResolvedModel: the model, when it could be used
+    error: str = ""       # why it could not (a HubError's one-line message, or the engine's complaint)
+    problem: str = ""     # its first half, what went wrong (the sidebar's short form)
+
+
+@st.cache_data(show_spinner="Fetching config.json and counting the checkpoint's parameters on the Hugging Face Hub…",
+               max_entries=64, ttl=3600)
+def _fetch_hub(model_id: str, endpoint: str, authenticated: bool, _token: str | None):
+    """calculator.hub.fetch_model, cached by id + endpoint (+ whether a token was used, so a gated model fetched
+    with a token is not served to a session without one). Failures raise, so they are not cached here."""
+    from calculator import hub
+    return hub.fetch_model(model_id, token=_token, endpoint=endpoint, timeout=HUB_TIMEOUT_S)
+
+
+def _hub_inputs(box) -> tuple[str, Any]:
+    """Draw the id (URL-bound) and the token (not bound, no key) fields; (token, container for the id's notes)."""
+    field("hf", {}, container=box)
+    notes = box.container()
+    server_token = bool(os.environ.get("HF_TOKEN"))
+    token = box.text_input(
+        "Hugging Face token", type="password", autocomplete="off", on_change=forget_hub_failures,
+        placeholder="empty: the server's HF_TOKEN" if server_token else "hf_… (gated or private models only)",
+        help="Sent only to the Hub, as an Authorization header. Never put in the link, the exports or the "
+             "report." + (" Empty: the server's HF_TOKEN is used." if server_token else ""))
+    return token or "", notes
+
+
+def _hub(model_id: str, token: str) -> HubView | None:
+    """The model for the `hf` key: fetched (cached), mapped by the engine, or the reason it cannot be used."""
+    model_id = (model_id or "").strip()
+    if not model_id:
+        return None
+    from calculator import hub
+    endpoint = (os.environ.get("HF_ENDPOINT") or hub.DEFAULT_ENDPOINT).strip().rstrip("/")
+    failed = st.session_state.setdefault("_hub_failed", {})
+    if (model_id, endpoint) in failed:  # asked already in this session: no new request until Retry or a new token
+        error, problem = failed[(model_id, endpoint)]
+        return HubView(model_id, endpoint, error=error, problem=problem)
+    try:
+        fetched = _fetch_hub(model_id, endpoint, bool(token or os.environ.get("HF_TOKEN")), _token=token or None)
+    except hub.HubError as exc:
+        failed[(model_id, endpoint)] = (str(exc), exc.problem)
+        return HubView(model_id, endpoint, error=str(exc), problem=exc.problem)
+    try:
+        return HubView(model_id, endpoint, fetched, state.hub_model(model_id, fetched))
+    except state.InputProblems as exc:
+        error = "; ".join(p.message for p in exc.problems)
+        return HubView(model_id, endpoint, fetched, error=error, problem=error)
+
+
+def _hub_sidebar_notes(hub: HubView | None, problems: dict) -> None:
+    if hub is None:
+        return
+    if hub.error:
+        st.error(f"Not used: {hub.problem or hub.error} (details on the page)", icon=":material/cloud_off:")
+    elif hub.resolved is not None:
+        r = hub.resolved
+        count = f"{r.checkpoint_parameters:,} parameters in the checkpoint" if r.checkpoint_parameters else \
+            "parameters counted from config.json (no checkpoint count)"
+        st.caption(f":material/check: {count}" + (" · offline copy" if hub.fetched.from_cache else ""))
+    for msg in problems.get("hf", ()):
+        st.error(msg, icon=":material/error:")
+
+
+def _in_page(message: str) -> str:
+    """calculator.hub's advice, as it applies in this page (the token field stands in for HF_TOKEN)."""
+    message = re.sub(r"set HF_TOKEN to (an? [^,;]*?)(?=$|[,;])", r"enter \1 in the Hugging Face token field", message)
+    return message.replace("set HF_TOKEN", "enter a token in the Hugging Face token field").replace(
+        "into HF_TOKEN again", "into the Hugging Face token field again")
+
+
+def _hub_panel(hub: HubView, values: dict) -> None:
+    """Main area: the fetched model's exact counts and notices, or the error (the page then uses the preset)."""
+    if hub.resolved is None:
+        fallback = values["model"]
+        st.error(f"**The Hugging Face model `{hub.model_id}` could not be used.** {_in_page(hub.error)}\n\n"
+                 f"The numbers below are for the Model selector's choice, `{fallback}`.", icon=":material/cloud_off:")
+        st.button("Retry", key="_hub_retry", on_click=forget_hub_failures, icon=":material/refresh:",
+                  type="tertiary")
+        return
+    from calculator.parameters import count_parameters
+    r, f = hub.resolved, hub.fetched
+    ours = count_parameters(r.spec).total
+    lines = [f"**Hugging Face model [`{hub.model_id}`]({hub.endpoint}/{hub.model_id})** "
+             f"(`model_type` {f.config.get('model_type')}, revision `{f.revision}`)"]
+    if r.checkpoint_parameters is not None:
+        how = {"api": "the Hub's API", "safetensors-headers": "the safetensors headers"}.get(
+            f.checkpoint.source, f.checkpoint.source)
+        lines.append(f"Parameters: **{r.checkpoint_parameters:,}** in the checkpoint (from {how}) · "
+                     f"**{ours:,}** from the architecture")
+        total = r.checkpoint_parameters or 1
+        lines.append("Checkpoint dtypes: " + " · ".join(
+            f"{dt} {n:,} ({n / total:.1%})" for dt, n in f.checkpoint.parameters_by_dtype.items()))
+    else:
+        lines.append(f"Parameters: **{ours:,}** from the architecture (the checkpoint could not be counted)")
+    with st.container(border=True, key="hub_model"):
+        st.markdown("  \n".join(lines))
+        mismatch = r.parameter_mismatch
+        if mismatch:
+            st.warning(mismatch[0].upper() + mismatch[1:], icon=":material/difference:")
+        for w in f.warnings:
+            if w.startswith("offline:"):
+                st.info("The Hub could not be reached: this is the copy cached on this server. " + w,
+                        icon=":material/cloud_off:")
+            else:
+                st.caption(f":material/info: {w}")
+
+
+def _hub_source(hub: HubView | None) -> dict | None:
+    """Where the model came from, for the JSON export (never the token)."""
+    if hub is None or hub.resolved is None:
+        return None
+    r, f = hub.resolved, hub.fetched
+    return {"origin": "hub", "model_id": hub.model_id, "endpoint": hub.endpoint, "revision": f.revision,
+            "checkpoint_parameters": r.checkpoint_parameters,
+            "checkpoint_parameters_by_dtype": dict(r.checkpoint_dtypes), "from_cache": f.from_cache,
+            "warnings": list(f.warnings) + ([r.parameter_mismatch] if r.parameter_mismatch else [])}
 
 
 def _link(values: dict) -> str:

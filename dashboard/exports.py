@@ -52,12 +52,15 @@ def to_csv(est, values: Mapping[str, Any], link: str = "", unit: str = "GB") -> 
     return buf.getvalue()
 
 
-def to_json(est, values: Mapping[str, Any], model=None, workload=None, link: str = "") -> str:
-    """JSON: the URL inputs, the engine inputs they became, and Estimate.to_dict()."""
+def to_json(est, values: Mapping[str, Any], model=None, workload=None, link: str = "",
+            source: Mapping[str, Any] | None = None) -> str:
+    """JSON: the URL inputs, the engine inputs they became, and Estimate.to_dict(); `source` says where a model
+    given by Hugging Face id came from (its checkpoint's exact parameter count...)."""
     doc = {
         "format": FORMAT_ID,
         "link": link,
         "inputs": {k: _jsonable(v) for k, v in values.items()},
+        **({"model_source": dict(source)} if source else {}),
         "engine_inputs": {
             "model": model.model_dump(mode="json") if model is not None else None,
             "workload": workload.model_dump(mode="json") if workload is not None else None,

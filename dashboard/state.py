@@ -63,6 +63,9 @@ PARAMS: tuple[Param, ...] = (
     _p("model", "choice", "llama-3.1-8b", "Model", "model",
        help="A preset, or: custom (architecture fields below), config (paste a config.json), "
             "generic (any network given as totals)"),
+    _p("hf", "text", "", "Hugging Face id", "model",
+       help="A model on the Hugging Face Hub, as org/name (e.g. Qwen/Qwen3-8B): its config.json is fetched and its "
+            "checkpoint's parameters counted. While set, it is the model; pick a preset to clear it"),
     _p("h", "int", 4096, "Hidden size (h)", "arch", lo=1, hi=1_000_000, fields=("hidden_size",), short="Hidden (h)"),
     _p("layers", "int", 32, "Layers (L)", "arch", lo=1, hi=10_000, fields=("num_hidden_layers",), short="Layers (L)"),
     _p("heads", "int", 32, "Attention heads (a)", "arch", lo=1, hi=10_000, fields=("num_attention_heads",),
@@ -460,11 +463,28 @@ def _none_if_zero(v):
     return None if not v else int(v)
 
 
-def build_model(values: Mapping[str, Any]):
-    """(ModelSpec | GenericModel, notes) for the selected model source; InputProblems if it cannot be built."""
+def hub_model(model_id: str, fetched):
+    """A model fetched from the Hub (calculator.hub.HubModel) -> calculator.model_source.ResolvedModel, with the
+    checkpoint's own parameter count; InputProblems on `hf` if the engine cannot map its config.json."""
+    from calculator.hf_config import ConfigError, spec_from_hf_config
+    from calculator.model_source import ResolvedModel
+    try:
+        mapped = spec_from_hf_config(fetched.config, name=model_id)
+    except ConfigError as exc:
+        raise InputProblems([Problem("hf", f"{model_id}: {exc}")]) from None
+    ck = fetched.checkpoint
+    return ResolvedModel(mapped, "hub", model_id, ck.total_parameters if ck else None,
+                         tuple(sorted(ck.parameters_by_dtype.items())) if ck else (), tuple(fetched.warnings))
+
+
+def build_model(values: Mapping[str, Any], hub=None):
+    """(ModelSpec | GenericModel, notes) for the selected model source; InputProblems if it cannot be built.
+    `hub` (a ResolvedModel from hub_model) is the model when given: a Hugging Face id overrides `model`."""
     from pydantic import ValidationError
 
     from calculator.model import GenericModel, ModelSpec
+    if hub is not None:
+        return hub.spec, tuple(hub.mapped.warnings)
     v = {**DEFAULTS, **values}
     source = v["model"]
     if source == CUSTOM:
@@ -566,15 +586,16 @@ class Result:
     notes: tuple[str, ...] = ()
 
 
-def compute(values: Mapping[str, Any]) -> Result:
-    """Build the inputs and run the engine; InputProblems for anything the engine refuses (never a number)."""
+def compute(values: Mapping[str, Any], hub=None) -> Result:
+    """Build the inputs and run the engine; InputProblems for anything the engine refuses (never a number).
+    `hub`: the model fetched for the `hf` key (hub_model), which then replaces the `model` key's source."""
     from calculator import estimate
     from calculator.errors import InputError
     problems: list[Problem] = []
     model = workload = None
     notes: tuple[str, ...] = ()
     try:
-        model, notes = build_model(values)
+        model, notes = build_model(values, hub)
     except InputProblems as exc:
         problems.extend(exc.problems)
     try:
@@ -586,7 +607,8 @@ def compute(values: Mapping[str, Any]) -> Result:
     try:
         est = estimate(model, workload)
     except InputError as exc:
-        raise InputProblems([Problem(key_for_field(exc.field, exc.message), exc.message)]) from None
+        key = key_for_field(exc.field, exc.message)
+        raise InputProblems([Problem("hf" if hub is not None and key == "model" else key, exc.message)]) from None
     return Result(model, workload, est, notes)
 
 

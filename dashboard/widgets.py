@@ -9,6 +9,8 @@ import streamlit as st
 from dashboard.state import BY_KEY, options
 
 SLIDERS = {"mbs"}
+TEXT_AREAS = {"cfg"}  # other text keys are one-line inputs
+PLACEHOLDERS = {"cfg": '{"model_type": "llama", ...}', "hf": "org/name, e.g. Qwen/Qwen3-8B"}
 RADIOS = {"mode", "ft", "unit", "zero", "rc", "attn", "act", "sched"}
 
 
@@ -30,8 +32,10 @@ def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False
             box.radio(label, opts, index=index, horizontal=True, **kw)
         else:
             box.selectbox(label, opts, index=index, **kw)
+    elif p.kind == "text" and key in TEXT_AREAS:
+        box.text_area(label, value=p.default, height=140, placeholder=PLACEHOLDERS.get(key), **kw)
     elif p.kind == "text":
-        box.text_area(label, value=p.default, height=140, placeholder='{"model_type": "llama", ...}', **kw)
+        box.text_input(label, value=p.default, placeholder=PLACEHOLDERS.get(key), **kw)
     elif key in SLIDERS:
         if p.kind == "int":
             box.slider(label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1, **kw)
