@@ -22,13 +22,18 @@ CASES = {
 }
 
 
+SEQS = (1024, 2048, 3072, 4096, 6144, 8192)  # vary the input so no memoized result is reused between calls
+
+
 def median_us(fn, repeat: int = 2000) -> float:
-    for _ in range(200):
-        fn()
+    """Median µs of fn(seq) over `repeat` calls, cycling the sequence length."""
+    for i in range(200):
+        fn(SEQS[i % len(SEQS)])
     samples = []
-    for _ in range(repeat):
+    for i in range(repeat):
+        seq = SEQS[i % len(SEQS)]
         t0 = time.perf_counter_ns()
-        fn()
+        fn(seq)
         samples.append(time.perf_counter_ns() - t0)
     return statistics.median(samples) / 1000
 
@@ -36,8 +41,9 @@ def median_us(fn, repeat: int = 2000) -> float:
 if __name__ == "__main__":
     for label, (model_id, w, fits) in CASES.items():
         spec = load_model(model_id).spec
-        call = median_us(lambda: estimate(spec, w, with_fits=fits))
+        workloads = {s: w.model_copy(update={"seq_len": s}) for s in SEQS}
+        call = median_us(lambda s: estimate(spec, workloads[s], with_fits=fits))
         line = f"{label:<34} estimate() median {call:7.1f} µs"
         if fits:  # fit cards are computed on first access of .fits
-            line += f"   + .fits (19 GPUs) median {median_us(lambda: estimate(spec, w).fits):7.1f} µs"
+            line += f"   + .fits (19 GPUs) median {median_us(lambda s: estimate(spec, workloads[s]).fits):7.1f} µs"
         print(line)

@@ -13,7 +13,7 @@ TP rank, f MLP width on this rank, a heads on this rank, V vocabulary.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from calculator.dtypes import nbytes
 from calculator.lora import lora_layer_delta
@@ -22,8 +22,7 @@ from calculator.parallel import kv_heads_per_rank
 from calculator.workload import Workload
 
 
-@dataclass(frozen=True)
-class Dims:
+class Dims(NamedTuple):
     """The shapes one GPU sees for one micro-batch."""
 
     b: int
@@ -165,8 +164,7 @@ def mla_attention_saved(d: Dims, m: ModelSpec, attention: str) -> int:
     return low_rank + kv_a_out + kv_b_out + q_k + out + core
 
 
-@dataclass(frozen=True)
-class LayerActivations:
+class LayerActivations(NamedTuple):
     """Bytes one decoder layer saves for one micro-batch, by part."""
 
     norms: int

@@ -97,12 +97,10 @@ def _gpu(w_gpu: str | None):
     return get_gpu(w_gpu)
 
 
-def _all_gpus():
-    try:
-        from calculator.presets import list_gpus
-    except ImportError:  # pragma: no cover - catalogue not installed
-        return []
-    return list_gpus()
+@lru_cache(maxsize=1)
+def _all_gpus() -> tuple:
+    from calculator.presets import list_gpus
+    return tuple(list_gpus())
 
 
 _LONG_LIVED = frozenset({"weights", "master_weights", "gradients", "optimizer_states", "kv_cache"})
@@ -479,13 +477,8 @@ def _generic(model: GenericModel, w) -> Estimate:
     gpu = _gpu(w.gpu)
     shard = StageShard(0, 0, 0, n, 0, 0, n, True, True)
     stage = _finish(t, w, shard, gpu)
-    fits = partial(fits_for, stage, _all_gpus(), 1, w.overheads.cuda_context_bytes, _frag_pct(stage))
+    fits = partial(fits_for, stage, _all_gpus(), 1, w.overheads.cuda_context_bytes, None)
     return Estimate(model.name, w.mode, n, n, (stage,), 0, fits, (), ("generic network: totals given by you",))
-
-
-def _frag_pct(stage: StageEstimate) -> float:
-    """Fragmentation as a share of the peak allocated, for scaling in the GPUs-needed figure."""
-    return 100 * stage.components["fragmentation"] / stage.peak_allocated_bytes if stage.peak_allocated_bytes else 0.0
 
 
 def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
@@ -518,7 +511,7 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     stages = tuple(build(m, w, s, gpu) for s in shards)
     worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
     fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
-                   _frag_pct(stages[worst])) if with_fits else None
+                   None) if with_fits else None
     assumptions = (
         "gradients are persistent buffers for the whole step (DDP / Megatron / DeepSpeed)",
         f"optimizer step implementation: {w.optimizer_impl}",

@@ -46,9 +46,13 @@ def gpus_needed(shardable: int, fixed: int, outside: int, used: int, capacity: i
 
 
 def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, context_override: int | None,
-             frag_pct: float = 0.0) -> tuple[Fit, ...]:
-    """A fit card per GPU, re-pricing the CUDA context for each GPU unless the user fixed it."""
+             frag_pct: float | None = None) -> tuple[Fit, ...]:
+    """A fit card per GPU, re-pricing the CUDA context for each GPU unless the user fixed it. frag_pct: the
+    fragmentation as a share of the peak allocated (default: the stage's own)."""
     comps = stage.components
+    if frag_pct is None:
+        peak = stage.peak_allocated_bytes
+        frag_pct = 100 * comps["fragmentation"] / peak if peak else 0.0
     base = stage.total_bytes - comps["cuda_context"]
     shardable = sum(comps[c] for c in SHARDABLE) + sum(
         t.bytes for t in stage.terms if t.key == "transient.optimizer_step")
