@@ -311,7 +311,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         shared = act.rotary_saved(m, d)
         if shared:
             t.add("activations.rotary", "activations", "RoPE cos/sin tables", int(flight * shared),
-                  "m_inflight × 2·T·d_head·e", f"{fl} × 2 × {d.T:,} × {shared // (2 * d.T * d.e)} × {d.e}", "hf-llama")
+                  "m_inflight × 2·s·d_head·e", f"{fl} × 2 × {d.s:,} × {shared // (2 * d.s * d.e)} × {d.e}", "hf-llama")
         if w.attention == "eager" and w.recompute != "none" and not m.is_mla:
             mask = act.eager_mask_saved(d)
             t.add("activations.mask", "activations", "Causal mask (input of the recomputed calls)", int(flight * mask),
