@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -40,15 +41,28 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def app_url():
+    with streamlit_server() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def streamlit_server(env: dict[str, str | None] | None = None, log_name: str = "streamlit-server.log"):
+    """`streamlit run app.py` on a free port (env: variables to set, or to remove when None); yields its URL."""
     port = _free_port()
-    log = (ARTIFACTS / "streamlit-server.log")
+    log = (ARTIFACTS / log_name)
     ARTIFACTS.mkdir(exist_ok=True)
+    full_env = dict(os.environ)
+    for k, v in (env or {}).items():
+        if v is None:
+            full_env.pop(k, None)
+        else:
+            full_env[k] = v
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
              "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none", "--client.toolbarMode", "viewer"],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full_env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -110,3 +124,9 @@ def wait_for_app(page) -> None:
     page.locator("[data-testid='stApp'][data-test-connection-state='CONNECTED']").wait_for(state="attached")
     page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(state="attached")
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0)
+
+
+@pytest.fixture(scope="session")
+def start_server():
+    """start_server(env) -> a context manager running another `streamlit run app.py` (see streamlit_server)."""
+    return streamlit_server
