@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from calculator.errors import InputError
 from calculator.hf_config import ConfigError
-from calculator.model import GenericModel
+from calculator.model import GenericModel, ModelSpec
 from calculator.result import COMPONENT_LABELS
 from calculator.units import format_bytes
 from calculator.workload import OPTIMIZERS, RECIPES, Workload
@@ -52,8 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m calculator", description="LLM GPU memory calculator")
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("presets", help="list model presets and GPUs").add_argument("--json", action="store_true")
-    for name in ("estimate", "solve"):
-        p = sub.add_parser(name, help="estimate per-GPU memory" if name == "estimate" else "largest batch / sequence")
+    helps = {"estimate": "estimate per-GPU memory", "solve": "largest batch / sequence",
+             "plan": "parallel layouts that fit a GPU"}
+    for name in ("estimate", "solve", "plan"):
+        p = sub.add_parser(name, help=helps[name])
         p.add_argument("--model", help="preset id, path to a config.json, or a Hugging Face id (org/name)")
         p.add_argument("--config", help="JSON file with the whole input: {\"model\": ..., workload fields}")
         p.add_argument("--generic-params", type=int, help="generic network: total parameters (seed 004)")
@@ -95,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
         if name == "solve":
             p.add_argument("--for", dest="solve_for", choices=["micro_batch", "seq_len"], default="micro_batch")
             p.add_argument("--no-safe-band", action="store_true", help="fill to 100%% instead of the 80%% band")
+        if name == "plan":
+            p.add_argument("--gpus", type=int, help="exactly this many GPUs (default: the fewest that fit)")
+            p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size (one node)")
     return ap
 
 
@@ -193,6 +198,24 @@ def run(argv: list[str] | None = None) -> int:
         return 0
     from calculator.estimate import estimate
     model, workload, resolved = build_inputs(args)
+    if args.command == "plan":
+        from calculator.planner import fewest_gpus, plans_for
+        from calculator.presets import get_gpu
+        if not workload.gpu:
+            raise CliError("gpu: plan needs --gpu (see `python -m calculator presets`)")
+        if not isinstance(model, ModelSpec):
+            raise CliError("model: the planner needs a transformer architecture, not a generic network")
+        capacity = get_gpu(workload.gpu).memory_bytes
+        found = (plans_for(model, workload, args.gpus, capacity, args.max_tp) if args.gpus
+                 else fewest_gpus(model, workload, capacity, max_tp=args.max_tp))
+        if args.json:
+            print(json.dumps([dict(p.__dict__, label=p.label) for p in found]))
+        elif not found:
+            print(f"no layout fits {workload.gpu} within the 80% safe band")
+        else:
+            for p in found:
+                print(f"{p.label:<64} {format_bytes(p.total_bytes, args.unit):>12} ({p.utilization:.0%})")
+        return 0
     if args.command == "solve":
         from calculator.presets import get_gpu
         from calculator.solvers import max_micro_batch, max_seq_len
