@@ -14,8 +14,9 @@ Same method and protocol as `trace.measure_train` (validation/README.md), with t
   HF's ``activation_checkpointing_enable`` calls ``enable_input_require_grads`` itself for causal LMs, so full
   recompute has it on unless it is switched off again (``input_requires_grad=False``).
 
-Nothing in trace.py is changed; its building blocks (the tracker, the FA2 emulation, the phase hooks, the
-optimizer step) are reused.
+The step itself is trace.py's: ``trace.train_states`` (master copy, initialised optimizer) and
+``trace.run_train_step`` (the traced forward, backward and optimizer step, and the numbers taken from them), so
+the two measurements cannot drift apart.
 """
 
 from __future__ import annotations
@@ -115,24 +116,7 @@ def build_lora_states(trainable: list, recipe: str, optimizer: str, foreach: boo
     _, _, master_dtype, _ = LORA_RECIPES[recipe]
     for p in trainable:
         p.grad = torch.zeros_like(p)  # the gradient's dtype must be the parameter's
-    master = None
-    if master_dtype is not None:
-        master = []
-        for p in trainable:
-            m = p.detach().to(trace.DTYPES[master_dtype], copy=True)
-            m.requires_grad_(True)
-            master.append(m)
-    opt = trace.make_optimizer(master if master is not None else trainable, optimizer, foreach)
-    if master is not None:
-        for m in master:
-            m.grad = torch.zeros_like(m)
-    opt.step()
-    if master is not None:
-        for m in master:
-            m.grad = None
-    for p in trainable:
-        p.grad.zero_()
-    return trace.TrainStates(trainable, master, opt)
+    return trace.train_states(trainable, master_dtype, optimizer, foreach)
 
 
 @dataclass
@@ -201,92 +185,17 @@ def measure_lora_train(model_cfg: dict, *, targets: str, rank: int, micro_batch:
         "lora_modules": sorted({re.sub(r"\.\d+\.", ".*.", n) for n, m in hf.named_modules() if hasattr(m, "lora_A")}),
     }
 
-    tracker = trace.MemoryTracker(dev.type)
-    tracker.persistent_keys = (trace.storage_keys(all_params) | trace.storage_keys([p.grad for p in trainable])
-                               | trace.storage_keys(buffers) | trace.storage_keys(states.master or [])
-                               | trace.storage_keys(opt_tensors) | trace.storage_keys([input_ids]))
-    hooks = trace._install_phase_hooks(hf, tracker)
     observed: list[bool] = []  # does the first decoder layer's input require grad? (observed, not assumed)
-    hooks.append(trace.decoder_layers(hf)[0].register_forward_pre_hook(
-        lambda mod, args, kwargs: observed.append(_first_tensor(args, kwargs).requires_grad), with_kwargs=True))
-    trace._ACTIVE.append(tracker)
-    try:
-        with trace.device_emulation(dev.type), tracker:
-            tracker.phase = "pre"
-            tracker.reset_peak()
-            with torch.autograd.graph.saved_tensors_hooks(tracker.pack_hook, tracker.unpack_hook):
-                out = model(input_ids=input_ids, labels=input_ids, use_cache=False)
-            loss = out.loss
-            del out
-            loss_key = trace.storage_keys([loss])
-            by_phase = tracker.live_by_phase(exclude_keys=loss_key)
-            if inspect is not None:
-                inspect(tracker)
-            end_fwd_live = sum(by_phase.values())
-            saved = dict(tracker.saved)
-            peak_fwd = tracker.peak
-            peak_fwd_phase = tracker.peak_phase
-            tracker.phase = "backward"
-            loss.backward()
-            del loss
-            peak_fwd_bwd = tracker.peak
-            peak_fwd_bwd_rounded = tracker.peak_rounded
-            peak_fwd_bwd_phase = tracker.peak_phase
-            peak_fwd_bwd_op = tracker.peak_op
-            peak_fwd_bwd_by_phase = trace._group_phases(tracker.peak_by_phase)
-            after_bwd = tracker.current
-            tracker.phase = "step"
-            tracker.reset_peak()
-            trace.optimizer_step(states)
-            peak_step_op = tracker.peak_op
-            peak_step = tracker.peak - after_bwd
-            peak_step_rounded = (tracker.peak_rounded - trace._round_cuda(after_bwd) if after_bwd
-                                 else tracker.peak_rounded)
-            after_step = tracker.current
-    finally:
-        trace._ACTIVE.pop()
-        for h in hooks:
-            h.remove()
-        tracker.detach_all()
 
+    def observe_first_layer_input() -> list:
+        return [trace.decoder_layers(hf)[0].register_forward_pre_hook(
+            lambda mod, args, kwargs: observed.append(_first_tensor(args, kwargs).requires_grad), with_kwargs=True)]
+
+    trace.run_train_step(model, states, input_ids, measured, details, hf_model=hf, inspect=inspect,
+                         more_hooks=observe_first_layer_input)
     assert len(observed) == 1, observed
     input_grad = observed[0]
-    layer_phases = [f"layer.{i}" for i in range(hf.config.num_hidden_layers)]
-    per_layer = [by_phase.get(p, 0) for p in layer_phases]
-    saved_act = sum(nb for nb, _, kind in saved.values() if kind == "activation")
-    saved_persist = sum(nb for nb, _, kind in saved.values() if kind == "persistent")
-    persistent = (measured["weights"] + details["buffers"] + measured["master_weights"] + measured["gradients"]
-                  + measured["optimizer_states"])
-    measured.update({
-        "activations": end_fwd_live,
-        "loss_head": by_phase.get("head", 0),
-        "peak_fwd_bwd": peak_fwd_bwd,
-        "peak_step": peak_step,
-        "peak_allocated": persistent + max(peak_fwd_bwd, peak_step),
-        "kv_cache": 0,
-        "peak_prefill": 0,
-        "peak_decode": 0,
-    })
-    details.update({
-        "activations_non_layer_by_phase": {k: by_phase[k] for k in sorted(by_phase, key=trace._phase_order)
-                                           if not k.startswith("layer.")},
-        "activations_per_layer": per_layer,
-        "activations_non_layer": end_fwd_live - sum(per_layer),
-        "saved_tensor_bytes_excluding_persistent": saved_act,
-        "saved_persistent_bytes_excluded": saved_persist,
-        "peak_forward": peak_fwd,
-        "peak_forward_phase": peak_fwd_phase,
-        "peak_fwd_bwd_phase": peak_fwd_bwd_phase,
-        "peak_fwd_bwd_op": peak_fwd_bwd_op,
-        "peak_fwd_bwd_by_allocation_phase": peak_fwd_bwd_by_phase,
-        "peak_fwd_bwd_cuda_rounded": peak_fwd_bwd_rounded,
-        "peak_step_op": peak_step_op,
-        "peak_step_cuda_rounded": peak_step_rounded,
-        "persistent_total": persistent,
-        "live_after_backward": after_bwd,
-        "live_after_step": after_step,
-        "allocations": tracker.n_allocs,
-    })
+
     _, grads_dtype, master_dtype, opt_dtype = LORA_RECIPES[recipe]
     if optimizer == "sgd-momentum":
         opt_dtype = master_dtype or adapter_dtype

@@ -608,10 +608,17 @@ def make_optimizer(opt_params, optimizer: str, foreach: bool):
 
 def build_train_states(model, recipe: str, optimizer: str, foreach: bool) -> TrainStates:
     """Params, persistent grads, optional fp32 master copy and an optimizer that has already taken one step."""
-    params_dtype, grads_dtype, master_dtype, _ = RECIPES[recipe]
+    _, grads_dtype, master_dtype, _ = RECIPES[recipe]
     params = list(model.parameters())
     for p in params:
         p.grad = torch.zeros_like(p, dtype=DTYPES[grads_dtype])
+    return train_states(params, master_dtype, optimizer, foreach)
+
+
+def train_states(params: list, master_dtype: str | None, optimizer: str, foreach: bool) -> TrainStates:
+    """The rest of protocol step 1 for `params`, whose persistent grads are already set: a master copy in
+    `master_dtype` (None: no master) and an optimizer over the master, or over the params, that has already taken
+    one step with zero gradients."""
     master = None
     if master_dtype is not None:
         master = []
@@ -690,7 +697,6 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
     vocab = model.config.vocab_size
     g = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(0, vocab, (micro_batch, seq_len), generator=g).to(dev)
-    labels = input_ids
 
     params = states.params
     buffers = [b for b in model.buffers()]
@@ -711,17 +717,36 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
         "num_param_tensors": len(params),
     }
 
-    tracker = MemoryTracker(dev.type)
-    tracker.persistent_keys = storage_keys(params) | storage_keys([p.grad for p in params]) | storage_keys(buffers)
-    tracker.persistent_keys |= storage_keys(states.master or []) | storage_keys(opt_tensors) | storage_keys([input_ids])
-    hooks = _install_phase_hooks(model, tracker)
+    run_train_step(model, states, input_ids, measured, details, inspect=inspect)
+    return Measurement(measured, details)
+
+
+def run_train_step(model, states: TrainStates, input_ids: torch.Tensor, measured: dict, details: dict, *,
+                   hf_model=None, inspect: Callable[[MemoryTracker], None] | None = None,
+                   more_hooks: Callable[[], list] | None = None) -> None:
+    """Protocol steps 2 and 3 under a MemoryTracker: the forward of `model` with labels = input_ids, the backward
+    and `optimizer_step(states)`.  Persistent (not traced): the model's parameters and buffers, the grads of
+    `states.params`, the master copy, the optimizer state and `input_ids`.
+
+    `hf_model` is the transformers model inside `model` (the phase hooks go on its layers; default `model`);
+    `more_hooks`, if given, registers further hooks after the phase hooks and returns their handles.  `measured`
+    must hold weights, master_weights, gradients and optimizer_states, `details` buffers; both are completed with
+    what the step measured (activations, loss_head, the peaks, ...)."""
+    hf_model = model if hf_model is None else hf_model
+    tracker = MemoryTracker(input_ids.device.type)
+    tracker.persistent_keys = (storage_keys(model.parameters()) | storage_keys([p.grad for p in states.params])
+                               | storage_keys(model.buffers()) | storage_keys(states.master or [])
+                               | storage_keys(optimizer_state_tensors(states.optimizer)) | storage_keys([input_ids]))
+    hooks = _install_phase_hooks(hf_model, tracker)
+    if more_hooks is not None:
+        hooks += more_hooks()
     _ACTIVE.append(tracker)
     try:
-        with device_emulation(dev.type), tracker:
+        with device_emulation(tracker.device_type), tracker:
             tracker.phase = "pre"
             tracker.reset_peak()
             with torch.autograd.graph.saved_tensors_hooks(tracker.pack_hook, tracker.unpack_hook):
-                out = model(input_ids=input_ids, labels=labels, use_cache=False)
+                out = model(input_ids=input_ids, labels=input_ids, use_cache=False)
             loss = out.loss
             del out
             loss_key = storage_keys([loss])
@@ -754,7 +779,7 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
             h.remove()
         tracker.detach_all()
 
-    layer_phases = [f"layer.{i}" for i in range(model.config.num_hidden_layers)]
+    layer_phases = [f"layer.{i}" for i in range(hf_model.config.num_hidden_layers)]
     per_layer = [by_phase.get(p, 0) for p in layer_phases]
     saved_act = sum(nb for nb, _, kind in saved.values() if kind == "activation")
     saved_persist = sum(nb for nb, _, kind in saved.values() if kind == "persistent")
@@ -790,7 +815,6 @@ def measure_train(model_cfg: dict, *, micro_batch: int, seq_len: int, recipe: st
         "live_after_step": after_step,
         "allocations": tracker.n_allocs,
     })
-    return Measurement(measured, details)
 
 
 def _group_phases(by_phase: dict[str, int]) -> dict[str, int]:
