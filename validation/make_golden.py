@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 import transformers
@@ -208,24 +209,34 @@ def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help="only cases whose id contains this string")
-    ap.add_argument("--check", action="store_true", help="compare with the committed files instead of writing")
-    ap.add_argument("--out", type=Path, default=GOLDEN_DIR)
-    args = ap.parse_args(argv)
+def owns(stem: str) -> bool:
+    """Whether a golden file (by name) is one of this matrix's; the LoRA cases belong to
+    validation/make_lora_golden.py."""
+    return ("__train__" in stem or "__infer__" in stem) and "__train__lora-" not in stem
 
-    ids = [c.id for c in MATRIX]
+
+def select(matrix: list, only: str | None) -> list:
+    """The cases of `matrix` whose id contains `only` (all without it); the ids must be unique."""
+    ids = [c.id for c in matrix]
     assert len(ids) == len(set(ids)), "duplicate case ids"
-    cases = [c for c in MATRIX if not args.only or args.only in c.id]
-    args.out.mkdir(parents=True, exist_ok=True)
+    return [c for c in matrix if not only or only in c.id]
+
+
+def run_matrix(matrix: list, run_case: Callable[[Any], dict], owns: Callable[[str], bool], *, out: Path,
+               only: str | None, check: bool) -> int:
+    """Measure the cases of `matrix` whose id contains `only` and write each as out/<id>.json, or with `check`
+    compare it with the file there.  A full write (no `only`, no `check`) then deletes the files in `out` that
+    `owns` claims by name and no case of `matrix` writes.  Returns the exit status: 1 if a checked file differs."""
+    ids = [c.id for c in matrix]
+    cases = select(matrix, only)
+    out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     mismatches = 0
     for i, case in enumerate(cases, 1):
         t0 = time.perf_counter()
         text = dumps(run_case(case))
-        path = args.out / f"{case.id}.json"
-        if args.check:
+        path = out / f"{case.id}.json"
+        if check:
             same = path.exists() and path.read_text() == text
             mismatches += not same
             status = "same" if same else "DIFFERENT"
@@ -233,16 +244,23 @@ def main(argv=None) -> int:
             path.write_text(text)
             status = "written"
         print(f"[{i:3d}/{len(cases)}] {case.id}: {status} ({time.perf_counter() - t0:.1f} s)", flush=True)
-    if not args.only and not args.check:
-        for stale in sorted(args.out.glob("*.json")):
-            if "__train__lora-" in stale.stem:
-                continue  # the LoRA cases belong to validation/make_lora_golden.py
-            if stale.stem not in ids and ("__train__" in stale.stem or "__infer__" in stale.stem):
+    if not only and not check:
+        for stale in sorted(out.glob("*.json")):
+            if stale.stem not in ids and owns(stale.stem):
                 stale.unlink()
                 print(f"removed stale {stale.name}")
-    print(f"{len(cases)} cases in {time.perf_counter() - t_all:.0f} s" + (f", {mismatches} different" if args.check
+    print(f"{len(cases)} cases in {time.perf_counter() - t_all:.0f} s" + (f", {mismatches} different" if check
                                                                            else ""))
     return 1 if mismatches else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="only cases whose id contains this string")
+    ap.add_argument("--check", action="store_true", help="compare with the committed files instead of writing")
+    ap.add_argument("--out", type=Path, default=GOLDEN_DIR)
+    args = ap.parse_args(argv)
+    return run_matrix(MATRIX, run_case, owns, out=args.out, only=args.only, check=args.check)
 
 
 if __name__ == "__main__":

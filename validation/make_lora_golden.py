@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,6 +148,11 @@ def run_case(case: LoraCase) -> dict:
 MEASURED_KEYS = ("parameters", "trainable_parameters") + make_golden.MEASURED_KEYS[1:]
 
 
+def owns(stem: str) -> bool:
+    """Whether a golden file (by name) is one of this matrix's."""
+    return "__train__lora-" in stem
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The engine against the files
 # ---------------------------------------------------------------------------------------------------------------
@@ -203,34 +207,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=GOLDEN_DIR)
     args = ap.parse_args(argv)
 
-    ids = [c.id for c in MATRIX]
-    assert len(ids) == len(set(ids)), "duplicate case ids"
-    cases = [c for c in MATRIX if not args.only or args.only in c.id]
     if args.compare:
-        return compare([args.out / f"{c.id}.json" for c in cases])
-    args.out.mkdir(parents=True, exist_ok=True)
-    t_all = time.perf_counter()
-    mismatches = 0
-    for i, case in enumerate(cases, 1):
-        t0 = time.perf_counter()
-        text = make_golden.dumps(run_case(case))
-        path = args.out / f"{case.id}.json"
-        if args.check:
-            same = path.exists() and path.read_text() == text
-            mismatches += not same
-            status = "same" if same else "DIFFERENT"
-        else:
-            path.write_text(text)
-            status = "written"
-        print(f"[{i:3d}/{len(cases)}] {case.id}: {status} ({time.perf_counter() - t0:.1f} s)", flush=True)
-    if not args.only and not args.check:
-        for stale in sorted(args.out.glob("*__train__lora-*.json")):
-            if stale.stem not in ids:
-                stale.unlink()
-                print(f"removed stale {stale.name}")
-    print(f"{len(cases)} cases in {time.perf_counter() - t_all:.0f} s" + (f", {mismatches} different" if args.check
-                                                                           else ""))
-    return 1 if mismatches else 0
+        return compare([args.out / f"{c.id}.json" for c in make_golden.select(MATRIX, args.only)])
+    return make_golden.run_matrix(MATRIX, run_case, owns, out=args.out, only=args.only, check=args.check)
 
 
 if __name__ == "__main__":
