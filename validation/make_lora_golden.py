@@ -157,30 +157,13 @@ def owns(stem: str) -> bool:
 # The engine against the files
 # ---------------------------------------------------------------------------------------------------------------
 
-ENGINE_PRECISION = {
-    "mixed": dict(params="bf16", grads="bf16", master_weights="fp32", optimizer_states="fp32", activations="bf16"),
-    "pure-bf16": dict(params="bf16", grads="bf16", master_weights=None, optimizer_states="bf16", activations="bf16"),
-    # the engine has one params dtype for base and adapters: the nearest it can say is bf16 params, fp32 grads
-    "fp32-adapters": dict(params="bf16", grads="fp32", master_weights=None, optimizer_states="fp32",
-                          activations="bf16"),
-}
 COMPARED = ("weights", "gradients", "master_weights", "optimizer_states", "activations", "peak_allocated")
 
 
 def engine_numbers(doc: dict) -> dict:
-    from calculator import Workload, estimate
-    from calculator.hf_config import spec_from_hf_config
-
-    run = doc["run"]
-    w = Workload(mode="train", micro_batch=run["micro_batch"], seq_len=run["seq_len"],
-                 precision=ENGINE_PRECISION[run["recipe"]], finetune="lora", lora_rank=run["lora_rank"],
-                 lora_targets=run["lora_targets"], recompute=run["recompute"], attention=run["attention"],
-                 optimizer=run["optimizer"], optimizer_impl="foreach" if run["optimizer_foreach"] else "for-loop")
-    est = estimate(spec_from_hf_config(doc["model"]).spec, w, with_fits=False)
-    c = est.components
-    return {"parameters": est.parameters, "weights": c["weights"], "gradients": c["gradients"],
-            "master_weights": c["master_weights"], "optimizer_states": c["optimizer_states"],
-            "activations": c["activations"] + c["logits"], "peak_allocated": est.peak_allocated_bytes}
+    """The engine's numbers for a LoRA golden, mapped exactly as tests/test_golden.py maps it."""
+    from validation.compare import predicted
+    return predicted(doc)
 
 
 def compare(paths) -> int:
