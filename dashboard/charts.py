@@ -10,6 +10,8 @@ import re
 
 import plotly.graph_objects as go
 
+from dashboard.memo import LRU
+
 SAFE_FRACTION = 0.8  # Fujii et al. 2024 (calculator.sources.SOURCES["fujii"])
 UNIT_AXIS = {"GB": "GB = 10⁹ bytes", "GiB": "GiB = 2³⁰ bytes"}
 
@@ -93,6 +95,34 @@ def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None) 
     # Plain dicts, built without plotly's per-property validation (~5 ms a rerun). tests/test_dashboard_charts.py
     # validates the same figure with go.Figure(fig.to_dict()), so a wrong property still fails a test.
     return go.Figure(dict(data=data, layout=layout), _validate=False)
+
+
+class _FrozenFigure(go.Figure):
+    """A figure whose to_dict() is computed once: st.plotly_chart calls to_dict() (a deep copy) on every rerun,
+    and only reads the result. Shared between sessions by breakdown_figure_cached: never mutate one."""
+
+    def __init__(self, fig: go.Figure):
+        super().__init__(fig.to_dict(), _validate=False)
+        self._frozen = fig.to_dict()
+
+    def to_dict(self) -> dict:
+        return self._frozen
+
+
+_FIGURES = LRU(256)
+
+
+def figure_key(est, unit: str, gpu=None, title: str | None = None) -> tuple:
+    """Everything breakdown_figure draws: per stage its layers, components and total; the unit; the GPU line."""
+    stages = tuple((s.stage, tuple(s.layers), tuple(sorted(s.components.items())), s.total_bytes) for s in est.stages)
+    return (stages, unit, (gpu.id, gpu.name, gpu.memory_bytes) if gpu is not None else None, title)
+
+
+def breakdown_figure_cached(est, unit: str = "GB", gpu=None, title: str | None = None) -> go.Figure:
+    """breakdown_figure, built once per distinct figure_key (an LRU shared by all sessions; the page's rerun no
+    longer pays for building the figure, nor for st.plotly_chart's copy of it)."""
+    return _FIGURES.get_or_build(figure_key(est, unit, gpu, title),
+                                 lambda: _FrozenFigure(breakdown_figure(est, unit, gpu, title)))
 
 
 def png_filename(values: dict) -> str:

@@ -2,6 +2,7 @@
 complaint about it (if any) right under it."""
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Callable, Mapping
 
 import streamlit as st
@@ -14,8 +15,24 @@ PLACEHOLDERS = {"cfg": '{"model_type": "llama", ...}', "hf": "org/name, e.g. Qwe
 RADIOS = {"mode", "ft", "unit", "zero", "rc", "attn", "act", "sched"}
 
 
+_DRAWN: ContextVar[dict | None] = ContextVar("drawn", default=None)
+
+
+def start_collecting() -> tuple[dict, Any]:
+    """From now on every field() puts the value its widget returned into the returned dict (what the widgets hold
+    after drawing, without another walk over the whole session state); stop_collecting(token) ends it. Each script
+    run has its own context, so sessions never share the dict."""
+    drawn: dict = {}
+    return drawn, _DRAWN.set(drawn)
+
+
+def stop_collecting(token) -> None:
+    _DRAWN.reset(token)
+
+
 def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False, caption: str | None = None,
-          on_change: Callable | None = None, label: str | None = None, container: Any = None) -> None:
+          on_change: Callable | None = None, label: str | None = None, container: Any = None) -> Any:
+    """Draw the widget of `key`; return its value."""
     p = BY_KEY[key]
     box = container if container is not None else st
     short = container is not None and p.short  # a shared row: short label, the full one in the help
@@ -24,30 +41,34 @@ def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False
                               on_change=on_change)
     label = label or (p.short if short else p.label)
     if p.kind == "bool":
-        box.checkbox(label, value=p.default, **kw)
+        value = box.checkbox(label, value=p.default, **kw)
     elif p.kind == "choice":
         opts = options(key)
         index = opts.index(p.default) if p.default in opts else 0
         if key in RADIOS:
-            box.radio(label, opts, index=index, horizontal=True, **kw)
+            value = box.radio(label, opts, index=index, horizontal=True, **kw)
         else:
-            box.selectbox(label, opts, index=index, **kw)
+            value = box.selectbox(label, opts, index=index, **kw)
     elif p.kind == "text" and key in TEXT_AREAS:
-        box.text_area(label, value=p.default, height=140, placeholder=PLACEHOLDERS.get(key), **kw)
+        value = box.text_area(label, value=p.default, height=140, placeholder=PLACEHOLDERS.get(key), **kw)
     elif p.kind == "text":
-        box.text_input(label, value=p.default, placeholder=PLACEHOLDERS.get(key), **kw)
+        value = box.text_input(label, value=p.default, placeholder=PLACEHOLDERS.get(key), **kw)
     elif key in SLIDERS:
         if p.kind == "int":
-            box.slider(label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1, **kw)
+            value = box.slider(label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1, **kw)
         else:
-            box.slider(label, min_value=float(p.lo), max_value=float(p.hi), value=p.default,
-                       step=float(p.step or 1), **kw)
+            value = box.slider(label, min_value=float(p.lo), max_value=float(p.hi), value=p.default,
+                               step=float(p.step or 1), **kw)
     elif p.kind == "int":
-        box.number_input(label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1, **kw)
+        value = box.number_input(label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1, **kw)
     else:
-        box.number_input(label, min_value=float(p.lo), max_value=float(p.hi), value=p.default,
-                         step=float(p.step or 1), **kw)
+        value = box.number_input(label, min_value=float(p.lo), max_value=float(p.hi), value=p.default,
+                                 step=float(p.step or 1), **kw)
     if caption:
         box.caption(caption)
     for msg in problems.get(key, ()):
         box.error(msg, icon=":material/error:")
+    drawn = _DRAWN.get()
+    if drawn is not None:
+        drawn[key] = value
+    return value
