@@ -19,6 +19,9 @@ from dashboard.widgets import field
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_BASE_URL = "http://localhost:8501/"
+# Half-width inputs, in px: two and the gap fill the default sidebar (300 px: 240 of content, 206 in an expander);
+# a sidebar dragged wider fits more per row, a narrower one one per row.
+PAIR_WIDTH, PAIR_WIDTH_IN_EXPANDER = 110, 93
 PAGE_STATE = "_page"  # the calculator page's own session state: the checked link, its warnings, the rerun guard
 
 
@@ -128,13 +131,13 @@ def calculator() -> None:
     with st.sidebar:
         arch_problem = any(k in problems for k in state.ARCH_KEYS)
         with st.expander("Custom architecture (Model = custom)", expanded=model_is == state.CUSTOM or arch_problem):
-            _pairs(state.ARCH_KEYS, problems, disabled=model_is != state.CUSTOM)
+            _pairs(state.ARCH_KEYS, problems, disabled=model_is != state.CUSTOM, width=PAIR_WIDTH_IN_EXPANDER)
         with st.expander("Paste config.json (Model = config)", expanded=model_is == state.CONFIG or "cfg" in problems):
             field("cfg", problems, on_change=pasted_config)
         with st.expander("Generic network (Model = generic)",
                          expanded=model_is == state.GENERIC or "gparams" in problems or "gact" in problems):
             st.caption("Any network given as totals: parameters and activation elements saved per sample.")
-            _pairs(("gparams", "gact"), problems, disabled=model_is != state.GENERIC)
+            _pairs(("gparams", "gact"), problems, disabled=model_is != state.GENERIC, width=PAIR_WIDTH_IN_EXPANDER)
 
         st.header("Mode")
         field("mode", problems, label="Training or inference")
@@ -149,7 +152,7 @@ def calculator() -> None:
               "Each tensor family's dtype is set below.")
         with st.expander("Per-tensor dtypes", expanded=recipe == state.CUSTOM_RECIPE
                          or any(k in problems for k in state.DTYPE_KEYS)):
-            _pairs(state.DTYPE_KEYS, problems, disabled=recipe != state.CUSTOM_RECIPE)
+            _pairs(state.DTYPE_KEYS, problems, disabled=recipe != state.CUSTOM_RECIPE, width=PAIR_WIDTH_IN_EXPANDER)
 
         st.header("Optimizer")
         field("opt", problems, disabled=not train, caption=OPTIMIZERS.get(values["opt"]))
@@ -264,7 +267,7 @@ def calculator() -> None:
     others = [f for f in est.fits if f.gpu not in shown]
     if others:
         # Lazy: the table is built only while the expander is open (on_change="rerun" makes .open known).
-        more = st.expander(f"{len(others)} more GPUs", key="_more_gpus", on_change="rerun")
+        more = st.expander(f"{len(others)} more GPUs", on_change="rerun")  # no key: keyed state costs every widget
         if more.open:
             more.dataframe(pd.DataFrame([{
                 "GPU": f.name, "Verdict": f.verdict, "Used": f.utilization,
@@ -343,19 +346,20 @@ def _values() -> dict:
     return state.current_values(snapshot, snapshot[PAGE_STATE]["link_values"])
 
 
-def _pairs(keys, problems, disabled: bool | dict = False) -> None:
-    """Inputs two per row (each with its own complaint under it). A row is one horizontal container (one block;
-    st.columns(2) costs three), or two columns when a complaint must sit under its widget."""
+def _pairs(keys, problems, disabled: bool | dict = False, width: int = PAIR_WIDTH) -> None:
+    """Inputs two per row, each with its own complaint under it. Without complaints the whole group is one
+    wrapping horizontal block of half-width inputs (one block; a container per row costs one each, st.columns(2)
+    three); with one, a row of two columns each, so every complaint sits under its widget."""
+    def off(key):
+        return disabled.get(key, False) if isinstance(disabled, dict) else disabled
+    if not any(k in problems for k in keys):
+        box = st.container(horizontal=True, wrap=True, gap="small")
+        for key in keys:
+            field(key, problems, disabled=off(key), container=box, width=width)
+        return
     for i in range(0, len(keys), 2):
-        row = keys[i:i + 2]
-        if len(row) == 2 and not any(k in problems for k in row):
-            box = st.container(horizontal=True, gap="small", wrap=False)
-            cols = (box, box)
-        else:
-            cols = st.columns(2)
-        for col, key in zip(cols, row):
-            off = disabled.get(key, False) if isinstance(disabled, dict) else disabled
-            field(key, problems, disabled=off, container=col)
+        for col, key in zip(st.columns(2), keys[i:i + 2]):
+            field(key, problems, disabled=off(key), container=col)
 
 
 def _gpu(gpu_id: str):

@@ -31,14 +31,17 @@ def stop_collecting(token) -> None:
 
 
 def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False, caption: str | None = None,
-          on_change: Callable | None = None, label: str | None = None, container: Any = None) -> Any:
-    """Draw the widget of `key`; return its value."""
+          on_change: Callable | None = None, label: str | None = None, container: Any = None,
+          width: int | str | None = None) -> Any:
+    """Draw the widget of `key` (`width`: pixels, or Streamlit's default); return its value."""
     p = BY_KEY[key]
     box = container if container is not None else st
     short = container is not None and p.short  # a shared row: short label, the full one in the help
     help_text = " — ".join(x for x in ((p.label if short else ""), p.help) if x) or None
     kw: dict[str, Any] = dict(key=key, bind="query-params", help=help_text, disabled=disabled,
                               on_change=on_change)
+    if width is not None:
+        kw["width"] = width
     label = label or (p.short if short else p.label)
     if p.kind == "bool":
         value = box.checkbox(label, value=p.default, **kw)
