@@ -77,3 +77,34 @@ def test_png_export_config():
     cfg = plotly_config(values)
     assert cfg["toImageButtonOptions"] == {"format": "png", "filename": name, "scale": 2}
     assert png_filename({**values, "model": "a/b c"}).startswith("gpu-memory_a-b-c_")
+
+
+def test_cached_figure_is_the_figure_of_that_estimate():
+    """The page's figure cache (bench_rerun): one figure per distinct estimate/unit/GPU, equal to a fresh one."""
+    import plotly.io
+
+    from dashboard.charts import breakdown_figure_cached
+    a = estimate(SPEC, Workload(gpu="h100-sxm"))
+    b = estimate(SPEC, Workload(gpu="h100-sxm", micro_batch=2))
+    fa = breakdown_figure_cached(a, "GB", H100)
+    assert breakdown_figure_cached(estimate(SPEC, Workload(gpu="h100-sxm")), "GB", H100) is fa
+    assert fa.to_dict() == breakdown_figure(a, "GB", H100).to_dict()
+    assert breakdown_figure_cached(b, "GB", H100).to_dict() == breakdown_figure(b, "GB", H100).to_dict()
+    assert breakdown_figure_cached(a, "GiB", H100) is not fa
+    assert breakdown_figure_cached(a, "GB", get_gpu("a100-40gb")) is not fa
+    before = plotly.io.to_json(fa.to_dict(), validate=False)
+    plotly.io.to_json(fa, validate=False)  # what st.plotly_chart does with it must not change it
+    assert plotly.io.to_json(fa.to_dict(), validate=False) == before
+
+
+def test_cached_breakdown_table_and_formulas_follow_the_estimate():
+    from dashboard.tables import breakdown_rows, breakdown_table, formula_markdown
+    a = estimate(SPEC, Workload(gpu="h100-sxm"))
+    b = estimate(SPEC, Workload(gpu="h100-sxm", seq_len=8192))
+    ta = breakdown_table(a, "GB")
+    assert ta.to_pylist() == breakdown_rows(a, "GB")
+    assert breakdown_table(b, "GB").to_pylist() == breakdown_rows(b, "GB") != ta.to_pylist()
+    assert breakdown_table(a, "GiB").column_names[2] == "Memory (GiB)"
+    text = formula_markdown(a, "GB")
+    assert all(f"`{t.formula}`" in text and f"`= {t.substituted}`" in text for t in a.terms)
+    assert formula_markdown(b, "GB") != text

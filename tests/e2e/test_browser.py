@@ -118,3 +118,18 @@ def test_bad_link_is_reported(page, app_url, artifacts, wait):
     expect(_total(page)).to_have_text(format_bytes(estimate(
         load_model("llama-3.1-8b").spec, Workload(micro_batch=3, gpu="h100-sxm")).total_bytes))
     page.get_by_test_id("stMainBlockContainer").screenshot(path=artifacts / "bad-link-warning.png")
+
+
+def test_more_gpus_table_is_built_when_its_expander_opens(page, app_url, wait):
+    # Lazy content (bench_rerun): the table of the GPUs without a card exists only while its expander is open.
+    from calculator.hardware import FIT_CARD_GPUS
+    est = estimate(load_model("llama-3.1-8b").spec, Workload(gpu="h100-sxm"))
+    others = [f for f in est.fits if f.gpu not in FIT_CARD_GPUS]
+    page.goto(f"{app_url}/?v=1")
+    wait(page)
+    expander = page.get_by_test_id("stExpander").filter(has_text=f"{len(others)} more GPUs")
+    expect(expander.get_by_test_id("stDataFrame")).to_have_count(0)
+    expander.get_by_text(f"{len(others)} more GPUs").click()
+    expect(expander.get_by_test_id("stDataFrame")).to_have_count(1)
+    wait(page)
+    expect(expander.get_by_test_id("stDataFrame")).to_be_visible()
