@@ -16,6 +16,11 @@ substituted, and its source (see **Formulas & references**).
 """)
 
 st.subheader("What is modelled")
+st.markdown("""
+**Models**: a preset, a custom architecture, a pasted `config.json`, **any model on the Hugging Face Hub by its
+id** (its `config.json` is fetched and its checkpoint's parameters counted exactly, from the Hub's API or the
+safetensors headers; a token field opens up gated and private repos), or a generic network given as totals.
+""")
 st.markdown("Each estimate is the sum of these components (zero where they do not apply):")
 st.markdown("\n".join(f"- **{label}**" for label in COMPONENT_LABELS.values()))
 st.markdown("""
