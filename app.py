@@ -166,6 +166,8 @@ def calculator() -> None:
         st.header("Parallelism")
         field("zero", problems, disabled=not train)
         field("dopt", problems, disabled=not train)
+        field("offo", problems, disabled=not train)
+        field("offp", problems, disabled=not train or values["zero"] != "3")
         _pairs(("tp", "pp", "dp", "cp", "ep", "etp"), problems)
         field("sp", problems, disabled=values["tp"] == 1)
         field("sched", problems, disabled=values["pp"] == 1)
@@ -253,6 +255,9 @@ def calculator() -> None:
     if fit is not None:
         m4.metric(f"On {fit.name}", fit.verdict, f"{fit.utilization:.0%} of capacity",
                   delta_color="off" if fit.verdict == "fits" else "inverse")
+    if est.peak.host_bytes:
+        st.caption(f"CPU offload keeps {format_bytes(est.peak.host_bytes, unit)} per GPU rank in host RAM: "
+                   + ", ".join(f"{t.label} {format_bytes(t.bytes, unit)}" for t in est.peak.host_terms))
 
     # ---- chart ----------------------------------------------------------------------------------------------
     from dashboard.charts import breakdown_figure, breakdown_figure_cached, plotly_config

@@ -38,6 +38,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "ep": ("parallel", "ep"), "etp": ("parallel", "etp"), "sequence_parallel": ("parallel", "sequence_parallel"),
     "zero": ("parallel", "zero"), "zero_shard_size": ("parallel", "zero_shard_size"),
     "distributed_optimizer": ("parallel", "distributed_optimizer"), "schedule": ("parallel", "schedule"),
+    "offload_optimizer": ("parallel", "offload_optimizer"), "offload_params": ("parallel", "offload_params"),
     "vpp": ("parallel", "virtual_stages"), "microbatches": ("parallel", "num_microbatches"),
     "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
     "gpu": ("gpu",), "finetune": ("finetune",), "lora_rank": ("lora_rank",), "lora_targets": ("lora_targets",),
@@ -85,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
         p.add_argument("--sequence-parallel", action="store_true", default=None)
         p.add_argument("--distributed-optimizer", action="store_true", default=None)
+        p.add_argument("--offload-optimizer", action="store_true", default=None, help="ZeRO-Offload to host RAM")
+        p.add_argument("--offload-params", action="store_true", default=None, help="ZeRO-3 parameters in host RAM")
         p.add_argument("--schedule", choices=["1f1b", "interleaved"])
         p.add_argument("--fragmentation", type=float, help="allocator fragmentation, %% of peak allocated")
         p.add_argument("--cuda-context", type=int, help="CUDA context bytes (default: the GPU's own)")
@@ -172,6 +175,8 @@ def _print_estimate(est, unit: str, resolved) -> None:
         print(f"  {t.label:<{width}}  {format_bytes(t.bytes, unit):>12}   {t.formula} = {t.substituted}")
     print(f"  {'peak allocated (torch.cuda.max_memory_allocated)':<{width}}  {format_bytes(est.peak_allocated_bytes, unit):>12}")
     print(f"  {'total (nvidia-smi)':<{width}}  {format_bytes(est.total_bytes, unit):>12}")
+    if stage.host_bytes:
+        print(f"  {'host RAM per rank (CPU offload)':<{width}}  {format_bytes(stage.host_bytes, unit):>12}")
     if len(est.stages) > 1:
         print("stages: " + ", ".join(f"{s.stage}: {format_bytes(s.total_bytes, unit)}" for s in est.stages))
     for f in est.fits:

@@ -47,6 +47,7 @@ class _Terms:
         # fragmentation of every phase counts, not only that of the allocation peak
         self.phases: list[tuple[int, int]] = []
         self.by_component: dict[str, int] = {}
+        self.host: list[Term] = []  # moved to CPU RAM by offloading
 
     def add(self, key: str, component: str, label: str, nbytes_: int, formula: str, substituted: str,
             source: str, note: str = "") -> None:
@@ -241,7 +242,9 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         n_opt, largest_tensor = _model_states(t, m, w, shard)
     else:
         n_opt, largest_tensor = _lora_model_states(t, m, w, shard)
-    states = t.total()
+    if p.offload_optimizer or p.offload_params:
+        _offload(t, w, shard)
+    states = t.total(_LONG_LIVED)
     d = act.dims(m, w)
     flight = in_flight_microbatches(p, shard.stage)
     layers = range(shard.first_layer, shard.last_layer)
@@ -342,14 +345,6 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         t.add("transient.dequant", "transient", "bf16 dequantization of one 4-bit linear", dq,
               "2 B × max(in × out)", f"2 × {dq // 2:,}", "quantization",
               "bitsandbytes dequantizes each NF4 weight to bf16 for its matmul, one linear at a time")
-    fwd_bwd = t.total() - states
-    # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
-    step = tr.optimizer_step_transient(n_opt, largest_tensor, w) if w.activation_model != "textbook" else 0
-    t.phases = [(states, states + fwd_bwd), (states, states + step)]
-    if step > fwd_bwd:
-        t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
-              "max(0, step temporaries − fwd/bwd working set)", f"{step:,} − {fwd_bwd:,} B", "torch-adamw",
-              f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if w.precision.master_weights and w.precision.grads != w.precision.master_weights else ''}")
     if p.zero >= 3 and w.activation_model != "textbook" and (p.shard_group > 1):
         unit = shard.largest_unit
         gather = 2 * nbytes(unit, w.precision.params) + nbytes(unit, w.precision.grads)
@@ -357,6 +352,15 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
               "2 × U × b_param + U × b_grad (U = largest unit)",
               f"2 × {unit:,} × {_b(w.precision.params)} + {unit:,} × {_b(w.precision.grads)}",
               "fsdp" if p.zero_shard_size else "deepspeed-zero3")
+    fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
+    # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
+    step = 0 if (w.activation_model == "textbook" or p.offload_optimizer) else tr.optimizer_step_transient(
+        n_opt, largest_tensor, w)
+    t.phases = [(states, states + fwd_bwd), (states, states + step)]
+    if step > fwd_bwd:
+        t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
+              "max(0, step temporaries − fwd/bwd working set)", f"{step:,} − {fwd_bwd:,} B", "torch-adamw",
+              f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if w.precision.master_weights and w.precision.grads != w.precision.master_weights else ''}")
     return _finish(t, w, shard, gpu)
 
 
@@ -389,7 +393,31 @@ def _finish(t: _Terms, w, shard: StageShard, gpu) -> StageEstimate:
               f"{pct:g}% × {peak:,} B", "textbook-overhead")
     else:
         _overheads(t, w, gpu, peak, communicators(w.parallel))
-    return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total())
+    return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total(),
+                         tuple(t.host))
+
+
+def _offload(t: _Terms, w, shard: StageShard) -> None:
+    """ZeRO-Offload (Ren et al. 2021) / FSDP CPUOffload: gradients, fp32 master weights and optimizer state live in
+    host RAM and the optimizer steps on the CPU; with ZeRO-3 the parameters too (ZeRO-Infinity). The GPU keeps
+    the gradients of one unit until they are copied out."""
+    p = w.parallel
+    moved = {"master_weights", "optimizer_states", "gradients"} | ({"weights"} if p.offload_params else set())
+    keep = []
+    for term in t.items:
+        if term.component in moved:
+            t.host.append(term._replace(component="host", note="in host RAM (offloaded)"))
+            t.by_component[term.component] -= term.bytes
+        else:
+            keep.append(term)
+    t.items = keep
+    if "weights" not in t.by_component or p.offload_params:
+        t.items.insert(0, Term("weights", "weights", "Weights (offloaded to host)", 0, "0", "0", "zero-offload"))
+        t.by_component.setdefault("weights", 0)
+    unit = shard.largest_unit
+    t.add("transient.grad_offload", "transient", "Gradients of one unit before the copy to host",
+          nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)", f"{unit:,} × {_b(w.precision.grads)}",
+          "zero-offload")
 
 
 def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:

@@ -55,6 +55,11 @@ class StageEstimate:
     terms: tuple[Term, ...]
     peak_allocated_bytes: int
     total_bytes: int
+    host_terms: tuple[Term, ...] = ()  # what CPU offload keeps in host RAM for this GPU's rank (not GPU memory)
+
+    @property
+    def host_bytes(self) -> int:
+        return sum(t.bytes for t in self.host_terms)
 
     @cached_property
     def components(self) -> dict[str, int]:
@@ -134,9 +139,11 @@ class Estimate:
             "terms": [t._asdict() for t in self.terms],
             "stages": [
                 {"stage": s.stage, "layers": list(s.layers), "peak_allocated_bytes": s.peak_allocated_bytes,
-                 "total_bytes": s.total_bytes, "components": s.components}
+                 "total_bytes": s.total_bytes, "components": s.components, "host_bytes": s.host_bytes}
                 for s in self.stages
             ],
+            "host_bytes": self.peak.host_bytes,
+            "host_terms": [t._asdict() for t in self.peak.host_terms],
             "fits": [f._asdict() for f in self.fits],
             "warnings": list(self.warnings),
             "assumptions": list(self.assumptions),

@@ -134,6 +134,12 @@ SOURCES: dict[str, Source] = {
         "https://github.com/huggingface/transformers/blob/main/docs/source/en/model_memory_anatomy.md",
         "HF bert-large on V100 (rows 56–61): slack = 0.026 × states + 0.247 × working set, within 17 MiB on all "
         "four runs; PyTorch 1.x allocator, eager attention — an upper value for FlashAttention on PyTorch 2.x"),
+    "zero-offload": Source(
+        "Ren et al., ZeRO-Offload: Democratizing Billion-Scale Model Training (2021); Rajbhandari et al., "
+        "ZeRO-Infinity (2021)",
+        "https://arxiv.org/abs/2101.06840",
+        "§4: gradients, fp32 master weights and optimizer state move to CPU memory and the optimizer steps on the "
+        "CPU; ZeRO-Infinity also offloads the parameters of ZeRO-3"),
     "nccl": Source(
         "NCCL environment variables (NCCL_BUFFSIZE) and Fujii et al. 2024 §3",
         "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",

@@ -76,6 +76,10 @@ class Parallelism(BaseModel):
     zero: int = Field(default=0, ge=0, le=3)  # ZeRO stage / FSDP: 1 optimizer, 2 + grads, 3 + params
     zero_shard_size: int | None = Field(default=None, ge=1)  # FSDP hybrid shard / HSDP group (defaults to dp·cp)
     distributed_optimizer: bool = False  # Megatron's: shards fp32 master + optimizer over dp·cp
+    # ZeRO-Offload / FSDP CPUOffload: master weights and optimizer state (and the step) on the CPU; with ZeRO-3
+    # the parameters too (ZeRO-Infinity), gathered to the GPU one unit at a time.
+    offload_optimizer: bool = False
+    offload_params: bool = False
     schedule: Schedule = "1f1b"
     virtual_stages: int = Field(default=1, ge=1)  # interleaved 1F1B chunks per rank
     num_microbatches: int | None = Field(default=None, ge=1)  # per step (gradient accumulation); default pp
@@ -150,4 +154,6 @@ class Workload(BaseModel):
     def _check(self) -> "Workload":
         if self.parallel.schedule == "interleaved" and self.parallel.virtual_stages < 2:
             raise ValueError("parallel.virtual_stages must be at least 2 for the interleaved schedule")
+        if self.parallel.offload_params and self.parallel.zero < 3:
+            raise ValueError("parallel.offload_params needs ZeRO stage 3 / FSDP full shard (zero = 3)")
         return self

@@ -18,6 +18,7 @@ VARIANTS: tuple[dict, ...] = (
     {"recipe": "megatron", "dopt": True, "dp": 8}, {"recipe": "pure-bf16"}, {"recipe": "amp-fp32"},
     {"recipe": "fp32"},
     {"zero": "1", "dp": 8}, {"zero": "2", "dp": 8}, {"zero": "3", "dp": 8}, {"zero": "3", "dp": 8, "zsh": 4},
+    {"zero": "3", "dp": 8, "offo": True, "offp": True},
     {"pp": 4, "mb": 8}, {"pp": 4, "sched": "interleaved", "vpp": 2, "mb": 8}, {"cp": 2, "dp": 2},
     {"mode": "infer", "gen": 1024}, {"mode": "infer", "wdt": "int4", "kvdt": "fp8"},
     {"mode": "infer", "wdt": "nf4"}, {"mode": "infer", "wdt": "fp4"}, {"mode": "infer", "wdt": "int8"},

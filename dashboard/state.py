@@ -148,6 +148,11 @@ PARAMS: tuple[Param, ...] = (
        fields=("parallel.zero_shard_size",), help="FSDP hybrid shard / HSDP group size"),
     _p("dopt", "bool", False, "Megatron distributed optimizer", "parallel",
        fields=("parallel.distributed_optimizer",)),
+    _p("offo", "bool", False, "Offload optimizer to CPU (ZeRO-Offload)", "parallel",
+       fields=("parallel.offload_optimizer",),
+       help="gradients, fp32 master weights and optimizer state in host RAM; the optimizer steps on the CPU"),
+    _p("offp", "bool", False, "Offload parameters to CPU (ZeRO-3 only)", "parallel",
+       fields=("parallel.offload_params",), help="ZeRO-Infinity / FSDP CPUOffload: parameters gathered per unit"),
     _p("tp", "int", 1, "Tensor parallel (TP)", "parallel", lo=1, hi=4096, fields=("parallel.tp",), short="TP"),
     _p("sp", "bool", False, "Sequence parallel (with TP)", "parallel", fields=("parallel.sequence_parallel",)),
     _p("pp", "int", 1, "Pipeline parallel (PP)", "parallel", lo=1, hi=4096, fields=("parallel.pp",), short="PP"),
@@ -555,6 +560,7 @@ def build_workload(values: Mapping[str, Any]):
         tp=int(v["tp"]), pp=int(v["pp"]), dp=int(v["dp"]), cp=int(v["cp"]), ep=int(v["ep"]),
         etp=_none_if_zero(v["etp"]), sequence_parallel=bool(v["sp"]), zero=int(v["zero"]),
         zero_shard_size=_none_if_zero(v["zsh"]), distributed_optimizer=bool(v["dopt"]),
+        offload_optimizer=bool(v["offo"]), offload_params=bool(v["offp"]),
         schedule=v["sched"], virtual_stages=int(v["vpp"]), num_microbatches=_none_if_zero(v["mb"])),
         "parallel.", "tp")
     overheads = attempt(lambda: Overheads(

@@ -185,3 +185,24 @@ def test_full_recompute_reduces_activations_and_reports_the_recompute_transient(
     eager = estimate(load_model("mistral-7b-v0.1").spec, Workload(seq_len=8192, attention="eager",
                                                                  recompute="full"), with_fits=False)
     assert any(t.key == "transient.recompute" for t in eager.terms)
+
+
+def test_cpu_offload_moves_grads_master_and_optimizer_to_host(llama8b):
+    base = estimate(llama8b, Workload(parallel={"dp": 8, "zero": 2}), with_fits=False)
+    off = estimate(llama8b, Workload(parallel={"dp": 8, "zero": 2, "offload_optimizer": True}), with_fits=False)
+    c, h = off.components, off.peak
+    assert c["master_weights"] == c["optimizer_states"] == c["gradients"] == 0
+    moved = sum(base.components[k] for k in ("master_weights", "optimizer_states", "gradients"))
+    assert h.host_bytes == moved
+    assert c["weights"] == base.components["weights"]
+    assert not any(t.key == "transient.optimizer_step" for t in off.terms)  # the step runs on the CPU
+    assert off.total_bytes < base.total_bytes
+
+
+def test_parameter_offload_needs_zero3_and_keeps_only_the_gathered_units(llama8b):
+    with pytest.raises(ValueError, match="zero = 3"):
+        Workload(parallel={"dp": 8, "zero": 2, "offload_params": True})
+    e = estimate(llama8b, Workload(parallel={"dp": 8, "zero": 3, "offload_optimizer": True, "offload_params": True}),
+                 with_fits=False)
+    assert e.components["weights"] == 0 and e.components["sharding_buffers"] > 0
+    assert e.peak.host_bytes == pytest.approx(LLAMA8B * 16 / 8, rel=0.001)  # 2 + 2 + 4 + 8 B/param over 8 ranks

@@ -27,7 +27,7 @@ workloads = st.fixed_dictionaries({
     "parallel": st.fixed_dictionaries({
         "tp": st.sampled_from([1, 2, 4]), "pp": st.sampled_from([1, 2]), "dp": st.sampled_from([1, 2, 8]),
         "cp": st.sampled_from([1, 2]), "zero": st.integers(0, 3), "sequence_parallel": st.booleans(),
-        "num_microbatches": st.sampled_from([None, 4])}),
+        "num_microbatches": st.sampled_from([None, 4]), "offload_optimizer": st.booleans()}),
 })
 
 
