@@ -54,7 +54,8 @@ class _Terms:
         if nbytes_ or component == "weights":
             n = int(nbytes_)
             self.items.append(Term(key, component, label, n, formula, substituted, source, note))
-            self.by_component[component] = self.by_component.get(component, 0) + n
+            by = self.by_component
+            by[component] = by[component] + n if component in by else n
 
     def total(self, components: frozenset[str] | None = None) -> int:
         if components is None:
@@ -91,6 +92,7 @@ def _largest_layer_linear(m: ModelSpec) -> int:
                 for shape in group if len(shape) == 2 for a, b in [shape]), default=0)
 
 
+@lru_cache(maxsize=64)
 def _gpu(w_gpu: str | None):
     if not w_gpu:
         return None
@@ -175,18 +177,20 @@ def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, i
               "megatron-memory" if prec.grads == "fp32" and prec.params != "fp32" else "transformer-math"))
     frac = tr.adafactor_factored_fraction(model_tensor_shapes(m)) if w.optimizer == "adafactor" else 1.0
     opt_bytes = tr.optimizer_state_bytes(n_o, shard.tensors, w.optimizer, prec.optimizer_states, frac)
-    formula, subst, src = {
-        "adamw": ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {_b(prec.optimizer_states)} + 4 B × {shard.tensors}",
-                  "torch-adamw"),
-        "adamw-8bit": ("2 × (N × 1 B + ⌈N/256⌉ × 4 B) + 4 B × n_tensors",
-                       f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {shard.tensors}", "bnb-8bit"),
-        "sgd-momentum": ("N × b_opt", f"{s_o} × {_b(prec.optimizer_states)}", "sgd"),
-        "lion": ("N × b_opt", f"{s_o} × {_b(prec.optimizer_states)}", "lion"),
-        "adafactor": ("N × φ × b_opt + 4 B × n_tensors (φ = factored elements per param)",
-                      f"{s_o} × {frac:.5f} × {_b(prec.optimizer_states)} + 4 B × {shard.tensors}", "adafactor"),
-        "sgd": ("0", "0", "sgd"),
-        "none": ("0", "0", "sgd"),
-    }[w.optimizer]
+    b_opt, o = _b(prec.optimizer_states), w.optimizer
+    if o == "adamw":
+        formula, subst, src = ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {b_opt} + 4 B × {shard.tensors}",
+                               "torch-adamw")
+    elif o == "adamw-8bit":
+        formula, subst, src = ("2 × (N × 1 B + ⌈N/256⌉ × 4 B) + 4 B × n_tensors",
+                               f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {shard.tensors}", "bnb-8bit")
+    elif o in ("sgd-momentum", "lion"):
+        formula, subst, src = ("N × b_opt", f"{s_o} × {b_opt}", "sgd" if o == "sgd-momentum" else "lion")
+    elif o == "adafactor":
+        formula, subst, src = ("N × φ × b_opt + 4 B × n_tensors (φ = factored elements per param)",
+                               f"{s_o} × {frac:.5f} × {b_opt} + 4 B × {shard.tensors}", "adafactor")
+    else:  # sgd without momentum, or no optimizer
+        formula, subst, src = ("0", "0", "sgd")
     t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt_bytes, formula, subst, src)
     largest_tensor = _model_facts(m)[2] // p.tp
     return n_o, largest_tensor
@@ -285,25 +289,19 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             else:
                 recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
         else:
-            for name, key, get in (("norms", "norms", lambda x: x.norms),
-                                   ("attention", "attention", lambda x: x.attention),
-                                   ("MLP", "mlp", lambda x: x.mlp)):
-                per_dense = get(dense_l) if dense_l else 0
-                per_moe = get(moe_l) if moe_l else 0
+            attn_src = "mla" if m.is_mla else ("flash-attention" if w.attention == "flash" else "hf-eager-attention")
+            sources = ("pipeline-1f1b" if p.pp > 1 else "hf-llama", attn_src, "hf-moe" if n_moe else "hf-llama")
+            for i, (name, key) in enumerate((("norms", "norms"), ("attention", "attention"), ("MLP", "mlp"))):
+                per_dense = dense_l[i] if dense_l else 0  # LayerActivations = (norms, attention, mlp)
+                per_moe = moe_l[i] if moe_l else 0
                 total = int(flight * (n_dense * per_dense + n_moe * per_moe))
-                if key == "norms" and first_discount:
+                formula = f"m_inflight × L_stage × A_{key}(T={d.T:,})"
+                if i == 0 and first_discount:
                     total -= first_discount
-                src = {"norms": "hf-llama", "attention": "flash-attention" if w.attention == "flash" else
-                       "hf-eager-attention", "mlp": "hf-moe" if n_moe else "hf-llama"}[key]
-                if key == "attention" and m.is_mla:
-                    src = "mla"
-                if p.pp > 1 and key == "norms":
-                    src = "pipeline-1f1b"  # the in-flight micro-batch count is what the stage adds
-                formula = f"m_inflight × L_stage × A_{key}(T={d.T:,})" + (
-                    " − first layer's input norm (no input grads)" if key == "norms" and first_discount else "")
-                subst = f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B" if n_moe else \
-                    f"{fl} × {n_dense} × {per_dense:,} B"
-                t.add(f"activations.{key}", "activations", f"Activations: {name}", total, formula, subst, src,
+                    formula += " − first layer's input norm (no input grads)"
+                subst = (f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B" if n_moe else
+                         f"{fl} × {n_dense} × {per_dense:,} B")
+                t.add(f"activations.{key}", "activations", f"Activations: {name}", total, formula, subst, sources[i],
                       _exact_note(key, m, w))
         input_grads = not lora_ft or w.recompute == "full"  # HF enables input grads for checkpointing
         if shard.has_embedding:
@@ -509,6 +507,13 @@ def _generic(model: GenericModel, w) -> Estimate:
     return Estimate(model.name, w.mode, n, n, (stage,), 0, fits, (), ("generic network: totals given by you",))
 
 
+@lru_cache(maxsize=64)
+def _assumptions(optimizer_impl: str, activations: str, attention: str) -> tuple[str, ...]:
+    return ("gradients are persistent buffers for the whole step (DDP / Megatron / DeepSpeed)",
+            f"optimizer step implementation: {optimizer_impl}",
+            f"activation dtype {activations}; attention: {attention}")
+
+
 def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
     out = []
     prec = w.precision
@@ -540,11 +545,7 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
     fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
                    None) if with_fits else None
-    assumptions = (
-        "gradients are persistent buffers for the whole step (DDP / Megatron / DeepSpeed)",
-        f"optimizer step implementation: {w.optimizer_impl}",
-        "activation dtype " + w.precision.activations + ("; attention: " + w.attention),
-    )
+    assumptions = _assumptions(w.optimizer_impl, w.precision.activations, w.attention)
     total, active, _ = _model_facts(m)
     return Estimate(m.name, w.mode, total, active, stages, worst, fits, _warnings(m, w),
                     assumptions)
