@@ -21,6 +21,7 @@ from calculator.hardware import DEFAULT_CUDA_CONTEXT_BYTES, fits_for
 from calculator.model import GenericModel, ModelSpec
 from calculator.parallel import (StageShard, check_divisibility, communicators, in_flight_microbatches,
                                  kv_heads_per_rank, stage_shards)
+from calculator import parameters as params
 from calculator.parameters import count_parameters, model_tensor_shapes
 from calculator.result import ALLOCATED_COMPONENTS, Estimate, StageEstimate, Term
 
@@ -32,10 +33,6 @@ def _b(dtype: str | None) -> str:
         return "0 B"
     bits = DTYPE_BITS[dtype]
     return f"{bits // 8} B" if bits % 8 == 0 else f"{bits / 8:g} B"
-
-
-def _n(x: float) -> str:
-    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.3g}"
 
 
 class _Terms:
@@ -61,35 +58,6 @@ class _Terms:
         if components is None:
             return sum(self.by_component.values())
         return sum(v for k, v in self.by_component.items() if k in components)
-
-
-@lru_cache(maxsize=256)
-def _model_facts(m: ModelSpec) -> tuple[int, int, int]:
-    """(total parameters, active per token, largest parameter tensor), computed once per model."""
-    counts = count_parameters(m)
-    largest_tensor = 0
-    for shape in model_tensor_shapes(m):
-        n = 1
-        for dim in shape:
-            n *= dim
-        largest_tensor = max(largest_tensor, n)
-    return counts.total, counts.active_per_token, largest_tensor
-
-
-@lru_cache(maxsize=256)
-def _layer_linear_in_rows(m: ModelSpec) -> int:
-    """Σ in_features over the 2-D weights of all decoder layers (GPTQ keeps an int32 g_idx per input row)."""
-    from calculator.parameters import layer_shapes
-    return sum(shape[1] for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
-               for shape in group if len(shape) == 2)
-
-
-@lru_cache(maxsize=256)
-def _largest_layer_linear(m: ModelSpec) -> int:
-    """Elements of the largest 2-D weight inside a decoder layer (what a 4-bit kernel dequantizes at once)."""
-    from calculator.parameters import layer_shapes
-    return max((a * b for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
-                for shape in group if len(shape) == 2 for a, b in [shape]), default=0)
 
 
 @lru_cache(maxsize=64)
@@ -192,8 +160,7 @@ def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, i
     else:  # sgd without momentum, or no optimizer
         formula, subst, src = ("0", "0", "sgd")
     t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt_bytes, formula, subst, src)
-    largest_tensor = _model_facts(m)[2] // p.tp
-    return n_o, largest_tensor
+    return n_o, params.largest_tensor(m) // p.tp
 
 
 def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
@@ -339,7 +306,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                   "(2·e + 4)·T·V/t", f"{loss_ws // (d.T * v)} × {d.T:,} × {v:,}", "hf-loss",
                   f"one recomputed layer needs {max(0, recompute_ws - freed):,} B" if recompute_ws else "")
     if w.finetune == "qlora":
-        dq = 2 * _largest_layer_linear(m) // p.tp
+        dq = 2 * params.largest_layer_linear(m) // p.tp
         t.add("transient.dequant", "transient", "bf16 dequantization of one 4-bit linear", dq,
               "2 B × max(in × out)", f"2 × {dq // 2:,}", "quantization",
               "bitsandbytes dequantizes each NF4 weight to bf16 for its matmul, one linear at a time")
@@ -428,8 +395,8 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     rbytes = nbytes(rest, w.precision.params)
     gptq = w.quant_method == "gptq" and wdt in ("int4", "int8")
     if gptq:
-        in_rows = _layer_linear_in_rows(m) * len(layers) // (m.num_hidden_layers * p.tp)
-        g_idx, kernel_buffer = inf.gptq_extras(in_rows, _largest_layer_linear(m) // p.tp, wdt)
+        in_rows = params.layer_linear_in_rows(m) * len(layers) // (m.num_hidden_layers * p.tp)
+        g_idx, kernel_buffer = inf.gptq_extras(in_rows, params.largest_layer_linear(m) // p.tp, wdt)
         qbytes += g_idx
     t.add("weights", "weights", f"Weights ({wdt} layers, {w.precision.params} embeddings/norms)", qbytes + rbytes,
           "N_linear × b_w (+ scales per group) + N_other × b_param",
@@ -546,6 +513,6 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
                    None) if with_fits else None
     assumptions = _assumptions(w.optimizer_impl, w.precision.activations, w.attention)
-    total, active, _ = _model_facts(m)
-    return Estimate(m.name, w.mode, total, active, stages, worst, fits, _warnings(m, w),
+    counts = count_parameters(m)
+    return Estimate(m.name, w.mode, counts.total, counts.active_per_token, stages, worst, fits, _warnings(m, w),
                     assumptions)

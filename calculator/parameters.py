@@ -7,7 +7,7 @@ DeepSeek's e_score_correction_bias) are not parameters and are not counted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from calculator.model import ModelSpec
 
@@ -44,7 +44,7 @@ class ParameterCounts:
     tensors: int  # number of parameter tensors in the model
     active_per_token: int  # parameters a token passes through (MoE: top-k of the routed experts)
 
-    @property
+    @cached_property
     def total(self) -> int:
         return self.embedding + sum(l.total for l in self.layers) + self.final_norm + self.lm_head
 
@@ -193,3 +193,23 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
             inactive += layer.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts
     total = embedding + sum(l.total for l in layers) + final_norm + lm_head
     return ParameterCounts(embedding, layers, final_norm, lm_head, tensors, active_per_token=total - inactive)
+
+
+@lru_cache(maxsize=256)
+def largest_tensor(m: ModelSpec) -> int:
+    """Elements of the largest parameter tensor (what a for-loop optimizer step allocates temporaries for)."""
+    return max(numel([shape]) for shape in model_tensor_shapes(m))
+
+
+@lru_cache(maxsize=256)
+def largest_layer_linear(m: ModelSpec) -> int:
+    """Elements of the largest 2-D weight inside a decoder layer (what a 4-bit kernel dequantizes at once)."""
+    return max((numel([shape]) for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
+                for shape in group if len(shape) == 2), default=0)
+
+
+@lru_cache(maxsize=256)
+def layer_linear_in_rows(m: ModelSpec) -> int:
+    """Σ in_features over the 2-D weights of all decoder layers (GPTQ keeps an int32 g_idx per input row)."""
+    return sum(shape[1] for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
+               for shape in group if len(shape) == 2)
