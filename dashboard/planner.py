@@ -1,0 +1,199 @@
+"""The planner page's logic: which calculator view it plans for, the engine calls (calculator.planner and
+calculator.solvers), the ranked table and the links that open a layout in the calculator.
+
+Nothing here imports streamlit, so it is tested directly (tests/test_dashboard_planner.py). The page
+(pages/planner.py) only draws what these functions return; every number comes from the engine.
+
+The calculator's inputs are the same public URL keys (dashboard.state.PARAMS): a planner link carries them
+unchanged next to the planner's own two keys, `pgpus` and `pmaxtp` (docs/url-format.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from dashboard import state
+
+PLANNER_PARAMS: tuple[state.Param, ...] = (
+    state.Param("pgpus", "int", 0, "GPUs (0 = the fewest that fit)", "planner", lo=0, hi=4096,
+                help="Plan layouts of exactly this many GPUs; 0 searches 1, 2, 4, 8, … for the fewest where "
+                     "any layout fits the GPU's 80% safe band"),
+    state.Param("pmaxtp", "int", 8, "Largest tensor parallel (TP)", "planner", lo=1, hi=64,
+                help="TP stays within a node: the largest TP degree to consider (a divisor of the attention "
+                     "heads)"),
+)
+PLANNER_KEYS = tuple(p.key for p in PLANNER_PARAMS)
+CALC_VIEW = "_calc_view"  # session-state entry: the last calculator view seen (kept across pages)
+MAX_GPUS = 4096
+LIMIT = 20  # layouts shown
+
+
+# ---- which view the page plans for -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class View:
+    """The calculator inputs a page works on, where they came from ("link", "calculator" or "defaults"), and one
+    line per link parameter that was ignored or adjusted."""
+
+    values: dict
+    source: str
+    ignored: tuple[str, ...] = ()
+
+
+def calculator_keys_in(mapping: Mapping[str, Any]) -> bool:
+    return any(k in state.BY_KEY for k in mapping)
+
+
+def view_from(query: Mapping[str, Any], session: Mapping[str, Any], own_keys: Iterable[str] = ()) -> View:
+    """The calculator view: the calculator keys in this page's URL (checked as the calculator checks them), else
+    the calculator's widgets still in the session (the first run after switching page), else the last view kept
+    under CALC_VIEW, else the defaults. `own_keys`: this page's keys, not reported as unknown."""
+    own = set(own_keys) | {state.VERSION_KEY}
+    calc_query = {k: v for k, v in query.items() if k not in own}
+    if calculator_keys_in(calc_query):
+        link = state.check_query_params(calc_query)
+        return View({**state.DEFAULTS, **link.values}, "link", link.ignored)
+    if calculator_keys_in({k: 1 for k in session if k in state.BY_KEY}):
+        return View(state.current_values(session, {}), "calculator")
+    kept = session.get(CALC_VIEW)
+    if kept:
+        return View({**state.DEFAULTS, **kept}, "calculator")
+    return View(dict(state.DEFAULTS), "defaults")
+
+
+def query_of(values: Mapping[str, Any]) -> dict[str, str]:
+    """The calculator's query parameters for `values` (defaults left out, v=1)."""
+    return state.to_query(values)
+
+
+def query_key(values: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A hashable, canonical form of a view (the cache key of the engine calls)."""
+    return tuple(sorted(query_of(values).items()))
+
+
+# ---- links -----------------------------------------------------------------------------------------------------
+def app_root(page_url: str | None, page_path: str, default: str = "http://localhost:8501/") -> str:
+    """The calculator's address (the app's root) from this page's address (`…/planner?…` -> `…/`)."""
+    if not page_url:
+        return default
+    parts = urlsplit(page_url)
+    path = parts.path
+    if path.rstrip("/").endswith("/" + page_path) or path.rstrip("/") == page_path:
+        path = path.rstrip("/")[: -len(page_path)]
+    if not path.endswith("/"):
+        path += "/"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def calculator_url(root: str, values: Mapping[str, Any]) -> str:
+    return root + "?" + urlencode(query_of(values))
+
+
+def layout_values(values: Mapping[str, Any], plan) -> dict[str, Any]:
+    """The calculator view of `plan`: the view's inputs with the layout planner.plans_for estimated
+    (tp, pp, dp, ZeRO, recompute, sequence parallel with TP; no CP or EP; at least PP micro-batches)."""
+    out = dict(values)
+    out.update(tp=plan.tp, pp=plan.pp, dp=plan.dp, zero=str(plan.zero), rc=plan.recompute, sp=plan.tp > 1,
+               cp=1, ep=1)
+    if int(values.get("mb", 0) or 0):
+        out["mb"] = max(plan.pp, int(values["mb"]))
+    return out
+
+
+# ---- the engine calls ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlanResult:
+    plans: tuple  # calculator.planner.Plan, best first
+    gpus: int  # the GPU count asked for (0 = fewest)
+    capacity_bytes: int
+    gpu_name: str
+    message: str = ""  # why nothing is shown, when plans is empty
+
+
+def _inputs(values: Mapping[str, Any]):
+    """(model, workload, gpu) for the view; InputProblems if the engine refuses the inputs."""
+    from calculator.presets import get_gpu
+    result = state.compute(values)  # the view as the calculator shows it: refused inputs are named, never planned
+    model, workload = result.model, result.workload
+    try:
+        gpu = get_gpu(values["gpu"])
+    except Exception:
+        raise state.InputProblems([state.Problem("gpu", f"unknown GPU {values['gpu']!r}")]) from None
+    return model, workload, gpu
+
+
+def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int = LIMIT) -> PlanResult:
+    """Ranked layouts for the view on its GPU: of exactly `gpus` GPUs, or the fewest (gpus=0)."""
+    from calculator.model import ModelSpec
+    from calculator.planner import fewest_gpus, plans_for
+    model, workload, gpu = _inputs(values)
+    cap = gpu.memory_bytes
+    if not isinstance(model, ModelSpec):
+        return PlanResult((), gpus, cap, gpu.name, "The planner splits a transformer's heads and layers: a generic "
+                          "network (given as totals) has neither. Pick a preset, custom or config model.")
+    if gpus:
+        found = plans_for(model, workload, gpus, cap, max_tp=max_tp, limit=limit)
+        why = "" if found else (
+            f"No layout of {gpus} GPUs keeps the most loaded {gpu.name} within its 80% safe band (TP up to "
+            f"{max_tp}, any PP that divides the {model.num_hidden_layers} layers, ZeRO 0–3, recompute). Try more "
+            "GPUs, 0 for the fewest that fit, a larger TP, or a smaller micro-batch or sequence.")
+    else:
+        found = fewest_gpus(model, workload, cap, max_gpus=MAX_GPUS, max_tp=max_tp, limit=limit)
+        why = "" if found else (
+            f"Nothing fits: no layout of up to {MAX_GPUS} {gpu.name} GPUs (TP up to {max_tp}) keeps the most "
+            "loaded GPU within its 80% safe band. Try a GPU with more memory, a larger TP, or a smaller "
+            "micro-batch or sequence.")
+    return PlanResult(tuple(found), gpus, cap, gpu.name, why)
+
+
+@dataclass(frozen=True)
+class Fits:
+    """The largest micro-batch and the longest sequence for the view's GPU and layout, at 80% and 100%."""
+
+    batch_safe: Any  # calculator.solvers.Solution
+    batch_full: Any
+    seq_safe: Any
+    seq_full: Any
+    capacity_bytes: int
+    gpu_name: str
+
+
+def what_fits(values: Mapping[str, Any]) -> Fits:
+    from calculator.solvers import max_micro_batch, max_seq_len
+    model, workload, gpu = _inputs(values)
+    cap = gpu.memory_bytes
+    return Fits(max_micro_batch(model, workload, cap, safe=True), max_micro_batch(model, workload, cap, safe=False),
+                max_seq_len(model, workload, cap, safe=True), max_seq_len(model, workload, cap, safe=False),
+                cap, gpu.name)
+
+
+# ---- what the page shows ---------------------------------------------------------------------------------------
+TABLE_COLUMNS = ("GPUs", "TP", "PP", "DP", "ZeRO", "Recompute", "Per GPU", "Of capacity", "Open")
+
+
+def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str) -> list[dict]:
+    """One row per layout (best first) with its 'open in calculator' link."""
+    from calculator.units import format_bytes
+    return [{"GPUs": p.gpus, "TP": p.tp, "PP": p.pp, "DP": p.dp, "ZeRO": p.zero, "Recompute": p.recompute,
+             "Per GPU": format_bytes(p.total_bytes, unit), "Of capacity": p.utilization,
+             "Open": calculator_url(root, layout_values(values, p))} for p in plans]
+
+
+def describe(values: Mapping[str, Any]) -> str:
+    """One line saying what is planned: model, mode, batch and sequence, GPU."""
+    model = values["model"]
+    if model == state.CUSTOM:
+        model = f"custom (h={values['h']}, {values['layers']} layers)"
+    mode = "training" if values["mode"] == "train" else "inference"
+    ft = f" ({values['ft']})" if values["mode"] == "train" and values["ft"] != "full" else ""
+    gpu = next((g.name for g in state.gpus() if g.id == values["gpu"]), values["gpu"])
+    return (f"**{model}**, {mode}{ft}, micro-batch {values['mbs']} × sequence {values['seq']}, "
+            f"precision {values['recipe']}, on **{gpu}**")
+
+
+def solver_text(sol, what: str, unit: str) -> str:
+    from calculator.units import format_bytes
+    if sol.value == 0:
+        return f"none: even the smallest {what} needs {format_bytes(sol.used_bytes, unit)} > " \
+               f"{format_bytes(sol.budget_bytes, unit)}"
+    return f"{sol.value:,} ({format_bytes(sol.used_bytes, unit)} of {format_bytes(sol.budget_bytes, unit)})"

@@ -1,0 +1,117 @@
+"""Planner: the parallel layouts (TP, PP, DP, ZeRO, recompute) of the calculator's job that fit its GPU, for a
+number of GPUs or the fewest, each one click away from the calculator; and what fits on the GPU as it is laid
+out now (the largest micro-batch, the longest sequence).
+
+The job is the calculator's view: the calculator's own URL keys (a planner link carries them), else the inputs
+the calculator page held when you switched here. The planner's own inputs are `pgpus` and `pmaxtp`.
+Every number comes from calculator.planner and calculator.solvers (through dashboard.planner).
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import planner, state
+
+PAGE_PATH = "planner"
+
+
+@st.cache_data(max_entries=64, show_spinner="Planning layouts…")
+def _plan(key: tuple, gpus: int, max_tp: int, _values: dict) -> planner.PlanResult:
+    """planner.plan, cached by the view's canonical query (key) and the planner's inputs."""
+    return planner.plan(_values, gpus, max_tp)
+
+
+@st.cache_data(max_entries=64, show_spinner="Solving what fits…")
+def _fits(key: tuple, _values: dict) -> planner.Fits:
+    return planner.what_fits(_values)
+
+
+def _number(p: state.Param, container) -> int:
+    return container.number_input(p.label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1,
+                                  key=p.key, bind="query-params", help=p.help, width=260)
+
+
+st.title("Parallel layout planner")
+st.caption("Which ways of splitting this job over GPUs keep the most loaded GPU within the 80% safe band "
+           "(Fujii et al. 2024), best first: fewest GPUs, then least recomputation, then lowest memory. Memory "
+           "only: the planner says nothing about speed.")
+
+view = planner.view_from(st.query_params.to_dict(), st.session_state.to_dict(), planner.PLANNER_KEYS)
+values = view.values
+st.session_state[planner.CALC_VIEW] = {k: v for k, v in values.items() if v != state.DEFAULTS[k]}
+if view.source == "calculator":  # arrived from the calculator page: put its inputs in this page's link
+    for key, raw in planner.query_of(values).items():
+        st.query_params[key] = raw
+if view.ignored:
+    st.warning("Some link parameters were ignored or adjusted:\n\n" + "\n".join(f"- {x}" for x in view.ignored),
+               icon=":material/link_off:")
+
+root = planner.app_root(st.context.url, PAGE_PATH)
+unit = values["unit"]
+st.markdown(f"Planning for {planner.describe(values)}.  \n"
+            f"[Edit these inputs in the calculator]({planner.calculator_url(root, values)})")
+if values["hf"]:
+    st.info(f"This page does not fetch Hugging Face models: it plans for the preset `{values['model']}`, not "
+            f"`{values['hf']}`.", icon=":material/info:")
+
+row = st.container(horizontal=True, gap="medium")
+gpus = int(_number(planner.PLANNER_PARAMS[0], row))
+max_tp = int(_number(planner.PLANNER_PARAMS[1], row))
+
+key = planner.query_key(values)
+try:
+    result = _plan(key, gpus, max_tp, values)
+    fits = _fits(key, values)
+except state.InputProblems as exc:
+    lines = [f"- **{state.BY_KEY[p.key].label if p.key in state.BY_KEY else 'Input'}**: {p.message}"
+             for p in exc.problems]
+    st.error("Nothing to plan: the calculator cannot estimate these inputs.\n\n" + "\n".join(lines),
+             icon=":material/block:")
+    st.stop()
+
+# ---- layouts -------------------------------------------------------------------------------------------------
+from calculator.units import format_bytes  # noqa: E402
+
+st.subheader("Layouts that fit", divider="gray")
+if not result.plans:
+    st.warning(result.message, icon=":material/block:")
+else:
+    n = result.plans[0].gpus
+    st.caption(f"{len(result.plans)} layouts of {n} × {result.gpu_name} "
+               f"({format_bytes(result.capacity_bytes, unit)} each)"
+               + (": the fewest GPUs where any layout fits." if not gpus else "."))
+    rows = planner.plan_rows(result.plans, values, unit, root)
+    st.dataframe(rows, hide_index=True, width="stretch", key="plans", column_config={
+        "Of capacity": st.column_config.ProgressColumn("Of capacity", format="percent", min_value=0.0,
+                                                       max_value=1.0),
+        "Open": st.column_config.LinkColumn("Open", display_text="open in calculator",
+                                            help="Open the calculator with this layout")})
+    st.link_button(f"Open the best layout in the calculator: {result.plans[0].label}", rows[0]["Open"],
+                   icon=":material/open_in_new:", type="primary")
+
+# ---- what fits -----------------------------------------------------------------------------------------------
+st.subheader(f"What fits on one {fits.gpu_name}", divider="gray")
+layout = (f"TP{values['tp']} × PP{values['pp']} × DP{values['dp']}, ZeRO-{values['zero']}, "
+          f"recompute {values['rc']}")
+st.caption(f"At the calculator's layout ({layout}), everything else as set, within the 80% safe band "
+           f"({format_bytes(fits.batch_safe.budget_bytes, unit)}) and the whole "
+           f"{format_bytes(fits.capacity_bytes, unit)}.")
+batch = "micro-batch" if values["mode"] == "train" else "batch"
+m = st.container(horizontal=True, gap="small")
+for label, sol, what in ((f"Largest {batch} (80%)", fits.batch_safe, batch),
+                         (f"Largest {batch} (100%)", fits.batch_full, batch),
+                         ("Longest sequence (80%)", fits.seq_safe, "sequence"),
+                         ("Longest sequence (100%)", fits.seq_full, "sequence")):
+    m.metric(label, f"{sol.value:,}" if sol.value else "none",
+             help=planner.solver_text(sol, what, unit), border=True)
+problems = []
+if not fits.batch_safe.value:
+    problems.append(f"a {batch} of 1 at sequence {values['seq']:,} needs "
+                    f"{format_bytes(fits.batch_safe.used_bytes, unit)}")
+if not fits.seq_safe.value:
+    problems.append(f"the shortest sequence tried at {batch} {values['mbs']} needs "
+                    f"{format_bytes(fits.seq_safe.used_bytes, unit)}")
+if problems:
+    st.warning(f"Nothing fits at the calculator's layout within the 80% safe band of a {fits.gpu_name} "
+               f"({format_bytes(fits.batch_safe.budget_bytes, unit)}): " + "; ".join(problems)
+               + ". Open a layout from the table above, or use more GPUs.", icon=":material/warning:")

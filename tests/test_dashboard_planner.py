@@ -1,0 +1,209 @@
+"""The planner page (pages/planner.py, logic in dashboard/planner.py): the layouts table is
+calculator.planner's ranking for the same inputs, the 'what fits' metrics are calculator.solvers' answers,
+a layout's link opens the calculator on exactly that layout, and a job that fits nowhere says so.
+
+Expected values are built from the engine's own API (ModelSpec / Workload / presets), not through
+dashboard.state, so a wrong mapping from the link to the engine fails these tests.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from calculator import estimate
+from calculator.planner import fewest_gpus, plans_for
+from calculator.presets import get_gpu, load_model
+from calculator.solvers import max_micro_batch, max_seq_len
+from calculator.units import format_bytes
+from calculator.workload import Parallelism, Workload
+from dashboard import planner, state
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+PAGE = "pages/planner.py"
+QWEN = load_model("qwen2.5-7b").spec
+H100 = get_gpu("h100-sxm").memory_bytes
+A100_40 = get_gpu("a100-40gb").memory_bytes
+
+
+def open_planner(query: dict) -> AppTest:
+    """The planner opened from a shared link (a fresh session whose URL is /planner?…)."""
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.switch_page(PAGE)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def table(at: AppTest) -> list[dict]:
+    assert len(at.dataframe) == 1
+    return at.dataframe[0].value.to_dict("records")
+
+
+def metric_values(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def expected_rows(plans, unit="GB"):
+    return [(p.gpus, p.tp, p.pp, p.dp, p.zero, p.recompute, format_bytes(p.total_bytes, unit),
+             pytest.approx(p.utilization)) for p in plans]
+
+
+def row_tuples(rows):
+    return [(r["GPUs"], r["TP"], r["PP"], r["DP"], r["ZeRO"], r["Recompute"], r["Per GPU"], r["Of capacity"])
+            for r in rows]
+
+
+def test_fewest_gpus_table_is_the_engines_ranking():
+    at = open_planner({"model": "qwen2.5-7b", "seq": "8192", "v": "1"})
+    w = Workload(seq_len=8192, gpu="h100-sxm")
+    expected = fewest_gpus(QWEN, w, H100, limit=planner.LIMIT)
+    assert expected
+    assert row_tuples(table(at)) == expected_rows(expected)
+    assert "open in calculator" in str(at.dataframe[0].proto.columns)  # the link column's display text
+
+
+def test_gpu_count_and_max_tp_are_the_engines_inputs():
+    at = open_planner({"model": "qwen2.5-7b", "gpu": "a100-40gb", "rc": "selective", "pgpus": "8", "pmaxtp": "2"})
+    assert at.number_input(key="pgpus").value == 8 and at.number_input(key="pmaxtp").value == 2
+    w = Workload(recompute="selective", gpu="a100-40gb")
+    expected = plans_for(QWEN, w, 8, A100_40, max_tp=2)
+    assert expected and all(p.tp <= 2 for p in expected)
+    assert row_tuples(table(at)) == expected_rows(expected)
+    # changing the GPU count in the page replans
+    at.number_input(key="pgpus").set_value(16).run()
+    assert row_tuples(table(at)) == expected_rows(plans_for(QWEN, w, 16, A100_40, max_tp=2))
+
+
+def test_each_layout_link_opens_the_calculator_on_that_layout():
+    at = open_planner({"model": "qwen2.5-7b", "seq": "8192", "mbs": "2", "pgpus": "8"})
+    rows = table(at)
+    w = Workload(seq_len=8192, micro_batch=2, gpu="h100-sxm")
+    plans = plans_for(QWEN, w, 8, H100)
+    assert len(rows) == len(plans)
+    for row, p in zip(rows, plans):
+        url = urlsplit(row["Open"])
+        assert url.path == "/"  # the calculator is the app's root page
+        query = dict(parse_qsl(url.query, keep_blank_values=True))
+        assert query["model"] == "qwen2.5-7b" and query["seq"] == "8192" and query["mbs"] == "2"
+        assert int(query.get("tp", 1)) == p.tp and int(query.get("pp", 1)) == p.pp
+        assert int(query.get("dp", 1)) == p.dp and query.get("zero", "0") == str(p.zero)
+        assert query.get("rc", "none") == p.recompute and query.get("sp", "false") == ("true" if p.tp > 1 else "false")
+        # the calculator, given that link, shows the planner's number
+        link = state.check_query_params(query)
+        assert not link.ignored
+        assert state.compute({**state.DEFAULTS, **link.values}).estimate.total_bytes == p.total_bytes
+    assert at.get("link_button")[0].proto.url == rows[0]["Open"]
+
+
+def test_calculator_link_opens_the_calculator_with_the_layout():
+    plan = plans_for(QWEN, Workload(gpu="h100-sxm"), 8, H100)[0]
+    url = planner.calculator_url("http://x/", planner.layout_values({**state.DEFAULTS, "model": "qwen2.5-7b"}, plan))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    for k, v in parse_qsl(urlsplit(url).query):
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    assert at.number_input(key="tp").value == plan.tp and at.number_input(key="dp").value == plan.dp
+    assert {m.label: m.value for m in at.metric}["Total per GPU"] == format_bytes(plan.total_bytes)
+
+
+def test_what_fits_is_the_solvers_answer():
+    at = open_planner({"model": "qwen2.5-7b", "tp": "4", "sp": "true", "zero": "1", "dp": "2", "seq": "2048",
+                       "unit": "GiB"})
+    w = Workload(seq_len=2048, parallel=Parallelism(tp=4, sequence_parallel=True, dp=2, zero=1), gpu="h100-sxm")
+    m = metric_values(at)
+    for label, sol in (("Largest micro-batch (80%)", max_micro_batch(QWEN, w, H100, safe=True)),
+                       ("Largest micro-batch (100%)", max_micro_batch(QWEN, w, H100, safe=False)),
+                       ("Longest sequence (80%)", max_seq_len(QWEN, w, H100, safe=True)),
+                       ("Longest sequence (100%)", max_seq_len(QWEN, w, H100, safe=False))):
+        assert sol.value > 0
+        assert m[label] == f"{sol.value:,}", label
+    assert not at.warning
+
+
+def test_inference_solvers_name_the_batch():
+    at = open_planner({"model": "qwen2.5-7b", "mode": "infer", "seq": "1024", "gen": "1024"})
+    w = Workload(mode="infer", seq_len=1024, gen_tokens=1024, gpu="h100-sxm")
+    m = metric_values(at)
+    assert m["Largest batch (80%)"] == f"{max_micro_batch(QWEN, w, H100).value:,}"
+    assert row_tuples(table(at)) == expected_rows(fewest_gpus(QWEN, w, H100, limit=planner.LIMIT))
+
+
+def test_nothing_fits_is_said_clearly():
+    at = open_planner({"model": "qwen2.5-7b", "gpu": "a100-40gb", "pgpus": "1"})
+    assert not at.dataframe and not at.get("link_button")
+    assert any("No layout of 1 GPUs" in w.value for w in at.warning)
+    assert metric_values(at)["Largest micro-batch (80%)"] == "none"
+    assert any("Nothing fits at the calculator's layout" in w.value for w in at.warning)
+
+
+def test_generic_model_has_no_layouts_but_still_solves():
+    at = open_planner({"model": "generic", "gparams": "1000000000"})
+    assert not at.dataframe
+    assert any("generic network" in w.value for w in at.warning)
+    assert metric_values(at)["Largest micro-batch (80%)"] != "none"
+
+
+def test_inputs_the_engine_refuses_show_an_error_not_numbers():
+    at = open_planner({"model": "qwen2.5-7b", "tp": "3"})
+    assert not at.metric and not at.dataframe
+    assert any("Nothing to plan" in e.value for e in at.error)
+
+
+def test_bad_link_values_are_reported():
+    at = open_planner({"model": "qwen2.5-7b", "tp": "abc", "pgpus": "8"})
+    assert any("`tp=abc`" in w.value for w in at.warning)
+    assert len(table(at)) > 0
+
+
+def test_switching_from_the_calculator_carries_its_inputs():
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["model"] = "qwen2.5-7b"
+    at.query_params["seq"] = "8192"
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert at.query_params["model"] == "qwen2.5-7b" and at.query_params["seq"] == "8192"  # now in this page's link
+    assert row_tuples(table(at)) == expected_rows(fewest_gpus(QWEN, Workload(seq_len=8192, gpu="h100-sxm"), H100, limit=planner.LIMIT))
+    at.number_input(key="pgpus").set_value(8).run()  # the next run reads them from its own link
+    assert row_tuples(table(at)) == expected_rows(plans_for(QWEN, Workload(seq_len=8192, gpu="h100-sxm"), 8, H100))
+
+
+def test_planner_result_is_cached_per_input():
+    at = open_planner({"model": "qwen2.5-7b", "pgpus": "8"})
+    calls = []
+    real = planner.plan
+
+    def counting(*a, **kw):
+        calls.append(a)
+        return real(*a, **kw)
+    planner.plan = counting
+    try:
+        at.number_input(key="pmaxtp").set_value(4).run()
+        at.number_input(key="pmaxtp").set_value(8).run()  # seen before: from the cache
+    finally:
+        planner.plan = real
+    assert len(calls) <= 1
+
+
+# ---- dashboard.planner directly -------------------------------------------------------------------------------
+def test_app_root_strips_the_page():
+    assert planner.app_root("http://h:8501/planner?x=1", "planner") == "http://h:8501/"
+    assert planner.app_root("https://h/base/planner", "planner") == "https://h/base/"
+    assert planner.app_root("http://h:8501/", "planner") == "http://h:8501/"
+    assert planner.app_root(None, "planner") == "http://localhost:8501/"
+
+
+def test_view_prefers_the_link_then_the_calculator_session_then_defaults():
+    v = planner.view_from({"tp": "2", "pgpus": "4", "v": "1"}, {"tp": 4}, planner.PLANNER_KEYS)
+    assert v.source == "link" and v.values["tp"] == 2 and not v.ignored
+    v = planner.view_from({"pgpus": "4"}, {"tp": 4, "model": "qwen2.5-7b"}, planner.PLANNER_KEYS)
+    assert v.source == "calculator" and v.values["tp"] == 4 and v.values["model"] == "qwen2.5-7b"
+    v = planner.view_from({}, {planner.CALC_VIEW: {"tp": 8}})
+    assert v.source == "calculator" and v.values["tp"] == 8
+    assert planner.view_from({}, {}).values == state.DEFAULTS
