@@ -411,6 +411,7 @@ st.set_page_config(page_title="LLM GPU Memory Calculator", page_icon=":material/
 pages = [
     st.Page(calculator, title="Calculator", icon=":material/calculate:", default=True),
     st.Page("pages/planner.py", title="Planner", icon=":material/view_module:", url_path="planner"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("pages/formulas.py", title="Formulas & references", icon=":material/function:",
             url_path="formulas"),
     st.Page("pages/accuracy.py", title="Accuracy", icon=":material/rule:", url_path="accuracy"),

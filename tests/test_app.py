@@ -355,6 +355,15 @@ def test_other_pages_render(page):
         assert "What is not modelled" in [h.value for h in at.subheader] or "not modelled" in text
 
 
+@pytest.mark.parametrize("page, title", [("pages/planner.py", "Parallel layout planner"),
+                                         ("pages/compare.py", "Compare scenarios")])
+def test_planner_and_compare_pages_are_registered_and_render(page, title):
+    at = run()
+    at.switch_page(page).run()
+    assert not at.exception
+    assert [t.value for t in at.title] == [title]
+
+
 # ---- robustness: any link renders, and numbers only ever come from inputs the engine accepts -------------------
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as hs  # noqa: E402

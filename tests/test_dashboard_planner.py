@@ -207,3 +207,12 @@ def test_view_prefers_the_link_then_the_calculator_session_then_defaults():
     v = planner.view_from({}, {planner.CALC_VIEW: {"tp": 8}})
     assert v.source == "calculator" and v.values["tp"] == 8
     assert planner.view_from({}, {}).values == state.DEFAULTS
+
+
+def test_url_format_doc_lists_the_planner_and_compare_keys():
+    import re
+    doc = (APP.parent / "docs" / "url-format.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z0-9]+)` \| `?([^`|]*)`? \|", doc, re.M)}
+    for p in planner.PLANNER_PARAMS:
+        assert rows[p.key] == str(p.default), p.key
+    assert rows["cmp"] == "none"

@@ -1,0 +1,151 @@
+"""The compare page's logic: 2–4 calculator views side by side, each given as a calculator link and kept in the
+compare page's URL as a repeated `cmp` parameter (the calculator view's query string, URL-encoded).
+
+Nothing here imports streamlit (tests/test_dashboard_compare.py). Every number comes from the engine through
+dashboard.state.compute, exactly as the calculator page computes it; the figure uses dashboard.charts' colours.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import plotly.graph_objects as go
+
+from dashboard import state
+from dashboard.charts import COLORS, UNIT_AXIS, _GRID, _STYLE
+
+CMP_KEY = "cmp"
+MIN_SCENARIOS, MAX_SCENARIOS = 2, 4
+
+
+def to_cmp(link: str) -> str:
+    """What a pasted link is stored as: its query string (a full URL, `?a=1&b=2` or `a=1&b=2`)."""
+    text = link.strip()
+    if "?" in text:
+        text = text.split("?", 1)[1]
+    return text.split("#", 1)[0].strip()
+
+
+def cmp_of(values: dict) -> str:
+    """The `cmp` value of a calculator view."""
+    return urlencode(state.to_query(values))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    index: int  # 1-based, as the page numbers them
+    raw: str  # the stored query string
+    values: dict | None = None
+    estimate: Any = None
+    problem: str = ""  # why it cannot be used ("" if it can)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+    @property
+    def name(self) -> str:
+        """A short label: number, model, mode and what differs from the defaults in the layout."""
+        if self.values is None:
+            return f"{self.index}"
+        v = self.values
+        bits = [v["model"], "train" if v["mode"] == "train" else "infer"]
+        if v["mode"] == "train" and v["ft"] != "full":
+            bits.append(v["ft"])
+        layout = "×".join(f"{k.upper()}{v[k]}" for k in ("tp", "pp", "dp") if v[k] != 1)
+        if layout:
+            bits.append(layout)
+        if v["zero"] != "0":
+            bits.append(f"ZeRO-{v['zero']}")
+        if v["rc"] != "none":
+            bits.append(f"rc {v['rc']}")
+        bits.append(f"b{v['mbs']}×s{v['seq']}")
+        return f"{self.index}: " + " ".join(bits)
+
+
+def scenario(index: int, raw: str) -> Scenario:
+    """Read one stored link: every parameter must be valid and the engine must accept the view."""
+    raw = to_cmp(raw)
+    try:
+        query = parse_qs(raw, keep_blank_values=True, strict_parsing=True) if raw else {}
+    except ValueError:
+        return Scenario(index, raw, problem="not a calculator link (no `key=value` parameters)")
+    if not any(k in state.BY_KEY for k in query):
+        return Scenario(index, raw, problem="not a calculator link: it has none of the calculator's parameters")
+    link = state.check_query_params(query)
+    if link.ignored:
+        return Scenario(index, raw, problem="; ".join(link.ignored))
+    values = {**state.DEFAULTS, **link.values}
+    if values["hf"]:
+        return Scenario(index, raw, values, problem=f"a Hugging Face model ('{values['hf']}') is not fetched on "
+                                                    "this page; compare presets, custom or config models")
+    try:
+        result = state.compute(values)
+    except state.InputProblems as exc:
+        return Scenario(index, raw, values, problem="the calculator cannot estimate it: "
+                        + "; ".join(p.message for p in exc.problems))
+    return Scenario(index, raw, values, result.estimate)
+
+
+def scenarios(raws: Sequence[str]) -> list[Scenario]:
+    return [scenario(i + 1, r) for i, r in enumerate(raws[:MAX_SCENARIOS])]
+
+
+def _components(sc: Scenario) -> dict[str, int]:
+    return sc.estimate.components  # the most loaded GPU (worst pipeline stage), as the calculator's headline
+
+
+def shown_components(scs: Sequence[Scenario]) -> list[str]:
+    from calculator.result import COMPONENTS
+    return [c for c in COMPONENTS if any(_components(s).get(c, 0) for s in scs)]
+
+
+def figure(scs: Sequence[Scenario], unit: str = "GB") -> go.Figure:
+    """One stacked bar per scenario (its most loaded GPU), components in the calculator's colours."""
+    from calculator.result import COMPONENT_LABELS
+    from calculator.units import UNIT_BYTES, format_bytes
+    scale = UNIT_BYTES[unit]
+    xs = [s.name for s in scs]
+    data = []
+    for comp in shown_components(scs):
+        values = [_components(s).get(comp, 0) for s in scs]
+        label = COMPONENT_LABELS.get(comp, comp)
+        data.append(dict(type="bar", name=label, x=xs, y=[b / scale for b in values],
+                         marker=dict(color=COLORS.get(comp)), customdata=[format_bytes(b, unit) for b in values],
+                         hovertemplate=f"{label}: %{{customdata}}<extra>%{{x}}</extra>"))
+    totals = [s.estimate.total_bytes for s in scs]
+    data.append(dict(type="scatter", x=xs, y=[t / scale for t in totals], mode="text", name="total",
+                     text=[format_bytes(t, unit) for t in totals], textposition="top center", showlegend=False,
+                     hoverinfo="skip"))
+    top = max(totals) / scale if totals else 1
+    layout = dict(_STYLE, barmode="stack", height=480, bargap=0.4, margin=dict(l=10, r=10, t=16, b=10),
+                  legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, traceorder="normal"),
+                  yaxis=dict(_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"), range=[0, top * 1.12]),
+                  xaxis=dict(_GRID), hovermode="closest")
+    return go.Figure(dict(data=data, layout=layout))
+
+
+def signed(n: int, unit: str) -> str:
+    from calculator.units import format_bytes
+    if n == 0:
+        return "±0"
+    return ("+" if n > 0 else "−") + format_bytes(abs(n), unit)
+
+
+def table(scs: Sequence[Scenario], unit: str = "GB") -> list[dict]:
+    """One row per component (and the total): each scenario's bytes, and the delta of scenarios 2… against 1."""
+    from calculator.result import COMPONENT_LABELS
+    from calculator.units import format_bytes
+    rows = []
+    comps = [(COMPONENT_LABELS.get(c, c), lambda s, c=c: _components(s).get(c, 0)) for c in shown_components(scs)]
+    comps.append(("Total per GPU", lambda s: s.estimate.total_bytes))
+    for label, get in comps:
+        row = {"Component": label}
+        base = get(scs[0])
+        for s in scs:
+            row[s.name] = format_bytes(get(s), unit)
+        for s in scs[1:]:
+            row[f"Δ {s.index} vs {scs[0].index}"] = signed(get(s) - base, unit)
+        rows.append(row)
+    return rows
