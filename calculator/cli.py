@@ -257,4 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: model: {exc}", file=sys.stderr)
     except ValidationError as exc:
         print(f"error: {_validation_line(exc)}", file=sys.stderr)
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error of ours
+        sys.stdout = None
+        return 0
     return 2
