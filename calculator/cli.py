@@ -49,8 +49,15 @@ class CliError(Exception):
     """One line for stderr; exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the flag and the allowed values), not the whole usage text."""
+
+    def error(self, message: str):
+        raise CliError(message.replace("argument ", "", 1))
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m calculator", description="LLM GPU memory calculator")
+    ap = _Parser(prog="python -m calculator", description="LLM GPU memory calculator")
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("presets", help="list model presets and GPUs").add_argument("--json", action="store_true")
     helps = {"estimate": "estimate per-GPU memory", "solve": "largest batch / sequence",
