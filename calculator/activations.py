@@ -76,7 +76,8 @@ def layernorm_saved(T: int, width: int, e: int) -> int:
 
 
 def norm_saved(m: ModelSpec, T: int, width: int, e: int) -> int:
-    if m.family == "gemma":
+    """Saved copies of one norm (without its output): HF RMSNorm, the fp32 Gemma / GPT-OSS one, or LayerNorm."""
+    if m.family in ("gemma", "gpt_oss"):  # both multiply the weight in fp32: fp32 input and fp32 normalised kept
         return gemma_rmsnorm_saved(T, width)
     if m.norm_type == "layernorm":
         return layernorm_saved(T, width, e)
@@ -95,6 +96,12 @@ def attention_scores_saved(d: Dims, m: ModelSpec, softmax_fp32: bool) -> int:
     if m.dropout > 0:
         per_score += 1 + d.e
     return per_score * scores
+
+
+def sink_softmax_saved(d: Dims) -> int:
+    """GPT-OSS eager attention: the softmax runs in the model dtype over [scores | sink] (e·a·b·s·(s + 1)), and
+    the row max keeps int64 indices (8·a·b·s); no fp32 copy (traced: tests/golden)."""
+    return d.e * d.a * d.b * d.s * (d.s_kv + 1) + 8 * d.a * d.b * d.s
 
 
 def qkv_saved(d: Dims, m: ModelSpec, expanded: bool) -> int:
@@ -138,7 +145,13 @@ def moe_saved(d: Dims, m: ModelSpec, etp: int) -> int:
     k, T = m.num_experts_per_tok, d.T
     S = T * k
     f = m.expert_intermediate_size // etp
-    return d.e * S * (4 * f + 2 * d.h) + 28 * S + 4 * T * m.num_experts + 12 * T * k + 4 * T + 32
+    if m.family == "gpt_oss":
+        # clamped SwiGLU keeps five f-wide intermediates besides gate_up; the softmax is over the top-k only
+        return d.e * S * (7 * f + 2 * d.h) + 44 * S + 4 * m.num_experts
+    routed = d.e * S * (4 * f + 2 * d.h) + 28 * S + 4 * T * m.num_experts + 12 * T * k + 4 * T + 32
+    if m.family == "deepseek":  # the router computes in fp32: fp32 copies of its input and of its weight
+        routed += 4 * T * d.h + 4 * m.num_experts * d.h
+    return routed
 
 
 def shared_expert_saved(d: Dims, m: ModelSpec) -> int:
@@ -150,18 +163,18 @@ def shared_expert_saved(d: Dims, m: ModelSpec) -> int:
 
 
 def mla_attention_saved(d: Dims, m: ModelSpec, attention: str) -> int:
-    """DeepSeek MLA (transformers modeling_deepseek_v3): low-rank norms, the whole kv_b_proj output, the
-    concatenated q and k (nope + rope), and the core (approximate: not in the validation matrix)."""
+    """DeepSeek MLA (transformers modeling_deepseek_v3, traced): the q_a / kv_a norms' copies and outputs, the whole
+    kv_b_proj output (v is a view of it), the concatenated q and k (nope + rope), the output, and the core: fp32
+    logsumexp under flash, fp32 softmax and its cast under eager."""
     e, T, a = d.e, d.T, d.a
-    ql, kvl, rope = m.q_lora_rank or 0, m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
+    ql, kvl = m.q_lora_rank or 0, m.kv_lora_rank or 0
     qk, vd = m.head_size, m.v_head_size
     low_rank = (rmsnorm_saved(T, ql, e) + e * T * ql if ql else 0) + rmsnorm_saved(T, kvl, e) + e * T * kvl
-    kv_a_out = e * T * (kvl + rope)
     kv_b_out = e * T * a * (m.qk_nope_head_dim + vd)
     q_k = e * T * a * qk * 2
     out = e * T * a * vd
     core = 4 * a * T if attention == "flash" else (4 + e) * a * d.b * d.s * d.s_kv
-    return low_rank + kv_a_out + kv_b_out + q_k + out + core
+    return low_rank + kv_b_out + q_k + out + core
 
 
 class LayerActivations(NamedTuple):
@@ -198,10 +211,10 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
         if w.attention == "flash" and not selective:
             attention += 4 * d.a * T  # FlashAttention-2 fp32 logsumexp per head and token
+        elif eager and m.attention_sinks:
+            attention += sink_softmax_saved(d)
         elif eager:
             attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
-        if m.attention_sinks and eager:
-            attention += 4 * d.a * d.b * d.s  # softmax over [scores, sink] keeps one extra column
     if moe:
         mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
     else:

@@ -487,8 +487,9 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
     if w.mode == "train" and prec.master_weights and prec.master_weights == prec.params:
         out.append(f"master weights in {prec.master_weights} duplicate {prec.params} params: usually only kept when "
                    f"params are lower precision")
-    if w.mode == "train" and m.family in ("deepseek", "gpt_oss") and w.activation_model == "exact":
-        out.append(f"{m.family} activations are modelled from the architecture but not yet in the validation matrix")
+    if m.attention_sinks and w.attention == "flash":
+        out.append("attention sinks (GPT-OSS) need FA3-class kernels; FlashAttention-2 numbers here are not "
+                   "validated (the eager path is)")
     if w.activation_model == "textbook":
         out.append("textbook model (Korthikanti et al.): ignores GQA, SwiGLU, fp32 norm copies and the loss head; "
                    "flat overhead instead of line items")

@@ -66,6 +66,10 @@ def prefill_mlp_phase(m: ModelSpec, T: int, e: int, h: int, f: int, rope: int, e
     if m.is_moe:
         S = T * m.num_experts_per_tok
         fe = m.expert_intermediate_size // etp
+        if m.family == "deepseek":
+            # peaks where routed outputs return to token order: gathered input and expert output (e·S·h each),
+            # the output times the fp32 routing weights and its reordered copy (4·S·h each)
+            return base + (2 * e + 8) * S * h
         return base + e * S * (4 * fe + 2 * h) + 4 * T * m.num_experts
     if m.hidden_act == "gelu_new":  # GPT-2's Python tanh-GELU keeps ~4.5 f-wide temporaries (traced)
         return base + 9 * e * T * f // 2
@@ -79,8 +83,9 @@ def prefill_attention_phase(m: ModelSpec, T: int, e: int, h: int, qd: int, kvd: 
     input and output (e + 8 bytes per score) and the e·b·s·s causal mask (traced: tests/golden)."""
     base = 3 * e * T * h + 2 * T * rope * e
     if eager:
-        # GPT-2 keeps its scores and an fp32 softmax output only (2·e + 2 B per score, traced)
-        per_score = 2 * e + 2 if m.family == "gpt2" else e + 8
+        # GPT-2 keeps its scores and an fp32 softmax output only (2·e + 2 B per score); GPT-OSS's softmax over
+        # [scores | sink] stays in the model dtype: scores + mask, the concatenation and its shifted copy (3·e)
+        per_score = 2 * e + 2 if m.family == "gpt2" else (3 * e if m.attention_sinks else e + 8)
         return base + 3 * e * T * qd + per_score * a * b * s * s_kv + e * b * s * s_kv
     return base + e * T * (2 * qd + 2 * kvd) + 4 * a * T
 

@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 from validation import trace  # noqa: E402
 from validation.configs import EXPECTED_PARAMETERS, MODELS, TINY_LLAMA  # noqa: E402
-from validation.make_golden import MATRIX, MEASURED_KEYS, Case, dumps, run_case  # noqa: E402
+from validation.make_golden import MATRIX, MEASURED_KEYS, Case, dumps, owns, run_case  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -250,7 +250,7 @@ def test_committed_golden_file_is_up_to_date(case_id):
 
 
 def test_golden_files_well_formed():
-    files = sorted(f for f in GOLDEN.glob("*.json") if "__train__lora-" not in f.stem)  # LoRA: make_lora_golden
+    files = sorted(f for f in GOLDEN.glob("*.json") if owns(f.stem))  # not the LoRA / MLA matrices
     ids = {c.id for c in MATRIX}
     assert len(files) >= 60
     assert {f.stem for f in files} == ids

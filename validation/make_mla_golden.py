@@ -1,8 +1,8 @@
 """Golden files for architectures the main matrix lacks: MLA + MoE with a shared expert (DeepSeek-V3), attention
 sinks + biased experts + alternating sliding/full layers (GPT-OSS-20B), q/k norms + 5:1 sliding/global (Gemma-3-1B).
-They are written to tests/golden_staging/ (not tests/golden/, whose files the test suite holds the engine to).
+They are written to tests/golden/ beside the main matrix (this module owns the files of its models).
 
-    python -m validation.make_mla_golden            # regenerate tests/golden_staging/
+    python -m validation.make_mla_golden            # regenerate its cases in tests/golden/
     python -m validation.make_mla_golden --check    # re-measure and compare with the files there
     python -m validation.make_mla_golden --only gemma
 
@@ -25,7 +25,7 @@ from validation import make_golden, trace
 from validation.configs import STAGING_EXPECTED_PARAMETERS, STAGING_FULL_DEPTH, STAGING_MODELS
 from validation.make_golden import I, T
 
-STAGING_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden_staging"
+STAGING_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
 
 DS, OSS, G3 = "deepseek-v3-4l", "gpt-oss-20b-4l", "gemma-3-1b"
 
