@@ -240,6 +240,7 @@ def _siblings_of(node, key):
     ({"pp": "2", "sched": "interleaved"}, "vpp", "virtual_stages"),
     ({"model": "custom", "heads": "32", "kvh": "5"}, "heads", "multiple of num_key_value_heads"),
     ({"model": "config", "cfg": "{broken"}, "cfg", "not valid JSON"),
+    ({"model": "custom", "h": "4096", "heads": "3", "kvh": "3"}, "h", "divisible by num_attention_heads"),
 ])
 def test_invalid_combination_is_explained_next_to_its_widget_and_shows_no_numbers(query, key, words):
     at = run(query)
