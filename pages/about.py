@@ -35,7 +35,8 @@ st.markdown("""
   recompute none / selective / full; FlashAttention or eager attention.
 - **Parallelism**: ZeRO 1/2/3 and FSDP (with hybrid shard groups), Megatron's distributed optimizer, tensor
   and sequence parallel, pipeline parallel (1F1B and interleaved, one bar per stage), data, context and
-  expert parallel.
+  expert parallel, and CPU offload (ZeRO-Offload / ZeRO-Infinity / FSDP CPUOffload: the host RAM it needs per
+  rank is shown under the headline).
 - **Inference**: KV cache (by dtype, GQA/MQA/MLA, sliding windows), quantized weights with group scales
   (AWQ or GPTQ layout), the prefill working set.
 - **Overheads** outside the tensors: allocator fragmentation (a calibrated share of the long-lived states
@@ -45,8 +46,9 @@ st.markdown("""
 
 st.subheader("What is not modelled")
 st.markdown("""
-- CPU or NVMe offload (ZeRO-Offload/Infinity), and several models at once (RLHF rollouts with a reference
-  or reward model).
+- NVMe offload, and several models at once (RLHF rollouts with a reference or reward model).
+- The peak while a checkpoint loads (an AWQ checkpoint with tied embeddings materialises a bf16 copy of them;
+  bitsandbytes quantizing on the GPU holds a bf16 copy of the largest linear): the estimate is the running peak.
 - Serving-engine memory policies: vLLM/SGLang pre-allocate a fixed fraction of the GPU for paged KV blocks,
   so `nvidia-smi` shows that fraction, not the estimate.
 - `torch.compile`, CUDA graphs and custom-kernel workspaces; dataloader and pinned host memory.
