@@ -39,10 +39,6 @@ class Dims(NamedTuple):
     f: int  # dense MLP width per rank
     tp: int
 
-    @property
-    def h_ratio(self) -> float:
-        return self.h_sp / self.h
-
 
 def dims(m: ModelSpec, w: Workload) -> Dims:
     """Local shapes for one micro-batch on one GPU (TP splits heads and f; SP splits h-wide; CP splits s)."""

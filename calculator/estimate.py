@@ -376,9 +376,8 @@ def _offload(t: _Terms, w, shard: StageShard) -> None:
         else:
             keep.append(term)
     t.items = keep
-    if "weights" not in t.by_component or p.offload_params:
+    if p.offload_params:  # keep a (zero) weights line so the breakdown still names it
         t.items.insert(0, Term("weights", "weights", "Weights (offloaded to host)", 0, "0", "0", "zero-offload"))
-        t.by_component.setdefault("weights", 0)
     unit = shard.largest_unit
     t.add("transient.grad_offload", "transient", "Gradients of one unit before the copy to host",
           nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)", f"{unit:,} × {_b(w.precision.grads)}",

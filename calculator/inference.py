@@ -2,7 +2,7 @@
 prefill working set."""
 from __future__ import annotations
 
-from calculator.dtypes import DTYPE_BITS, nbytes
+from calculator.dtypes import nbytes
 from calculator.model import ModelSpec
 
 # Per-group scale overhead of quantized weights, bytes per group (QLoRA / GPTQ / OCP MX).
@@ -95,7 +95,3 @@ def decode_working_set(m: ModelSpec, b: int, e: int, h: int, f: int, vocab: int)
     3·e·f + V·(e + 4))."""
     width = m.expert_intermediate_size * m.num_experts_per_tok if m.is_moe else f
     return b * (4 * e * h + 3 * e * width + vocab * (e + 4))
-
-
-def weight_bits_label(dtype: str) -> str:
-    return f"{DTYPE_BITS[dtype]}-bit"

@@ -49,10 +49,6 @@ class ParameterCounts:
         return self.embedding + sum(l.total for l in self.layers) + self.final_norm + self.lm_head
 
     @property
-    def routed_experts(self) -> int:
-        return sum(l.routed_experts for l in self.layers)
-
-    @property
     def largest_module(self) -> int:
         return max([self.embedding, self.lm_head] + [l.largest_module for l in self.layers])
 
