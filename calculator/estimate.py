@@ -319,8 +319,10 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
               "fsdp" if p.zero_shard_size else "deepspeed-zero3")
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
+    # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
+    fp32_adapters = w.finetune != "full" and w.lora_adapter_dtype == "fp32"
     step = 0 if (w.activation_model == "textbook" or p.offload_optimizer) else tr.optimizer_step_transient(
-        n_opt, largest_tensor, w)
+        n_opt, largest_tensor, w, upcast_grads=not fp32_adapters)
     t.phases = [(states, states + fwd_bwd), (states, states + step)]
     if step > fwd_bwd:
         t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,

@@ -61,10 +61,11 @@ def adafactor_factored_fraction(shapes: list[tuple[int, ...]]) -> float:
     return kept / total if total else 0.0
 
 
-def optimizer_step_transient(n_params: int, largest_tensor: int, w: Workload) -> int:
+def optimizer_step_transient(n_params: int, largest_tensor: int, w: Workload, upcast_grads: bool = True) -> int:
     """Temporaries of one optimizer step. foreach AdamW allocates a full-size sqrt(exp_avg_sq) list
     (torch/optim/adam.py _multi_tensor_adam); the for-loop path one tensor's worth; fused kernels none.
-    With fp32 master weights the low-precision gradients are upcast to the master dtype before the step."""
+    With fp32 master weights the low-precision gradients are upcast to the master dtype before the step (not when
+    the trained tensors have no master copy: `upcast_grads=False`)."""
     p = w.precision
     state_dtype = "fp32" if w.optimizer == "adamw-8bit" else p.optimizer_states
     if w.optimizer in ("adamw", "adamw-8bit", "adafactor"):
@@ -76,6 +77,6 @@ def optimizer_step_transient(n_params: int, largest_tensor: int, w: Workload) ->
     else:
         sqrt_temp = 0
     upcast = 0
-    if p.master_weights and p.grads != p.master_weights and w.optimizer != "none":
+    if upcast_grads and p.master_weights and p.grads != p.master_weights and w.optimizer != "none":
         upcast = nbytes(n_params, p.master_weights)
     return sqrt_temp + upcast
