@@ -22,6 +22,7 @@ from calculator.model import GenericModel, ModelSpec
 from calculator.parallel import (StageShard, check_divisibility, communicators, in_flight_microbatches,
                                  kv_heads_per_rank, stage_shards)
 from calculator import parameters as params
+from calculator.bounds import check_stages
 from calculator.parameters import count_parameters, model_tensor_shapes
 from calculator.result import ALLOCATED_COMPONENTS, Estimate, StageEstimate, Term
 
@@ -471,6 +472,7 @@ def _generic(model: GenericModel, w) -> Estimate:
     gpu = _gpu(w.gpu)
     shard = StageShard(0, 0, 0, n, 0, 0, n, True, True)
     stage = _finish(t, w, shard, gpu)
+    check_stages((stage,), model, w)
     fits = partial(fits_for, stage, _all_gpus(), 1, w.overheads.cuda_context_bytes, None)
     return Estimate(model.name, w.mode, n, n, (stage,), 0, fits, (), ("generic network: totals given by you",))
 
@@ -511,6 +513,7 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     gpu = _gpu(w.gpu)
     build = _stage_training if w.mode == "train" else _stage_inference
     stages = tuple(build(m, w, s, gpu) for s in shards)
+    check_stages(stages, m, w)
     worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
     fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
                    None) if with_fits else None

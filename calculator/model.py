@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from calculator import bounds as B
+
 Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
 
 
@@ -20,58 +22,62 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = "custom"
-    model_type: str = "llama"
+    name: str = Field(default="custom", max_length=B.MAX_NAME_CHARS)
+    model_type: str = Field(default="llama", max_length=B.MAX_NAME_CHARS)
     family: Family = "llama"
 
-    hidden_size: int = Field(gt=0)
-    num_hidden_layers: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_key_value_heads: int | None = Field(default=None, gt=0)
-    head_dim: int | None = Field(default=None, gt=0)
-    intermediate_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
+    hidden_size: int = Field(gt=0, le=B.MAX_HIDDEN, strict=True)
+    num_hidden_layers: int = Field(gt=0, le=B.MAX_LAYERS, strict=True)
+    num_attention_heads: int = Field(gt=0, le=B.MAX_HEADS, strict=True)
+    num_key_value_heads: int | None = Field(default=None, gt=0, le=B.MAX_HEADS, strict=True)
+    head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
+    intermediate_size: int = Field(gt=0, le=B.MAX_FFN, strict=True)
+    vocab_size: int = Field(gt=0, le=B.MAX_VOCAB, strict=True)
     tie_word_embeddings: bool = False
 
     # Block details that change parameter counts or saved activations.
     gated_mlp: bool = True  # SwiGLU/GeGLU (gate, up, down) vs plain fc1/fc2
-    hidden_act: str = "silu"
+    hidden_act: str = Field(default="silu", max_length=100)
     norm_type: Literal["rmsnorm", "layernorm"] = "rmsnorm"
-    norms_per_layer: int = Field(default=2, ge=0)  # Gemma-2/3: 4 (pre/post attention and feed-forward)
+    # Gemma-2/3: 4 (pre/post attention and feed-forward)
+    norms_per_layer: int = Field(default=2, ge=0, le=B.MAX_NORMS_PER_LAYER, strict=True)
     qkv_bias: bool = False
     o_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False  # Qwen3/Gemma-3 per-head RMSNorm on q and k
-    learned_position_embeddings: int = Field(default=0, ge=0)  # GPT-2: n_positions rows
+    learned_position_embeddings: int = Field(default=0, ge=0, le=B.MAX_POSITIONS, strict=True)  # GPT-2: n_positions
     fused_qkv: bool = False  # one qkv projection whose output stays saved whole (Phi-3, GPT-2, GPT-NeoX)
     fused_gate_up: bool = False  # Phi-3's gate_up_proj
     parallel_residual: bool = False  # GPT-NeoX
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # residual/attention dropout while training (GPT-2 0.1)
+    # residual/attention dropout while training (GPT-2 0.1)
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
 
     # Mixture of experts (num_experts = 0 means dense).
-    num_experts: int = Field(default=0, ge=0)
-    num_experts_per_tok: int = Field(default=0, ge=0)
-    moe_intermediate_size: int | None = Field(default=None, gt=0)
-    num_shared_experts: int = Field(default=0, ge=0)
-    shared_expert_intermediate_size: int | None = Field(default=None, gt=0)  # total width of the shared expert(s)
+    num_experts: int = Field(default=0, ge=0, le=B.MAX_EXPERTS, strict=True)
+    num_experts_per_tok: int = Field(default=0, ge=0, le=B.MAX_EXPERTS, strict=True)
+    moe_intermediate_size: int | None = Field(default=None, gt=0, le=B.MAX_FFN, strict=True)
+    num_shared_experts: int = Field(default=0, ge=0, le=B.MAX_SHARED_EXPERTS, strict=True)
+    # total width of the shared expert(s)
+    shared_expert_intermediate_size: int | None = Field(default=None, gt=0, le=B.MAX_FFN, strict=True)
     shared_expert_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert
-    first_k_dense_layers: int = Field(default=0, ge=0)  # DeepSeek first_k_dense_replace
-    dense_layer_indices: tuple[int, ...] = ()  # Qwen-MoE mlp_only_layers
+    first_k_dense_layers: int = Field(default=0, ge=0, le=B.MAX_LAYERS, strict=True)  # DeepSeek first_k_dense_replace
+    dense_layer_indices: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen-MoE mlp_only_layers
     router_bias: bool = False
     expert_bias: bool = False  # GPT-OSS experts carry biases
 
     # Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank set means MLA.
-    q_lora_rank: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int | None = Field(default=None, gt=0)
-    qk_rope_head_dim: int | None = Field(default=None, gt=0)
-    qk_nope_head_dim: int | None = Field(default=None, gt=0)
-    v_head_dim: int | None = Field(default=None, gt=0)
+    q_lora_rank: int | None = Field(default=None, gt=0, le=B.MAX_HIDDEN, strict=True)
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=B.MAX_HIDDEN, strict=True)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
+    v_head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
 
     # Attention pattern.
-    sliding_window: int | None = Field(default=None, gt=0)
-    layer_types: tuple[Literal["full_attention", "sliding_attention"], ...] | None = None
-    attn_logit_softcapping: float | None = None
-    final_logit_softcapping: float | None = None
+    sliding_window: int | None = Field(default=None, gt=0, le=B.MAX_WINDOW, strict=True)
+    layer_types: tuple[Literal["full_attention", "sliding_attention"], ...] | None = Field(
+        default=None, max_length=B.MAX_LAYERS)
+    attn_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    final_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     attention_sinks: bool = False  # GPT-OSS: one learned logit per head
 
     @model_validator(mode="after")
@@ -159,6 +165,6 @@ class GenericModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = "generic network"
-    total_params: int = Field(gt=0)
-    activation_elements_per_sample: int = Field(ge=0)
+    name: str = Field(default="generic network", max_length=B.MAX_NAME_CHARS)
+    total_params: int = Field(gt=0, le=B.MAX_PARAMS, strict=True)
+    activation_elements_per_sample: int = Field(ge=0, le=B.MAX_ACTIVATION_ELEMENTS, strict=True)

@@ -119,7 +119,9 @@ class Estimate:
 
     @property
     def peak_allocated_bytes(self) -> int:
-        return self.peak.peak_allocated_bytes
+        """The highest allocated peak over the pipeline stages (what torch.cuda.max_memory_allocated reports on the
+        busiest GPU); not always the stage with the highest nvidia-smi total, whose fragmentation may differ."""
+        return max(s.peak_allocated_bytes for s in self.stages)
 
     @property
     def total_bytes(self) -> int:

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from calculator import bounds as B
 from calculator.dtypes import Dtype
 
 Mode = Literal["train", "infer"]
@@ -66,23 +67,25 @@ class Parallelism(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tp: int = Field(default=1, ge=1)
-    pp: int = Field(default=1, ge=1)
-    dp: int = Field(default=1, ge=1)
-    cp: int = Field(default=1, ge=1)
-    ep: int = Field(default=1, ge=1)
-    etp: int | None = Field(default=None, ge=1)  # expert tensor parallel (defaults to tp)
+    tp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    pp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    dp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    cp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    ep: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    etp: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)  # expert tensor parallel (defaults to tp)
     sequence_parallel: bool = False
-    zero: int = Field(default=0, ge=0, le=3)  # ZeRO stage / FSDP: 1 optimizer, 2 + grads, 3 + params
-    zero_shard_size: int | None = Field(default=None, ge=1)  # FSDP hybrid shard / HSDP group (defaults to dp·cp)
+    zero: int = Field(default=0, ge=0, le=3, strict=True)  # ZeRO stage / FSDP: 1 optimizer, 2 + grads, 3 + params
+    # FSDP hybrid shard / HSDP group (defaults to dp·cp)
+    zero_shard_size: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE ** 2, strict=True)
     distributed_optimizer: bool = False  # Megatron's: shards fp32 master + optimizer over dp·cp
     # ZeRO-Offload / FSDP CPUOffload: master weights and optimizer state (and the step) on the CPU; with ZeRO-3
     # the parameters too (ZeRO-Infinity), gathered to the GPU one unit at a time.
     offload_optimizer: bool = False
     offload_params: bool = False
     schedule: Schedule = "1f1b"
-    virtual_stages: int = Field(default=1, ge=1)  # interleaved 1F1B chunks per rank
-    num_microbatches: int | None = Field(default=None, ge=1)  # per step (gradient accumulation); default pp
+    virtual_stages: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)  # interleaved 1F1B chunks per rank
+    # per step (gradient accumulation); default pp
+    num_microbatches: int | None = Field(default=None, ge=1, le=B.MAX_MICROBATCHES, strict=True)
 
     @property
     def world_size(self) -> int:
@@ -107,15 +110,20 @@ class Overheads(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    cuda_context_bytes: int | None = Field(default=None, ge=0)  # None: the GPU catalogue's value for the chosen GPU
+    # None: the GPU catalogue's value for the chosen GPU
+    cuda_context_bytes: int | None = Field(default=None, ge=0, le=B.MAX_OVERHEAD_BYTES, strict=True)
     # Caching-allocator slack (reserved − allocated). None: the calibrated two-part model below; a number: a flat
     # percentage of the peak allocated.
-    fragmentation_pct: float | None = Field(default=None, ge=0, le=100)
-    fragmentation_states_pct: float = Field(default=2.6, ge=0, le=100)  # of long-lived states (validation/CALIBRATION.md)
-    fragmentation_working_pct: float = Field(default=24.7, ge=0, le=100)  # of the short-lived working set
-    nccl_bytes_per_group: int = Field(default=500_000_000, ge=0)  # per communicator of size > 1 (Fujii et al.)
+    fragmentation_pct: float | None = Field(default=None, ge=0, le=100, allow_inf_nan=False)
+    # of long-lived states (validation/CALIBRATION.md)
+    fragmentation_states_pct: float = Field(default=2.6, ge=0, le=100, allow_inf_nan=False)
+    # of the short-lived working set
+    fragmentation_working_pct: float = Field(default=24.7, ge=0, le=100, allow_inf_nan=False)
+    # per communicator of size > 1 (Fujii et al.)
+    nccl_bytes_per_group: int = Field(default=500_000_000, ge=0, le=B.MAX_OVERHEAD_BYTES, strict=True)
     include_comm_buffers: bool = True
-    textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100)  # flat % used by the textbook model only
+    # flat % used by the textbook model only
+    textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100, allow_inf_nan=False)
 
 
 class Workload(BaseModel):
@@ -124,9 +132,11 @@ class Workload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: Mode = "train"
-    micro_batch: int = Field(default=1, gt=0)
-    seq_len: int = Field(default=4096, gt=0)  # training sequence, or the prompt length for inference
-    gen_tokens: int = Field(default=0, ge=0)  # inference: tokens generated after the prompt
+    micro_batch: int = Field(default=1, gt=0, le=B.MAX_BATCH, strict=True)
+    # training sequence, or the prompt length for inference
+    seq_len: int = Field(default=4096, gt=0, le=B.MAX_TOKENS, strict=True)
+    # inference: tokens generated after the prompt
+    gen_tokens: int = Field(default=0, ge=0, le=B.MAX_TOKENS, strict=True)
     precision: Precision = Precision()
     optimizer: Optimizer = "adamw"
     # Fused kernels (Megatron/DeepSpeed FusedAdam, HF Trainer's adamw_torch_fused) keep no temporaries; PyTorch's
@@ -137,14 +147,16 @@ class Workload(BaseModel):
     activation_model: ActivationModel = "exact"
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
     weight_dtype: Dtype | None = None  # inference weights (None: precision.params); int4/nf4 add group scales
-    quant_group_size: int = Field(default=128, gt=0)  # elements per scale for 4/8-bit integer weights
+    # elements per scale for 4/8-bit integer weights
+    quant_group_size: int = Field(default=128, gt=0, le=B.MAX_GROUP_SIZE, strict=True)
     quant_method: Literal["awq", "gptq"] = "awq"  # int4/int8 checkpoint layout (GPTQ adds g_idx and a kernel buffer)
     parallel: Parallelism = Parallelism()
     overheads: Overheads = Overheads()
-    gpu: str | None = None  # catalogue id for the fit verdict / CUDA context, e.g. "h100-sxm"
+    # catalogue id for the fit verdict / CUDA context, e.g. "h100-sxm"
+    gpu: str | None = Field(default=None, max_length=100)
     # Parameter-efficient fine-tuning: adapters on a frozen base (QLoRA: the base in NF4).
     finetune: Finetune = "full"
-    lora_rank: int = Field(default=16, gt=0)
+    lora_rank: int = Field(default=16, gt=0, le=B.MAX_LORA_RANK, strict=True)
     lora_targets: LoraTargets = "all-linear"
     # PEFT's default (autocast_adapter_dtype=True) keeps adapters in fp32 on a bf16 base: fp32 weights and grads,
     # no separate master copy. "params": adapters in the params dtype, trained per the precision recipe.
