@@ -14,6 +14,7 @@ from urllib.parse import urlencode, urlsplit
 import streamlit as st
 
 from dashboard import hub_input, state, widgets
+from dashboard.safe_text import md, md_lines, md_message
 from dashboard.scenarios import SCENARIOS
 from dashboard.widgets import field
 
@@ -81,8 +82,8 @@ def calculator() -> None:
         if set(link.drop_keys) - set(link.unknown_keys):
             st.rerun()  # a value the bound widget cannot read: rerun without it (widgets have not read the URL yet)
     if page["ignored"]:
-        st.warning("Some link parameters were ignored or adjusted:\n\n"
-                   + "\n".join(f"- {line}" for line in page["ignored"]), icon=":material/link_off:")
+        st.warning("Some link parameters were ignored or adjusted:\n\n" + md_lines(page["ignored"]),
+                   icon=":material/link_off:")
         st.button("Dismiss", key="_dismiss_link", on_click=dismiss_link_warning, type="tertiary")
     if st.query_params.get(state.VERSION_KEY) != state.URL_FORMAT_VERSION:
         st.query_params[state.VERSION_KEY] = state.URL_FORMAT_VERSION
@@ -230,7 +231,7 @@ def calculator() -> None:
         lines = []
         for key, msgs in problems.items():
             label = state.BY_KEY[key].label if key in state.BY_KEY else "Input"
-            lines += [f"- **{label}**: {m}" for m in msgs]
+            lines += [f"- **{label}**: {md_message(m)}" for m in msgs]
         st.error("No estimate: the inputs below cannot be computed. Each message is also shown next to the "
                  "input that causes it.\n\n" + "\n".join(lines), icon=":material/block:")
         st.caption("Link to this view:")
@@ -239,11 +240,11 @@ def calculator() -> None:
 
     est = result.estimate
     for note in result.notes:
-        st.info(note, icon=":material/info:")
+        st.info(md_message(note), icon=":material/info:")
 
     # ---- headline -------------------------------------------------------------------------------------------
     fit = next((f for f in est.fits if f.gpu == values["gpu"]), None)
-    head.subheader(f"{est.model_name}: {'training' if est.mode == 'train' else 'inference'}", divider="gray")
+    head.subheader(f"{md(est.model_name)}: {'training' if est.mode == 'train' else 'inference'}", divider="gray")
     m1 = m2 = m3 = m4 = st.container(horizontal=True, gap="small")
     m1.metric("Total per GPU", format_bytes(est.total_bytes, unit),
               help="What nvidia-smi would show on the most loaded GPU" + (
@@ -295,10 +296,10 @@ def calculator() -> None:
         st.markdown(formula_markdown(est, unit))  # one element: a rerun pays per element
 
     for w in est.warnings:
-        st.warning(w, icon=":material/warning:")
+        st.warning(md_message(w), icon=":material/warning:")
     if est.assumptions:
         with st.expander("Assumptions of this estimate"):
-            st.markdown("\n".join(f"- {a}" for a in est.assumptions))
+            st.markdown(md_lines(est.assumptions))
 
     # ---- share and export -----------------------------------------------------------------------------------
     st.subheader("Share and export", divider="gray")

@@ -13,10 +13,12 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import plotly.graph_objects as go
 
 from dashboard import state
+from dashboard.safe_text import cut
 from dashboard.charts import COLORS, UNIT_AXIS, _GRID, _STYLE
 
 CMP_KEY = "cmp"
 MIN_SCENARIOS, MAX_SCENARIOS = 2, 4
+MAX_LINK_CHARS = 16_000  # one stored link; a pasted config.json (cfg) of the largest presets needs under 5,000
 
 
 def to_cmp(link: str) -> str:
@@ -67,10 +69,13 @@ class Scenario:
 def scenario(index: int, raw: str) -> Scenario:
     """Read one stored link: every parameter must be valid and the engine must accept the view."""
     raw = to_cmp(raw)
+    if len(raw) > MAX_LINK_CHARS:
+        return Scenario(index, raw[:200] + "…", problem=f"the link is {len(raw):,} characters long, over the "
+                        f"{MAX_LINK_CHARS:,} a calculator link can need: paste the calculator's own link")
     try:
         query = parse_qs(raw, keep_blank_values=True, strict_parsing=True) if raw else {}
     except ValueError:
-        return Scenario(index, raw, problem="not a calculator link (no `key=value` parameters)")
+        return Scenario(index, raw, problem="not a calculator link (no key=value parameters)")
     if not any(k in state.BY_KEY for k in query):
         return Scenario(index, raw, problem="not a calculator link: it has none of the calculator's parameters")
     link = state.check_query_params(query)
@@ -78,8 +83,8 @@ def scenario(index: int, raw: str) -> Scenario:
         return Scenario(index, raw, problem="; ".join(link.ignored))
     values = {**state.DEFAULTS, **link.values}
     if values["hf"]:
-        return Scenario(index, raw, values, problem=f"a Hugging Face model ('{values['hf']}') is not fetched on "
-                                                    "this page; compare presets, custom or config models")
+        return Scenario(index, raw, values, problem=f"a Hugging Face model ({cut(values['hf'])}) is not fetched "
+                                                    "on this page; compare presets, custom or config models")
     try:
         result = state.compute(values)
     except state.InputProblems as exc:

@@ -19,6 +19,7 @@ from typing import Any
 import streamlit as st
 
 from dashboard import state
+from dashboard.safe_text import md, md_link, md_message
 from dashboard.widgets import field
 
 HUB_TIMEOUT_S = 10.0
@@ -98,14 +99,15 @@ def sidebar_notes(hub: HubView | None, problems: dict) -> None:
     if hub is None:
         return
     if hub.error:
-        st.error(f"Not used: {hub.problem or hub.error} (details on the page)", icon=":material/cloud_off:")
+        st.error(f"Not used: {md_message(hub.problem or hub.error)} (details on the page)",
+                 icon=":material/cloud_off:")
     elif hub.resolved is not None:
         r = hub.resolved
         count = f"{r.checkpoint_parameters:,} parameters in the checkpoint" if r.checkpoint_parameters else \
             "parameters counted from config.json (no checkpoint count)"
         st.caption(f":material/check: {count}" + (" · offline copy" if hub.fetched.from_cache else ""))
     for msg in problems.get("hf", ()):
-        st.error(msg, icon=":material/error:")
+        st.error(md_message(msg), icon=":material/error:")
 
 
 def _in_page(message: str) -> str:
@@ -119,16 +121,17 @@ def panel(hub: HubView, values: dict) -> None:
     """Main area: the fetched model's exact counts and notices, or the error (the page then uses the preset)."""
     if hub.resolved is None:
         fallback = values["model"]
-        st.error(f"**The Hugging Face model `{hub.model_id}` could not be used.** {_in_page(hub.error)}\n\n"
-                 f"The numbers below are for the Model selector's choice, `{fallback}`.", icon=":material/cloud_off:")
+        st.error(f"**The Hugging Face model {md(hub.model_id)} could not be used.** {md_message(_in_page(hub.error))}"
+                 f"\n\nThe numbers below are for the Model selector's choice, {md(fallback)}.",
+                 icon=":material/cloud_off:")
         st.button("Retry", key="_hub_retry", on_click=forget_failures, icon=":material/refresh:",
                   type="tertiary")
         return
     from calculator.parameters import count_parameters
     r, f = hub.resolved, hub.fetched
     ours = count_parameters(r.spec).total
-    lines = [f"**Hugging Face model [`{hub.model_id}`]({hub.endpoint}/{hub.model_id})** "
-             f"(`model_type` {f.config.get('model_type')}, revision `{f.revision}`)"]
+    lines = [f"**Hugging Face model {md_link(hub.model_id, f'{hub.endpoint}/{hub.model_id}')}** "
+             f"(model\\_type {md(f.config.get('model_type'))}, revision {md(f.revision)})"]
     if r.checkpoint_parameters is not None:
         how = {"api": "the Hub's API", "safetensors-headers": "the safetensors headers"}.get(
             f.checkpoint.source, f.checkpoint.source)
@@ -136,20 +139,20 @@ def panel(hub: HubView, values: dict) -> None:
                      f"**{ours:,}** from the architecture")
         total = r.checkpoint_parameters or 1
         lines.append("Checkpoint dtypes: " + " · ".join(
-            f"{dt} {n:,} ({n / total:.1%})" for dt, n in f.checkpoint.parameters_by_dtype.items()))
+            f"{md(dt, 20)} {n:,} ({n / total:.1%})" for dt, n in f.checkpoint.parameters_by_dtype.items()))
     else:
         lines.append(f"Parameters: **{ours:,}** from the architecture (the checkpoint could not be counted)")
     with st.container(border=True, key="hub_model"):
         st.markdown("  \n".join(lines))
         mismatch = r.parameter_mismatch
         if mismatch:
-            st.warning(mismatch[0].upper() + mismatch[1:], icon=":material/difference:")
+            st.warning(md_message(mismatch[0].upper() + mismatch[1:]), icon=":material/difference:")
         for w in f.warnings:
             if w.startswith("offline:"):
-                st.info("The Hub could not be reached: this is the copy cached on this server. " + w,
+                st.info("The Hub could not be reached: this is the copy cached on this server. " + md_message(w),
                         icon=":material/cloud_off:")
             else:
-                st.caption(f":material/info: {w}")
+                st.caption(f":material/info: {md_message(w)}")
 
 
 def export_source(hub: HubView | None) -> dict | None:

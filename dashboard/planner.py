@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from dashboard import state
+from dashboard.safe_text import cut, md
 
 PLANNER_PARAMS: tuple[state.Param, ...] = (
     state.Param("pgpus", "int", 0, "GPUs (0 = the fewest that fit)", "planner", lo=0, hi=4096,
@@ -59,6 +60,37 @@ def view_from(query: Mapping[str, Any], session: Mapping[str, Any], own_keys: It
     if kept:
         return View({**state.DEFAULTS, **kept}, "calculator")
     return View(dict(state.DEFAULTS), "defaults")
+
+
+@dataclass(frozen=True)
+class OwnKeys:
+    """What the link gave for the planner's own keys: one note per value its widget will not use (plain text), and
+    the keys whose value the widget cannot even read (inf, 1e400, a 500-digit number: Streamlit 1.67's bound
+    number_input raises OverflowError on them), which the page removes from the URL before drawing the widgets."""
+
+    notes: dict[str, str]
+    drop: tuple[str, ...]
+
+
+def check_own_keys(query: Mapping[str, Any]) -> OwnKeys:
+    """Check `pgpus` / `pmaxtp` as the calculator checks its keys (state.read_value: same bounds, same reasons)."""
+    notes: dict[str, str] = {}
+    drop: list[str] = []
+    for p in PLANNER_PARAMS:
+        if p.key not in query:
+            continue
+        raw = query[p.key]
+        raw = (raw[-1] if raw else "") if isinstance(raw, list) else raw
+        try:
+            _, note = state.read_value(p, raw)
+        except state.Unsafe as exc:
+            drop.append(p.key)
+            note = f"{exc}; the default ({state.format_default(p)}) is used"
+        except ValueError as exc:
+            note = f"{exc}; the default ({state.format_default(p)}) is used"
+        if note:
+            notes[p.key] = f"{p.key}={cut(raw)}: {note}"
+    return OwnKeys(notes, tuple(drop))
 
 
 def query_of(values: Mapping[str, Any]) -> dict[str, str]:
@@ -180,15 +212,15 @@ def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str) 
 
 
 def describe(values: Mapping[str, Any]) -> str:
-    """One line saying what is planned: model, mode, batch and sequence, GPU."""
+    """One line of Markdown saying what is planned: model, mode, batch and sequence, GPU (values made inert)."""
     model = values["model"]
     if model == state.CUSTOM:
         model = f"custom (h={values['h']}, {values['layers']} layers)"
     mode = "training" if values["mode"] == "train" else "inference"
     ft = f" ({values['ft']})" if values["mode"] == "train" and values["ft"] != "full" else ""
     gpu = next((g.name for g in state.gpus() if g.id == values["gpu"]), values["gpu"])
-    return (f"**{model}**, {mode}{ft}, micro-batch {values['mbs']} × sequence {values['seq']}, "
-            f"precision {values['recipe']}, on **{gpu}**")
+    return (f"**{md(model)}**, {md(mode + ft)}, micro-batch {md(values['mbs'])} × sequence {md(values['seq'])}, "
+            f"precision {md(values['recipe'])}, on **{md(gpu)}**")
 
 
 def solver_text(sol, what: str, unit: str) -> str:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
+from dashboard.safe_text import cut
+
 URL_FORMAT_VERSION = "1"
 VERSION_KEY = "v"
 
@@ -342,7 +344,8 @@ def check_query_params(query: Mapping[str, str | list[str]],
                        choices: Callable[[str], Iterable[str]] = options) -> LinkCheck:
     """Validate a query string (st.query_params.to_dict() or a dict of lists) before the widgets read it.
 
-    Bound widgets drop invalid values silently; this reports them so the page can say what was ignored."""
+    Bound widgets drop invalid values silently; this reports them so the page can say what was ignored. The lines
+    are plain text (values cut to a readable length): a page shows them through dashboard.safe_text."""
     values: dict[str, Any] = {}
     ignored: list[str] = []
     unknown: list[str] = []
@@ -352,27 +355,27 @@ def check_query_params(query: Mapping[str, str | list[str]],
         if key == VERSION_KEY:
             version = _fmt(raw)
             if version != URL_FORMAT_VERSION:
-                ignored.append(f"`v={version}`: this page reads link format v={URL_FORMAT_VERSION}; "
+                ignored.append(f"v={cut(version)}: this page reads link format v={URL_FORMAT_VERSION}; "
                                "the other parameters were read as v1")
             continue
         p = BY_KEY.get(key)
         if p is None:
             unknown.append(key)
-            ignored.append(f"`{key}={_fmt(raw)}`: unknown parameter")
+            ignored.append(f"{cut(key, 40)}={cut(_fmt(raw))}: unknown parameter")
             continue
         if isinstance(raw, list):
             if len(raw) > 1:
-                ignored.append(f"`{key}` given {len(raw)} times: only the last value is used")
+                ignored.append(f"{key} given {len(raw)} times: only the last value is used")
             raw = raw[-1] if raw else ""  # as Streamlit reads a repeated single-value parameter
         try:
             values[key], note = read_value(p, raw, choices(key) if p.kind == "choice" else None)
             if note:
-                ignored.append(f"`{key}={raw}`: {note}")
+                ignored.append(f"{key}={cut(raw)}: {note}")
         except Unsafe as exc:
             drop.append(key)
-            ignored.append(f"`{key}={raw}`: {exc}; the default ({format_default(p)}) is used")
+            ignored.append(f"{key}={cut(raw)}: {exc}; the default ({format_default(p)}) is used")
         except ValueError as exc:
-            ignored.append(f"`{key}={raw}`: {exc}; the default ({format_default(p)}) is used")
+            ignored.append(f"{key}={cut(raw)}: {exc}; the default ({format_default(p)}) is used")
     return LinkCheck(values, tuple(ignored), version, tuple(unknown), tuple(unknown + drop))
 
 

@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 
 import streamlit as st
 
+from dashboard.safe_text import md_message
 from dashboard.state import BY_KEY, options
 
 SLIDERS = {"mbs"}
@@ -70,7 +71,7 @@ def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False
     if caption:
         box.caption(caption)
     for msg in problems.get(key, ()):
-        box.error(msg, icon=":material/error:")
+        box.error(md_message(msg), icon=":material/error:")  # engine messages can quote the link's values
     drawn = _DRAWN.get()
     if drawn is not None:
         drawn[key] = value

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import compare, planner, state
+from dashboard.safe_text import md, md_link, md_message
 
 PAGE_PATH = "compare"
 PASTE = "_cmp_paste"  # the paste field (not bound: the links themselves are the page's URL)
@@ -64,13 +65,13 @@ root = planner.app_root(st.context.url, PAGE_PATH)
 scs = compare.scenarios(raws)
 for i, sc in enumerate(scs):
     line = st.container(horizontal=True, gap="small", vertical_alignment="center")
-    line.markdown(f"**{sc.name}** · [open in calculator]({root}?{sc.raw})" if sc.ok else
-                  f"**Scenario {sc.index}** · `{sc.raw or '(empty)'}`")
+    line.markdown(f"**{md(sc.name)}** · " + md_link("open in calculator", f"{root}?{compare.cmp_of(sc.values)}")
+                  if sc.ok else f"**Scenario {sc.index}** · {md(sc.raw or '(empty)')}")
     line.button("Remove", key=f"_cmp_remove_{i}", on_click=remove, args=(i,), icon=":material/close:",
                 type="tertiary")
 for sc in scs:
     if not sc.ok:
-        st.warning(f"Scenario {sc.index} (`{sc.raw or '(empty)'}`) is left out: {sc.problem}",
+        st.warning(f"Scenario {sc.index} ({md(sc.raw or '(empty)')}) is left out: {md_message(sc.problem)}",
                    icon=":material/link_off:")
 
 good = [s for s in scs if s.ok]

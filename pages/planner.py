@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import planner, state
+from dashboard.safe_text import md, md_link, md_lines, md_message
 
 PAGE_PATH = "planner"
 
@@ -26,9 +27,14 @@ def _fits(key: tuple, _values: dict) -> planner.Fits:
     return planner.what_fits(_values)
 
 
+def _forget_note(key: str) -> None:
+    st.session_state.get(LINK_NOTES, {}).pop(key, None)
+
+
 def _number(p: state.Param, container) -> int:
     return container.number_input(p.label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1,
-                                  key=p.key, bind="query-params", help=p.help, width=260)
+                                  key=p.key, bind="query-params", help=p.help, width=260,
+                                  on_change=_forget_note, args=(p.key,))
 
 
 st.title("Parallel layout planner")
@@ -36,23 +42,35 @@ st.caption("Which ways of splitting this job over GPUs keep the most loaded GPU 
            "(Fujii et al. 2024), best first: fewest GPUs, then least recomputation, then lowest memory. Memory "
            "only: the planner says nothing about speed.")
 
+# The planner's own keys are checked before their widgets read the URL: a value the bound number_input cannot read
+# (pgpus=inf, 1e400) is removed first, and every value a widget would drop silently is named (kept for the session).
+LINK_NOTES = "_planner_link_notes"
+own = planner.check_own_keys(st.query_params.to_dict())
+notes = st.session_state.setdefault(LINK_NOTES, {})
+notes.update(own.notes)
+if own.drop:
+    for key in own.drop:
+        del st.query_params[key]
+    st.rerun()
+
 view = planner.view_from(st.query_params.to_dict(), st.session_state.to_dict(), planner.PLANNER_KEYS)
 values = view.values
 st.session_state[planner.CALC_VIEW] = {k: v for k, v in values.items() if v != state.DEFAULTS[k]}
 if view.source == "calculator":  # arrived from the calculator page: put its inputs in this page's link
     for key, raw in planner.query_of(values).items():
         st.query_params[key] = raw
-if view.ignored:
-    st.warning("Some link parameters were ignored or adjusted:\n\n" + "\n".join(f"- {x}" for x in view.ignored),
+ignored = list(view.ignored) + list(notes.values())
+if ignored:
+    st.warning("Some link parameters were ignored or adjusted:\n\n" + md_lines(ignored),
                icon=":material/link_off:")
 
 root = planner.app_root(st.context.url, PAGE_PATH)
 unit = values["unit"]
 st.markdown(f"Planning for {planner.describe(values)}.  \n"
-            f"[Edit these inputs in the calculator]({planner.calculator_url(root, values)})")
+            + md_link("Edit these inputs in the calculator", planner.calculator_url(root, values)))
 if values["hf"]:
-    st.info(f"This page does not fetch Hugging Face models: it plans for the preset `{values['model']}`, not "
-            f"`{values['hf']}`.", icon=":material/info:")
+    st.info(f"This page does not fetch Hugging Face models: it plans for the preset {md(values['model'])}, not "
+            f"{md(values['hf'])}.", icon=":material/info:")
 
 row = st.container(horizontal=True, gap="medium")
 gpus = int(_number(planner.PLANNER_PARAMS[0], row))
@@ -63,7 +81,7 @@ try:
     result = _plan(key, gpus, max_tp, values)
     fits = _fits(key, values)
 except state.InputProblems as exc:
-    lines = [f"- **{state.BY_KEY[p.key].label if p.key in state.BY_KEY else 'Input'}**: {p.message}"
+    lines = [f"- **{state.BY_KEY[p.key].label if p.key in state.BY_KEY else 'Input'}**: {md_message(p.message)}"
              for p in exc.problems]
     st.error("Nothing to plan: the calculator cannot estimate these inputs.\n\n" + "\n".join(lines),
              icon=":material/block:")
@@ -74,7 +92,7 @@ from calculator.units import format_bytes  # noqa: E402
 
 st.subheader("Layouts that fit", divider="gray")
 if not result.plans:
-    st.warning(result.message, icon=":material/block:")
+    st.warning(md_message(result.message), icon=":material/block:")
 else:
     n = result.plans[0].gpus
     st.caption(f"{len(result.plans)} layouts of {n} × {result.gpu_name} "

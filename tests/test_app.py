@@ -21,6 +21,7 @@ from calculator.presets import load_model
 from calculator.sources import SOURCES
 from calculator.units import format_bytes
 from calculator.workload import RECIPES, Overheads, Parallelism, Precision, Workload
+from dashboard.safe_text import plain
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 GPU = "h100-sxm"  # the page's default GPU
@@ -212,8 +213,8 @@ def test_invalid_link_values_are_listed_in_a_warning_and_ignored():
     at = run({"tp": "abc", "mbs": "100000", "gpu": "h900", "colour": "red", "opt": "adam9", "seq": "8192",
               "dp": "inf"})
     assert len(at.warning) == 1
-    text = at.warning[0].value
-    for needle in ("`tp=abc`", "`mbs=100000`", "`gpu=h900`", "`colour=red`", "`opt=adam9`", "`dp=inf`"):
+    text = plain(at.warning[0].value)  # the values are shown escaped (dashboard.safe_text)
+    for needle in ("tp=abc:", "mbs=100000:", "gpu=h900:", "colour=red:", "opt=adam9:", "dp=inf:"):
         assert needle in text
     assert "seq" not in text  # the valid one is used, not reported
     assert at.number_input(key="tp").value == 1 and at.selectbox(key="gpu").value == GPU
@@ -250,8 +251,8 @@ def test_invalid_combination_is_explained_next_to_its_widget_and_shows_no_number
     assert siblings is not None
     i = next(i for i, el in enumerate(siblings) if getattr(el, "key", None) == key)
     after = siblings[i + 1]
-    assert type(after).__name__ == "Error" and words in after.value
-    assert any(words in e.value for e in at.main.get("error")), "summary in the main area too"
+    assert type(after).__name__ == "Error" and words in plain(after.value)
+    assert any(words in plain(e.value) for e in at.main.get("error")), "summary in the main area too"
 
 
 def test_fixing_the_input_brings_the_numbers_back():
@@ -410,4 +411,4 @@ def test_an_engine_failure_shows_an_error_not_a_crash_or_a_number(monkeypatch):
     monkeypatch.setattr(calculator, "estimate", broken)
     at = run()
     assert not at.metric and not at.get("plotly_chart")
-    assert any("engine failed" in e.value and "boom" in e.value for e in at.error)
+    assert any("engine failed" in plain(e.value) and "boom" in plain(e.value) for e in at.error)

@@ -18,6 +18,7 @@ from calculator.units import format_bytes
 from calculator.workload import Parallelism, Workload
 from dashboard import compare
 from dashboard.charts import COLORS
+from dashboard.safe_text import plain
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PAGE = "pages/compare.py"
@@ -83,7 +84,7 @@ def test_two_links_two_bars_and_the_engines_deltas():
 
 def test_an_invalid_link_is_named_with_the_reason():
     at = open_compare([A, "model=qwen2.5-7b&tp=abc", "hello world", compare.to_cmp(B)])
-    texts = [w.value for w in at.warning]
+    texts = [plain(w.value) for w in at.warning]
     assert any("Scenario 2" in t and "tp=abc" in t and "not a number" in t for t in texts), texts
     assert any("Scenario 3" in t and "not a calculator link" in t for t in texts), texts
     traces = bars(at)
@@ -137,3 +138,14 @@ def test_figure_is_valid_plotly():
 def test_to_cmp_accepts_urls_and_query_strings():
     assert compare.to_cmp(" http://h/?a=1&b=2#x ") == "a=1&b=2"
     assert compare.to_cmp("?a=1") == "a=1" and compare.to_cmp("a=1") == "a=1"
+
+
+def test_links_are_bounded_in_length_and_count():
+    long_link = "model=qwen2.5-7b&cfg=" + "x" * (compare.MAX_LINK_CHARS + 1)
+    sc = compare.scenario(1, long_link)
+    assert not sc.ok and "characters long" in sc.problem and len(sc.raw) < 300
+    at = open_compare([A] * 50 + [long_link])
+    assert any("has 51 scenarios: only the first 4" in plain(w.value) for w in at.warning)
+    assert len(bars(at)[COMPONENT_LABELS["weights"]][0]) == compare.MAX_SCENARIOS
+    at = open_compare([A, long_link])
+    assert any("Scenario 2" in plain(w.value) and "characters long" in plain(w.value) for w in at.warning)

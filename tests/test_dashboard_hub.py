@@ -22,6 +22,7 @@ from calculator.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.presets import load_model  # noqa: E402
 from calculator.units import format_bytes  # noqa: E402
 from calculator.workload import Workload  # noqa: E402
+from dashboard.safe_text import plain  # noqa: E402
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 GPU = "h100-sxm"
@@ -81,7 +82,8 @@ def token_field(at):
 
 
 def texts(at) -> str:
-    return "\n".join(str(e.value) for kind in ("markdown", "caption", "error", "warning", "info", "code")
+    """Every text element as the reader sees it (escapes removed, so a leaked token cannot hide behind them)."""
+    return "\n".join(plain(str(e.value)) for kind in ("markdown", "caption", "error", "warning", "info", "code")
                      for e in at.get(kind))
 
 
@@ -114,7 +116,7 @@ def test_safetensors_headers_count_and_the_same_numbers_as_the_preset(hub_server
 
 def test_a_missing_repo_is_an_error_and_the_page_keeps_the_preset(hub_server):
     at = run({"hf": "acme/does-not-exist"})
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     assert any("acme/does-not-exist" in e and "not found" in e and "llama-3.1-8b" in e for e in errors)
     assert shows(at, PRESET) and metrics(at)["Parameters"]
     asked = len(hub_server.requests)
@@ -133,20 +135,20 @@ def test_a_missing_repo_is_an_error_and_the_page_keeps_the_preset(hub_server):
 ])
 def test_every_hub_error_is_a_clear_message(model_id, words):
     at = run({"hf": model_id})
-    assert any(words in e.value for e in at.error), [e.value for e in at.error]
+    assert any(words in plain(e.value) for e in at.error), [e.value for e in at.error]
     assert shows(at, PRESET)
 
 
 def test_gated_repo_with_the_token_field_and_the_token_is_nowhere_else(hub_server, hub_env, downloads):
     at = run({"hf": GATED_REPO, "mode": "infer"})
-    assert any("401" in e.value or "token" in e.value.lower() for e in at.error)
+    assert any("401" in plain(e.value) or "token" in e.value.lower() for e in at.error)
     token_field(at).input(GATED_TOKEN).run()
     assert not at.exception
-    assert not any(GATED_REPO in e.value for e in at.error)
+    assert not any(GATED_REPO in plain(e.value) for e in at.error)
     expected = estimate(spec_from_hf_config(TINY_CONFIG, name=GATED_REPO).spec, Workload(mode="infer", gpu=GPU))
     assert shows(at, expected)
     assert "in the checkpoint" in texts(at)
-    assert any("differs from the checkpoint" in w.value for w in at.warning)  # the tiny checkpoint is partial
+    assert any("differs from the checkpoint" in plain(w.value) for w in at.warning)  # the tiny checkpoint is partial
     sent = [r for r in hub_server.requests if r.headers.get("Authorization") == f"Bearer {GATED_TOKEN}"]
     assert sent and all(GATED_REPO in r.path for r in sent)
 
@@ -161,7 +163,7 @@ def test_gated_repo_with_the_token_field_and_the_token_is_nowhere_else(hub_serve
     assert GATED_TOKEN not in repr(snapshot)
     assert all(GATED_TOKEN not in p.read_text() for p in hub_env.glob("*.json"))
     others = [e for e in at.text_input if e.label != "Hugging Face token"] + list(at.text_area)
-    assert all(GATED_TOKEN not in str(e.value) for e in others)
+    assert all(GATED_TOKEN not in plain(str(e.value)) for e in others)
 
 
 def test_offline_the_cached_copy_is_used_and_said(hub_root):
