@@ -408,7 +408,10 @@ def _fit_cards(fits, unit: str) -> None:
 
 
 # ---- navigation ------------------------------------------------------------------------------------------------
-st.set_page_config(page_title="LLM GPU Memory Calculator", page_icon=":material/memory:", layout="wide")
+# A local favicon: a ":material/…:" page icon makes every visitor's browser fetch it from fonts.gstatic.com.
+FAVICON = HERE / "dashboard" / "static" / "favicon.png"
+st.set_page_config(page_title="LLM GPU Memory Calculator", page_icon=str(FAVICON) if FAVICON.exists() else None,
+                   layout="wide")
 pages = [
     st.Page(calculator, title="Calculator", icon=":material/calculate:", default=True),
     st.Page("pages/planner.py", title="Planner", icon=":material/view_module:", url_path="planner"),

@@ -8,7 +8,8 @@ through `md()`: each ASCII punctuation character is backslash-escaped (CommonMar
 character may be backslash-escaped", and an escaped character is literal text: no link, image, emphasis, code
 span, HTML tag, entity, autolink, table cell, directive or math delimiter can start), line breaks become spaces
 (no new block can start), control and invisible format characters (bidi overrides, zero-width joiners) become
-U+FFFD, and long values are cut. Where the text does not need Markdown at all, st.text / st.code are used instead.
+U+FFFD, a zero-width space breaks what GFM would autolink after escapes are resolved ("http://", "www.", "a@b.c"),
+and long values are cut. Where the text does not need Markdown at all, st.text / st.code are used instead.
 
 Nothing here imports streamlit (tests/test_dashboard_safe_text.py).
 """
@@ -23,6 +24,12 @@ ECHO_LIMIT = 120  # characters of an echoed value shown; the rest is cut ("…")
 MESSAGE_LIMIT = 1000  # characters of a whole message (an engine or Hub complaint, which may quote values)
 _PUNCTUATION = frozenset(string.punctuation)  # the ASCII punctuation CommonMark lets a backslash escape
 _INVISIBLE = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
+# Streamlit's Markdown (remark-gfm) also turns text that merely looks like a URL or an e-mail address into a link,
+# after escapes are resolved: "http://", "www." and "x@y.z" are found in the text itself. A zero-width space right
+# after "http:" ("https:", "ftp:"…), "www" and "@" breaks each pattern (the mdast-util-gfm-autolink-literal regexes
+# need "https?://", "www." and "@" followed by a word character); input zero-width spaces were already replaced.
+_BREAK = "\u200b"
+_AUTOLINK_START = re.compile(r"\\:(?=\\/)|(?i:www)(?=\\\.)|\\@")
 _URL_SAFE = "/:?&=%#;,+@~_.-"  # kept as is in a URL; everything else (( ) [ ] < > ` " \\ $ * ! space…) is %-encoded
 
 
@@ -45,7 +52,7 @@ def md(value: object, limit: int | None = ECHO_LIMIT) -> str:
             out.append("\ufffd")
         else:
             out.append(ch)
-    return "".join(out)
+    return _AUTOLINK_START.sub(lambda m: m[0] + _BREAK, "".join(out))
 
 
 def md_message(value: object) -> str:
@@ -74,4 +81,4 @@ _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 def plain(markdown: str) -> str:
     """The text an md()-escaped string reads as (its backslash escapes removed): what the reader sees."""
-    return _ESCAPED.sub(r"\1", markdown)
+    return _ESCAPED.sub(r"\1", markdown).replace(_BREAK, "")

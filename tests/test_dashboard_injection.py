@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import state
 from dashboard.planner import PLANNER_KEYS
+from test_dashboard_safe_text import gfm_autolinks
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PARSER = MarkdownIt("commonmark", {"html": True})
@@ -98,6 +99,7 @@ def assert_inert(source: str) -> None:
                 assert "evil" not in (href.hostname or "") and (href.hostname in LOCAL_HOSTS or EVIL not in href.geturl()), \
                     (t.attrs["href"], source[:300])
     outside_links = re.sub(r"\]\([^)\s]*\)", "]()", source)  # link targets: checked above
+    assert not [u for u in gfm_autolinks(outside_links) if "evil" in u], source[:300]  # remark-gfm's text autolinks
     assert EVIL not in outside_links, source[:300]  # every echoed payload is escaped (evil\\.invalid)
 
 

@@ -25,6 +25,17 @@ VECTORS = [
 ]
 
 
+# What remark-gfm (mdast-util-gfm-autolink-literal) links in text *after* escapes are resolved: Streamlit's
+# Markdown links "http://…", "www.…" and "x@y.z" found in plain text, escaped or not.
+GFM_URL = re.compile(r"(https?://|www(?=\.))([-.\w]+)", re.I)
+GFM_EMAIL = re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)")
+
+
+def gfm_autolinks(markdown: str) -> list[str]:
+    text = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)  # escapes resolved, zero-width spaces kept
+    return [m[0] for m in GFM_URL.finditer(text)] + [m[0] for m in GFM_EMAIL.finditer(text)]
+
+
 def inline_tokens(markdown: str) -> list[str]:
     out = []
     for tok in PARSER.parse(markdown):
@@ -44,9 +55,13 @@ def test_every_vector_renders_as_plain_text():
 
 def test_gfm_autolinks_and_streamlit_directives_cannot_start():
     # GFM autolinks need a literal "://", "www." or "x@y.z"; Streamlit's directives ":red[" and math "$"
-    text = md("see http://auto.evil.invalid www.evil.invalid a@mail.evil.invalid :red[r] $x$")
+    source = "see http://auto.evil.invalid www.evil.invalid WWW.x.y a@mail.evil.invalid https://x.y :red[r] $x$"
+    assert len(gfm_autolinks(source)) == 5  # what Streamlit would link in the raw text
+    text = md(source)
+    assert gfm_autolinks(text) == []  # and in the escaped text, once its escapes are resolved
     for literal in ("://", "www.", "a@m", ":red[", "$x$"):
         assert literal not in text
+    assert plain(text) == source
 
 
 def test_line_breaks_and_invisible_characters_cannot_start_blocks_or_hide_text():
@@ -82,5 +97,6 @@ def test_any_text_is_inert(text):
     kinds = set(inline_tokens(rendered))
     assert kinds <= {"paragraph_open", "paragraph_close", "inline", "text", "softbreak", "hardbreak"} \
         or not rendered.strip(), kinds
+    assert gfm_autolinks(rendered) == []
     shown = re.sub(r"[\r\n\t\v\f\x85\u2028\u2029]", " ", text)
     assert len(plain(rendered)) == len(shown)
