@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--finetune", choices=["full", "lora", "qlora"], help="full fine-tuning or adapters")
         p.add_argument("--lora-rank", type=int)
         p.add_argument("--lora-targets", choices=["qv", "attention", "all-linear"])
+        _timing_flags(p)
         p.add_argument("--unit", choices=["GB", "GiB"], default="GB")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         if name == "solve":
@@ -111,6 +112,40 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--gpus", type=int, help="exactly this many GPUs (default: the fewest that fit)")
             p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size (one node)")
     return ap
+
+
+# flag -> TimingInputs field (calculator/timing_inputs.py): the time estimate's editable constants
+TIMING_FLAGS: dict[str, tuple[str, type, str]] = {
+    "price_per_gpu_hour": ("price_per_gpu_hour", float, "USD per GPU-hour (cost per million tokens)"),
+    "matmul_efficiency": ("matmul_efficiency", float, "share of the dense peak a GEMM reaches (0-1]"),
+    "attention_efficiency": ("attention_efficiency", float, "share of the peak the flash kernel reaches (0-1]"),
+    "memory_efficiency": ("memory_efficiency", float, "share of DRAM bandwidth elementwise kernels reach (0-1]"),
+    "host_op_us": ("host_op_us", float, "host microseconds per forward operator (eager PyTorch)"),
+    "nvlink_gbps": ("nvlink_gbps", float, "GPU-to-GPU GB/s per direction inside a node (default: catalogue / 2)"),
+    "ib_gbps": ("ib_gbps", float, "network GB/s per GPU per direction across nodes (default 50 = 400 Gb/s)"),
+    "gpus_per_node": ("gpus_per_node", int, "GPUs per node (default 8)"),
+    "peak_tflops": ("peak_tflops", float, "dense TFLOP/s (default: the GPU catalogue's)"),
+    "memory_bandwidth_gbps": ("memory_bandwidth_gbps", float, "DRAM GB/s (default: the GPU catalogue's)"),
+}
+
+
+def _timing_flags(p: argparse.ArgumentParser) -> None:
+    for flag, (_, kind, text) in TIMING_FLAGS.items():
+        p.add_argument("--" + flag.replace("_", "-"), type=kind, help=text)
+    p.add_argument("--matmul-dtype", choices=["auto", "bf16", "fp16", "fp8", "fp32"],
+                   help="GEMM precision for the time estimate (auto: the activation dtype)")
+
+
+def timing_inputs(args: argparse.Namespace, data: dict | None = None):
+    """TimingInputs from a --config's "timing" object and the timing flags (flags win)."""
+    from calculator.timing_inputs import TimingInputs
+    values = dict(data or {})
+    for flag, (name, _, _) in TIMING_FLAGS.items():
+        if getattr(args, flag, None) is not None:
+            values[name] = getattr(args, flag)
+    if getattr(args, "matmul_dtype", None):
+        values["matmul_dtype"] = args.matmul_dtype
+    return TimingInputs(**values)
 
 
 def _set(d: dict, path: tuple[str, ...], value: Any) -> None:
@@ -135,6 +170,7 @@ def build_inputs(args: argparse.Namespace):
         if not isinstance(data, dict):
             raise CliError(f"config: {args.config} must hold a JSON object")
     model_field = data.pop("model", None)
+    args.timing_config = data.pop("timing", None)
     workload: dict = data
     if args.recipe:
         workload["precision"] = RECIPES[args.recipe][1].model_dump()
@@ -243,8 +279,12 @@ def run(argv: list[str] | None = None) -> int:
                   f"({format_bytes(sol.used_bytes, args.unit)} of {format_bytes(sol.budget_bytes, args.unit)} budget)")
         return 0
     est = estimate(model, workload)
+    timing, timing_note = _time_of(model, workload, args)
     if args.json:
         out = est.to_dict()
+        out.update(timing.to_dict() if timing else dict.fromkeys(TIME_KEYS))
+        if timing_note:
+            out["timing_note"] = timing_note
         if resolved is not None:
             out["model_source"] = {"origin": resolved.origin, "label": resolved.label,
                                    "checkpoint_parameters": resolved.checkpoint_parameters,
@@ -252,7 +292,50 @@ def run(argv: list[str] | None = None) -> int:
         print(json.dumps(out))
     else:
         _print_estimate(est, args.unit, resolved)
+        _print_time(timing, timing_note)
     return 0
+
+
+TIME_KEYS = ("step_time_s", "tokens_per_step", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "model_flops",
+             "cost_per_million_tokens", "ttft_s", "tpot_s", "timing", "roofline")
+
+
+def _time_of(model, workload, args):
+    """(TimeEstimate, None), or (None, why there is none): the time needs a GPU and a transformer."""
+    from calculator.timing import estimate_time
+    inputs = timing_inputs(args, getattr(args, "timing_config", None))
+    if not workload.gpu:
+        return None, "no GPU chosen: give --gpu for step time, tokens/s, MFU and the roofline table"
+    if not isinstance(model, ModelSpec):
+        return None, "the time estimate needs a transformer architecture, not a generic network"
+    try:
+        return estimate_time(model, workload, inputs), None
+    except InputError as exc:  # the catalogue lacks a figure for this GPU: the memory estimate still stands
+        if exc.field in ("peak_tflops", "memory_bandwidth_gbps"):
+            return None, str(exc)
+        raise
+
+
+def _print_time(t, note: str | None) -> None:
+    if t is None:
+        print(f"time: {note}")
+        return
+    what = "training step" if t.mode == "train" else "generate() call"
+    line = (f"time on {t.gpu}: {what} {t.step_time_s * 1e3:,.1f} ms, {t.tokens_per_s:,.0f} tokens/s "
+            f"({t.world_size} GPUs), MFU {t.mfu:.1%}")
+    if t.ttft_s is not None:
+        line += f", time to first token {t.ttft_s * 1e3:,.1f} ms"
+    if t.tpot_s is not None:
+        line += f", per output token {t.tpot_s * 1e3:,.2f} ms"
+    if t.cost_per_million_tokens is not None:
+        line += f", ${t.cost_per_million_tokens:,.4f} per million tokens"
+    print(line)
+    width = max(len(r.name) for r in t.roofline)
+    for r in t.roofline:
+        print(f"  {r.name:<{width}}  {r.phase:<13} {r.flops:>11.3g} FLOP {r.bytes:>11.3g} B  "
+              f"{r.intensity:>8.1f} FLOP/B  {r.bound:<13} {r.time_s * 1e3:>9.3f} ms")
+    for n in t.notes:
+        print(f"note: {n}")
 
 
 def main(argv: list[str] | None = None) -> int:

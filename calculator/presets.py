@@ -81,6 +81,16 @@ class GPU:
     notes: str = ""
     memory_basis: str = ""
     cuda_context_basis: str = ""
+    # Speed (the time estimate, calculator.timing): dense peaks in FLOP/s, bandwidths in bytes/s; None: not published
+    dense_bf16_flops: float | None = None
+    dense_fp16_flops: float | None = None
+    dense_fp8_flops: float | None = None
+    fp32_flops: float | None = None  # non-tensor FP32 (PyTorch matmuls do not use TF32 by default)
+    memory_bandwidth_bytes_per_s: float | None = None
+    interconnect: str = ""
+    interconnect_bytes_per_s: float | None = None  # GPU-to-GPU, both directions added, as datasheets state it
+    speed_source: str = ""
+    speed_basis: str = ""
 
 
 # ---- models -----------------------------------------------------------------------------------------------------

@@ -158,4 +158,44 @@ SOURCES: dict[str, Source] = {
         "Flat framework overhead of the textbook estimate (seed 000: 10%, range 5–20%)",
         "https://blog.eleuther.ai/transformer-math/",
         "a flat percentage for allocator, NCCL buffers and kernel workspaces; used only by the textbook model"),
+    # ---- time (calculator/roofline.py, timing.py, comm.py) ----
+    "roofline": Source(
+        "Williams, Waterman and Patterson, Roofline: An Insightful Visual Performance Model for Multicore "
+        "Architectures (CACM 2009)",
+        "https://doi.org/10.1145/1498765.1498785",
+        "attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × peak bandwidth); the ridge point peak / "
+        "bandwidth separates memory-bound from compute-bound kernels"),
+    "kaplan-scaling": Source(
+        "Kaplan et al., Scaling Laws for Neural Language Models (2020) §2.1; Narayanan et al., Efficient Large-Scale "
+        "Language Model Training on GPU Clusters Using Megatron-LM (SC21), appendix",
+        "https://arxiv.org/abs/2001.08361",
+        "a forward pass costs 2·N FLOPs per token (2·in·out per linear), training 6·N (backward = 2 × forward); "
+        "Narayanan et al.: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration for a GPT block"),
+    "flash-attention-2": Source(
+        "Dao, FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning (2023)",
+        "https://arxiv.org/abs/2307.08691",
+        "§4.1: forward FLOPs 4·seqlen²·head_dim·heads, halved with a causal mask; backward 2.5 × forward"),
+    "nccl-tests": Source(
+        "NVIDIA nccl-tests, doc/PERFORMANCE.md (bus bandwidth)",
+        "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md",
+        "busBW = algBW × 2(n−1)/n for all-reduce, × (n−1)/n for all-gather, reduce-scatter and all-to-all"),
+    "pipeline-bubble": Source(
+        "Narayanan et al., Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM (SC21)",
+        "https://arxiv.org/abs/2104.04473",
+        "§2.2: the 1F1B pipeline bubble is (p − 1)/m of the ideal time, (p − 1)/(v·m) with v interleaved chunks; "
+        "§3.2: two all-reduces per layer forward and two backward under tensor parallelism"),
+    "mfu": Source(
+        "Chowdhery et al., PaLM (2022) appendix B; Korthikanti et al., Reducing Activation Recomputation (2022) §6",
+        "https://arxiv.org/abs/2204.02311",
+        "MFU: the model's FLOPs per second (no recomputation) over the peak; HFU counts the recomputed FLOPs too"),
+    "overhead-bound": Source(
+        "He, Making Deep Learning Go Brrrr From First Principles (2022)",
+        "https://horace.io/brrr_intro.html",
+        "compute-, memory-bandwidth- and overhead-bound regimes: eager PyTorch's per-operator host cost is hidden "
+        "only while the GPU's queue stays full"),
+    "decode-inference": Source(
+        "Pope et al., Efficiently Scaling Transformer Inference (2022) §2; transformers cache_utils.py DynamicLayer",
+        "https://arxiv.org/abs/2211.05102",
+        "a decode step reads every weight and the KV cache once per token batch (memory-bound at small batch); HF's "
+        "dynamic cache appends with torch.cat"),
 }
