@@ -165,6 +165,22 @@ def calculator() -> None:
         field("act", problems)
 
         st.header("Parallelism")
+        from calculator import stacks
+        from calculator.workload import Parallelism
+        try:
+            layout = Parallelism(tp=int(values["tp"]), pp=int(values["pp"]), dp=int(values["dp"]), cp=int(values["cp"]),
+                                 ep=int(values["ep"]), zero=int(values["zero"]),
+                                 zero_shard_size=int(values["zsh"]) or None, distributed_optimizer=bool(values["dopt"]),
+                                 offload_optimizer=bool(values["offo"]))
+            auto, why = stacks.default_stack(layout), stacks.default_reason(layout)
+        except (ValueError, TypeError):
+            auto, why = "hf-trainer", "one GPU"
+        stack_now = auto if values["stack"] == state.AUTO else values["stack"]
+        field("stack", problems, disabled=not train,
+              caption=(f"auto = {auto} ({why}). " if values["stack"] == state.AUTO else "")
+              + stacks.LABELS[stack_now])
+        field("zg", problems, disabled=not train or stack_now not in ("hf-trainer", "ddp", "fsdp2"))
+        field("bview", problems, disabled=not train or stack_now != "ddp")
         field("zero", problems, disabled=not train)
         field("dopt", problems, disabled=not train)
         field("offo", problems, disabled=not train)
@@ -185,6 +201,8 @@ def calculator() -> None:
         field("frag", problems)
         _pairs(("fst", "fwk"), problems, disabled=values["frag"] is not None)
         field("ctx", problems)
+        field("exps", problems)
+        field("cublas", problems)
         field("nccl", problems, disabled=not values["comm"])
         field("comm", problems)
         field("tbo", problems, disabled=values["act"] != "textbook")

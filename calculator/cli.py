@@ -22,6 +22,7 @@ from calculator.hf_config import ConfigError
 from calculator.model import GenericModel, ModelSpec
 from calculator.result import COMPONENT_LABELS
 from calculator.units import format_bytes
+from calculator.stacks import STACKS
 from calculator.workload import OPTIMIZERS, RECIPES, Workload
 
 DTYPES = ["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4"]
@@ -41,7 +42,8 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "offload_optimizer": ("parallel", "offload_optimizer"), "offload_params": ("parallel", "offload_params"),
     "vpp": ("parallel", "virtual_stages"), "microbatches": ("parallel", "num_microbatches"),
     "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
-    "gpu": ("gpu",), "finetune": ("finetune",), "lora_rank": ("lora_rank",), "lora_targets": ("lora_targets",),
+    "gpu": ("gpu",), "stack": ("stack",), "bucket_view": ("ddp_bucket_view",),
+    "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",), "lora_targets": ("lora_targets",),
 }
 
 
@@ -99,6 +101,16 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--fragmentation", type=float, help="allocator fragmentation, %% of peak allocated")
         p.add_argument("--cuda-context", type=int, help="CUDA context bytes (default: the GPU's own)")
         p.add_argument("--gpu", help="GPU id from `presets` (fit verdict, CUDA context)")
+        p.add_argument("--stack", choices=list(STACKS),
+                       help="training stack (default: follows the layout: one GPU hf-trainer, DP ddp, ZeRO deepspeed, "
+                            "TP/PP megatron)")
+        p.add_argument("--zero-grad", choices=["none", "zeros"],
+                       help="optimizer.zero_grad: none = set_to_none=True (default, grads freed after the step), "
+                            "zeros = zeroed in place (held for the whole step)")
+        p.add_argument("--bucket-view", action="store_true", default=None,
+                       help="DDP gradient_as_bucket_view=True (gradients are views into DDP's buckets)")
+        p.add_argument("--expandable-segments", action="store_true", default=None,
+                       help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
         p.add_argument("--finetune", choices=["full", "lora", "qlora"], help="full fine-tuning or adapters")
         p.add_argument("--lora-rank", type=int)
         p.add_argument("--lora-targets", choices=["qv", "attention", "all-linear"])
@@ -178,6 +190,8 @@ def build_inputs(args: argparse.Namespace):
         value = getattr(args, flag, None)
         if value is not None:
             _set(workload, path, value)
+    if getattr(args, "zero_grad", None) is not None:
+        _set(workload, ("zero_grad_set_to_none",), args.zero_grad == "none")
     if args.master_weights is not None:
         _set(workload, ("precision", "master_weights"), "fp32" if args.master_weights else None)
     resolved = None
@@ -253,7 +267,7 @@ def run(argv: list[str] | None = None) -> int:
             raise CliError("gpu: plan needs --gpu (see `python -m calculator presets`)")
         if not isinstance(model, ModelSpec):
             raise CliError("model: the planner needs a transformer architecture, not a generic network")
-        capacity = get_gpu(workload.gpu).memory_bytes
+        capacity = get_gpu(workload.gpu).usable_bytes
         found = (plans_for(model, workload, args.gpus, capacity, args.max_tp) if args.gpus
                  else fewest_gpus(model, workload, capacity, max_tp=args.max_tp))
         if args.json:
@@ -269,7 +283,7 @@ def run(argv: list[str] | None = None) -> int:
         from calculator.solvers import max_micro_batch, max_seq_len
         if not workload.gpu:
             raise CliError("gpu: solve needs --gpu (see `python -m calculator presets`)")
-        capacity = get_gpu(workload.gpu).memory_bytes
+        capacity = get_gpu(workload.gpu).usable_bytes
         solver = max_micro_batch if args.solve_for == "micro_batch" else max_seq_len
         sol = solver(model, workload, capacity, safe=not args.no_safe_band)
         if args.json:

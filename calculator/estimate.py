@@ -17,7 +17,7 @@ from calculator import inference as inf
 from calculator import training as tr
 from calculator.dtypes import DTYPE_BITS, nbytes
 from calculator.errors import InputError
-from calculator.hardware import DEFAULT_CUDA_CONTEXT_BYTES, fits_for
+from calculator.hardware import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES, fits_for
 from calculator.model import GenericModel, ModelSpec
 from calculator.parallel import (StageShard, check_divisibility, communicators, in_flight_microbatches,
                                  kv_heads_per_rank, stage_shards)
@@ -25,6 +25,8 @@ from calculator import parameters as params
 from calculator.bounds import check_stages
 from calculator.parameters import count_parameters, model_tensor_shapes
 from calculator.result import ALLOCATED_COMPONENTS, Estimate, StageEstimate, Term
+from calculator import stacks
+from calculator.stacks.common import StackContext, backward_peak, layer_grad_params, tied_embedding_extra
 
 
 @lru_cache(maxsize=None)
@@ -48,8 +50,8 @@ class _Terms:
         self.host: list[Term] = []  # moved to CPU RAM by offloading
 
     def add(self, key: str, component: str, label: str, nbytes_: int, formula: str, substituted: str,
-            source: str, note: str = "") -> None:
-        if nbytes_ or component == "weights":
+            source: str, note: str = "", keep: bool = False) -> None:
+        if nbytes_ or component == "weights" or keep:
             n = int(nbytes_)
             self.items.append(Term(key, component, label, n, formula, substituted, source, note))
             by = self.by_component
@@ -209,14 +211,31 @@ def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[i
 
 
 def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
-    p, t = w.parallel, _Terms()
+    t = _Terms()
+    stack = stacks.module(w)
+    ws = stack.states_workload(w)  # the model states as the stack holds them (FSDP2: fp32 shards)
+    p = ws.parallel
     if w.finetune == "full":
-        n_opt, largest_tensor = _model_states(t, m, w, shard)
+        n_opt, largest_tensor = _model_states(t, m, ws, shard)
     else:
-        n_opt, largest_tensor = _lora_model_states(t, m, w, shard)
+        n_opt, largest_tensor = _lora_model_states(t, m, ws, shard)
     if p.offload_optimizer or p.offload_params:
-        _offload(t, w, shard)
-    states = t.total(_LONG_LIVED)
+        _offload(t, ws, shard)
+    grads = born = t.by_component.get("gradients", 0)
+    sm = stack.memory(StackContext(m, ws, shard, grads, _grad_dtype(ws), original=w))
+    if sm.grads_whole_step:
+        born = 0
+        if sm.gradient_note:
+            t.items = [x._replace(note=sm.gradient_note) if x.component == "gradients" else x for x in t.items]
+    else:  # born in backward, freed after the step: counted where the backward is, not with the states
+        t.items = [x for x in t.items if x.component != "gradients"]
+        t.by_component["gradients"] = 0
+    for x in sm.persistent:
+        t.add(*x.__dict__.values())
+    if w.activation_model != "textbook":  # the textbook model has a flat overhead instead
+        _cublas(t, w, gpu, threads=2)
+    states = t.total(_LONG_LIVED) + sum(x.bytes for x in sm.persistent if x.component not in _LONG_LIVED) + \
+        t.by_component.get("transient", 0)
     d = act.dims(m, w)
     flight = in_flight_microbatches(p, shard.stage)
     layers = range(shard.first_layer, shard.last_layer)
@@ -311,25 +330,77 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         t.add("transient.dequant", "transient", "bf16 dequantization of one 4-bit linear", dq,
               "2 B × max(in × out)", f"2 × {dq // 2:,}", "quantization",
               "bitsandbytes dequantizes each NF4 weight to bf16 for its matmul, one linear at a time")
-    if p.zero >= 3 and w.activation_model != "textbook" and (p.shard_group > 1):
-        unit = shard.largest_unit
-        gather = 2 * nbytes(unit, w.precision.params) + nbytes(unit, w.precision.grads)
-        t.add("sharding.gather", "sharding_buffers", "Unsharded unit + prefetch + its gradients", gather,
-              "2 × U × b_param + U × b_grad (U = largest unit)",
-              f"2 × {unit:,} × {_b(w.precision.params)} + {unit:,} × {_b(w.precision.grads)}",
-              "fsdp" if p.zero_shard_size else "deepspeed-zero3")
+    if w.activation_model != "textbook" and not (stacks.resolve(w) == "deepspeed" and p.shard_group == 1
+                                                  and p.zero >= 3):
+        for x in sm.at_peak:
+            t.add(*x.__dict__.values())
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
+    if born:
+        fwd_bwd = _gradients_born_in_backward(t, m, ws, shard, sm, born, fwd_bwd, recompute_ws, flight)
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
     fp32_adapters = w.finetune != "full" and w.lora_adapter_dtype == "fp32"
     step = 0 if (w.activation_model == "textbook" or p.offload_optimizer) else tr.optimizer_step_transient(
-        n_opt, largest_tensor, w, upcast_grads=not fp32_adapters)
+        n_opt, largest_tensor, ws, upcast_grads=not fp32_adapters) + born
     t.phases = [(states, states + fwd_bwd), (states, states + step)]
     if step > fwd_bwd:
         t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
               "max(0, step temporaries − fwd/bwd working set)", f"{step:,} − {fwd_bwd:,} B", "torch-adamw",
-              f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if w.precision.master_weights and w.precision.grads != w.precision.master_weights else ''}")
-    return _finish(t, w, shard, gpu)
+              f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if ws.precision.master_weights and ws.precision.grads != ws.precision.master_weights else ''}"
+              + (" + every gradient (born in backward, freed after the step)" if born else ""))
+    return _finish(t, w, shard, gpu, sm.nccl_communicators)
+
+
+def _grad_dtype(w) -> str:
+    return "fp32" if w.finetune != "full" and w.lora_adapter_dtype == "fp32" else w.precision.grads
+
+
+def _cublas(t: _Terms, w, gpu, threads: int) -> None:
+    """cuBLAS workspaces: PyTorch gives each (cuBLAS handle, stream) its own workspace from the caching allocator
+    (aten/src/ATen/cuda/CublasHandlePool.cpp, getChosenWorkspaceSize: 32 MiB on Hopper and Blackwell, 8.125 MiB
+    before); handles are per thread, and autograd runs the backward on its own device thread: 2 in training."""
+    o = w.overheads
+    each = o.cublas_workspace_bytes if o.cublas_workspace_bytes is not None else (
+        gpu.cublas_workspace_bytes if gpu is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES)
+    t.add("transient.cublas", "transient", "cuBLAS workspaces", threads * each, "threads × W_cublas",
+          f"{threads} × {each:,} B", "cublas-workspace",
+          "forward thread + autograd's backward thread" if threads == 2 else "one thread")
+
+
+def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, sm, grads: int, loss_peak: int,
+                                recompute_ws: int, flight: float) -> int:
+    """Gradients created in backward and freed after the step (stacks/common.backward_peak): the gradients line
+    holds what is alive at the forward/backward peak beyond the loss backward. Returns the new fwd/bwd peak."""
+    p = w.parallel
+    per_param = grads / shard.total if shard.total else 0.0  # gradient bytes per parameter on this GPU
+    acts = t.by_component.get("activations", 0)
+    n_layers = shard.last_layer - shard.first_layer
+    layer_total = sum(x.bytes for x in t.items if x.key.startswith("activations.") and x.key.split(".")[1] in
+                      ("norms", "attention", "mlp", "layers"))
+    layer_acts = (layer_total // n_layers,) * n_layers if n_layers else ()
+    if w.finetune == "full":
+        layer_grads = tuple(int(n * per_param) for n in layer_grad_params(m, shard.first_layer, shard.last_layer,
+                                                                          p.tp, p.ep * p.expert_tp))
+        counts = count_parameters(m)
+        head = (counts.final_norm + -(-(counts.lm_head or counts.embedding) // p.tp)) if shard.has_head else 0
+        emb = -(-counts.embedding // p.tp) if shard.has_embedding and not (m.tie_word_embeddings and shard.has_head) \
+            else 0
+        tied = tied_embedding_extra(m, p.tp, _grad_dtype(w), w.precision.params == w.precision.activations) if (
+            shard.has_head and shard.has_embedding) else 0
+        head_g, emb_g = int(head * per_param), int(emb * per_param)
+    else:  # adapters only: spread over the layers
+        layer_grads = (grads // max(n_layers, 1),) * n_layers
+        head_g = emb_g = tied = 0
+    peak = backward_peak(loss_peak=loss_peak, activations=acts, layer_acts=layer_acts, layer_grads=layer_grads,
+                         head_grads=head_g, embedding_grads=emb_g, tied_extra=tied, recompute_ws=int(flight * recompute_ws),
+                         layer_backward=sm.layer_backward)
+    where = ", ".join(f"{name} {b / 1e9:.2f} GB" for name, b in peak.positions)
+    t.add("gradients", "gradients", f"Gradients ({_grad_dtype(w)}) alive at the peak", peak.bytes - loss_peak,
+          "max(loss, first layer, last layer, embedding backward) − loss backward",
+          f"{grads:,} B in all, born in backward; peak at the {peak.position} ({where})", stacks.module(w).SOURCE,
+          "no gradient exists during the forward pass: each is born as its layer is back-propagated and "
+          "zero_grad(set_to_none=True) frees all after the step", keep=True)
+    return peak.bytes
 
 
 _NOTES = {
@@ -352,7 +423,7 @@ def _exact_note(key: str, m: ModelSpec, w) -> str:
     return _NOTES["moe" if m.is_moe else ("gated" if m.gated_mlp else "plain")]
 
 
-def _finish(t: _Terms, w, shard: StageShard, gpu) -> StageEstimate:
+def _finish(t: _Terms, w, shard: StageShard, gpu, extra_groups: dict[str, int] | None = None) -> StageEstimate:
     peak = t.total(ALLOCATED_COMPONENTS)
     if w.activation_model == "textbook" and w.mode == "train":
         pct = w.overheads.textbook_overhead_pct
@@ -360,7 +431,7 @@ def _finish(t: _Terms, w, shard: StageShard, gpu) -> StageEstimate:
               int(peak * pct / 100), "overhead% × (weights + grads + optimizer + activations)",
               f"{pct:g}% × {peak:,} B", "textbook-overhead")
     else:
-        _overheads(t, w, gpu, peak, communicators(w.parallel))
+        _overheads(t, w, gpu, peak, {**communicators(w.parallel), **(extra_groups or {})})
     return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total(),
                          tuple(t.host))
 
@@ -447,6 +518,7 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     else:
         t.add("activations.decode", "activations", "Decode working set (one token, fp32 logits)", extra,
               "b·(4·e·h + 3·e·f + V·(e + 4))", f"{decode_peak - kv:,} B", "kv-cache")
+    _cublas(t, w, gpu, threads=1)
     return _finish(t, w, shard, gpu)
 
 
@@ -508,6 +580,8 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
         return _generic(model, w)
     m = model
     check_divisibility(m, w)
+    if w.mode == "train":
+        stacks.check(w)
     p = w.parallel
     shards = stage_shards(m, p)
     gpu = _gpu(w.gpu)

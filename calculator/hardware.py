@@ -7,6 +7,9 @@ from calculator.result import Fit, StageEstimate
 
 SAFE_FRACTION = 0.80  # Fujii et al. 2024: estimates under 80% of capacity did not OOM in 454 runs
 DEFAULT_CUDA_CONTEXT_BYTES = 500 * 2**20  # when no GPU is chosen: CUDA 12 context + cuBLAS handles, ~0.5 GiB
+# cuBLAS workspace per (handle, stream) on Hopper / Blackwell (aten/src/ATen/cuda/CublasHandlePool.cpp), used when no
+# GPU is chosen; each GPU's own is in presets/gpus.json
+DEFAULT_CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 FIT_CARD_GPUS = ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x")
 
 # Components that shard across GPUs when more are added (ZeRO-3 / TP), for the "GPUs needed" figure.
@@ -61,7 +64,7 @@ def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, con
     out = []
     for g in gpus:
         ctx = context_override if context_override is not None else g.cuda_context_bytes
-        used, cap = base + ctx, g.memory_bytes
+        used, cap = base + ctx, getattr(g, "usable_bytes", g.memory_bytes)  # what PyTorch can allocate
         n, note = gpus_needed(shardable, fixed, outside_base + ctx, used, cap, world_size, frag_pct)
         out.append(Fit(g.id, g.name, cap, used, cap - used, used / cap, verdict(used, cap), n, note))
     return tuple(out)

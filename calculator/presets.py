@@ -91,6 +91,16 @@ class GPU:
     interconnect_bytes_per_s: float | None = None  # GPU-to-GPU, both directions added, as datasheets state it
     speed_source: str = ""
     speed_basis: str = ""
+    cublas_workspace_bytes: int = 32 * 2**20  # per cuBLAS handle and stream, see cublas_workspace_basis
+    cublas_workspace_basis: str = ""
+    pytorch_capacity_bytes: int | None = None  # torch.cuda.mem_get_info()[1], where measured
+    pytorch_capacity_basis: str = ""
+
+    @property
+    def usable_bytes(self) -> int:
+        """What PyTorch's process can fill: the capacity the CUDA driver reports to it where measured, else the
+        nvidia-smi total."""
+        return self.pytorch_capacity_bytes or self.memory_bytes
 
 
 # ---- models -----------------------------------------------------------------------------------------------------

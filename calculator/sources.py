@@ -134,6 +134,41 @@ SOURCES: dict[str, Source] = {
         "https://github.com/huggingface/transformers/blob/main/docs/source/en/model_memory_anatomy.md",
         "HF bert-large on V100 (rows 56–61): slack = 0.026 × states + 0.247 × working set, within 17 MiB on all "
         "four runs; PyTorch 1.x allocator, eager attention — an upper value for FlashAttention on PyTorch 2.x"),
+    "hf-trainer-grads": Source(
+        "PyTorch autograd AccumulateGrad + Optimizer.zero_grad(set_to_none=True); transformers Trainer",
+        "https://github.com/pytorch/pytorch/blob/main/torch/csrc/autograd/functions/accumulate_grad.h",
+        "a parameter's .grad is created when the backward reaches it and set to None after the step "
+        "(torch/optim/optimizer.py zero_grad); measured on an H200: tests/golden_gpu/h200"),
+    "ddp-buckets": Source(
+        "PyTorch DistributedDataParallel (torch/nn/parallel/distributed.py, torch/csrc/distributed/c10d/reducer.cpp)",
+        "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/reducer.cpp",
+        "Reducer::initialize_buckets: flat gradient buckets over every trainable parameter, allocated at wrap time; "
+        "gradient_as_bucket_view makes param.grad a view into them"),
+    "fsdp2": Source(
+        "PyTorch FSDP2 fully_shard (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, _fsdp_state.py, "
+        "_fsdp_collectives.py)",
+        "https://github.com/pytorch/pytorch/tree/main/torch/distributed/fsdp/_fully_shard",
+        "fp32 sharded parameters; units all-gathered in param_dtype and resharded after forward (the root unit "
+        "is not); gradients reduce-scattered in reduce_dtype"),
+    "deepspeed-zero": Source(
+        "DeepSpeed ZeRO (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py, config.py)",
+        "https://github.com/deepspeedai/DeepSpeed/tree/master/deepspeed/runtime/zero",
+        "reduce (IPG) bucket of reduce_bucket_size elements, contiguous gradient partition, stage-3 prefetch "
+        "bucket and max live parameters, fp32 gradient buffer of the largest sub-group"),
+    "megatron-grad-buffer": Source(
+        "Megatron-Core param_and_grad_buffer.py / distributed_data_parallel.py",
+        "https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/distributed/param_and_grad_buffer.py",
+        "_ParamAndGradBuffer: one contiguous main-grad buffer (fp32 for bf16 training) allocated at construction "
+        "and never freed; params in a contiguous buffer with the distributed optimizer"),
+    "cublas-workspace": Source(
+        "PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp (getChosenWorkspaceSize)",
+        "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/cuda/CublasHandlePool.cpp",
+        "one workspace per cuBLAS handle and stream from the caching allocator: 32 MiB on Hopper/Blackwell, "
+        "8.125 MiB before; handles are per thread (H200: 32 MiB in inference, 64 MiB in training)"),
+    "allocator-h200": Source(
+        "Caching-allocator slack measured on an H200 (PyTorch 2.11, CUDA 13.0): validation/CALIBRATION.md",
+        "https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
+        "max_reserved − max_allocated of the 78 shared H200 runs, with and without expandable_segments"),
     "zero-offload": Source(
         "Ren et al., ZeRO-Offload: Democratizing Billion-Scale Model Training (2021); Rajbhandari et al., "
         "ZeRO-Infinity (2021)",

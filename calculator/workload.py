@@ -21,6 +21,7 @@ Finetune = Literal["full", "lora", "qlora"]
 LoraTargets = Literal["qv", "attention", "all-linear"]
 Schedule = Literal["1f1b", "interleaved"]
 OptimizerImpl = Literal["foreach", "for-loop", "fused"]
+Stack = Literal["hf-trainer", "ddp", "fsdp2", "deepspeed", "megatron"]
 
 OPTIMIZERS: dict[str, str] = {
     "adamw": "AdamW (m and v)",
@@ -122,6 +123,8 @@ class Overheads(BaseModel):
     # per communicator of size > 1 (Fujii et al.)
     nccl_bytes_per_group: int = Field(default=500_000_000, ge=0, le=B.MAX_OVERHEAD_BYTES, strict=True)
     include_comm_buffers: bool = True
+    # cuBLAS workspace per thread that runs matmuls (None: the GPU's own, presets/gpus.json; 0 for a CPU trace)
+    cublas_workspace_bytes: int | None = Field(default=None, ge=0, le=B.MAX_OVERHEAD_BYTES, strict=True)
     # flat % used by the textbook model only
     textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100, allow_inf_nan=False)
 
@@ -161,6 +164,15 @@ class Workload(BaseModel):
     # PEFT's default (autocast_adapter_dtype=True) keeps adapters in fp32 on a bf16 base: fp32 weights and grads,
     # no separate master copy. "params": adapters in the params dtype, trained per the precision recipe.
     lora_adapter_dtype: Literal["fp32", "params"] = "fp32"
+    # The training stack (calculator/stacks/): how gradients live and which buffers exist. None: the layout's
+    # usual one (calculator.stacks.default_stack: one GPU hf-trainer, DP ddp, ZeRO deepspeed, TP/PP megatron).
+    stack: Stack | None = None
+    # optimizer.zero_grad(set_to_none=True) (PyTorch's default, HF Trainer): gradients are freed after each step
+    # and born again in the next backward; False zeroes them in place and keeps them for the whole step.
+    zero_grad_set_to_none: bool = True
+    ddp_bucket_view: bool = False  # DistributedDataParallel(gradient_as_bucket_view=True): grads are bucket views
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow in place, far less reserved-but-unused memory
+    expandable_segments: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

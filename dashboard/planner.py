@@ -159,7 +159,7 @@ def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int =
     from calculator.model import ModelSpec
     from calculator.planner import fewest_gpus, plans_for
     model, workload, gpu = _inputs(values)
-    cap = gpu.memory_bytes
+    cap = gpu.usable_bytes
     if not isinstance(model, ModelSpec):
         return PlanResult((), gpus, cap, gpu.name, "The planner splits a transformer's heads and layers: a generic "
                           "network (given as totals) has neither. Pick a preset, custom or config model.")
@@ -193,7 +193,7 @@ class Fits:
 def what_fits(values: Mapping[str, Any]) -> Fits:
     from calculator.solvers import max_micro_batch, max_seq_len
     model, workload, gpu = _inputs(values)
-    cap = gpu.memory_bytes
+    cap = gpu.usable_bytes
     return Fits(max_micro_batch(model, workload, cap, safe=True), max_micro_batch(model, workload, cap, safe=False),
                 max_seq_len(model, workload, cap, safe=True), max_seq_len(model, workload, cap, safe=False),
                 cap, gpu.name)

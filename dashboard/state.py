@@ -144,6 +144,16 @@ PARAMS: tuple[Param, ...] = (
        help="exact: tensors the framework really saves; textbook: Korthikanti et al. 2022 + flat overhead; "
             "fujii: Fujii et al. 2024"),
     # ---- parallelism ----------------------------------------------------------------------------------------
+    _p("stack", "choice", AUTO, "Training stack", "parallel",
+       options=(AUTO, "hf-trainer", "ddp", "fsdp2", "deepspeed", "megatron"), fields=("stack",),
+       help="How the training software holds gradients and buffers (calculator/stacks/). auto follows the layout: "
+            "one GPU hf-trainer, DP ddp, a ZeRO stage deepspeed, an FSDP shard group fsdp2, TP/PP megatron"),
+    _p("zg", "choice", "none", "optimizer.zero_grad", "parallel", options=("none", "zeros"),
+       fields=("zero_grad_set_to_none",),
+       help="none: set_to_none=True (PyTorch's default, HF Trainer): gradients freed after each step and born "
+            "again in backward; zeros: zeroed in place, held for the whole step"),
+    _p("bview", "bool", False, "DDP gradient_as_bucket_view", "parallel", fields=("ddp_bucket_view",),
+       help="DDP only: gradients are views into DDP's buckets instead of a second copy"),
     _p("zero", "choice", "0", "ZeRO / FSDP stage", "parallel", options=("0", "1", "2", "3"),
        fields=("parallel.zero",), help="1 shards optimizer states, 2 also gradients, 3 also parameters"),
     _p("zsh", "int", 0, "ZeRO shard group (0 = DP × CP)", "parallel", lo=0, hi=1_000_000,
@@ -196,6 +206,13 @@ PARAMS: tuple[Param, ...] = (
        fields=("overheads.nccl_bytes_per_group",)),
     _p("comm", "bool", True, "Include communication buffers", "overheads",
        fields=("overheads.include_comm_buffers",)),
+    _p("exps", "bool", False, "expandable_segments (PYTORCH_CUDA_ALLOC_CONF)", "overheads",
+       fields=("expandable_segments",),
+       help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the caching allocator grows segments in place and "
+            "keeps far less reserved-but-unused memory"),
+    _p("cublas", "float", None, "cuBLAS workspace per thread override (MB)", "overheads", lo=0.0, hi=10_000.0,
+       step=1.0, fields=("overheads.cublas_workspace_bytes",),
+       help="Empty: the GPU's own (32 MiB on Hopper/Blackwell, 8.125 MiB before); training uses two threads"),
     _p("tbo", "float", 10.0, "Textbook flat overhead (%)", "overheads", lo=0.0, hi=100.0, step=1.0,
        fields=("overheads.textbook_overhead_pct",)),
     # ---- GPU and display ------------------------------------------------------------------------------------
@@ -571,7 +588,8 @@ def build_workload(values: Mapping[str, Any]):
         fragmentation_pct=None if v["frag"] is None else float(v["frag"]),
         fragmentation_states_pct=float(v["fst"]), fragmentation_working_pct=float(v["fwk"]),
         nccl_bytes_per_group=int(v["nccl"]) * MB,
-        include_comm_buffers=bool(v["comm"]), textbook_overhead_pct=float(v["tbo"])), "overheads.", "frag")
+        include_comm_buffers=bool(v["comm"]), textbook_overhead_pct=float(v["tbo"]),
+        cublas_workspace_bytes=None if v["cublas"] is None else int(float(v["cublas"]) * MB)), "overheads.", "frag")
     if problems:
         raise InputProblems(problems)
     workload = attempt(lambda: Workload(
@@ -581,7 +599,9 @@ def build_workload(values: Mapping[str, Any]):
         precision=precision, optimizer=v["opt"], optimizer_impl=v["oimpl"], recompute=v["rc"],
         attention=v["attn"], activation_model=v["act"], kv_dtype=v["kvdt"],
         weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]), quant_method=v["qm"],
-        parallel=parallel, overheads=overheads, gpu=v["gpu"] or None), "", "mode")
+        parallel=parallel, overheads=overheads, gpu=v["gpu"] or None,
+        stack=None if v["stack"] == AUTO else v["stack"], zero_grad_set_to_none=v["zg"] == "none",
+        ddp_bucket_view=bool(v["bview"]), expandable_segments=bool(v["exps"])), "", "mode")
     if problems:
         raise InputProblems(problems)
     return workload

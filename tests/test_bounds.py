@@ -98,6 +98,6 @@ def test_peak_allocated_is_the_highest_over_pipeline_stages():
                      with_fits=False)
         assert e.peak_allocated_bytes == max(st.peak_allocated_bytes for st in e.stages)
         peaks.append(e.peak_allocated_bytes)
-    # at s = 1024 the highest total is stage 12 (1,151,752,448 B allocated), the highest allocated stage 2
-    assert peaks == [1_202_487_296, 1_206_681_600]
-    assert e.worst_stage == 12 and e.peak.peak_allocated_bytes == 1_151_752_448
+    # at s = 1024 the highest total is stage 12 (1,185,306,880 B allocated), the highest allocated stage 2
+    assert peaks == [1_236_041_728, 1_240_236_032]  # incl. the 32 MiB cuBLAS workspace (calculator/stacks, issue 13)
+    assert e.worst_stage == 12 and e.peak.peak_allocated_bytes == 1_185_306_880

@@ -24,7 +24,8 @@ def test_presets_lists_models_and_gpus(capsys):
 
 def test_estimate_json_has_the_documented_keys(capsys):
     code, out, _ = run(["estimate", "--model", "llama-3.1-8b", "--mode", "train", "--batch", "1", "--seq", "4096",
-                        "--recompute", "selective", "--activation-model", "textbook", "--json"], capsys)
+                        "--recompute", "selective", "--activation-model", "textbook", "--zero-grad", "zeros", "--json"],
+                       capsys)
     assert code == 0
     data = json.loads(out)
     for key in ("peak_allocated_bytes", "total_bytes", "components", "terms", "stages", "fits"):

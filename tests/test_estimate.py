@@ -16,7 +16,8 @@ def llama8b():
 
 def test_seed_000_textbook_example(llama8b):
     """Seed 000: 8B·32L, bf16, Adam, selective recompute, s = 4096, textbook activations, flat 10% overhead."""
-    w = Workload(mode="train", seq_len=4096, micro_batch=1, recompute="selective", activation_model="textbook")
+    w = Workload(mode="train", seq_len=4096, micro_batch=1, recompute="selective", activation_model="textbook",
+                 zero_grad_set_to_none=False)  # the seed holds gradients for the whole step
     c = estimate(llama8b, w).components
     assert round(c["weights"] / GB, 1) == 16.1
     assert round(c["gradients"] / GB, 1) == 16.1
@@ -39,7 +40,7 @@ def test_seed_004_generic_network():
 @pytest.mark.parametrize("recipe,bytes_per_param", [("megatron", 18), ("mixed-bf16", 16), ("amp-fp32", 16),
                                                     ("pure-bf16", 8), ("fp32", 16)])
 def test_recipes_bytes_per_param(llama8b, recipe, bytes_per_param):
-    w = Workload(precision=RECIPES[recipe][1])
+    w = Workload(precision=RECIPES[recipe][1], zero_grad_set_to_none=False)  # gradients held for the whole step
     c = estimate(llama8b, w, with_fits=False).components
     states = c["weights"] + c["master_weights"] + c["gradients"] + c["optimizer_states"]
     assert states == bytes_per_param * LLAMA8B + 4 * 291  # + AdamW's 4-byte step per parameter tensor
@@ -73,17 +74,21 @@ def test_megatron_distributed_optimizer_is_6_plus_12_over_d(llama8b):
                                           (2, {"master_weights", "optimizer_states", "gradients"}),
                                           (3, {"master_weights", "optimizer_states", "gradients", "weights"})])
 def test_zero_stages_shard_by_dp(llama8b, zero, sharded):
-    one = estimate(llama8b, Workload(), with_fits=False).components
-    c = estimate(llama8b, Workload(parallel={"dp": 8, "zero": zero}), with_fits=False).components
+    one = estimate(llama8b, Workload(stack="deepspeed"), with_fits=False).components
+    c = estimate(llama8b, Workload(stack="deepspeed", parallel={"dp": 8, "zero": zero}), with_fits=False).components
     for k in ("weights", "master_weights", "gradients"):
         assert c[k] == (pytest.approx(one[k] / 8, rel=1e-6) if k in sharded else one[k])
 
 
-def test_zero3_adds_the_gather_of_one_layer_and_its_prefetch(llama8b):
-    c = estimate(llama8b, Workload(parallel={"dp": 8, "zero": 3}), with_fits=False).components
-    layer = 218_112_000  # one Llama-3.1-8B decoder layer
-    embedding = 128256 * 4096
-    assert c["sharding_buffers"] == 2 * 2 * max(layer, embedding) + 2 * max(layer, embedding)
+def test_zero3_adds_the_gather_of_the_largest_module_and_its_prefetch(llama8b):
+    """DeepSpeed ZeRO-3 gathers module by module, up to stage3_prefetch_bucket_size (5e7) elements ahead; its
+    reduce bucket (5e8 elements) and the fp32 gradient buffer of the largest sub-group are held for the run."""
+    e = estimate(llama8b, Workload(parallel={"dp": 8, "zero": 3}), with_fits=False)
+    terms = {t.key: t.bytes for t in e.terms}
+    embedding = 128256 * 4096  # the largest module (the LM head is the same size)
+    assert terms["sharding.gather"] == 2 * (embedding + 50_000_000) + 2 * embedding
+    assert terms["sharding.ds_reduce_bucket"] == 2 * 500_000_000
+    assert terms["sharding.ds_fp32_grad"] == 4 * min(-(-LLAMA8B // 8), 1_000_000_000)  # sub_group_size cap
 
 
 def test_tensor_parallel_shards_model_states(llama8b):

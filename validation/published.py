@@ -60,17 +60,17 @@ UNITS = {
 # "Error bounds"). tests/test_published.py holds every comparable row to its group's bound. Do not loosen a bound
 # to make a regression pass: fix the engine or explain the new number in CALIBRATION.md.
 ERROR_BOUNDS_PCT: dict[str, float] = {
-    "Qwen2.5 BF16": 3.5,
-    "Qwen2.5 GPTQ-Int8": 5.0,
-    "Qwen2.5 GPTQ-Int4": 5.0,
+    "Qwen2.5 BF16": 3.0,
+    "Qwen2.5 GPTQ-Int8": 4.5,
+    "Qwen2.5 GPTQ-Int4": 3.0,
     "Qwen2.5 AWQ": 2.5,
-    "Qwen2.5 AWQ, load peak": 34.5,
+    "Qwen2.5 AWQ, load peak": 33.0,
     "litgpt LoRA bf16": 10.5,
     "litgpt QLoRA nf4": 16.0,
     "litgpt generate bf16": 1.0,
-    "litgpt generate nf4, load peak": 21.0,
+    "litgpt generate nf4, load peak": 20.0,
     "bert-large V100 nvidia-smi, weights only": 1.5,
-    "DeepSpeed estimator ZeRO-3": 4.5,
+    "DeepSpeed estimator ZeRO-3": 1.0,
     "torchao optimizer delta": 2.0,
 }
 
@@ -613,9 +613,12 @@ def deepspeed_engine(model: str, N: int, stage: int) -> dict[str, int]:
     """The engine's model states and ZeRO-3 gather buffer on one GPU for the stand-in of `model`."""
     w = Workload(mode="train", micro_batch=1, seq_len=512, precision=DS_PRECISION, optimizer="adamw",
                  optimizer_impl="fused", parallel=Parallelism(dp=N, zero=stage))
-    c = estimate(STAND_INS[model], w, with_fits=False).components
+    e = estimate(STAND_INS[model], w, with_fits=False)
+    c = e.components
     states = c["weights"] + c["master_weights"] + c["gradients"] + c["optimizer_states"]
-    return {"model_states": states, "gather": c["sharding_buffers"]}
+    # the estimator's largest-layer term is the gathered module and its gradient; DeepSpeed's runtime buffers
+    # (reduce bucket, fp32 gradient buffer, prefetch: calculator/stacks/deepspeed.py) are not in the estimator
+    return {"model_states": states, "gather": sum(t.bytes for t in e.terms if t.key == "sharding.gather")}
 
 
 def deepspeed(row: dict[str, str]) -> Comparison:

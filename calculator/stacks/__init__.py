@@ -1,0 +1,61 @@
+"""Training stacks: the software that runs the training step decides how gradients live and which buffers exist.
+One module per stack; `estimate.py` asks the chosen one for its terms.
+
+    hf-trainer  HF Trainer / accelerate / a plain PyTorch loop on one GPU        (hf_trainer.py)
+    ddp         torch.nn.parallel.DistributedDataParallel                         (ddp.py)
+    fsdp2       torch.distributed.fsdp.fully_shard with a MixedPrecisionPolicy    (fsdp2.py)
+    deepspeed   DeepSpeed ZeRO stage 0–3                                          (deepspeed.py)
+    megatron    Megatron-LM / Megatron-Core DDP with its gradient buffer          (megatron.py)
+
+The default follows the parallel layout (`default_stack`).
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from calculator.errors import InputError
+from calculator.stacks import ddp, deepspeed, fsdp2, hf_trainer, megatron
+
+MODULES: dict[str, ModuleType] = {m.NAME: m for m in (hf_trainer, ddp, fsdp2, deepspeed, megatron)}
+STACKS: tuple[str, ...] = tuple(MODULES)
+LABELS: dict[str, str] = {name: m.LABEL for name, m in MODULES.items()}
+
+
+def default_stack(p) -> str:
+    """The stack a layout is usually run with: an FSDP hybrid-shard group → fsdp2; a ZeRO stage → deepspeed;
+    tensor / pipeline / context / expert parallelism or Megatron's distributed optimizer → megatron; data
+    parallelism alone → ddp; one GPU → hf-trainer."""
+    if p.zero_shard_size:
+        return "fsdp2"
+    if p.zero or p.offload_optimizer or p.offload_params:
+        return "deepspeed"
+    if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1 or p.distributed_optimizer:
+        return "megatron"
+    if p.dp > 1:
+        return "ddp"
+    return "hf-trainer"
+
+
+def default_reason(p) -> str:
+    """Why the default is what it is, for the page and the CLI."""
+    name = default_stack(p)
+    return {"fsdp2": "an FSDP hybrid-shard group is set", "deepspeed": "a ZeRO stage / offload is set",
+            "megatron": "tensor, pipeline, context or expert parallelism (or the distributed optimizer) is set",
+            "ddp": "data parallelism only", "hf-trainer": "one GPU"}[name]
+
+
+def resolve(w) -> str:
+    """The stack of a workload: its own, or the layout's default."""
+    return getattr(w, "stack", None) or default_stack(w.parallel)
+
+
+def module(w) -> ModuleType:
+    return MODULES[resolve(w)]
+
+
+def check(w) -> None:
+    """A stack that cannot run the layout is refused with what to change (InputError naming `stack`)."""
+    name, p = resolve(w), w.parallel
+    problem = MODULES[name].layout_problem(p)
+    if problem:
+        raise InputError("stack", f"{name} {problem}")

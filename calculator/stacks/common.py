@@ -1,0 +1,122 @@
+"""What every training stack module supplies to the estimate, and the one computation they share: where the peak
+of the backward pass is when gradients are born in backward instead of held for the whole step.
+
+A stack module (calculator/stacks/<name>.py) exposes
+    NAME, LABEL, SOURCE            its id, a one-line description, the source key of its memory behaviour
+    states_workload(w) -> Workload the workload the model states are counted for (FSDP2 recasts its precision)
+    memory(ctx) -> StackMemory     gradient lifetime, persistent buffers, buffers at the forward/backward peak
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from calculator.dtypes import nbytes
+from calculator.model import ModelSpec
+from calculator.parameters import count_parameters
+
+
+@dataclass(frozen=True)
+class Line:
+    """One term a stack contributes (same fields as calculator.result.Term)."""
+
+    key: str
+    component: str
+    label: str
+    bytes: int
+    formula: str
+    substituted: str
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class StackContext:
+    """What a stack module may look at: the model, the workload as the states were counted, this GPU's shard."""
+
+    m: ModelSpec
+    w: object  # Workload (the states workload)
+    shard: object  # StageShard
+    grad_bytes: int  # gradients of this GPU when all are alive (after ZeRO-2/3 sharding)
+    grad_dtype: str
+    original: object = None  # the workload as given (before states_workload)
+
+
+@dataclass(frozen=True)
+class StackMemory:
+    """How a stack holds memory beyond the model states and the activations."""
+
+    grads_whole_step: bool  # gradients held from the forward to the step; else born in backward, freed after
+    persistent: tuple[Line, ...] = ()  # buffers held for the whole step
+    at_peak: tuple[Line, ...] = ()  # buffers alive at the loss backward (the usual forward/backward peak)
+    layer_backward: int = 0  # bytes alive only while one layer is back-propagated (FSDP2 unit gather + grads)
+    step_extra: int = 0  # bytes alive only during the optimizer step (DeepSpeed's fp32 gradient partition)
+    step_note: str = ""
+    gradient_note: str = ""  # how the gradients term is held (e.g. views into DDP's buckets)
+    nccl_communicators: dict[str, int] = field(default_factory=dict)  # beyond the parallel layout's groups
+
+
+def line(key: str, component: str, label: str, n: int, formula: str, substituted: str, source: str,
+         note: str = "") -> Line:
+    return Line(key, component, label, int(n), formula, substituted, source, note)
+
+
+@lru_cache(maxsize=256)
+def layer_grad_params(m: ModelSpec, first: int, last: int, tp: int, expert_split: int) -> tuple[int, ...]:
+    """Parameters per decoder layer of a stage on one GPU (dense split by TP, routed experts by EP × expert TP)."""
+    layers = count_parameters(m).layers[first:last]
+    return tuple(-(-(l.attention + l.mlp + l.shared_experts) // tp) + l.router + l.norms
+                 + -(-l.routed_experts // expert_split) for l in layers)
+
+
+@dataclass(frozen=True)
+class BackwardPeak:
+    """Bytes above the long-lived states at the forward/backward peak when gradients are born in backward."""
+
+    bytes: int
+    position: str
+    positions: tuple[tuple[str, int], ...]
+
+
+def backward_peak(*, loss_peak: int, activations: int, layer_acts: tuple[int, ...], layer_grads: tuple[int, ...],
+                  head_grads: int, embedding_grads: int, tied_extra: int, recompute_ws: int,
+                  layer_backward: int) -> BackwardPeak:
+    """The highest point of forward + backward when each gradient is born as its layer is back-propagated
+    (torch/csrc/autograd/functions/accumulate_grad.h: AccumulateGrad creates `.grad` on the first gradient) and
+    `zero_grad(set_to_none=True)` freed all of them after the previous step (torch/optim/optimizer.py).
+
+    Positions, each in bytes above the long-lived states:
+      loss       the loss backward: every saved activation + the loss head's working set, no gradient yet
+      first      back-propagating the last layer: every activation + the LM head's gradient (held by the tied
+                 embedding's AccumulateGrad buffer, or lm_head.grad) + that layer's gradients
+      last       back-propagating the first layer: what is not a layer activation, that layer's activations (or
+                 its recomputed working set) + every layer's gradients + the head's
+      embedding  the embedding backward: every gradient + the embedding gradient being summed into a tied head
+    A layer's activations are counted until its backward ends and its gradients from its start (an upper bound
+    within one layer). Between the first and the last layer the sum is linear in the layer index, so the two
+    ends bound every layer in between."""
+    rest = activations - sum(layer_acts)
+    work_last = recompute_ws if recompute_ws else (layer_acts[0] if layer_acts else 0)
+    work_first = recompute_ws
+    g_layers = sum(layer_grads)
+    positions = (
+        ("loss", loss_peak),
+        ("first layer", activations + work_first + head_grads + (layer_grads[-1] if layer_grads else 0)
+         + layer_backward),
+        ("last layer", rest + work_last + g_layers + head_grads + layer_backward),
+        ("embedding", g_layers + head_grads + embedding_grads + tied_extra),
+    )
+    name, peak = max(positions, key=lambda p: p[1])
+    return BackwardPeak(peak, name, positions)
+
+
+def tied_embedding_extra(m: ModelSpec, tp: int, grad_dtype: str, lm_head_grad_is_view: bool) -> int:
+    """Tied embeddings: the LM head's gradient waits in the shared weight's AccumulateGrad input buffer until the
+    embedding backward adds its own V×h gradient (torch/csrc/autograd/input_buffer.cpp: `accumulate` sums in place
+    only when the buffered tensor can be reused; the head's gradient arrives as the transpose of a matmul result
+    — a view — when the head runs in the weight's own dtype, so the sum is a third tensor). Under autocast the
+    head's gradient comes out of the bf16 cast's backward as a fresh tensor and is summed in place."""
+    if not m.tie_word_embeddings:
+        return 0
+    v_h = nbytes(-(-m.vocab_size * m.hidden_size // tp), grad_dtype)
+    return v_h * (2 if lm_head_grad_is_view else 1)

@@ -1,0 +1,78 @@
+"""DeepSpeed ZeRO (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py; defaults from deepspeed/runtime/zero/config.py,
+DeepSpeed 0.19): bf16 parameters, fp32 master partition + optimizer state sharded over data parallelism.
+
+Buffers besides the model states, with DeepSpeed's defaults (`reduce_bucket_size` = 5e8 elements,
+`contiguous_gradients` = true, `overlap_comm` = false for stages 1–2 and true for stage 3,
+`stage3_prefetch_bucket_size` = 5e7, `stage3_max_live_parameters` = 1e9, `sub_group_size` = 1e9):
+- stages 1–2: `setup_buckets` allocates the gradient reduction (IPG) bucket, `reduce_bucket_size` elements in the
+  gradient dtype (two with `overlap_comm`), when the backward starts and frees it after (`_release_ipg_buffers`).
+  Stage 1 keeps every gradient in `param.grad` until the step; stage 2 copies each reduced gradient into the
+  contiguous `grads_in_partition` (1/d of them) and frees it. The step flattens the partition's gradients and casts
+  them to fp32 (`single_grad_partition`), the engine's gradient upcast.
+- stage 3: the IPG bucket is allocated once at init (`reduce_bucket_size` elements, persistent); gradients live in
+  `grad_partitions_flat_buffer` (1/d, persistent); `initialize_optimizer_states` keeps an fp32 gradient buffer of
+  the largest sub-group (min(N/d, sub_group_size) elements) as the fp32 partitions' `.grad`; parameters are
+  gathered module by module with up to `stage3_prefetch_bucket_size` elements prefetched ahead.
+HF's integration writes "auto" values scaled to the model (reduce_bucket_size = h², prefetch = 0.9·h²); the engine
+uses DeepSpeed's own defaults.
+"""
+from __future__ import annotations
+
+from calculator.dtypes import nbytes
+from calculator.parameters import count_parameters
+from calculator.stacks.common import StackContext, StackMemory, line
+
+NAME = "deepspeed"
+LABEL = "DeepSpeed ZeRO 1/2/3 (reduce bucket, contiguous gradients, stage-3 prefetch)"
+SOURCE = "deepspeed-zero"
+
+REDUCE_BUCKET_SIZE = 500_000_000  # elements (config.py: reduce_bucket_size)
+PREFETCH_BUCKET_SIZE = 50_000_000  # elements (stage3_prefetch_bucket_size)
+MAX_LIVE_PARAMETERS = 1_000_000_000  # elements (stage3_max_live_parameters)
+SUB_GROUP_SIZE = 1_000_000_000  # elements (sub_group_size)
+OVERLAP_COMM_STAGE_1_2 = False  # config.py overlap_comm_valid: true only for stage 3
+
+
+def layout_problem(p) -> str:
+    return ""
+
+
+def states_workload(w):
+    return w
+
+
+def largest_module(m, tp: int) -> int:
+    """The largest single module (a linear, the embedding or the LM head): what ZeRO-3 gathers at once."""
+    return -(-count_parameters(m).largest_module // tp)
+
+
+def memory(ctx: StackContext) -> StackMemory:
+    m, w = ctx.m, ctx.w
+    p, prec = w.parallel, w.precision
+    g = ctx.grad_dtype
+    if p.zero >= 3:
+        bucket = line("sharding.ds_reduce_bucket", "sharding_buffers", f"ZeRO-3 gradient reduce bucket ({g})",
+                      nbytes(REDUCE_BUCKET_SIZE, g), "reduce_bucket_size × b_grad (allocated at init)",
+                      f"{REDUCE_BUCKET_SIZE:,} × {nbytes(1, g)} B", SOURCE)
+        n_part = -(-ctx.shard.total // p.shard_group)
+        fp32_grad = min(n_part, SUB_GROUP_SIZE)
+        master = prec.master_weights or "fp32"
+        grad_buf = line("sharding.ds_fp32_grad", "sharding_buffers", f"ZeRO-3 {master} gradient buffer of the largest "
+                        "sub-group", nbytes(fp32_grad, master), "min(N_gpu/d, sub_group_size) × b_master",
+                        f"{fp32_grad:,} × {nbytes(1, master)} B", SOURCE, "initialize_optimizer_states")
+        module = largest_module(m, p.tp)
+        b = nbytes(1, prec.params)
+        gather = line("sharding.gather", "sharding_buffers", "Gathered largest module and its unsharded gradient",
+                      2 * nbytes(module, prec.params), "M × b_param + M × b_param (M = largest module; autograd's "
+                      "gradient is in the parameter's dtype until it is reduce-scattered)",
+                      f"2 × {module:,} × {b} B", SOURCE)
+        ahead = max(0, min(MAX_LIVE_PARAMETERS, module + PREFETCH_BUCKET_SIZE) - module)
+        prefetch = line("sharding.prefetch", "sharding_buffers", "Prefetched parameters (stage3_prefetch_bucket_size)",
+                        nbytes(ahead, prec.params), "min(max_live − M, prefetch_bucket) × b_param",
+                        f"{ahead:,} × {b} B", SOURCE)
+        return StackMemory(grads_whole_step=True, persistent=(bucket, grad_buf), at_peak=(gather, prefetch))
+    buffers = 2 if OVERLAP_COMM_STAGE_1_2 else 1
+    ipg = line("sharding.ds_reduce_bucket", "sharding_buffers", f"ZeRO gradient reduce bucket ({g})",
+               buffers * nbytes(REDUCE_BUCKET_SIZE, g), "reduce_bucket_size × b_grad (during backward)",
+               f"{REDUCE_BUCKET_SIZE:,} × {nbytes(1, g)} B", SOURCE, "setup_buckets → _release_ipg_buffers")
+    return StackMemory(grads_whole_step=True, at_peak=(ipg,) if p.zero else ())

@@ -1,0 +1,39 @@
+"""Megatron-LM / Megatron-Core DistributedDataParallel (megatron/core/distributed/param_and_grad_buffer.py,
+distributed_data_parallel.py; megatron/core/optimizer/distrib_optimizer.py).
+
+`_ParamAndGradBuffer` allocates one contiguous gradient buffer (`grad_data`, `torch.zeros(numel, grad_dtype)`)
+for all parameters at model construction; every parameter's `main_grad` is a view into it, gradients are
+accumulated there across micro-batches and it is never freed: gradients are held for the whole step. bf16
+training forces fp32 accumulation and reduction (megatron/training/arguments.py: "bfloat16 requires gradient
+accumulation and all-reduce to be done in fp32" → accumulate_allreduce_grads_in_fp32), so main grads are 4 B per
+parameter. With the distributed optimizer the bf16 parameters also move into a contiguous `param_data` buffer (the
+same bytes as the weights) and the fp32 master + Adam state is sharded over data parallelism; buckets are padded
+to a multiple of lcm(dp, 128) elements (negligible).
+"""
+from __future__ import annotations
+
+from calculator.stacks.common import StackContext, StackMemory
+
+NAME = "megatron"
+LABEL = "Megatron-LM (persistent fp32 main-grad buffer, distributed optimizer)"
+SOURCE = "megatron-grad-buffer"
+
+
+def layout_problem(p) -> str:
+    if p.zero:
+        return ("shards the optimizer with its distributed optimizer, not ZeRO stages: set distributed optimizer "
+                "instead of zero, or choose stack deepspeed / fsdp2")
+    return ""
+
+
+def states_workload(w):
+    """bf16/fp16 parameters train with fp32 main gradients."""
+    prec = w.precision
+    if prec.params in ("bf16", "fp16") and prec.grads != "fp32":
+        return w.model_copy(update={"precision": prec.model_copy(update={"grads": "fp32"})})
+    return w
+
+
+def memory(ctx: StackContext) -> StackMemory:
+    return StackMemory(grads_whole_step=True,
+                       gradient_note="main_grad views into the contiguous gradient buffer, allocated at construction")
