@@ -1,0 +1,1 @@
+"""The shared H200 measurement protocol on CUDA (see protocol.py) and the cases it runs (cases.py)."""
