@@ -6,10 +6,35 @@ an allocator setting) each get a fresh process. Order is priority: a run that me
 
 from __future__ import annotations
 
-from .deepspeed_case import ds_config
-from .protocol import case_id
-
 EXPANDABLE = "expandable_segments:True"
+# id parts that the shared ids leave out when they hold their default value
+ID_DEFAULTS = {"attn": "sdpa", "recompute": "none"}
+ID_SKIP = ("id", "kind", "config", "batch", "seq", "gen", "alloc_conf", "set_to_none")
+
+
+def case_id(case: dict) -> str:
+    """The shared ids: `train_llama-3.2-1b_b2_s4096_wrap-ddp_bucket_view-True`, `..._persistent-grads`,
+    `..._expandable`; dict-valued settings (a DeepSpeed config) stay out of the id."""
+    parts = [case["kind"], case["config"].removesuffix(".json"), f"b{case['batch']}", f"s{case['seq']}"]
+    if "gen" in case:
+        parts.append(f"gen-{case['gen']}")
+    for key, value in case.items():
+        if key in ID_SKIP or isinstance(value, dict) or ID_DEFAULTS.get(key) == value:
+            continue
+        parts.append(f"{key}-{value}")
+    if case.get("set_to_none") is False:
+        parts.append("persistent-grads")
+    if case.get("alloc_conf"):
+        parts.append("expandable")
+    return "_".join(parts)
+
+
+def ds_config(batch: int, stage: int, zero_overrides: dict | None = None) -> dict:
+    """The DeepSpeed config of a world-size-1 bf16 run: ZeRO settings at DeepSpeed's defaults unless overridden."""
+    zero = {"stage": stage, **(zero_overrides or {})}
+    return {"train_micro_batch_size_per_gpu": batch, "gradient_accumulation_steps": 1,
+            "bf16": {"enabled": True}, "zero_optimization": zero, "zero_allow_untested_optimizer": True,
+            "gradient_clipping": 0.0, "steps_per_print": 1_000_000, "wall_clock_breakdown": False}
 
 
 def case(kind: str, model: str, batch: int, seq: int, **extra) -> dict:
@@ -25,10 +50,10 @@ def I(model, batch, seq, gen, **extra):
     return case("infer", model, batch, seq, gen=gen, **extra)
 
 
-def DS(model, batch, seq, stage, variant=None, zero=None, **extra):
-    extra = {"wrap": "deepspeed", "zero_stage": stage, **({"variant": variant} if variant else {}),
+def DS(model, batch, seq, stage, variant=None, overrides=None, **extra):
+    extra = {"wrap": "deepspeed", "zero": stage, **({"variant": variant} if variant else {}),
              "recipe": "mixed-bf16", **extra}
-    return T(model, batch, seq, **extra, ds_config=ds_config(batch, stage, zero))
+    return T(model, batch, seq, **extra, ds_config=ds_config(batch, stage, overrides))
 
 
 SMALL_BUCKETS = {"reduce_bucket_size": 50_000_000, "allgather_bucket_size": 50_000_000}
@@ -99,12 +124,12 @@ OWN = [
     DS("qwen2.5-1.5b", 2, 4096, 1),
     DS("qwen2.5-1.5b", 2, 4096, 2),
     DS("qwen2.5-1.5b", 2, 4096, 3),
-    DS("qwen2.5-1.5b", 2, 4096, 2, variant="small-buckets", zero=SMALL_BUCKETS),
-    DS("qwen2.5-1.5b", 2, 4096, 3, variant="small-buckets", zero=SMALL_STAGE3),
+    DS("qwen2.5-1.5b", 2, 4096, 2, variant="small-buckets", overrides=SMALL_BUCKETS),
+    DS("qwen2.5-1.5b", 2, 4096, 3, variant="small-buckets", overrides=SMALL_STAGE3),
     DS("qwen2.5-1.5b", 2, 4096, 0),
     DS("llama-3.2-3b", 1, 4096, 2),
     DS("llama-3.2-3b", 1, 4096, 3),
-    DS("qwen2.5-1.5b", 2, 4096, 2, variant="overlap-comm", zero={"overlap_comm": True}),
+    DS("qwen2.5-1.5b", 2, 4096, 2, variant="overlap-comm", overrides={"overlap_comm": True}),
     DS("llama-3.2-3b", 2, 4096, 3, recompute="full"),
     DS("llama-3.2-3b", 1, 4096, 1),
     # DDP and FSDP2 on unseen models

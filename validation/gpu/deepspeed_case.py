@@ -21,13 +21,6 @@ RESOLVED_KEYS = ("stage", "contiguous_gradients", "reduce_scatter", "reduce_buck
                  "max_reuse_distance", "gather_16bit_weights_on_model_save", "use_all_reduce_for_fetch_params")
 
 
-def ds_config(batch: int, stage: int, zero_overrides: dict | None = None) -> dict:
-    zero = {"stage": stage, **(zero_overrides or {})}
-    return {"train_micro_batch_size_per_gpu": batch, "gradient_accumulation_steps": 1,
-            "bf16": {"enabled": True}, "zero_optimization": zero, "zero_allow_untested_optimizer": True,
-            "gradient_clipping": 0.0, "steps_per_print": 1_000_000, "wall_clock_breakdown": False}
-
-
 def resolved_zero(engine) -> dict:
     zero = engine._config.zero_config.model_dump()
     out = {k: zero[k] for k in RESOLVED_KEYS if k in zero}

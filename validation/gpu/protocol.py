@@ -1,14 +1,16 @@
 """The shared H200 protocol (`../shared/validation/gpu-h200/README.md`) on CUDA: snapshots, an empty allocator
-before each case, the environment line, model configs from `presets/models/*.json`, case ids.
+before each case, the environment line, model configs from `presets/models/*.json`.
 
 Every figure is what PyTorch's caching allocator or the driver reports; nothing here models anything.
 `GPU_HARNESS_DEVICE=cpu` runs the same code paths on the CPU (every memory figure 0) to check the harness
 itself without a GPU; `GPU_HARNESS_TINY=1` shrinks each config to two small layers for that dry run.
+Case ids and the case list: cases.py.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib.metadata
 import json
 import os
 import time
@@ -69,8 +71,8 @@ def env_line() -> dict:
            "device": torch.cuda.get_device_name(0) if on_cuda() else "cpu"}
     for name in ("peft", "accelerate", "deepspeed"):
         try:
-            env[name] = __import__(name).__version__
-        except Exception:  # noqa: BLE001 - a missing package is recorded as absent
+            env[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
             env[name] = None
     if on_cuda():
         torch.cuda.init()
@@ -157,28 +159,6 @@ def parameter_counts(model) -> dict:
 def random_ids(config, batch: int, seq: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(1)
     return torch.randint(0, config.vocab_size, (batch, seq), generator=generator).to(DEVICE)
-
-
-# id parts that the shared ids leave out when they hold their default value
-ID_DEFAULTS = {"attn": "sdpa", "recompute": "none"}
-ID_SKIP = ("id", "kind", "config", "batch", "seq", "gen", "alloc_conf", "set_to_none")
-
-
-def case_id(case: dict) -> str:
-    """The shared ids: `train_llama-3.2-1b_b2_s4096_wrap-ddp_bucket_view-True`, `..._persistent-grads`,
-    `..._expandable`; dict-valued settings (a DeepSpeed config) stay out of the id."""
-    parts = [case["kind"], case["config"].removesuffix(".json"), f"b{case['batch']}", f"s{case['seq']}"]
-    if "gen" in case:
-        parts.append(f"gen-{case['gen']}")
-    for key, value in case.items():
-        if key in ID_SKIP or isinstance(value, dict) or ID_DEFAULTS.get(key) == value:
-            continue
-        parts.append(f"{key}-{value}")
-    if case.get("set_to_none") is False:
-        parts.append("persistent-grads")
-    if case.get("alloc_conf"):
-        parts.append("expandable")
-    return "_".join(parts)
 
 
 def append_record(path: Path, record: dict) -> None:

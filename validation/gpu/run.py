@@ -1,7 +1,9 @@
 """Run the H200 cases: `python -m validation.gpu.run --out DIR [--group main|own|all] [--only a,b] [--deadline S]`.
 
 The orchestrator never touches CUDA. It starts worker processes (`--worker`) that append one JSON line per case
-to `DIR/measurements.jsonl` as soon as the case ends (the first worker writes the environment line first):
+to `DIR/measurements.jsonl` as soon as the case ends (the first worker writes the environment line first; a case
+that failed for a reason other than memory goes to `DIR/failures.jsonl` instead, so the measurements file holds
+only `ok` and `oom` records, as the shared file does):
 all `MAIN` cases share one worker, as the shared plain cases shared one process; every `OWN` case (DDP, FSDP2,
 DeepSpeed, an allocator setting) gets its own. A worker that dies is restarted after the case it died in, which
 is recorded as `status: "crashed"` with the end of its log. Nothing starts after the deadline; a summary table
@@ -22,16 +24,17 @@ from pathlib import Path
 MARGIN_S = 25  # a case is not started with less time than this left
 
 
+MEASURED = ("ok", "oom")
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
 def load_done(path: Path) -> tuple[set, bool]:
-    if not path.exists():
-        return set(), False
-    ids, has_env = set(), False
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            has_env |= "env" in row
-            ids.add(row.get("id"))
-    return ids, has_env
+    """Ids with a record in a measurements file or the failures file beside it; whether an env line is there."""
+    found = rows(path) + rows(path.with_name("failures.jsonl"))
+    return {r.get("id") for r in found if "id" in r}, any("env" in r for r in found)
 
 
 # --------------------------------------------------------------------------------------------- worker (CUDA)
@@ -82,7 +85,7 @@ def worker(args) -> int:
         if P.TINY:  # CPU dry run: the same code paths on small shapes
             c.update(batch=min(c["batch"], 2), seq=min(c["seq"], 128), **({"gen": min(c["gen"], 3)} if "gen" in c else {}))
         record = run_one(c)
-        P.append_record(out, record)
+        P.append_record(out if record["status"] in MEASURED else out.with_name("failures.jsonl"), record)
         print(f"[worker] done {cid}: {record['status']} wall {record['wall']} s", flush=True)
     return 0
 
@@ -106,9 +109,12 @@ def log_tail(args, n: int = 3000) -> str:
     return path.read_text()[-n:] if path.exists() else ""
 
 
-def run_group(todo: list[dict], args, deadline_at: float, separate: bool) -> None:
-    from . import protocol as P
+def append(path: Path, record: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
 
+
+def run_group(todo: list[dict], args, deadline_at: float, separate: bool) -> None:
     out = Path(args.out) / "measurements.jsonl"
     remaining = [c for c in todo]
     failures: dict = {}  # wrap -> failed cases; after two, the rest of that wrap is skipped (a broken stack)
@@ -125,13 +131,11 @@ def run_group(todo: list[dict], args, deadline_at: float, separate: bool) -> Non
         missing = [c for c in batch if c["id"] not in done]
         if missing and rc != 0:
             dead, status = missing[0], "timeout" if rc is None else "crashed"
-            P.append_record(out, {"status": status, "error": f"worker exit code {rc}", "log_tail": log_tail(args),
+            append(out.with_name("failures.jsonl"), {"status": status, "error": f"worker exit code {rc}", "log_tail": log_tail(args),
                                   "id": dead["id"], "case": dead, "wall": None})
             done.add(dead["id"])
-        if separate and batch[0]["id"] in done:
-            status = [json.loads(x) for x in out.read_text().splitlines() if batch[0]["id"] in x][-1]["status"]
-            if status in ("error", "crashed"):
-                failures[batch[0].get("wrap")] = failures.get(batch[0].get("wrap"), 0) + 1
+        if separate and any(r.get("id") == batch[0]["id"] for r in rows(out.with_name("failures.jsonl"))):
+            failures[batch[0].get("wrap")] = failures.get(batch[0].get("wrap"), 0) + 1
         if rc is None:
             break
         remaining = [c for c in remaining if c["id"] not in done]
@@ -147,8 +151,7 @@ def peak(row: dict) -> dict:
 
 def summary(path: Path) -> str:
     lines = [f"{'id':<72} {'status':>7} {'max_alloc GB':>12} {'max_res GB':>10} {'dev_used GB':>11} {'sec':>7}"]
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
+    for row in rows(path) + rows(path.with_name("failures.jsonl")):
         if "env" in row:
             continue
         p = peak(row)
@@ -165,7 +168,7 @@ def main(argv=None) -> int:
     ap.add_argument("--group", choices=("main", "own", "all"), default="all")
     ap.add_argument("--only", help="comma-separated substrings of case ids")
     ap.add_argument("--deadline", type=float, default=560.0, help="seconds from now after which nothing starts")
-    ap.add_argument("--skip-done", help="a measurements.jsonl from an earlier run: its ids are not run again")
+    ap.add_argument("--skip-done", help="a measurements.jsonl of an earlier run: its ids are not run again")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ids", help=argparse.SUPPRESS)
@@ -181,7 +184,7 @@ def main(argv=None) -> int:
         keys = args.only.split(",")
         groups = [[c for c in g if any(k in c["id"] for k in keys)] for g in groups]
     if args.skip_done:
-        earlier, _ = load_done(Path(args.skip_done))
+        earlier = {r.get("id") for r in rows(Path(args.skip_done))}
         groups = [[c for c in g if c["id"] not in earlier] for g in groups]
     if args.list:
         print("\n".join(c["id"] for g in groups for c in g))
