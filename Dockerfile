@@ -1,7 +1,12 @@
 # syntax=docker/dockerfile:1
-# The dashboard as a container: docker build -t gpu-mem . && docker run --init -p 8501:8501 gpu-mem
-# (--init reaps the headless Chromium children kaleido starts for the PDF chart, if chromium is installed.)
-FROM python:3.11-slim-bookworm
+# The dashboard as a container:  docker build -t gpu-mem . && docker run -p 8501:8501 gpu-mem
+#
+# Base pinned by digest. python:3.11.16-slim-bookworm, the multi-platform index digest that docker-library/repo-info
+# records (repos/python/remote/3.11.16-slim-bookworm.md, build of 2026-09-01; its linux/amd64 image is
+# python@sha256:b1add8a6f2aca6bcfcf0b9c9b522352f7ce0d62a3d556a2f2f32511aa0cca250). It could not be re-resolved
+# against Docker Hub from the machines this was written on (no registry access): `docker buildx imagetools inspect
+# python:3.11.16-slim-bookworm` shows the digest to move to when the base is updated.
+FROM python:3.11.16-slim-bookworm@sha256:c425d915a89a6dcd3183b1797ad9bd8878caff5a417f6371c8df93c8ea8b727f
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -14,14 +19,22 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Fixed numeric UID so orchestrators can verify runAsNonRoot (hadolint DL3066).
-RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin app
+# tini (Debian's) runs as PID 1: it forwards SIGTERM to Streamlit and reaps orphans (the headless Chromium children
+# kaleido starts for the PDF chart, when chromium is installed). The runtime user has a fixed numeric UID, so
+# orchestrators can verify runAsNonRoot (hadolint DL3066), and a home for the Hub cache (~/.cache/llm-gpu-mem).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends tini=0.19.0-1+b3 \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 --shell /usr/sbin/nologin app
 
 # Dependencies first: this layer is reused until requirements.txt changes.
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 
-COPY --chown=10001:10001 . .
+# The code belongs to root and the runtime user can only read it: files 0644, directories 0755.
+COPY . .
+RUN find /app -type d -exec chmod 0755 {} + \
+ && find /app -type f -exec chmod 0644 {} +
 USER 10001:10001
 
 EXPOSE 8501
@@ -29,4 +42,4 @@ EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import sys,urllib.request as u; sys.exit(0 if u.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).read() == b'ok' else 1)"]
 
-ENTRYPOINT ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]
+ENTRYPOINT ["/usr/bin/tini", "--", "streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]

