@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 import sys
 from pathlib import Path
 from urllib.parse import parse_qsl
@@ -36,6 +37,13 @@ def server(tmp_path_factory):
     proc.wait(timeout=30)
 
 
+
+def run_async(coro):
+    """asyncio.run in a thread of its own: Playwright's sync API (tests/e2e) leaves an event loop running in the
+    main thread, where asyncio.run refuses to start."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
 def engine_total(link: str, changes) -> str:
     """What the page must show: the engine's total for the link's values with the changes applied."""
     values = state.current_values({}, state.check_query_params(dict(parse_qsl(link))).values)
@@ -56,7 +64,7 @@ def test_concurrent_sessions_rerun_with_the_engines_total(server):
 
     async def all_flows():
         return await asyncio.gather(*(_drive(url, link, changes) for link, changes in FLOWS))
-    for (link, changes), runs in zip(FLOWS, asyncio.run(all_flows())):
+    for (link, changes), runs in zip(FLOWS, run_async(all_flows())):
         assert len(runs) == len(changes) + 1
         for i, run in enumerate(runs):
             assert run.errors == [], (link, changes[:i], run.errors)
@@ -72,11 +80,11 @@ def test_every_page_renders_over_the_websocket(server):
     async def page(name: str) -> bench_load.Run:
         async with bench_load.Session(url, timeout=120) as session:
             return await session.open("", name)
-    accuracy = asyncio.run(page("accuracy"))
+    accuracy = run_async(page("accuracy"))
     assert accuracy.errors == [] and int(accuracy.metrics["Measured cases"]) >= 100
     for name in ("planner", "compare", "formulas", "about"):
-        assert asyncio.run(page(name)).errors == [], name
-    assert asyncio.run(page("no-such-page")).errors  # the client does notice a page that is not there
+        assert run_async(page(name)).errors == [], name
+    assert run_async(page("no-such-page")).errors  # the client does notice a page that is not there
 
 
 def _args(**kw) -> argparse.Namespace:
@@ -86,7 +94,7 @@ def _args(**kw) -> argparse.Namespace:
 
 def test_load_counts_reruns_and_errors_and_samples_the_server(server):
     url, pid = server
-    out, samples = asyncio.run(bench_load.load(url, _args(), pid))
+    out, samples = run_async(bench_load.load(url, _args(), pid))
     assert out.errors == []
     assert len(out.open_s) == 3 and len(out.rerun_s) == 6
     assert samples and all(50 < mb < 4000 for mb in samples)  # the server's RSS, in MB
@@ -95,7 +103,7 @@ def test_load_counts_reruns_and_errors_and_samples_the_server(server):
 
 def test_load_stops_by_itself_at_the_deadline(server):
     url, _ = server
-    out, _ = asyncio.run(bench_load.load(url, _args(changes=1000, duration=0.0), None))
+    out, _ = run_async(bench_load.load(url, _args(changes=1000, duration=0.0), None))
     assert len(out.open_s) == 3 and out.rerun_s == []  # past the deadline no change starts
 
 
