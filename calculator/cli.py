@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from calculator.errors import InputError
 from calculator.hf_config import ConfigError
+from calculator.impls import IMPLS
 from calculator.model import GenericModel, ModelSpec
 from calculator.result import COMPONENT_LABELS
 from calculator.units import format_bytes
@@ -42,8 +43,9 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "offload_optimizer": ("parallel", "offload_optimizer"), "offload_params": ("parallel", "offload_params"),
     "vpp": ("parallel", "virtual_stages"), "microbatches": ("parallel", "num_microbatches"),
     "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
-    "gpu": ("gpu",), "stack": ("stack",), "bucket_view": ("ddp_bucket_view",),
-    "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",), "lora_targets": ("lora_targets",),
+    "gpu": ("gpu",), "stack": ("stack",), "bucket_view": ("ddp_bucket_view",), "impl": ("impl",),
+    "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",),
+    "lora_targets": ("lora_targets",),
 }
 
 
@@ -86,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--recompute", choices=["none", "selective", "full"])
         p.add_argument("--attention", choices=["flash", "eager"])
         p.add_argument("--activation-model", choices=["exact", "textbook", "fujii"])
+        p.add_argument("--impl", choices=list(IMPLS),
+                       help="model implementation: transformers (hf), + Liger kernels, compiled blocks, Megatron/TE")
         p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
         p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
         p.add_argument("--quant-group-size", type=int)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 
 from calculator import activations as act
+from calculator import impls
 from calculator import lora
 from calculator import inference as inf
 from calculator import training as tr
@@ -258,10 +259,11 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     else:
         lora_ft = w.finetune != "full"
         # PEFT without checkpointing: the first layer's input does not require grad, so its first norm saves nothing
-        first_discount = int(flight * lora.first_layer_without_input_grad(m, d.T, d.h_sp)) if (
+        code = impls.module(w.impl)  # what the model's code keeps: transformers, Liger, compiled, Megatron/TE
+        first_discount = int(flight * code.first_layer_without_input_grad(m, d)) if (
             lora_ft and w.recompute != "full" and shard.has_embedding) else 0
-        dense_l = act.exact_layer(m, w, d, moe=False) if n_dense else None
-        moe_l = act.exact_layer(m, w, d, moe=True) if n_moe else None
+        dense_l = code.layer(m, w, d, moe=False) if n_dense else None
+        moe_l = code.layer(m, w, d, moe=True) if n_moe else None
         if w.recompute == "full":
             per = act.full_recompute_layer(d)
             t.add("activations.layers", "activations", "Layer inputs (full recompute)",
@@ -277,7 +279,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                 recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
         else:
             attn_src = "mla" if m.is_mla else ("flash-attention" if w.attention == "flash" else "hf-eager-attention")
-            sources = ("pipeline-1f1b" if p.pp > 1 else "hf-llama", attn_src, "hf-moe" if n_moe else "hf-llama")
+            code_src = impls.SOURCES[w.impl]
+            sources = ("pipeline-1f1b" if p.pp > 1 else code_src, attn_src, "hf-moe" if n_moe else code_src)
             for i, (name, key) in enumerate((("norms", "norms"), ("attention", "attention"), ("MLP", "mlp"))):
                 per_dense = dense_l[i] if dense_l else 0  # LayerActivations = (norms, attention, mlp)
                 per_moe = moe_l[i] if moe_l else 0
@@ -304,15 +307,11 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             mask = act.eager_mask_saved(d)
             t.add("activations.mask", "activations", "Causal mask (input of the recomputed calls)", int(flight * mask),
                   "m_inflight × e·b·s·s", f"{fl} × {d.e} × {d.b} × {d.s:,} × {d.s_kv:,}", "hf-checkpointing")
-        if shard.has_head:
-            head = act.final_norm_saved(m, d) if w.finetune == "full" else lora.frozen_head_saved(m, d.T, d.h_sp)
-            loss = act.loss_saved(m, d, m.vocab_size)
-            t.add("logits.final_norm", "logits", "Final norm + LM-head input", head,
-                  "norm copies + e·T·h", f"{head:,} B", "hf-llama")
-            t.add("logits.loss", "logits", "fp32 log-softmax saved by the loss", loss,
-                  "4·T·V/t" + (" + e·T·V/t (softcap tanh)" if m.final_logit_softcapping else ""),
-                  f"4 × {d.T:,} × {m.vocab_size // p.tp:,}", "hf-loss")
-            loss_ws = act.loss_transient(d, m.vocab_size)
+        head = code.head(m, w, d) if shard.has_head else None
+        if head:
+            for h in head.saved:
+                t.add(f"logits.{h.key}", "logits", h.label, h.bytes, h.formula, h.substituted, h.source)
+            loss_ws = head.transient
         # Backward peaks either at the loss (logits and their gradients) or, with full recompute, while one layer
         # is recomputed — by then the loss head's saved tensors are freed.
         freed = t.by_component.get("logits", 0)
@@ -321,9 +320,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                   "activations of one layer − the loss head's (freed by then)", f"{recompute_ws:,} − {freed:,} B",
                   "hf-checkpointing", f"exceeds the loss backward's {loss_ws:,} B")
         elif loss_ws:
-            v = m.vocab_size // p.tp
-            t.add("transient.loss", "transient", "Logits and their gradients during the loss backward", loss_ws,
-                  "(2·e + 4)·T·V/t", f"{loss_ws // (d.T * v)} × {d.T:,} × {v:,}", "hf-loss",
+            t.add("transient.loss", "transient", head.transient_label, loss_ws, head.transient_formula,
+                  head.transient_substituted, head.transient_source,
                   f"one recomputed layer needs {max(0, recompute_ws - freed):,} B" if recompute_ws else "")
     if w.finetune == "qlora":
         dq = 2 * params.largest_layer_linear(m) // p.tp
@@ -416,6 +414,8 @@ _NOTES = {
 
 
 def _exact_note(key: str, m: ModelSpec, w) -> str:
+    if w.impl != "hf" and key in ("norms", "mlp") and not m.is_moe:
+        return impls.FUSED_NOTES[key]
     if key == "norms":
         return _NOTES["norms"]
     if key == "attention":
@@ -568,6 +568,8 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
     if w.activation_model == "textbook":
         out.append("textbook model (Korthikanti et al.): ignores GQA, SwiGLU, fp32 norm copies and the loss head; "
                    "flat overhead instead of line items")
+    if w.impl != "hf" and w.mode == "train":
+        out.extend(impls.warnings(m, w))
     if w.attention == "eager" and w.seq_len >= 8192:
         out.append("eager attention at long sequence: the a·b·s² scores dominate; FlashAttention avoids them")
     return tuple(out)

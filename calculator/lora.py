@@ -74,8 +74,7 @@ def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int
     requires grad (validation/CALIBRATION.md, item 12)."""
     adapted = adapted_linears(m, targets, moe_layer)
     names = {n for n, _, _ in adapted}
-    per_norm = {"gemma": 4}.get(m.family, 0 if m.norm_type == "layernorm" else e)
-    norms = -m.norms_per_layer * per_norm * T * h
+    norms = -m.norms_per_layer * frozen_norm_copy(m, e) * T * h
     adapters = e * T * rank * len(names)
     if fp32_adapters:
         adapters = 4 * T * sum(i for _, i, _ in adapted) // tp + 4 * T * rank * len(names)
@@ -96,6 +95,12 @@ def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int
     if eager and "o_proj" not in names and not m.is_mla:
         adapters -= e * T * m.q_dim // tp  # a frozen o_proj keeps nothing of its input
     return norms, mlp, adapters
+
+
+def frozen_norm_copy(m: ModelSpec, e: int) -> int:
+    """Bytes per element a transformers norm stops saving when its weight is frozen: the normalised copy the weight
+    multiply keeps for the weight's gradient (RMSNorm e B, Gemma's fp32 one 4 B; LayerNorm none)."""
+    return {"gemma": 4}.get(m.family, 0 if m.norm_type == "layernorm" else e)
 
 
 def first_layer_without_input_grad(m: ModelSpec, T: int, h: int) -> int:

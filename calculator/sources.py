@@ -233,4 +233,25 @@ SOURCES: dict[str, Source] = {
         "https://arxiv.org/abs/2211.05102",
         "a decode step reads every weight and the KV cache once per token batch (memory-bound at small batch); HF's "
         "dynamic cache appends with torch.cat"),
+    "liger-kernel": Source(
+        "Liger Kernel 0.8.5 (LinkedIn): ops/rms_norm.py, ops/swiglu.py, ops/fused_linear_cross_entropy.py, "
+        "transformers/monkey_patch.py",
+        "https://github.com/linkedin/Liger-Kernel/tree/main/src/liger_kernel",
+        "LigerRMSNormFunction saves X and an fp32 RSTD; LigerSiLUMulFunction saves a and b; the fused linear "
+        "cross-entropy computes the loss and its gradients chunk by chunk in the forward and keeps grad_input and "
+        "grad_weight (never the logits); measured on an H200 (tests/golden_gpu)"),
+    "torch-compile": Source(
+        "PyTorch torch/_functorch/partitioners.py (min_cut_rematerialization_partition), torch.compile per block",
+        "https://github.com/pytorch/pytorch/blob/main/torch/_functorch/partitioners.py",
+        "AOTAutograd saves the min-cut set of a compiled block and recomputes cheap pointwise ops (norm upcasts, "
+        "SiLU) in the backward; measured on an H200 (tests/golden_gpu)"),
+    "transformer-engine": Source(
+        "NVIDIA TransformerEngine, pytorch/module/layernorm_linear.py and layernorm_mlp.py",
+        "https://github.com/NVIDIA/TransformerEngine/tree/main/transformer_engine/pytorch/module",
+        "fused norm + GEMM keeps the norm input, fp32 rsigma and the normalised GEMM input; fc1 keeps its output "
+        "and the activation output"),
+    "megatron-cross-entropy": Source(
+        "Megatron-LM, megatron/core/tensor_parallel/cross_entropy.py (_VocabParallelCrossEntropy)",
+        "https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/tensor_parallel/cross_entropy.py",
+        "logits upcast to fp32, turned into the softmax in place and saved (4·T·V/t); the backward reuses it"),
 }

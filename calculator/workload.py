@@ -22,6 +22,7 @@ LoraTargets = Literal["qv", "attention", "all-linear"]
 Schedule = Literal["1f1b", "interleaved"]
 OptimizerImpl = Literal["foreach", "for-loop", "fused"]
 Stack = Literal["hf-trainer", "ddp", "fsdp2", "deepspeed", "megatron"]
+Impl = Literal["hf", "liger", "compile", "megatron-te"]  # model implementation (calculator.impls)
 
 OPTIMIZERS: dict[str, str] = {
     "adamw": "AdamW (m and v)",
@@ -148,6 +149,9 @@ class Workload(BaseModel):
     recompute: Recompute = "none"
     attention: Attention = "flash"
     activation_model: ActivationModel = "exact"
+    # The code that runs the model, where it changes what the layers and the loss keep (calculator.impls):
+    # transformers eager, + Liger kernels, compiled decoder blocks, Megatron-Core + Transformer Engine.
+    impl: Impl = "hf"
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
     weight_dtype: Dtype | None = None  # inference weights (None: precision.params); int4/nf4 add group scales
     # elements per scale for 4/8-bit integer weights

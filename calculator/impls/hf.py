@@ -1,0 +1,33 @@
+"""Hugging Face transformers, eager modules: the exact model traced from real model code (calculator.activations,
+validation/README.md). The loss head (ForCausalLMLoss) upcasts the logits to fp32 and keeps the fp32 log-softmax;
+its backward holds the model-dtype logits, the fp32 gradient and its cast at once."""
+from __future__ import annotations
+
+from calculator import activations as act
+from calculator import lora
+from calculator.impls import Head, HeadTerm
+
+
+def layer(m, w, d, moe: bool) -> act.LayerActivations:
+    """One decoder layer as transformers runs it (norm upcasts, SwiGLU's four f-wide tensors, ...)."""
+    return act.exact_layer(m, w, d, moe)
+
+
+def head(m, w, d) -> Head:
+    """Final norm (+ LM-head input), fp32 log-softmax, and the loss backward's logits and gradients."""
+    v = m.vocab_size // d.tp
+    norm = act.final_norm_saved(m, d) if w.finetune == "full" else lora.frozen_head_saved(m, d.T, d.h_sp)
+    loss = act.loss_saved(m, d, m.vocab_size)
+    ws = act.loss_transient(d, m.vocab_size)
+    return Head(
+        (HeadTerm("final_norm", "Final norm + LM-head input", norm, "norm copies + e·T·h", f"{norm:,} B", "hf-llama"),
+         HeadTerm("loss", "fp32 log-softmax saved by the loss", loss,
+                  "4·T·V/t" + (" + e·T·V/t (softcap tanh)" if m.final_logit_softcapping else ""),
+                  f"4 × {d.T:,} × {v:,}", "hf-loss")),
+        ws, "Logits and their gradients during the loss backward", "(2·e + 4)·T·V/t",
+        f"{ws // (d.T * v)} × {d.T:,} × {v:,}", "hf-loss", ws)
+
+
+def first_layer_without_input_grad(m, d) -> int:
+    """PEFT without checkpointing: the first layer's first norm keeps no fp32 copy and no rsqrt."""
+    return lora.first_layer_without_input_grad(m, d.T, d.h_sp)
