@@ -162,6 +162,8 @@ def calculator() -> None:
         st.header("Recompute and attention")
         field("rc", problems, disabled=not train)
         field("attn", problems)
+        from calculator.impls import IMPLS
+        field("impl", problems, disabled=not train, caption=IMPLS.get(values["impl"]))
         field("act", problems)
 
         st.header("Parallelism")

@@ -139,6 +139,10 @@ PARAMS: tuple[Param, ...] = (
        fields=("recompute",)),
     _p("attn", "choice", "flash", "Attention kernel", "recompute", options=("flash", "eager"),
        fields=("attention",)),
+    _p("impl", "choice", "hf", "Model implementation", "recompute",
+       options=("hf", "liger", "compile", "megatron-te"), fields=("impl",),
+       help="The code that runs the model: transformers (hf), transformers + Liger kernels, decoder blocks "
+            "compiled with torch.compile, Megatron-Core + Transformer Engine — it decides what layers and loss keep"),
     _p("act", "choice", "exact", "Activation model", "recompute", options=("exact", "textbook", "fujii"),
        fields=("activation_model",),
        help="exact: tensors the framework really saves; textbook: Korthikanti et al. 2022 + flat overhead; "
@@ -597,7 +601,7 @@ def build_workload(values: Mapping[str, Any]):
         lora_adapter_dtype=v["lad"],
         micro_batch=int(v["mbs"]), seq_len=int(v["seq"]), gen_tokens=int(v["gen"]),
         precision=precision, optimizer=v["opt"], optimizer_impl=v["oimpl"], recompute=v["rc"],
-        attention=v["attn"], activation_model=v["act"], kv_dtype=v["kvdt"],
+        attention=v["attn"], impl=v["impl"], activation_model=v["act"], kv_dtype=v["kvdt"],
         weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]), quant_method=v["qm"],
         parallel=parallel, overheads=overheads, gpu=v["gpu"] or None,
         stack=None if v["stack"] == AUTO else v["stack"], zero_grad_set_to_none=v["zg"] == "none",

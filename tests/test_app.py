@@ -94,6 +94,7 @@ CASES = {
                   Workload(optimizer="adafactor", optimizer_impl="foreach", gpu=GPU)),
     "recompute": ([("radio", "rc", "selective")], LLAMA, Workload(recompute="selective", gpu=GPU)),
     "attention": ([("radio", "attn", "eager")], LLAMA, Workload(attention="eager", gpu=GPU)),
+    "model implementation": ([("selectbox", "impl", "liger")], LLAMA, Workload(impl="liger", gpu=GPU)),
     "activation model": ([("radio", "act", "textbook"), ("number_input", "tbo", 15.0)], LLAMA,
                          Workload(activation_model="textbook", overheads=Overheads(textbook_overhead_pct=15.0),
                                   gpu=GPU)),
