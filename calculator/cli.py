@@ -127,6 +127,8 @@ def _parser() -> argparse.ArgumentParser:
         if name == "plan":
             p.add_argument("--gpus", type=int, help="exactly this many GPUs (default: the fewest that fit)")
             p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size (one node)")
+            p.add_argument("--rank", choices=["memory", "time", "cost"], default="memory",
+                           help="order layouts by memory (least recompute first), time (tokens/s) or cost")
     return ap
 
 
@@ -272,15 +274,20 @@ def run(argv: list[str] | None = None) -> int:
         if not isinstance(model, ModelSpec):
             raise CliError("model: the planner needs a transformer architecture, not a generic network")
         capacity = get_gpu(workload.gpu).usable_bytes
-        found = (plans_for(model, workload, args.gpus, capacity, args.max_tp) if args.gpus
-                 else fewest_gpus(model, workload, capacity, max_tp=args.max_tp))
+        timing = timing_inputs(args, getattr(args, "timing_config", None))
+        found = (plans_for(model, workload, args.gpus, capacity, args.max_tp, rank=args.rank, timing=timing)
+                 if args.gpus else fewest_gpus(model, workload, capacity, max_tp=args.max_tp, rank=args.rank,
+                                               timing=timing))
         if args.json:
             print(json.dumps([dict(p.__dict__, label=p.label) for p in found]))
         elif not found:
             print(f"no layout fits {workload.gpu} within the 80% safe band")
         else:
             for p in found:
-                print(f"{p.label:<64} {format_bytes(p.total_bytes, args.unit):>12} ({p.utilization:.0%})")
+                speed = (f"  {p.step_time_s * 1e3:>9,.1f} ms/step {p.tokens_per_s:>11,.0f} tok/s"
+                         if p.step_time_s is not None else "")
+                cost = f"  ${p.cost_per_million_tokens:,.3f}/M tok" if p.cost_per_million_tokens is not None else ""
+                print(f"{p.label:<64} {format_bytes(p.total_bytes, args.unit):>12} ({p.utilization:.0%}){speed}{cost}")
         return 0
     if args.command == "solve":
         from calculator.presets import get_gpu

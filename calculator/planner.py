@@ -2,12 +2,13 @@
 
 It enumerates TP within a node (a divisor of the attention heads, at most `max_tp`), PP over divisors of the layers,
 DP filling the rest, ZeRO stage 0–3 and recompute none / selective / full, estimates each layout with the same
-engine, keeps those whose most loaded GPU stays within the 80% safe band (Fujii et al. 2024), and ranks them:
-fewest GPUs first, then least recompute, then lowest per-GPU memory. Memory only; it says nothing of speed.
+engine, keeps those whose most loaded GPU stays within the 80% safe band (Fujii et al. 2024), and ranks them by
+`rank`: "memory" — least recompute, then lowest ZeRO stage, PP, TP and per-GPU memory; "time" — highest tokens/s
+(calculator.timing: recompute, ZeRO-3 and TP cost time); "cost" — lowest cost per million tokens.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calculator.errors import InputError
 from calculator.estimate import estimate
@@ -17,6 +18,7 @@ from calculator.parallel import divisors
 from calculator.workload import Parallelism, Workload
 
 RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}  # rank: prefer less recomputation
+RANKS = ("memory", "time", "cost")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class Plan:
     total_bytes: int  # most loaded GPU, nvidia-smi
     peak_allocated_bytes: int
     utilization: float
+    step_time_s: float | None = None  # calculator.timing on the workload's GPU (None without one)
+    tokens_per_s: float | None = None
+    cost_per_million_tokens: float | None = None
 
     @property
     def label(self) -> str:
@@ -45,35 +50,64 @@ def _layouts(m: ModelSpec, gpus: int, max_tp: int, train: bool):
                     yield tp, pp, dp, zero, recompute
 
 
+def _timed(m: ModelSpec, w: Workload, plan: Plan, timing) -> Plan:
+    """The plan with its step time, tokens/s and cost on the workload's GPU."""
+    from calculator.timing import estimate_time
+    try:
+        t = estimate_time(m, w, timing)
+    except InputError:  # the catalogue has no speed figures for this GPU
+        return plan
+    return replace(plan, step_time_s=t.step_time_s, tokens_per_s=t.tokens_per_s,
+                   cost_per_million_tokens=t.cost_per_million_tokens)
+
+
+def _rank_key(rank: str):
+    if rank == "time":
+        return lambda p: (-(p.tokens_per_s or 0.0), RECOMPUTE_COST[p.recompute], p.total_bytes)
+    if rank == "cost":
+        return lambda p: (p.cost_per_million_tokens if p.cost_per_million_tokens is not None else float("inf"),
+                          -(p.tokens_per_s or 0.0), p.total_bytes)
+    return lambda p: (RECOMPUTE_COST[p.recompute], p.zero, p.pp, p.tp, p.total_bytes)
+
+
 def plans_for(m: ModelSpec, w: Workload, gpus: int, capacity_bytes: int, max_tp: int = 8,
-              limit: int = 20) -> list[Plan]:
-    """Layouts of exactly `gpus` GPUs that fit `capacity_bytes` within the safe band, best first."""
+              limit: int = 20, rank: str = "memory", timing=None) -> list[Plan]:
+    """Layouts of exactly `gpus` GPUs that fit `capacity_bytes` within the safe band, best first by `rank`
+    (memory / time / cost). With a GPU in the workload every plan carries its step time and tokens/s; `timing`:
+    calculator.timing_inputs.TimingInputs (price, efficiencies, links)."""
     if gpus < 1:
         raise InputError("gpus", "the number of GPUs must be at least 1")
+    if rank not in RANKS:
+        raise InputError("rank", f"rank by one of {', '.join(RANKS)}, not {rank!r}")
+    if rank != "memory" and not w.gpu:
+        raise InputError("gpu", f"ranking by {rank} needs a GPU for the time estimate")
+    if rank == "cost" and (timing is None or timing.price_per_gpu_hour is None):
+        raise InputError("price_per_gpu_hour", "ranking by cost needs a price per GPU-hour")
     budget = SAFE_FRACTION * capacity_bytes
     out = []
     for tp, pp, dp, zero, recompute in _layouts(m, gpus, max_tp, w.mode == "train"):
         par = w.parallel.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "zero": zero, "cp": 1, "ep": 1,
                                             "num_microbatches": max(pp, w.parallel.num_microbatches or 1),
                                             "sequence_parallel": tp > 1})
+        layout = w.model_copy(update={"parallel": Parallelism(**par.model_dump()), "recompute": recompute})
         try:
-            est = estimate(m, w.model_copy(update={"parallel": Parallelism(**par.model_dump()),
-                                                   "recompute": recompute}), with_fits=False)
+            est = estimate(m, layout, with_fits=False)
         except InputError:
             continue
         if est.total_bytes <= budget:
-            out.append(Plan(gpus, tp, pp, dp, zero, recompute, est.total_bytes, est.peak_allocated_bytes,
-                            est.total_bytes / capacity_bytes))
-    out.sort(key=lambda p: (RECOMPUTE_COST[p.recompute], p.zero, p.pp, p.tp, p.total_bytes))
+            plan = Plan(gpus, tp, pp, dp, zero, recompute, est.total_bytes, est.peak_allocated_bytes,
+                        est.total_bytes / capacity_bytes)
+            out.append(_timed(m, layout, plan, timing) if w.gpu else plan)
+    out.sort(key=_rank_key(rank))
     return out[:limit]
 
 
 def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 4096, max_tp: int = 8,
-                limit: int = 10) -> list[Plan]:
+                limit: int = 10, rank: str = "memory", timing=None) -> list[Plan]:
     """The layouts at the smallest power-of-two GPU count (1, 2, 4, …) where any layout fits."""
     n = 1
     while n <= max_gpus:
-        found = plans_for(m, w, n, capacity_bytes, max_tp, limit)
+        found = plans_for(m, w, n, capacity_bytes, max_tp, limit, rank, timing)
         if found:
             return found
         n *= 2
