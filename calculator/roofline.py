@@ -25,16 +25,16 @@ from typing import NamedTuple
 # PyTorch 2.13 (validation/op_counts.py writes validation/op_counts.json; tests/test_roofline.py holds these to it).
 HOST_OPS = {
     "rmsnorm": (8, 16),  # LlamaRMSNorm: to(fp32), pow, mean, add, rsqrt, mul, to(dtype), mul(weight)
-    "gemma_rmsnorm": (10, 18),  # Gemma: fp32 weight (1 + w) and a final type_as
+    "gemma_rmsnorm": (10, 16),  # Gemma: fp32 weight (1 + w) and a final type_as
     "layernorm": (1, 1),  # native_layer_norm / its backward
-    "linear": (1, 2),  # mm / addmm; backward: grad input + grad weight
-    "rope": (12, 16),  # apply_rotary_pos_emb on q and k: 2 × (mul, mul, neg, cat, add) + 2 casts
+    "linear": (1, 2),  # mm / addmm; backward: grad input + grad weight (+ an add per extra linear on one input)
+    "rope": (12, 18),  # apply_rotary_pos_emb on q and k: 2 × (mul, mul, neg, cat, add) + 2 casts
     "flash": (2, 3),  # SDPA flash kernel (+ the output's contiguous copy)
     "eager_extra": (9, 7),  # eager instead of SDPA: bmm, scale, mask add, softmax, cast, 2 repeat_kv copies, ...
     "gated_act": (2, 3),  # act(gate) * up
-    "gelu_tanh": (8, 10),  # GPT-2's gelu_new written out in elementwise operators
-    "residual": (2, 1),
-    "dropout": (2, 1),  # bernoulli mask + scale, per dropout site
+    "gelu_tanh": (8, 12),  # GPT-2's gelu_new written out in elementwise operators
+    "residual": (2, 2),
+    "dropout": (4, 1),  # empty_like, bernoulli_, div_, mul per dropout site
     "embed_loss": (25, 24),  # embedding, final norm, lm_head, fp32 upcast, cross entropy, label shift
     "moe_router": (8, 16),  # router linear, fp32 softmax, top-k, renormalise, cast
     "moe_expert": (14, 14),  # grouped_mm path: sort, gather, histc, cumsum, gate, weights, un-permute, sum over k
@@ -56,6 +56,7 @@ class Op(NamedTuple):
     source: str  # key of calculator.sources.SOURCES
     serial: bool = False  # the host waits for the GPU here (a .nonzero()/.item() sync): no overlap
     seconds: float = 0.0  # communication: the time from the link model (calculator.comm)
+    bwd_host_ops: int | None = None  # operators its backward dispatches (None: the rule of step_ops.backward_of)
 
     @property
     def intensity(self) -> float:
@@ -64,8 +65,10 @@ class Op(NamedTuple):
 
     def scaled(self, n: float, phase: str | None = None, name: str | None = None) -> "Op":
         """The same operation repeated n times (layers, micro-batches), optionally renamed or re-phased."""
+        bwd = None if self.bwd_host_ops is None else int(round(self.bwd_host_ops * n))
         return self._replace(flops=self.flops * n, bytes=self.bytes * n, host_ops=int(round(self.host_ops * n)),
-                             seconds=self.seconds * n, phase=phase or self.phase, name=name or self.name)
+                             seconds=self.seconds * n, phase=phase or self.phase, name=name or self.name,
+                             bwd_host_ops=bwd)
 
 
 class Rates(NamedTuple):
@@ -116,15 +119,16 @@ def linear(name: str, tokens: float, n_in: int, n_out: int, e: float, e_w: float
     """`count` linear layers of the same shape, forward."""
     return Op(name, "forward", "matmul", count * linear_flops(tokens, n_in, n_out),
               count * linear_bytes(tokens, n_in, n_out, e, e_w), count * HOST_OPS["linear"][0],
-              "2·T·in·out", "kaplan-scaling")
+              "2·T·in·out", "kaplan-scaling", bwd_host_ops=count * HOST_OPS["linear"][1])
 
 
 def grouped_linear(name: str, tokens: float, shapes: list[tuple[int, int]], e: float, e_w: float) -> Op:
     """Several linears applied to the same T tokens (q, k, v), forward."""
     flops = sum(linear_flops(tokens, i, o) for i, o in shapes)
     nbytes = sum(linear_bytes(tokens, i, o, e, e_w) for i, o in shapes)
-    return Op(name, "forward", "matmul", flops, nbytes, len(shapes) * HOST_OPS["linear"][0], "Σ 2·T·in·out",
-              "kaplan-scaling")
+    k = len(shapes)  # backward: grad input and weight of each, k − 1 adds to sum the input gradients
+    return Op(name, "forward", "matmul", flops, nbytes, k * HOST_OPS["linear"][0], "Σ 2·T·in·out",
+              "kaplan-scaling", bwd_host_ops=k * HOST_OPS["linear"][1] + k - 1)
 
 
 # ---- attention core ---------------------------------------------------------------------------------------------
@@ -162,7 +166,8 @@ def flash_attention(batch: int, s: int, heads: int, kv_heads: int, d_qk: int, d_
     flops = attention_core_flops(batch, heads, pairs, d_qk, d_v)
     nbytes = e * batch * s * (heads * d_qk + kv_heads * (d_qk + d_v) + heads * d_v) + 4 * batch * heads * s
     return Op("Attention core (FlashAttention)", "forward", "attention", flops, nbytes, HOST_OPS["flash"][0],
-              "2·b·heads·pairs·(d_qk + d_v), pairs = s(s+1)/2 causal", "flash-attention-2")
+              "2·b·heads·pairs·(d_qk + d_v), pairs = s(s+1)/2 causal", "flash-attention-2",
+              bwd_host_ops=HOST_OPS["flash"][1])
 
 
 def eager_attention(batch: int, s: int, s_kv: int, heads: int, kv_heads: int, d_qk: int, d_v: int, e: float) -> Op:
@@ -173,7 +178,8 @@ def eager_attention(batch: int, s: int, s_kv: int, heads: int, kv_heads: int, d_
     nbytes = scores * eager_score_bytes_forward(e) + qkv + e * batch * s * kv_heads * (d_qk + d_v) * 2
     return Op("Attention core (eager)", "forward", "elementwise", flops, nbytes,
               HOST_OPS["flash"][0] + HOST_OPS["eager_extra"][0],
-              "2·b·heads·s·s_kv·(d_qk + d_v); (8e + 8) B per score", "hf-eager-attention")
+              "2·b·heads·s·s_kv·(d_qk + d_v); (8e + 8) B per score", "hf-eager-attention",
+              bwd_host_ops=HOST_OPS["flash"][1] + HOST_OPS["eager_extra"][1])
 
 
 # ---- elementwise ------------------------------------------------------------------------------------------------
@@ -198,7 +204,7 @@ def norms(name: str, elements: float, e: float, kind: str, count: int) -> Op:
         per = rmsnorm_bytes(elements, e, kind == "gemma_rmsnorm")
         formula = "(36 + 2e) B per element (fp32 Gemma)" if kind == "gemma_rmsnorm" else "(28 + 4e) B per element"
     return Op(name, "forward", "elementwise", 4.0 * elements * count, count * per, count * HOST_OPS[kind][0],
-              formula, "hf-llama")
+              formula, "hf-llama", bwd_host_ops=count * HOST_OPS[kind][1])
 
 
 def rope_bytes(tokens: float, q_width: int, k_width: int, e: float) -> float:
@@ -208,8 +214,8 @@ def rope_bytes(tokens: float, q_width: int, k_width: int, e: float) -> float:
 
 
 def elementwise(name: str, nbytes: float, host_ops: int, formula: str, source: str = "hf-llama",
-                flops: float = 0.0) -> Op:
-    return Op(name, "forward", "elementwise", flops, nbytes, host_ops, formula, source)
+                flops: float = 0.0, bwd_host_ops: int | None = None) -> Op:
+    return Op(name, "forward", "elementwise", flops, nbytes, host_ops, formula, source, bwd_host_ops=bwd_host_ops)
 
 
 def gated_activation_bytes(tokens: float, f: int, e: float) -> float:

@@ -68,7 +68,10 @@ def layer_forward(m: ModelSpec, d: Dims, *, moe: bool, window: int | None, eager
     ops.append(R.norms("Norms", T * d.h_sp, e, kind, n_norms))
     attn = _linears(attention_shapes(m), tp, row_parallel_last=True)
     qkv, out = attn[:-1], attn[-1]
-    ops.append(R.grouped_linear("QKV projection", T, qkv, e, e_w))
+    qkv_op = R.grouped_linear("QKV projection", T, qkv, e, e_w)
+    # a bias adds its gradient's sum over tokens; a fused qkv output's split concatenates the three gradients
+    extra = (len(qkv) if m.qkv_bias else 0) + (2 if m.fused_qkv else 0)
+    ops.append(qkv_op._replace(bwd_host_ops=qkv_op.bwd_host_ops + extra))
     if m.qk_norm:
         ops.append(R.norms("Q/K norms", T * (d.qd + d.kvd) / 2, e, kind, 2))
     if m.is_mla:  # kv_a_layernorm (and q_a_layernorm) on the latents
@@ -79,14 +82,17 @@ def layer_forward(m: ModelSpec, d: Dims, *, moe: bool, window: int | None, eager
         rope = m.qk_rope_head_dim if m.is_mla else m.head_size
         width_q, width_k = d.a * rope, (rope if m.is_mla else d.kv * rope)
         host = HOST_OPS["rope"][0] + (HOST_OPS["mla_extra"][0] if m.is_mla else 0)
-        ops.append(R.elementwise("RoPE", R.rope_bytes(T, width_q, width_k, e), host, "10e per element of q and k"))
+        bwd = HOST_OPS["rope"][1] + (HOST_OPS["mla_extra"][1] if m.is_mla else 0)
+        ops.append(R.elementwise("RoPE", R.rope_bytes(T, width_q, width_k, e), host, "10e per element of q and k",
+                                 bwd_host_ops=bwd))
     ops.append(attention_core(m, d, window, eager, s_kv))
-    ops.append(R.linear("Output projection", T, out[0], out[1], e, e_w))
+    o_proj = R.linear("Output projection", T, out[0], out[1], e, e_w)
+    ops.append(o_proj._replace(bwd_host_ops=o_proj.bwd_host_ops + (1 if m.o_bias else 0)))
     ops.append(R.elementwise("Residual adds", R.residual_bytes(T, d.h_sp, e), HOST_OPS["residual"][0],
-                             "2 × 3e·T·h"))
+                             "2 × 3e·T·h", bwd_host_ops=HOST_OPS["residual"][1]))
     if m.dropout > 0:
         ops.append(R.elementwise("Dropout", 2 * (3 * e + 1) * T * d.h_sp, 2 * HOST_OPS["dropout"][0],
-                                 "2 sites × (3e + 1)·T·h"))
+                                 "2 sites × (3e + 1)·T·h", bwd_host_ops=2 * HOST_OPS["dropout"][1]))
     if moe:
         ops.extend(_moe_forward(m, d, e_w, expert_tp, ep))
     else:
@@ -96,16 +102,21 @@ def layer_forward(m: ModelSpec, d: Dims, *, moe: bool, window: int | None, eager
 
 def _mlp_forward(m: ModelSpec, T: float, h: int, f: int, e: float, e_w: float, label: str = "MLP") -> list[Op]:
     shapes = _linears(mlp_shapes(h, f, m.gated_mlp, m.mlp_bias, m.fused_gate_up), 1, row_parallel_last=False)
-    ops = [R.grouped_linear(f"{label} up/gate projections", T, shapes[:-1], e, e_w),
-           R.linear(f"{label} down projection", T, shapes[-1][0], shapes[-1][1], e, e_w)]
+    bias = 1 if m.mlp_bias else 0
+    up = R.grouped_linear(f"{label} up/gate projections", T, shapes[:-1], e, e_w)
+    down = R.linear(f"{label} down projection", T, shapes[-1][0], shapes[-1][1], e, e_w)
+    ops = [up._replace(bwd_host_ops=up.bwd_host_ops + bias * len(shapes[:-1])),
+           down._replace(bwd_host_ops=down.bwd_host_ops + bias)]
     if m.gated_mlp:
         ops.insert(1, R.elementwise(f"{label} activation", R.gated_activation_bytes(T, f, e),
-                                    HOST_OPS["gated_act"][0], "act(gate) × up: 5e·T·f"))
+                                    HOST_OPS["gated_act"][0], "act(gate) × up: 5e·T·f",
+                                    bwd_host_ops=HOST_OPS["gated_act"][1]))
     elif m.hidden_act == "gelu_new":
         ops.insert(1, R.elementwise(f"{label} activation", 20 * e * T * f, HOST_OPS["gelu_tanh"][0],
-                                    "gelu_new in 8 elementwise kernels: ≈ 20e·T·f"))
+                                    "gelu_new in 8 elementwise kernels: ≈ 20e·T·f",
+                                    bwd_host_ops=HOST_OPS["gelu_tanh"][1]))
     else:
-        ops.insert(1, R.elementwise(f"{label} activation", 2 * e * T * f, 1, "2e·T·f"))
+        ops.insert(1, R.elementwise(f"{label} activation", 2 * e * T * f, 1, "2e·T·f", bwd_host_ops=1))
     return ops
 
 
@@ -118,13 +129,15 @@ def _moe_forward(m: ModelSpec, d: Dims, e_w: float, expert_tp: int, ep: int) -> 
     local = E // ep
     hit = min(local, expected_experts_hit(E, pairs * ep) / ep)
     width = (2 if m.gated_mlp else 1) * f_e
-    ops = [R.linear("Router", T, h, E, e, e_w)._replace(host_ops=HOST_OPS["moe_router"][0]),
+    ops = [R.linear("Router", T, h, E, e, e_w)._replace(host_ops=HOST_OPS["moe_router"][0],
+                                                         bwd_host_ops=HOST_OPS["moe_router"][1]),
            Op("Routed experts (grouped GEMM)", "forward", "matmul",
               R.linear_flops(pairs, h, width) + R.linear_flops(pairs, f_e, h),
               e * pairs * (h + width + f_e + h) + e_w * hit * (h * width + f_e * h), 2,
-              "2·T·k·(h·(2)f + f·h); weights of the experts hit", "hf-moe"),
+              "2·T·k·(h·(2)f + f·h); weights of the experts hit", "hf-moe", bwd_host_ops=4),
            R.elementwise("Expert dispatch, gate and combine", e * pairs * (8 * h + 5 * f_e),
-                         HOST_OPS["moe_expert"][0], "T·k·(8h + 5f)·e", "hf-moe")]
+                         HOST_OPS["moe_expert"][0], "T·k·(8h + 5f)·e", "hf-moe",
+                         bwd_host_ops=HOST_OPS["moe_expert"][1])]
     shared = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
     if shared:
         ops.extend(_mlp_forward(m, T, h, shared // d.tp, e, e_w, label="Shared expert"))
@@ -148,33 +161,23 @@ def recomputed(ops: list[Op]) -> list[Op]:
 def backward_of(op: Op, frozen: bool = False) -> Op:
     """The backward of a forward operation: 2× the matmul FLOPs (1× for a frozen weight: input gradient only);
     FlashAttention 2.5× (recomputes the scores); eager attention the score traffic of its backward kernels;
-    elementwise about twice the bytes (read the saved input and the incoming gradient, write the gradient)."""
+    elementwise about twice the bytes (read the saved input and the incoming gradient, write the gradient).
+    Operators: the forward's own `bwd_host_ops` count (a frozen linear dispatches only its input gradient)."""
+    host = op.bwd_host_ops if op.bwd_host_ops is not None else op.host_ops
     if op.kind == "attention":
-        return op._replace(phase="backward", flops=2.5 * op.flops, bytes=2 * op.bytes,
-                           host_ops=HOST_OPS["flash"][1], formula="2.5 × forward (FlashAttention-2)")
+        return op._replace(phase="backward", flops=2.5 * op.flops, bytes=2 * op.bytes, host_ops=host,
+                           formula="2.5 × forward (FlashAttention-2)")
     if op.name.startswith("Attention core (eager)"):
         score_share = R.eager_score_bytes_backward(2) / R.eager_score_bytes_forward(2)
-        return op._replace(phase="backward", flops=2 * op.flops, bytes=score_share * op.bytes,
-                           host_ops=HOST_OPS["flash"][1] + HOST_OPS["eager_extra"][1],
+        return op._replace(phase="backward", flops=2 * op.flops, bytes=score_share * op.bytes, host_ops=host,
                            formula="4 score matmuls; (9e + 20) B per score")
     if op.kind in ("matmul", "matmul_fp32"):
         n = 1 if frozen else 2
-        return op._replace(phase="backward", flops=n * op.flops, bytes=n * op.bytes, host_ops=n * op.host_ops,
+        return op._replace(phase="backward", flops=n * op.flops, bytes=n * op.bytes,
+                           host_ops=host - op.host_ops if frozen else host,
                            formula=f"{n} × forward" + (" (frozen: input gradient only)" if frozen else ""))
-    return op._replace(phase="backward", bytes=2 * op.bytes, flops=2 * op.flops,
-                       host_ops=_backward_host_ops(op), formula="≈ 2 × forward bytes")
-
-
-def _backward_host_ops(op: Op) -> int:
-    fwd_to_bwd = {"Norms": "rmsnorm", "Q/K norms": "rmsnorm", "Latent norms": "rmsnorm", "RoPE": "rope",
-                  "Residual adds": "residual",
-                  "MLP activation": "gated_act", "Dropout": "dropout",
-                  "Expert dispatch, gate and combine": "moe_expert"}
-    key = fwd_to_bwd.get(op.name)
-    if key is None:
-        return op.host_ops
-    fwd, bwd = HOST_OPS[key]
-    return int(round(op.host_ops * bwd / fwd))
+    return op._replace(phase="backward", bytes=2 * op.bytes, flops=2 * op.flops, host_ops=host,
+                       formula="≈ 2 × forward bytes")
 
 
 def lora_forward(m: ModelSpec, d: Dims, rank: int, targets: str, moe: bool) -> list[Op]:
@@ -208,7 +211,7 @@ def head_forward(m: ModelSpec, d: Dims, e_w: float, vocab_local: int, logits_tok
     host = HOST_OPS["embed_loss"][0] - 3 if with_loss else 8
     ops = [R.elementwise("Embedding", 2 * e * T * h * (2 if m.learned_position_embeddings else 1), 3,
                          "gather: read and write e·T·h", "hf-llama"),
-           R.norms("Final norm", logits_tokens * h, e, norm_kind(m), 1)._replace(host_ops=0),
+           R.norms("Final norm", logits_tokens * h, e, norm_kind(m), 1)._replace(host_ops=0, bwd_host_ops=0),
            R.linear("LM head", logits_tokens, h, vocab_local, e, e_w)._replace(host_ops=host)]
     if with_loss:
         extra = 6 * e * T * vocab_local if m.final_logit_softcapping else 0
@@ -226,7 +229,7 @@ def head_backward(m: ModelSpec, d: Dims, e_w: float, vocab_local: int, frozen: b
               R.loss_bytes_backward(T, vocab_local, e) + extra, HOST_OPS["embed_loss"][1],
               "(20 + 3e)·T·V", "hf-loss"),
            lm,
-           backward_of(R.norms("Final norm", T * h, e, norm_kind(m), 1)._replace(host_ops=0))]
+           backward_of(R.norms("Final norm", T * h, e, norm_kind(m), 1)._replace(host_ops=0, bwd_host_ops=0))]
     if not frozen:
         ops.append(Op("Embedding", "backward", "elementwise", 0.0, b_grad * m.vocab_size * h / d.tp + 2 * e * T * h,
                       0, "zero the V×h gradient, scatter-add T rows", "hf-llama"))

@@ -21,12 +21,12 @@ class TimingInputs(BaseModel):
     matmul_efficiency: float = Field(default=0.8, gt=0, le=1)  # share of the dense peak a GEMM reaches
     attention_efficiency: float = Field(default=0.485, gt=0, le=1)  # share of the peak the flash kernel reaches
     memory_efficiency: float = Field(default=0.478, gt=0, le=1)  # share of the DRAM bandwidth elementwise kernels reach
-    host_op_us: float = Field(default=47.7, ge=0, le=10_000)  # host time per forward operator (Python + dispatch)
-    host_backward_op_us: float = Field(default=15.9, ge=0, le=10_000)  # per backward operator (autograd engine)
-    host_inference_op_us: float = Field(default=4.8, ge=0, le=10_000)  # per operator without autograd (generate)
+    host_op_us: float = Field(default=47.5, ge=0, le=10_000)  # host time per forward operator (Python + dispatch)
+    host_backward_op_us: float = Field(default=14.8, ge=0, le=10_000)  # per backward operator (autograd engine)
+    host_inference_op_us: float = Field(default=5.2, ge=0, le=10_000)  # per operator without autograd (generate)
     kernel_gap_us: float = Field(default=2.0, ge=0, le=10_000)  # GPU idle time between dependent kernels
-    step_overhead_ms: float = Field(default=2.6, ge=0, le=100_000)  # per training step (Python loop, zero_grad, …)
-    decode_step_overhead_ms: float = Field(default=65.7, ge=0, le=100_000)  # per generate() step beyond its kernels
+    step_overhead_ms: float = Field(default=2.7, ge=0, le=100_000)  # per training step (Python loop, zero_grad, …)
+    decode_step_overhead_ms: float = Field(default=65.8, ge=0, le=100_000)  # per generate() step beyond its kernels
     comm_efficiency: float = Field(default=0.80, gt=0, le=1)  # share of a link's bandwidth NCCL reaches
     collective_latency_us: float = Field(default=15.0, ge=0, le=100_000)  # per collective call
     nvlink_gbps: float | None = Field(default=None, gt=0, le=100_000)  # per direction; None: the catalogue's / 2

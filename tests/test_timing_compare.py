@@ -40,3 +40,8 @@ def test_one_case_by_hand():
 def test_nelder_mead_finds_a_minimum():
     best = tc.nelder_mead(lambda x: (x[0] - 1.5) ** 2 + (x[1] + 0.5) ** 2, [0.0, 0.0], iterations=200)
     assert best == pytest.approx([1.5, -0.5], abs=1e-3)
+
+
+def test_calibration_tables_are_current():
+    """validation/CALIBRATION.md shows what the engine gives now (python -m validation.timing_compare --write)."""
+    assert tc.CALIBRATION.read_text() == tc.calibration_with(tc.markdown(tc.comparisons()))

@@ -184,13 +184,17 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="refit the constants on the fit cases first")
     ap.add_argument("--markdown", action="store_true", help="print the tables for validation/CALIBRATION.md")
+    ap.add_argument("--write", action="store_true", help="rewrite those tables in validation/CALIBRATION.md")
     args = ap.parse_args(argv)
     inputs = fit() if args.fit else TimingInputs()
     if args.fit:
         print("fitted: " + ", ".join(f"{k}={getattr(inputs, k):.4g}" for k in FITTED))
     rows = comparisons(inputs)
     if args.markdown:
-        _markdown(rows)
+        print(markdown(rows))
+        return
+    if args.write:
+        CALIBRATION.write_text(calibration_with(markdown(rows)))
         return
     print(f"{'case':<66} {'group':<22} {'measured s':>10} {'estimate s':>10} {'error':>7}")
     for r in sorted(rows, key=lambda r: (r["group"], r["id"])):
@@ -200,13 +204,27 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{group:<22} n={s['n']:>3}  median |error| {s['median_abs_error']:.1%}  worst {s['worst_abs_error']:.1%}")
 
 
-def _markdown(rows: list[dict]) -> None:
-    print("| group | cases | median \\|error\\| | worst \\|error\\| |\n|---|---:|---:|---:|")
+CALIBRATION = ROOT / "validation" / "CALIBRATION.md"
+BLOCK = ("<!-- timing-results: written by python -m validation.timing_compare --write -->\n", "<!-- /timing-results -->")
+
+
+def markdown(rows: list[dict]) -> str:
+    """The summary per group and the per-case table, as in validation/CALIBRATION.md."""
+    out = ["| group | cases | median \\|error\\| | worst \\|error\\| |", "|---|---:|---:|---:|"]
     for group, s in summary(rows).items():
-        print(f"| {group} | {s['n']} | {s['median_abs_error']:.1%} | {s['worst_abs_error']:.1%} |")
-    print("\n| case | group | measured s | estimate s | error |\n|---|---|---:|---:|---:|")
+        out.append(f"| {group} | {s['n']} | {s['median_abs_error']:.1%} | {s['worst_abs_error']:.1%} |")
+    out += ["", "| case | group | measured s | estimate s | error |", "|---|---|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: (r["group"], r["id"])):
-        print(f"| {r['id']} | {r['group']} | {r['measured_s']:.4f} | {r['estimated_s']:.4f} | {r['error']:+.1%} |")
+        out.append(f"| {r['id']} | {r['group']} | {r['measured_s']:.4f} | {r['estimated_s']:.4f} | "
+                   f"{r['error']:+.1%} |")
+    return "\n".join(out) + "\n"
+
+
+def calibration_with(tables: str) -> str:
+    """validation/CALIBRATION.md with the timing block replaced by `tables`."""
+    text = CALIBRATION.read_text()
+    start = text.index(BLOCK[0]) + len(BLOCK[0])
+    return text[:start] + tables + text[text.index(BLOCK[1], start):]
 
 
 if __name__ == "__main__":
