@@ -13,7 +13,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from dashboard import hub_input, state, widgets
+from dashboard import hub_input, serving, state, widgets
 from dashboard.safe_text import md, md_lines, md_message
 from dashboard.scenarios import SCENARIOS
 from dashboard.widgets import field
@@ -199,6 +199,8 @@ def calculator() -> None:
         _pairs(("kvdt", "wdt"), problems, disabled=train)
         _pairs(("qgs", "qm"), problems, disabled=train)
 
+        serving.sidebar_serving(values, problems)
+
         st.header("Overheads")
         field("frag", problems)
         _pairs(("fst", "fwk"), problems, disabled=values["frag"] is not None)
@@ -314,6 +316,8 @@ def calculator() -> None:
                                 "Bytes": st.column_config.NumberColumn("Bytes", format="localized")})
     with st.container(border=True, key="formulas"):
         st.markdown(formula_markdown(est, unit))  # one element: a rerun pays per element
+
+    serving.panel(est, unit)
 
     for w in est.warnings:
         st.warning(md_message(w), icon=":material/warning:")

@@ -46,6 +46,21 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "gpu": ("gpu",), "stack": ("stack",), "bucket_view": ("ddp_bucket_view",), "impl": ("impl",),
     "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",),
     "lora_targets": ("lora_targets",),
+    # serving engine (calculator/engines)
+    "engine": ("engine",), "memory_fraction": ("serving", "memory_fraction"),
+    "max_model_len": ("serving", "max_model_len"), "max_num_batched_tokens": ("serving", "max_num_batched_tokens"),
+    "max_num_seqs": ("serving", "max_num_seqs"), "block_size": ("serving", "block_size"),
+    "prefix_caching": ("serving", "prefix_caching"), "cuda_graphs": ("serving", "cuda_graphs"),
+    "attention_dp": ("serving", "attention_dp"), "engine_version": ("serving", "version"),
+    "expert_weight_dtype": ("expert_weight_dtype",),
+    # RL post-training (calculator/rl.py)
+    "rollout_batch_size": ("rl", "rollout_batch_size"), "samples_per_prompt": ("rl", "samples_per_prompt"),
+    "prompt_len": ("rl", "prompt_len"), "response_len": ("rl", "response_len"),
+    "rollout_engine": ("rl", "rollout_engine"), "rollout_tp": ("rl", "rollout_tp"), "colocate": ("rl", "colocate"),
+    "rollout_gpus": ("rl", "rollout_gpus"), "rollout_memory_fraction": ("rl", "memory_fraction"),
+    "offload_train": ("rl", "offload_train"), "engine_sleep": ("rl", "engine_sleep"),
+    "reference_model": ("rl", "reference_model"), "critic": ("rl", "critic"), "reward_model": ("rl", "reward_model"),
+    "offload_aux": ("rl", "offload_aux"),
 }
 
 
@@ -72,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--config", help="JSON file with the whole input: {\"model\": ..., workload fields}")
         p.add_argument("--generic-params", type=int, help="generic network: total parameters (seed 004)")
         p.add_argument("--generic-activations", type=int, help="generic network: activation elements per sample")
-        p.add_argument("--mode", choices=["train", "infer"])
+        p.add_argument("--mode", choices=["train", "infer", "rl"])
         p.add_argument("--batch", type=int, help="micro-batch size")
         p.add_argument("--seq", type=int, help="sequence length (prompt length for inference)")
         p.add_argument("--gen", type=int, help="generated tokens (inference)")
@@ -119,6 +134,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--lora-rank", type=int)
         p.add_argument("--lora-targets", choices=["qv", "attention", "all-linear"])
         _timing_flags(p)
+        _serving_flags(p)
+        _rl_flags(p)
         p.add_argument("--unit", choices=["GB", "GiB"], default="GB")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         if name == "solve":
@@ -164,6 +181,45 @@ def timing_inputs(args: argparse.Namespace, data: dict | None = None):
     if getattr(args, "matmul_dtype", None):
         values["matmul_dtype"] = args.matmul_dtype
     return TimingInputs(**values)
+
+
+def _on_off(p: argparse.ArgumentParser, name: str, help_: str) -> None:
+    p.add_argument(f"--{name}", dest=name.replace("-", "_"), action=argparse.BooleanOptionalAction, default=None,
+                   help=help_)
+
+
+def _serving_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("serving engine (--mode infer)")
+    g.add_argument("--engine", choices=["hf", "vllm", "sglang"], help="hf: transformers generate() (default); "
+                   "vllm / sglang: the engine's memory budget and KV pool")
+    g.add_argument("--memory-fraction", "--gpu-memory-utilization", "--mem-fraction-static", type=float,
+                   dest="memory_fraction", help="vLLM gpu_memory_utilization / SGLang mem_fraction_static "
+                   "(default: the engine's)")
+    for flag in ("max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "attention-dp"):
+        g.add_argument(f"--{flag}", type=int)
+    _on_off(g, "prefix-caching", "prefix caching (default on)")
+    _on_off(g, "cuda-graphs", "CUDA graphs (default on; --no-cuda-graphs = --enforce-eager)")
+    g.add_argument("--engine-version", help="engine release whose rules apply (vLLM 0.33 or 0.11; SGLang 0.5.23)")
+    g.add_argument("--expert-weight-dtype", choices=DTYPES, help="routed experts' weight dtype (e.g. fp4: MXFP4)")
+
+
+def _rl_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("RL post-training (--mode rl)")
+    g.add_argument("--rollout-batch-size", type=int, help="prompts per rollout step")
+    g.add_argument("--samples-per-prompt", "--n-samples-per-prompt", type=int, dest="samples_per_prompt")
+    g.add_argument("--prompt-len", type=int)
+    g.add_argument("--response-len", "--rollout-max-response-len", type=int, dest="response_len")
+    g.add_argument("--rollout-engine", choices=["sglang", "vllm"])
+    g.add_argument("--rollout-tp", "--rollout-num-gpus-per-engine", type=int, dest="rollout_tp")
+    g.add_argument("--rollout-gpus", type=int, help="GPUs of the rollout engines when not colocated")
+    g.add_argument("--rollout-memory-fraction", type=float, help="the rollout engine's memory fraction")
+    _on_off(g, "colocate", "rollout engines on the trainer's GPUs (default on)")
+    _on_off(g, "offload-train", "trainer state leaves the GPU during rollout (default on)")
+    _on_off(g, "engine-sleep", "the rollout engine frees weights and KV during training (default on)")
+    _on_off(g, "reference-model", "a frozen reference policy (KL)")
+    _on_off(g, "critic", "a PPO critic trained like the actor")
+    _on_off(g, "reward-model", "a reward model (forward only)")
+    _on_off(g, "offload-aux", "reference / reward weights leave the GPU when idle (default on)")
 
 
 def _set(d: dict, path: tuple[str, ...], value: Any) -> None:
@@ -245,8 +301,29 @@ def _print_estimate(est, unit: str, resolved) -> None:
     for f in est.fits:
         print(f"  {f.name:<24} {f.verdict:<13} {f.utilization:6.1%}  headroom {format_bytes(f.headroom_bytes, unit)}"
               + (f"  needs {f.gpus_needed} GPUs" if f.gpus_needed else ""))
+    if est.serving is not None:
+        _print_serving(est.serving, unit)
+    if est.rl is not None:
+        _print_rl(est.rl, unit)
     for w in est.warnings + (resolved.warnings if resolved else ()):
         print(f"warning: {w}")
+
+
+def _print_serving(sv, unit: str) -> None:
+    print(f"{sv.engine} {sv.version}: memory fraction {sv.memory_fraction:g} ({sv.memory_fraction_rule})")
+    print(f"  KV pool {format_bytes(sv.kv_pool_bytes, unit)}: {sv.kv_pool_tokens:,} tokens in {sv.kv_pool_blocks:,} "
+          f"blocks of {sv.block_size}; {sv.max_concurrent_seqs:.2f} sequences of {sv.tokens_per_seq:,} tokens at once")
+    print(f"  max_model_len {sv.configured_max_model_len:,}: " + ("starts" if sv.starts else "does not start")
+          + f"; the largest that starts is {sv.max_model_len:,}")
+    if sv.start_error:
+        print(f"  engine error: {sv.start_error}")
+
+
+def _print_rl(rl, unit: str) -> None:
+    for ph in rl.phases:
+        print(f"  phase {ph.name:<10} {format_bytes(ph.total_bytes, unit):>12}  "
+              + ", ".join(f"{k} {format_bytes(v, unit)}" for k, v in ph.parts.items() if v))
+    print(f"  peak per GPU: {rl.peak_phase} phase")
 
 
 def run(argv: list[str] | None = None) -> int:

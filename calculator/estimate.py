@@ -587,6 +587,16 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     p = w.parallel
     shards = stage_shards(m, p)
     gpu = _gpu(w.gpu)
+    if w.mode == "rl":
+        raise InputError("mode", "RL post-training is not modelled yet: use mode 'train' or 'infer'")
+    if w.mode == "infer" and w.engine != "hf":  # a serving engine preallocates its KV pool: calculator/engines
+        from calculator import engines
+        stages, serving = engines.run(m, w, shards, gpu)
+        worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
+        fits = engines.fits_callable(m, w, shards, _all_gpus()) if with_fits else None
+        counts = count_parameters(m)
+        return Estimate(m.name, w.mode, counts.total, counts.active_per_token, stages, worst, fits, _warnings(m, w),
+                        serving.notes, serving=serving)
     build = _stage_training if w.mode == "train" else _stage_inference
     stages = tuple(build(m, w, s, gpu) for s in shards)
     check_stages(stages, m, w)

@@ -373,6 +373,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
     warnings.extend(fields.pop("_warnings", ()))
     fields["model_type"] = model_type
     fields["name"] = name or cfg.get("_name_or_path") or model_type
+    fields.setdefault("max_position_embeddings", _get(cfg, "max_position_embeddings", None, "n_positions"))
     try:
         spec = ModelSpec(**{k: v for k, v in fields.items() if v is not None or k in ("layer_types",)})
     except ValidationError as exc:

@@ -79,6 +79,9 @@ class ModelSpec(BaseModel):
     attn_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     final_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     attention_sinks: bool = False  # GPT-OSS: one learned logit per head
+    # Longest context the model was built for (config.json max_position_embeddings / n_positions): serving engines
+    # take it as the default max_model_len and size their RoPE cos/sin cache by it. None: not given.
+    max_position_embeddings: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "ModelSpec":

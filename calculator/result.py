@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Literal, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple
 
 # Components every estimate reports (zero where absent), in stacking order for charts.
 COMPONENTS: tuple[str, ...] = (
@@ -99,6 +99,8 @@ class Estimate:
     fit_cards: Callable[[], tuple[Fit, ...]] | None = field(default=None, repr=False, compare=False)
     warnings: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    serving: Any = None  # calculator.engines.common.Serving when a serving engine (vLLM / SGLang) is modelled
+    rl: Any = None  # calculator.rl.RLResult in mode "rl": the rollout and training phases
 
     @cached_property
     def fits(self) -> tuple[Fit, ...]:
@@ -149,4 +151,6 @@ class Estimate:
             "fits": [f._asdict() for f in self.fits],
             "warnings": list(self.warnings),
             "assumptions": list(self.assumptions),
+            **({"serving": self.serving.to_dict()} if self.serving is not None else {}),
+            **({"rl": self.rl.to_dict()} if self.rl is not None else {}),
         }

@@ -255,3 +255,7 @@ SOURCES: dict[str, Source] = {
         "https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/tensor_parallel/cross_entropy.py",
         "logits upcast to fp32, turned into the softmax in place and saved (4·T·V/t); the backward reuses it"),
 }
+
+from calculator.engines.sources import ENGINE_SOURCES  # noqa: E402  (serving engines and RL: their own file)
+
+SOURCES.update(ENGINE_SOURCES)

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from calculator import bounds as B
 from calculator.dtypes import Dtype
 
-Mode = Literal["train", "infer"]
+Mode = Literal["train", "infer", "rl"]
+Engine = Literal["hf", "vllm", "sglang"]  # hf: transformers generate(); vllm / sglang: calculator/engines/
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "none"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "eager"]
@@ -130,6 +131,48 @@ class Overheads(BaseModel):
     textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100, allow_inf_nan=False)
 
 
+class ServingConfig(BaseModel):
+    """A serving engine's own settings (vLLM / SGLang); None means the engine's default for the device, as the
+    engine itself resolves it (see calculator/engines/vllm.py and sglang.py for each rule and its source)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # vLLM gpu_memory_utilization (0.9) / SGLang mem_fraction_static (its rule by GPU memory and TP)
+    memory_fraction: float | None = Field(default=None, gt=0, le=1)
+    max_model_len: int | None = Field(default=None, gt=0)  # None: the model's max_position_embeddings
+    max_num_batched_tokens: int | None = Field(default=None, gt=0)  # SGLang: chunked_prefill_size
+    max_num_seqs: int | None = Field(default=None, gt=0)  # SGLang: max_running_requests / CUDA-graph max bs
+    block_size: int | None = Field(default=None, gt=0)  # vLLM 16 tokens per block; SGLang page_size 1
+    prefix_caching: bool = True
+    cuda_graphs: bool = True
+    attention_dp: int = Field(default=1, ge=1)  # SGLang --enable-dp-attention --dp-size: attention TP = tp / this
+    version: str | None = None  # engine release whose rules apply (None: the newest modelled)
+
+
+class RLConfig(BaseModel):
+    """RL post-training (GRPO / PPO): a trainer and a rollout engine, colocated on the same GPUs or apart.
+    The trainer is the rest of the Workload (precision, optimizer, parallel, recompute, micro-batch); one
+    training sample is prompt_len + response_len tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rollout_batch_size: int = Field(default=32, gt=0)  # prompts per rollout step
+    samples_per_prompt: int = Field(default=8, gt=0)  # responses sampled per prompt (GRPO group size)
+    prompt_len: int = Field(default=1024, ge=0)
+    response_len: int = Field(default=8192, gt=0)
+    rollout_engine: Literal["sglang", "vllm"] = "sglang"
+    rollout_tp: int = Field(default=1, ge=1)  # GPUs per rollout engine
+    colocate: bool = True  # rollout engines on the trainer's GPUs (slime --colocate, verl hybrid engine)
+    rollout_gpus: int | None = Field(default=None, ge=1)  # apart: GPUs of the rollout engines (None: as many)
+    memory_fraction: float | None = Field(default=None, gt=0, le=1)  # the engine's fraction (None: its default)
+    offload_train: bool = True  # trainer weights, grads, optimizer leave the GPU during rollout
+    engine_sleep: bool = True  # the engine frees its weights and KV pool during training
+    reference_model: bool = False  # a frozen reference policy for the KL term
+    critic: bool = False  # PPO value model, trained like the actor
+    reward_model: bool = False  # a model scoring the responses (forward only)
+    offload_aux: bool = True  # reference / reward weights leave the GPU when not in use
+
+
 class Workload(BaseModel):
     """Everything about how the model is run, apart from the model itself."""
 
@@ -177,11 +220,18 @@ class Workload(BaseModel):
     ddp_bucket_view: bool = False  # DistributedDataParallel(gradient_as_bucket_view=True): grads are bucket views
     # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow in place, far less reserved-but-unused memory
     expandable_segments: bool = False
+    # Serving engine (inference) and RL post-training (mode "rl").
+    engine: Engine = "hf"
+    serving: ServingConfig = ServingConfig()
+    rl: RLConfig = RLConfig()
+    expert_weight_dtype: Dtype | None = None  # routed experts' inference dtype (None: weight_dtype), e.g. MXFP4
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":
         if self.parallel.schedule == "interleaved" and self.parallel.virtual_stages < 2:
             raise ValueError("parallel.virtual_stages must be at least 2 for the interleaved schedule")
+        if self.engine != "hf" and self.mode == "train":
+            raise ValueError(f"engine {self.engine!r} serves inference: use mode 'infer' (or 'rl' for a rollout)")
         if self.parallel.offload_params and self.parallel.zero < 3:
             raise ValueError("parallel.offload_params needs ZeRO stage 3 / FSDP full shard (zero = 3)")
         return self

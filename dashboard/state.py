@@ -195,6 +195,54 @@ PARAMS: tuple[Param, ...] = (
        short="Group size"),
     _p("qm", "choice", "awq", "Quantized checkpoint layout", "batch", options=("awq", "gptq"),
        fields=("quant_method",), short="Layout", help="int4/int8 weights: GPTQ adds g_idx and a kernel buffer"),
+    _p("ewdt", "choice", AUTO, "Routed experts' weight dtype", "batch", options=(AUTO,) + DTYPES,
+       fields=("expert_weight_dtype",), short="Expert dtype",
+       help="auto = the inference weight dtype; fp4 = an MXFP4 expert checkpoint (GPT-OSS)"),
+    # ---- serving engine (calculator/engines) ------------------------------------------------------------------
+    _p("eng", "choice", "hf", "Serving engine", "serving", options=("hf", "vllm", "sglang"), fields=("engine",),
+       help="hf: transformers generate() (the cache grows with the sequences); vllm / sglang: the engine's memory "
+            "budget and the KV pool it preallocates"),
+    _p("mfr", "float", None, "Engine memory fraction (empty = the engine's default)", "serving", lo=0.01, hi=1.0,
+       step=0.01, fields=("serving.memory_fraction", "serving"),
+       help="vLLM gpu_memory_utilization (0.9) / SGLang mem_fraction_static (its rule by GPU memory and TP)"),
+    _p("mml", "int", 0, "max_model_len (0 = the model's)", "serving", lo=0, hi=100_000_000,
+       fields=("serving.max_model_len",), short="max_model_len"),
+    _p("mbt", "int", 0, "max_num_batched_tokens (0 = default)", "serving", lo=0, hi=10_000_000,
+       fields=("serving.max_num_batched_tokens",), short="Batched tokens"),
+    _p("mns", "int", 0, "max_num_seqs (0 = default)", "serving", lo=0, hi=1_000_000, fields=("serving.max_num_seqs",),
+       short="Max seqs"),
+    _p("bsz", "int", 0, "KV block size (0 = default)", "serving", lo=0, hi=4096, fields=("serving.block_size",),
+       short="Block size"),
+    _p("adp", "int", 1, "DP attention (SGLang)", "serving", lo=1, hi=4096, fields=("serving.attention_dp",),
+       short="DP attention"),
+    _p("ever", "choice", AUTO, "Engine release", "serving", options=(AUTO, "0.33", "0.11", "0.5.23"),
+       fields=("serving.version",), short="Release",
+       help="auto = the newest modelled (vLLM 0.33, SGLang 0.5.23); vLLM 0.11 is the release llm-d measured"),
+    _p("pfx", "bool", True, "Prefix caching", "serving", fields=("serving.prefix_caching",)),
+    _p("cg", "bool", True, "CUDA graphs", "serving", fields=("serving.cuda_graphs",)),
+    # ---- RL post-training (calculator/rl.py) ------------------------------------------------------------------
+    _p("rlb", "int", 32, "Rollout batch size (prompts)", "rl", lo=1, hi=1_000_000,
+       fields=("rl.rollout_batch_size", "rl"), short="Rollout batch"),
+    _p("rln", "int", 8, "Samples per prompt", "rl", lo=1, hi=100_000, fields=("rl.samples_per_prompt",),
+       short="Samples/prompt"),
+    _p("rlp", "int", 1024, "Prompt length", "rl", lo=0, hi=10_000_000, fields=("rl.prompt_len",), short="Prompt"),
+    _p("rlr", "int", 8192, "Response length", "rl", lo=1, hi=10_000_000, fields=("rl.response_len",),
+       short="Response"),
+    _p("rle", "choice", "sglang", "Rollout engine", "rl", options=("sglang", "vllm"), fields=("rl.rollout_engine",),
+       short="Engine"),
+    _p("rltp", "int", 1, "GPUs per rollout engine", "rl", lo=1, hi=4096, fields=("rl.rollout_tp",),
+       short="Engine TP"),
+    _p("rlf", "float", None, "Rollout memory fraction (empty = engine default)", "rl", lo=0.01, hi=1.0, step=0.01,
+       fields=("rl.memory_fraction",)),
+    _p("rlg", "int", 0, "Rollout GPUs when apart (0 = as many)", "rl", lo=0, hi=1_000_000,
+       fields=("rl.rollout_gpus",)),
+    _p("rlc", "bool", True, "Rollout colocated with the trainer", "rl", fields=("rl.colocate",)),
+    _p("rlo", "bool", True, "Trainer offloaded during rollout", "rl", fields=("rl.offload_train",)),
+    _p("rls", "bool", True, "Engine sleeps during training", "rl", fields=("rl.engine_sleep",)),
+    _p("rlref", "bool", False, "Reference model", "rl", fields=("rl.reference_model",)),
+    _p("rlcr", "bool", False, "Critic (PPO)", "rl", fields=("rl.critic",)),
+    _p("rlrm", "bool", False, "Reward model", "rl", fields=("rl.reward_model",)),
+    _p("rlx", "bool", True, "Reference / reward offloaded when idle", "rl", fields=("rl.offload_aux",)),
     # ---- overheads ------------------------------------------------------------------------------------------
     _p("frag", "float", None, "Fragmentation override (% of peak)", "overheads", lo=0.0, hi=100.0, step=0.5,
        fields=("overheads.fragmentation_pct",),
@@ -281,7 +329,7 @@ def arch_expresses(spec) -> bool:
         custom, _ = build_model({"model": CUSTOM, **spec_to_arch(spec)})
     except InputProblems:
         return False
-    skip = {"name", "model_type"}
+    skip = {"name", "model_type", "max_position_embeddings"}  # the custom fields have no context length
     return custom.model_dump(exclude=skip) == spec.model_dump(exclude=skip)
 
 
@@ -450,7 +498,8 @@ for _param in PARAMS:
     for _f in _param.fields:
         FIELD_TO_KEY.setdefault(_f, _param.key)
         FIELD_TO_KEY.setdefault(_f.rsplit(".", 1)[-1], _param.key)
-FIELD_TO_KEY.update({"precision": "recipe", "parallel.world_size": "dp", "model": "model", "spec": "model",
+FIELD_TO_KEY.update({"serving.attention_dp": "adp", "serving.version": "ever", "engine": "eng",
+                     "precision": "recipe", "parallel.world_size": "dp", "model": "model", "spec": "model",
                      "parallel.expert_tp": "etp", "parallel.microbatches": "mb",
                      "parallel.shard_group": "zsh"})
 
@@ -560,7 +609,7 @@ def build_workload(values: Mapping[str, Any]):
     """The engine's Workload for the widget values; InputProblems (naming the widgets) if pydantic refuses."""
     from pydantic import ValidationError
 
-    from calculator.workload import RECIPES, Overheads, Parallelism, Precision, Workload
+    from calculator.workload import RECIPES, Overheads, Parallelism, Precision, RLConfig, ServingConfig, Workload
     v = {**DEFAULTS, **values}
     problems: list[Problem] = []
 
@@ -594,6 +643,17 @@ def build_workload(values: Mapping[str, Any]):
         nccl_bytes_per_group=int(v["nccl"]) * MB,
         include_comm_buffers=bool(v["comm"]), textbook_overhead_pct=float(v["tbo"]),
         cublas_workspace_bytes=None if v["cublas"] is None else int(float(v["cublas"]) * MB)), "overheads.", "frag")
+    serving = attempt(lambda: ServingConfig(
+        memory_fraction=None if v["mfr"] is None else float(v["mfr"]), max_model_len=_none_if_zero(v["mml"]),
+        max_num_batched_tokens=_none_if_zero(v["mbt"]), max_num_seqs=_none_if_zero(v["mns"]),
+        block_size=_none_if_zero(v["bsz"]), prefix_caching=bool(v["pfx"]), cuda_graphs=bool(v["cg"]),
+        attention_dp=int(v["adp"]), version=None if v["ever"] == AUTO else v["ever"]), "serving.", "eng")
+    rl = attempt(lambda: RLConfig(
+        rollout_batch_size=int(v["rlb"]), samples_per_prompt=int(v["rln"]), prompt_len=int(v["rlp"]),
+        response_len=int(v["rlr"]), rollout_engine=v["rle"], rollout_tp=int(v["rltp"]), colocate=bool(v["rlc"]),
+        rollout_gpus=_none_if_zero(v["rlg"]), memory_fraction=None if v["rlf"] is None else float(v["rlf"]),
+        offload_train=bool(v["rlo"]), engine_sleep=bool(v["rls"]), reference_model=bool(v["rlref"]),
+        critic=bool(v["rlcr"]), reward_model=bool(v["rlrm"]), offload_aux=bool(v["rlx"])), "rl.", "rlb")
     if problems:
         raise InputProblems(problems)
     workload = attempt(lambda: Workload(
@@ -605,7 +665,9 @@ def build_workload(values: Mapping[str, Any]):
         weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]), quant_method=v["qm"],
         parallel=parallel, overheads=overheads, gpu=v["gpu"] or None,
         stack=None if v["stack"] == AUTO else v["stack"], zero_grad_set_to_none=v["zg"] == "none",
-        ddp_bucket_view=bool(v["bview"]), expandable_segments=bool(v["exps"])), "", "mode")
+        ddp_bucket_view=bool(v["bview"]), expandable_segments=bool(v["exps"]),
+        engine=v["eng"], serving=serving, rl=rl,
+        expert_weight_dtype=None if v["ewdt"] == AUTO else v["ewdt"]), "", "mode")
     if problems:
         raise InputProblems(problems)
     return workload

@@ -1,0 +1,106 @@
+"""Serving engines: the memory budget a vLLM or SGLang server gives one GPU, and the KV pool it leaves.
+
+`hf` (transformers generate(): the cache grows with the sequences) is calculator.estimate's own inference path;
+`vllm` and `sglang` preallocate a KV pool inside a memory fraction, so their question is not "how much memory"
+but "how many tokens and sequences fit, and does it start". Each engine is one module with each rule cited to
+the engine's source file: calculator/engines/vllm.py, calculator/engines/sglang.py.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from calculator.engines import sglang, vllm
+from calculator.engines.common import Serving, engine_weight_bytes
+from calculator.errors import InputError
+from calculator.result import Fit, StageEstimate, Term
+
+ENGINES = {"vllm": vllm, "sglang": sglang}
+ENGINE_LABELS = {"hf": "transformers generate()", "vllm": "vLLM", "sglang": "SGLang"}
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def stage_terms(sv: Serving, context: int) -> tuple[Term, ...]:
+    """The breakdown of one GPU: what the engine holds once it has started."""
+    src = f"{sv.engine}-budget"
+    frac = f"{sv.memory_fraction:g} × {_gib(sv.device_visible_bytes)}"
+    kv_formula = ("fraction × device total − weights − activation peak − non-torch − CUDA graphs"
+                  if sv.engine == "vllm" else "fraction × free memory before loading − weights")
+    if sv.engine == "vllm":
+        kv_subst = (f"{frac} − {_gib(sv.weights_bytes)} − {_gib(sv.activation_peak_bytes)} − "
+                    f"{_gib(sv.non_torch_bytes)}" + (f" − {_gib(sv.cuda_graph_bytes)}" if sv.cuda_graphs_in_budget
+                                                      else ""))
+    else:
+        kv_subst = f"{_gib(sv.budget_bytes)} − {_gib(sv.weights_bytes)}"
+    act_label = ("Activation peak of the profile run" if sv.engine == "vllm"
+                 else "Activations of one prefill chunk (in the reserve)")
+    act_formula = ("max(forward at max_num_batched_tokens, hidden + sampler warm-up on max_num_seqs requests)"
+                   if sv.engine == "vllm" else "forward working set at chunked_prefill_size")
+    terms = [
+        Term("weights", "weights", "Weights (as the engine loads them)", sv.weights_bytes,
+             "quantized linears + other params + RoPE cos/sin cache", _gib(sv.weights_bytes), src),
+        Term("activations.profile", "activations", act_label, sv.activation_peak_bytes, act_formula,
+             f"{sv.max_num_batched_tokens:,} tokens, {sv.max_num_seqs:,} sequences", src),
+        Term("kv_cache", "kv_cache", f"KV pool ({sv.kv_pool_tokens:,} tokens)", sv.kv_pool_bytes, kv_formula,
+             kv_subst, src, f"{sv.kv_pool_blocks:,} blocks of {sv.block_size} tokens"),
+    ]
+    if sv.cuda_graph_bytes:
+        terms.append(Term("transient.cuda_graphs", "transient", f"CUDA graphs ({sv.cuda_graph_sizes} captures)",
+                          sv.cuda_graph_bytes, "first capture's working set + 1 MiB per further graph",
+                          _gib(sv.cuda_graph_bytes), src))
+    if sv.non_torch_bytes:
+        terms.append(Term("comm_buffers", "comm_buffers", "Non-torch memory (NCCL, all-reduce buffers)",
+                          sv.non_torch_bytes, "measured constant", _gib(sv.non_torch_bytes), src))
+    terms.append(Term("cuda_context", "cuda_context", "CUDA context", context, "C_ctx", f"{context:,} B",
+                      "cuda-context"))
+    return tuple(terms)
+
+
+def _stage(sv: Serving, shard, context: int) -> StageEstimate:
+    terms = stage_terms(sv, context)
+    allocated = sum(t.bytes for t in terms if t.component in ("weights", "activations", "kv_cache", "transient"))
+    return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), terms, allocated,
+                         sum(t.bytes for t in terms))
+
+
+def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
+    """Every pipeline stage's engine budget; the serving figures are the stage with the fewest blocks (vLLM keeps
+    the smallest block count of all workers, kv_cache_planning.get_kv_cache_configs)."""
+    if gpu is None:
+        raise InputError("gpu", f"the {ENGINE_LABELS[w.engine]} budget is a fraction of the GPU's memory: pick a "
+                                "GPU (--gpu)")
+    ad = w.serving.attention_dp
+    if ad > 1 and w.engine != "sglang":
+        raise InputError("serving.attention_dp", "DP attention (--attention-dp) is SGLang's; with vLLM give "
+                                                 "--dp replicas and --ep for the experts")
+    if w.parallel.tp % ad:
+        raise InputError("serving.attention_dp", f"--attention-dp {ad} must divide --tp {w.parallel.tp}")
+    engine = ENGINES[w.engine]
+    context = w.overheads.cuda_context_bytes if w.overheads.cuda_context_bytes is not None else gpu.cuda_context_bytes
+    results = [engine.budget(m, w, sh, gpu, engine_weight_bytes(m, w, sh, w.serving.attention_dp)) for sh in shards]
+    stages = tuple(_stage(sv, sh, context) for sv, sh in zip(results, shards))
+    return stages, min(results, key=lambda sv: sv.kv_pool_blocks)
+
+
+def fit_cards(m, w, shards, gpus) -> tuple[Fit, ...]:
+    """Per GPU: the engine started on that GPU. fits: it starts and holds the batch's sequences at once; tight: it
+    starts but fewer sequences fit (the rest wait in the queue); does not fit: it refuses to start."""
+    out = []
+    for g in gpus:
+        stages, sv = run(m, w, shards, g)
+        used = max(s.total_bytes for s in stages)
+        if not sv.starts:
+            verdict, note = "does not fit", sv.start_error.split(". ")[0]
+        elif sv.max_concurrent_seqs < w.micro_batch:
+            verdict, note = "tight", f"{sv.max_concurrent_seqs:.1f} of {w.micro_batch} sequences at once"
+        else:
+            verdict, note = "fits", f"{sv.max_concurrent_seqs:.1f} sequences of {sv.tokens_per_seq:,} tokens"
+        out.append(Fit(g.id, g.name, g.memory_bytes, used, g.memory_bytes - used, used / g.memory_bytes, verdict,
+                       w.parallel.world_size if sv.starts else None, note))
+    return tuple(out)
+
+
+def fits_callable(m, w, shards, gpus):
+    return partial(fit_cards, m, w, shards, gpus)

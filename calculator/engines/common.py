@@ -1,0 +1,115 @@
+"""What every serving engine shares: the device total the engine sees, the weights it loads, the KV bytes of one
+token per layer on one GPU, and the result object (`Serving`) that `Estimate.serving` carries."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from calculator import inference as inf
+from calculator.dtypes import nbytes
+from calculator.model import ModelSpec
+from calculator.parallel import StageShard, kv_heads_per_rank
+
+GiB = 2**30
+# cudaMemGetInfo's total is below nvidia-smi's memory.total: 0.47 GiB on H100 (vLLM logs, 79.18 of 79.65 GiB),
+# 0.60 GiB on H200 (measured). Where the catalogue has no measured figure, this gap is assumed.
+ASSUMED_DRIVER_GAP = 480 * 2**20
+
+
+def device_visible_bytes(gpu) -> tuple[int, str]:
+    """(bytes, basis): the total CUDA reports to a process, what vLLM's gpu_memory_utilization multiplies."""
+    if gpu is None:
+        raise ValueError("no GPU")
+    if getattr(gpu, "pytorch_capacity_bytes", None):
+        return gpu.pytorch_capacity_bytes, gpu.pytorch_capacity_basis or "measured"
+    return gpu.memory_bytes - ASSUMED_DRIVER_GAP, (f"{gpu.name}: nvidia-smi total − 480 MiB (assumed: the gap "
+                                                   "measured on H100/H200; no figure of this GPU)")
+
+
+def rope_cache_bytes(m: ModelSpec) -> int:
+    """RoPE cos/sin cache both engines keep on the GPU: max_position × rotary_dim in the model dtype
+    (vllm/model_executor/layers/rotary_embedding/base.py: cos_sin_cache [max_position, rotary_dim];
+    sglang/srt/layers/rotary_embedding.py likewise). Learned position embeddings have none."""
+    if m.learned_position_embeddings or not m.max_position_embeddings:
+        return 0
+    rotary = m.qk_rope_head_dim if m.is_mla else m.head_size
+    return m.max_position_embeddings * rotary * 2
+
+
+def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 1) -> int:
+    """Weights one GPU loads: quantized decoder linears (routed experts in expert_weight_dtype when given) and the
+    rest in the params dtype, as calculator.inference prices them, plus the RoPE cache. SGLang's DP attention
+    shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share."""
+    wdt = w.weight_dtype or w.precision.params
+    edt = w.expert_weight_dtype or wdt
+    experts = shard.experts
+    other_linear = shard.layer_linear - experts
+    rest = shard.total - shard.layer_linear
+    total = (inf.quantized_weight_bytes(other_linear, wdt, w.quant_group_size, w.quant_method)
+             + inf.quantized_weight_bytes(experts, edt, w.quant_group_size, w.quant_method)
+             + nbytes(rest, w.precision.params))
+    if attention_dp > 1:
+        from calculator.parameters import count_parameters
+        layers = count_parameters(m).layers[shard.first_layer:shard.last_layer]
+        attn = sum(-(-layer.attention // w.parallel.tp) for layer in layers)
+        total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)
+    return total + rope_cache_bytes(m)  # one cos/sin cache per process, shared by its layers
+
+
+def kv_token_bytes(m: ModelSpec, kv_heads: int, kv_dtype: str) -> int:
+    """K and V of one token in one layer on one GPU (GQA heads per rank; MLA: the latent, replicated)."""
+    return inf.kv_bytes_per_token_per_layer(m, kv_heads, kv_dtype)
+
+
+def layer_kinds(m: ModelSpec, layers: range) -> tuple[int, int]:
+    """(full-attention layers, sliding-window layers) among `layers`."""
+    sliding = sum(1 for i in layers if m.layer_is_sliding(i) and m.sliding_window)
+    return len(layers) - sliding, sliding
+
+
+def attention_tp(w) -> int:
+    return max(1, w.parallel.tp // w.serving.attention_dp)
+
+
+def kv_heads_on_gpu(m: ModelSpec, w) -> int:
+    return kv_heads_per_rank(m, attention_tp(w))
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A serving engine's memory budget on one GPU and the KV pool it leaves, with the engine's own capacity
+    figures (the lines it logs at start-up). Bytes are integers; `*_gib` helpers are for display."""
+
+    engine: str
+    version: str
+    memory_fraction: float
+    memory_fraction_rule: str  # how the fraction was chosen (a default's rule, or "set by you")
+    device_visible_bytes: int
+    budget_bytes: int  # what the engine may use: fraction × device total (SGLang: × free memory before load)
+    weights_bytes: int
+    activation_peak_bytes: int  # vLLM: its profile run's peak; SGLang: the reserve its rule sets aside
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    kv_pool_bytes: int
+    kv_available_bytes: int  # what the budget leaves for the pool, negative when the engine refuses to start
+    kv_bytes_per_token: int  # one token, every layer this GPU holds
+    block_size: int
+    kv_pool_blocks: int
+    kv_pool_tokens: int
+    tokens_per_seq: int  # --seq + --gen
+    max_concurrent_seqs: float  # sequences of tokens_per_seq the pool holds at once (per engine replica)
+    configured_max_model_len: int
+    max_model_len: int  # the largest max_model_len the engine starts with
+    starts: bool  # whether the engine starts with configured_max_model_len
+    start_error: str
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    prefix_caching: bool
+    cuda_graph_sizes: int
+    cuda_graphs_in_budget: bool  # whether the CUDA-graph estimate was taken from the pool (vLLM >= 0.21)
+    layout: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["notes"] = list(self.notes)
+        return out

@@ -1,0 +1,222 @@
+"""vLLM (V1 engine): the memory budget of one GPU and the KV pool it leaves, as vLLM computes them at start-up.
+
+    budget      = gpu_memory_utilization × device total          (vllm/v1/worker/utils.py request_memory)
+    KV pool     = budget − weights − profile-run activation peak − non-torch memory − CUDA-graph estimate
+                                                                 (vllm/v1/worker/gpu_worker.py determine_available_memory)
+    blocks      = KV pool // (block_size × KV bytes of one token × layers per group)
+                                                                 (vllm/v1/core/kv_cache_planning.py)
+    starts      iff one max_model_len request's blocks fit the pool less its null block
+                                                                 (kv_cache_planning.py _check_enough_kv_cache_memory)
+
+Sources read: vllm 0.33.0 and 0.11.0 wheels (the release the llm-d measurements ran). `RELEASES` holds what
+differs between them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from calculator import activations as act
+from calculator import inference as inf
+from calculator.engines.common import GiB, Serving, device_visible_bytes, kv_heads_on_gpu, kv_token_bytes
+from calculator.model import ModelSpec
+
+DEFAULT_UTILIZATION = 0.9  # vllm/config/cache.py CacheConfig.gpu_memory_utilization
+DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
+MLA_BLOCK_SIZE = 64  # FlashMLA's only kernel block size (vllm/v1/attention/backends/mla/flashmla.py)
+PER_GRAPH_BYTES = 2**20  # vLLM's floor per captured graph (gpu_model_runner.py profile_cudagraph_memory)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What changes between vLLM releases in the start-up memory arithmetic."""
+
+    cudagraphs_in_budget: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default (on since v0.21.0)
+    sampler_bytes_per_logit: float  # profile run's sampler working set per (request × vocab entry)
+    sampler_basis: str
+    large_gpu_tier: bool  # >= 160 GiB devices get 16384 batched tokens (added after 0.11)
+    non_torch_tp1: int  # non-torch memory (cuBLAS workspaces, CUDA-graph pool bookkeeping) on one GPU
+    non_torch_multi: int  # ... with NCCL communicators and custom all-reduce buffers (TP/PP > 1)
+
+
+NON_TORCH_BASIS = ("non-torch memory measured by vLLM 0.11 on H100 (llm-d empirical results: 0.13 GiB at TP=1, "
+                   "0.54–0.55 GiB at TP=2)")
+RELEASES: dict[str, Release] = {
+    "0.33": Release(
+        True, 14.0,
+        "vllm 0.33 sampler warm-up (gpu_model_runner._dummy_sampler_run, topk_topp_sampler.py): bf16 logits 2 B, "
+        "fp32 logits 4 B, probabilities 4 B, exponential noise 4 B per entry; the Triton top-k/top-p works in "
+        "place (read from the code, not measured)",
+        True, int(0.13 * GiB), int(0.55 * GiB)),
+    "0.11": Release(
+        False, 38.4,
+        "measured: vLLM 0.11 on H100, Llama-3.1-8B: 4.76 GiB torch peak increase (llm-d) less the 8,192 dummy "
+        "tokens' hidden states (0.06 GiB) over 1,024 requests × 128,256 vocab entries = 38.4 B; 28 B of it are the "
+        "tensors the 0.11 sampler names (bf16 and fp32 logits, sorted values and int64 indices, two masks, top-p "
+        "probabilities, the scattered result), the rest torch.sort's scratch",
+        False, int(0.13 * GiB), int(0.55 * GiB)),
+}
+LATEST = "0.33"
+
+
+def release(version: str | None) -> tuple[str, Release]:
+    v = version or LATEST
+    key = next((k for k in RELEASES if v == k or v.startswith(k + ".")), None)
+    if key is None:
+        from calculator.errors import InputError
+        raise InputError("serving.version", f"vLLM {v!r} is not modelled; use one of {', '.join(RELEASES)}")
+    return key, RELEASES[key]
+
+
+def batch_defaults(visible: int, gpu_name: str, rel: Release) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) for `vllm serve` (usage context OPENAI_API_SERVER), by the device
+    total and name (vllm/engine/arg_utils.py EngineArgs.get_batch_defaults)."""
+    if rel.large_gpu_tier and visible >= 160 * GiB:
+        return 16384, 1024
+    if visible >= 70 * GiB and "a100" not in gpu_name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, blackwell: bool = False) -> list[int]:
+    """CUDA-graph capture sizes: 1, 2, 4, multiples of 8 to 256, then of 16 up to min(2 × max_num_seqs, 512)
+    (1024 on Blackwell), none above max_num_batched_tokens (vllm/config/vllm.py _set_cudagraph_sizes)."""
+    top = min(2 * max_num_seqs, 1024 if blackwell else 512)
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
+    return [s for s in sizes if s <= min(top, max_num_batched_tokens)]
+
+
+def forward_peak(m: ModelSpec, w, tokens: int) -> int:
+    """Working set of one forward over `tokens` tokens without a KV cache (the profile run): the larger of the
+    attention and MLP phases of calculator.inference, per TP rank."""
+    wl = w.model_copy(update={"seq_len": tokens, "micro_batch": 1,
+                              "parallel": w.parallel.model_copy(update={"cp": 1, "sequence_parallel": False})})
+    d = act.dims(m, wl)
+    rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
+    mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, w.parallel.expert_tp)
+    attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope, False)
+    return max(mlp, attn)
+
+
+def sampler_peak(m: ModelSpec, requests: int, rel: Release) -> int:
+    """The sampler warm-up on `requests` dummy requests over the whole vocabulary: every TP rank all-gathers the
+    logits and samples (vllm/model_executor/layers/logits_processor.py), so TP does not divide it."""
+    return int(requests * m.vocab_size * rel.sampler_bytes_per_logit)
+
+
+# ---- the KV pool ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KVGroups:
+    """vLLM's KV-cache groups of one GPU: every group has `group_size` layers and draws blocks from one pool
+    (kv_cache_planning.py _get_kv_cache_groups_uniform_page_size)."""
+
+    page_bytes: int  # one block of one layer
+    group_size: int
+    full_groups: int
+    sliding_groups: int
+    window: int
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.page_bytes * self.group_size
+
+    def blocks_per_request(self, max_len: int, block_size: int, max_num_batched_tokens: int) -> int:
+        """Full attention: ⌈len / block⌉ (FullAttentionSpec); sliding window: ⌈min(window − 1 + batched tokens,
+        len) / block⌉ + 1 (SlidingWindowSpec.max_admission_blocks_per_request), summed over groups."""
+        full = -(-max_len // block_size)
+        slide = -(-min(self.window - 1 + max_num_batched_tokens, max_len) // block_size) + 1 if self.window else 0
+        return self.full_groups * full + self.sliding_groups * slide
+
+
+def kv_groups(m: ModelSpec, layers: range, token_bytes: int, block_size: int, hybrid: bool = True) -> KVGroups:
+    """Group the layers: one group when all are alike; full + sliding layers in groups of the smaller count (the
+    larger when it is under 1.5 × the smaller), the last group of a kind padded. Without the hybrid allocator
+    sliding layers are kept whole like full ones (unify_hybrid_kv_cache_specs)."""
+    page = block_size * token_bytes
+    sliding = [i for i in layers if m.layer_is_sliding(i) and m.sliding_window] if hybrid else []
+    n_slide, n_full = len(sliding), len(layers) - len(sliding)
+    if not n_slide or not n_full:
+        return KVGroups(page, len(layers), int(n_full > 0), int(n_slide > 0), m.sliding_window if n_slide else 0)
+    size = min(n_full, n_slide)
+    if max(n_full, n_slide) < 1.5 * size:
+        size = max(n_full, n_slide)
+    return KVGroups(page, size, -(-n_full // size), -(-n_slide // size), m.sliding_window or 0)
+
+
+def max_model_len_that_fits(groups: KVGroups, usable: int, block_size: int, mbt: int, cap: int) -> int:
+    """vLLM's estimate_max_model_len: the largest length whose request fits `usable` bytes (binary search)."""
+    def fits(n: int) -> bool:
+        return groups.blocks_per_request(n, block_size, mbt) * groups.bytes_per_block <= usable
+    if not fits(1):
+        return 0
+    lo, hi = 1, cap
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
+    """vLLM's start-up arithmetic for one GPU of pipeline stage `shard`."""
+    s, p = w.serving, w.parallel
+    version, rel = release(s.version)
+    visible, basis = device_visible_bytes(gpu)
+    util = s.memory_fraction if s.memory_fraction is not None else DEFAULT_UTILIZATION
+    mbt_default, seqs_default = batch_defaults(visible, gpu.name, rel)
+    mbt = s.max_num_batched_tokens or mbt_default
+    max_seqs = s.max_num_seqs or seqs_default
+    requested = math.ceil(visible * util)
+    requests = min(max_seqs, mbt)
+    fwd = forward_peak(m, w, mbt)
+    hidden = mbt * m.hidden_size * 2
+    act_peak = max(fwd, hidden + sampler_peak(m, requests, rel)) if shard.has_head else fwd
+    multi = p.tp > 1 or p.pp > 1
+    non_torch = rel.non_torch_multi if multi else rel.non_torch_tp1
+    sizes = capture_sizes(max_seqs, mbt, "b200" in gpu.id or "b300" in gpu.id) if s.cuda_graphs else []
+    full_sizes = [x for x in sizes if x <= max_seqs]
+    graphs = 0
+    if sizes:  # FULL_AND_PIECEWISE: piecewise graphs for every size, full graphs for decode batches
+        graphs = (forward_peak(m, w, sizes[-1]) + (len(sizes) - 1) * PER_GRAPH_BYTES
+                  + forward_peak(m, w, full_sizes[-1]) + (len(full_sizes) - 1) * PER_GRAPH_BYTES)
+    in_budget = graphs if rel.cudagraphs_in_budget else 0
+    kv_pool = requested - weights - act_peak - non_torch - in_budget
+
+    block = s.block_size or (MLA_BLOCK_SIZE if m.is_mla else DEFAULT_BLOCK_SIZE)
+    layers = range(shard.first_layer, shard.last_layer)
+    token = kv_token_bytes(m, kv_heads_on_gpu(m, w), w.kv_dtype)
+    groups = kv_groups(m, layers, token, block)
+    blocks = max(kv_pool, 0) // groups.bytes_per_block
+    model_max = m.max_position_embeddings or (w.seq_len + w.gen_tokens)
+    configured = s.max_model_len or model_max
+    per_seq = w.seq_len + w.gen_tokens
+    per_req = groups.blocks_per_request(configured, block, mbt)
+    concurrency = blocks / per_req if per_req else 0.0
+    usable = kv_pool - groups.bytes_per_block  # the null block BlockPool holds back
+    largest = max_model_len_that_fits(groups, usable, block, mbt, max(configured, model_max)) if kv_pool > 0 else 0
+    starts, error = kv_pool > 0 and largest >= configured, ""
+    if kv_pool <= 0:
+        error = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                 "initializing the engine.")
+    elif not starts:
+        need = per_req * groups.bytes_per_block
+        error = (f"To serve at least one request with the model's max seq len ({configured}), ({need / GiB:.2f} GiB "
+                 f"KV cache is needed, which is larger than the available KV cache memory ({usable / GiB:.2f} GiB). "
+                 f"Based on the available memory, the estimated maximum model length is {largest}.")
+    seq_blocks = groups.blocks_per_request(per_seq, block, mbt)
+    notes = [f"device total {visible / GiB:.2f} GiB ({basis})",
+             f"sampler warm-up: {rel.sampler_basis}", NON_TORCH_BASIS]
+    if graphs and not rel.cudagraphs_in_budget:
+        notes.append(f"vLLM {version} captures CUDA graphs after sizing the pool: their ~{graphs / GiB:.2f} GiB "
+                     "come out of the (1 − gpu_memory_utilization) headroom")
+    if s.prefix_caching:
+        notes.append("prefix caching on: requests sharing a prompt prefix share its blocks, so more of them fit "
+                     "than max_concurrent_seqs (which assumes no sharing)")
+    if groups.sliding_groups and groups.full_groups:
+        notes.append(f"hybrid allocator: {groups.full_groups} full + {groups.sliding_groups} sliding-window groups "
+                     f"of {groups.group_size} layers")
+    return Serving(
+        "vllm", version, util, "set by you" if s.memory_fraction is not None else "vLLM default (0.9)",
+        visible, requested, weights, act_peak, non_torch, graphs, max(kv_pool, 0), kv_pool, token * len(layers), block,
+        blocks, int(concurrency * configured), per_seq, blocks / seq_blocks if seq_blocks else 0.0, configured,
+        largest, starts, error, mbt, max_seqs, s.prefix_caching, len(sizes) + len(full_sizes), bool(in_budget),
+        {"tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(notes))
