@@ -110,7 +110,7 @@ def calculator() -> None:
 
     # ---- sidebar: inputs, grouped as a person thinks --------------------------------------------------------
     model_is = values["model"]
-    train = values["mode"] == "train"
+    train = values["mode"] in ("train", "rl")  # RL post-training trains the policy too
     if hub_notes is not None:
         with hub_notes:
             hub_input.sidebar_notes(hub, problems)
@@ -200,6 +200,7 @@ def calculator() -> None:
         _pairs(("qgs", "qm"), problems, disabled=train)
 
         serving.sidebar_serving(values, problems)
+        serving.sidebar_rl(values, problems)
 
         st.header("Overheads")
         field("frag", problems)
@@ -266,7 +267,7 @@ def calculator() -> None:
 
     # ---- headline -------------------------------------------------------------------------------------------
     fit = next((f for f in est.fits if f.gpu == values["gpu"]), None)
-    head.subheader(f"{md(est.model_name)}: {'training' if est.mode == 'train' else 'inference'}", divider="gray")
+    head.subheader(f"{md(est.model_name)}: {serving.MODE_TITLES.get(est.mode, est.mode)}", divider="gray")
     m1 = m2 = m3 = m4 = st.container(horizontal=True, gap="small")
     m1.metric("Total per GPU", format_bytes(est.total_bytes, unit),
               help="What nvidia-smi would show on the most loaded GPU" + (
@@ -317,7 +318,7 @@ def calculator() -> None:
     with st.container(border=True, key="formulas"):
         st.markdown(formula_markdown(est, unit))  # one element: a rerun pays per element
 
-    serving.panel(est, unit)
+    serving.panel(result, unit, drawn)
 
     for w in est.warnings:
         st.warning(md_message(w), icon=":material/warning:")

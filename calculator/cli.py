@@ -243,6 +243,7 @@ def build_inputs(args: argparse.Namespace):
             raise CliError(f"config: {args.config} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
         if not isinstance(data, dict):
             raise CliError(f"config: {args.config} must hold a JSON object")
+    data = {k: v for k, v in data.items() if not k.startswith("_")}  # "_doc" and other comments
     model_field = data.pop("model", None)
     args.timing_config = data.pop("timing", None)
     workload: dict = data

@@ -587,8 +587,9 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     p = w.parallel
     shards = stage_shards(m, p)
     gpu = _gpu(w.gpu)
-    if w.mode == "rl":
-        raise InputError("mode", "RL post-training is not modelled yet: use mode 'train' or 'infer'")
+    if w.mode == "rl":  # a trainer and a rollout engine: the peak over the phases of a step (calculator/rl.py)
+        from calculator.rl import estimate_rl
+        return estimate_rl(m, w, estimate, gpu, with_fits)
     if w.mode == "infer" and w.engine != "hf":  # a serving engine preallocates its KV pool: calculator/engines
         from calculator import engines
         stages, serving = engines.run(m, w, shards, gpu)

@@ -12,6 +12,7 @@ class Scenario:
     title: str
     summary: str
     values: dict[str, Any]
+    seed_file: str = ""  # presets/scenarios/<file>: the published table this scenario reproduces
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -40,6 +41,27 @@ SCENARIOS: tuple[Scenario, ...] = (
         "sequence 8192, micro-batch 1, selective recompute, distributed optimizer.",
         {"model": "qwen2.5-7b", "mode": "train", "recipe": "mixed-bf16", "tp": 4, "dp": 2, "dopt": True,
          "seq": 8192, "mbs": 1, "rc": "selective", "gpu": "h100-sxm"}),
+    Scenario(
+        "serve-8b-vllm", "Serve 8B · vLLM",
+        "Llama-3.1-8B under vLLM on one H100 with its defaults (gpu_memory_utilization 0.9, 8,192 batched tokens, "
+        "1,024 sequences, CUDA graphs): the KV pool, how many 16,000-token sequences it holds, the longest "
+        "max_model_len that starts.",
+        {"model": "llama-3.1-8b", "mode": "infer", "eng": "vllm", "seq": 16000, "gpu": "h100-sxm"}),
+    Scenario(
+        "seed002-rl-8", "RL · Qwen2.5-7B · 8×H100 (seed 002)",
+        "Seed 002's RL worked example as slime runs it: Megatron trainer (TP=4 × DP=2, distributed optimizer, "
+        "full recompute) and SGLang rollout engines (2 GPUs each, mem_fraction_static 0.7) colocated; rollout "
+        "batch 32 × 8 samples × 8,192 tokens. The seed's own table is shown beside ours.",
+        {"model": "qwen2.5-7b", "mode": "rl", "recipe": "megatron", "tp": 4, "dp": 2, "sp": True, "dopt": True,
+         "rc": "full", "mbs": 1, "seq": 8192, "gpu": "h100-sxm", "rlb": 32, "rln": 8, "rlp": 0, "rlr": 8192,
+         "rle": "sglang", "rltp": 2, "rlf": 0.7}, "seed-002-rl-8gpu.json"),
+    Scenario(
+        "seed002-rl-4", "RL · 4×H100 (seed 002, optimized)",
+        "Seed 002's 4-card configuration: rollout batch 16 × 4 samples × 4,096 tokens, TP=4 on 4 H100s; the "
+        "seed's table beside ours.",
+        {"model": "qwen2.5-7b", "mode": "rl", "recipe": "megatron", "tp": 4, "dp": 1, "sp": True, "dopt": True,
+         "rc": "full", "mbs": 1, "seq": 4096, "gpu": "h100-sxm", "rlb": 16, "rln": 4, "rlp": 0, "rlr": 4096,
+         "rle": "sglang", "rltp": 2, "rlf": 0.7}, "seed-002-rl-4gpu.json"),
     Scenario(
         "mixtral-ep8", "Mixtral-8x7B · EP=8",
         "MoE training of Mixtral-8x7B: experts spread over 8 GPUs (EP=8 inside DP=8), ZeRO-1, full recompute, "

@@ -12,6 +12,7 @@ from dashboard.widgets import field
 SERVING_PAIRS = ("mml", "mbt", "mns", "bsz", "adp", "ever")
 RL_PAIRS = ("rlb", "rln", "rlp", "rlr", "rle", "rltp")
 ENGINE_NAMES = {"hf": "transformers generate()", "vllm": "vLLM", "sglang": "SGLang"}
+MODE_TITLES = {"train": "training", "infer": "inference", "rl": "RL post-training (peak over the phases)"}
 
 
 def _pairs(keys, problems, disabled) -> None:
@@ -58,13 +59,15 @@ def _gb(n: int, unit: str) -> str:
     return format_bytes(n, unit)
 
 
-def panel(est, unit: str) -> None:
-    """The serving section (KV pool, tokens, concurrency, max_model_len) and the RL phases, when present."""
+def panel(result, unit: str, values: Mapping[str, Any] | None = None) -> None:
+    """The serving section (KV pool, tokens, concurrency, max_model_len) and the RL phases, when present.
+    `result`: dashboard.state.Result."""
+    est = result.estimate
     if est.serving is not None:
         serving_panel(est.serving, unit)
     if getattr(est, "rl", None) is not None:
         from dashboard.rl_view import rl_panel
-        rl_panel(est.rl, unit)
+        rl_panel(result, unit, values)
 
 
 def serving_panel(sv, unit: str) -> None:

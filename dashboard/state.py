@@ -105,7 +105,8 @@ PARAMS: tuple[Param, ...] = (
     _p("gact", "int", 1_000_000, "Activation elements per sample", "generic", lo=0, hi=10**15,
        fields=("activation_elements_per_sample",), short="Act. elements"),
     # ---- mode -----------------------------------------------------------------------------------------------
-    _p("mode", "choice", "train", "Mode", "mode", options=("train", "infer"), fields=("mode",)),
+    _p("mode", "choice", "train", "Mode", "mode", options=("train", "infer", "rl"), fields=("mode",),
+       help="train, infer, or rl: RL post-training, a trainer and a rollout engine (the RL rollout inputs below)"),
     _p("ft", "choice", "full", "Fine-tuning", "mode", options=("full", "lora", "qlora"), fields=("finetune",),
        help="full: every weight trains; lora: adapters on a frozen base; qlora: adapters on an NF4 base"),
     _p("lr", "int", 16, "LoRA rank (r)", "mode", lo=1, hi=65_536, fields=("lora_rank",), short="Rank (r)"),

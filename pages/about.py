@@ -39,6 +39,17 @@ st.markdown("""
   rank is shown under the headline).
 - **Inference**: KV cache (by dtype, GQA/MQA/MLA, sliding windows), quantized weights with group scales
   (AWQ or GPTQ layout), the prefill working set.
+- **Serving engines** (`vllm`, `sglang`; `hf` is transformers' generate()): the engine's own budget — vLLM's
+  `gpu_memory_utilization` (0.9) of the device, its profile run's activation peak at `max_num_batched_tokens`,
+  non-torch memory and CUDA graphs; SGLang's `mem_fraction_static` rule — and the KV pool it leaves, in blocks
+  (vLLM 16 tokens, 64 for MLA) or pages (SGLang 1), with GQA, MLA latents, sliding-window layers in vLLM's hybrid
+  allocator, the KV dtype and TP/PP/DP-attention layouts: tokens held, concurrent sequences at your prompt +
+  generated length, and whether a `max_model_len` starts (vLLM refuses one whose blocks do not fit; the
+  largest that starts is given). Checked against published vLLM start-up logs (validation/serving_compare.py).
+- **RL post-training** (mode `rl`): the trainer (any precision, optimizer, parallelism and recompute above) and
+  a vLLM or SGLang rollout engine, colocated or on their own GPUs, with reference, reward and critic models;
+  what the frameworks offload or put to sleep between phases (slime, verl, OpenRLHF, TRL); the peak per GPU over
+  the rollout, scoring and training phases; the rollout's KV demand against the engine's pool.
 - **Overheads** outside the tensors: allocator fragmentation (a calibrated share of the long-lived states
   and of the working set, or your own flat percentage), the CUDA context of the chosen GPU (or your own
   figure) and NCCL communicator buffers.
@@ -46,12 +57,12 @@ st.markdown("""
 
 st.subheader("What is not modelled")
 st.markdown("""
-- NVMe offload, and several models at once (RLHF rollouts with a reference or reward model).
+- NVMe offload.
 - The peak while a checkpoint loads (an AWQ checkpoint with tied embeddings materialises a bf16 copy of them;
   bitsandbytes quantizing on the GPU holds a bf16 copy of the largest linear): the estimate is the running peak.
-- Serving-engine memory policies: vLLM/SGLang pre-allocate a fixed fraction of the GPU for paged KV blocks,
-  so `nvidia-smi` shows that fraction, not the estimate.
-- `torch.compile`, CUDA graphs and custom-kernel workspaces; dataloader and pinned host memory.
+- Serving engines other than vLLM and SGLang (TensorRT-LLM, TGI, llama.cpp), speculative decoding's draft
+  model, multimodal encoders' profile runs, and engine-side connectors (LMCache) that hold GPU buffers.
+- `torch.compile` and custom-kernel workspaces in training; dataloader and pinned host memory.
 - Architectures other than decoder transformers, except through the generic totals.
 """)
 
