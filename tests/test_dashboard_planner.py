@@ -25,8 +25,8 @@ from dashboard.safe_text import plain
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PAGE = "pages/planner.py"
 QWEN = load_model("qwen2.5-7b").spec
-H100 = get_gpu("h100-sxm").memory_bytes
-A100_40 = get_gpu("a100-40gb").memory_bytes
+H100 = get_gpu("h100-sxm").usable_bytes  # what the page plans against: PyTorch's capacity
+A100_40 = get_gpu("a100-40gb").usable_bytes
 
 
 def open_planner(query: dict) -> AppTest:

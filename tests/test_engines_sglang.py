@@ -3,7 +3,7 @@ import pytest
 
 from calculator import Workload, estimate
 from calculator.engines import sglang
-from calculator.presets import load_model
+from calculator.presets import get_gpu, load_model
 
 GiB, MiB = 2**30, 2**20
 H100_VISIBLE = int(79.18 * GiB)
@@ -33,7 +33,7 @@ def test_mem_fraction_static_default_on_h100_and_h200():
 def test_llama_8b_pool_by_hand():
     sv = serve("llama-3.1-8b", seq_len=8000, gen_tokens=192)
     weights = 8_030_261_248 * 2 + 131072 * 128 * 2
-    free_before_load = H100_VISIBLE - 500 * MiB  # the CUDA context of the catalogue's H100
+    free_before_load = H100_VISIBLE - get_gpu("h100-sxm").cuda_context_bytes  # the catalogue's H100 context
     pool = int(free_before_load * 0.83) - weights
     assert (sv.memory_fraction, sv.weights_bytes, sv.kv_available_bytes) == (0.83, weights, pool)
     cell = 8 * (128 + 128) * 32 * 2  # KV heads × (head_dim + v_head_dim) × layers × 2 B
