@@ -37,7 +37,8 @@ MAX_NAME_CHARS = 1000
 # ---- the workload ------------------------------------------------------------------------------------------------
 MAX_TOKENS = 1 << 26  # sequence length, generated tokens (67,108,864)
 MAX_BATCH = 1 << 20
-MAX_DEGREE = 1 << 16  # any one parallel degree (tp, pp, dp, cp, ep, etp, virtual stages)
+MAX_DEGREE = 1 << 16  # any one parallel degree (tp, dp, cp, ep, etp, virtual stages)
+MAX_PIPELINE_STAGES = 512  # pp: every stage is estimated on its own (the largest runs use 16–64)
 MAX_MICROBATCHES = 1 << 20
 MAX_LORA_RANK = 1 << 16
 MAX_GROUP_SIZE = 1 << 20

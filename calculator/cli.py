@@ -11,14 +11,17 @@ Bad input exits with status 2 and one line naming the field and what to change â
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from typing import Any
 
 from pydantic import ValidationError
 
+from calculator.bounds import describe
+from calculator.cli_checks import FlagError, check_command_flags, flag
+from calculator.config_read import MAX_CONFIG_BYTES, ConfigError, parse_config_json
 from calculator.errors import InputError
-from calculator.hf_config import ConfigError
 from calculator.impls import IMPLS
 from calculator.model import GenericModel, ModelSpec
 from calculator.result import COMPONENT_LABELS
@@ -234,15 +237,8 @@ def build_inputs(args: argparse.Namespace):
     from calculator.hf_config import spec_from_hf_config
     data: dict = {}
     if args.config:
-        try:
-            with open(args.config, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except OSError as exc:
-            raise CliError(f"config: cannot read {args.config}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise CliError(f"config: {args.config} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
-        if not isinstance(data, dict):
-            raise CliError(f"config: {args.config} must hold a JSON object")
+        data = _read_run_file(args.config)
+    file_data = copy.deepcopy(data)  # what the file itself set, before the flags are merged in
     data = {k: v for k, v in data.items() if not k.startswith("_")}  # "_doc" and other comments
     model_field = data.pop("model", None)
     args.timing_config = data.pop("timing", None)
@@ -257,8 +253,10 @@ def build_inputs(args: argparse.Namespace):
         _set(workload, ("zero_grad_set_to_none",), args.zero_grad == "none")
     if args.master_weights is not None:
         _set(workload, ("precision", "master_weights"), "fp32" if args.master_weights else None)
+    generic = args.generic_params is not None or args.generic_activations is not None
+    check_command_flags(args, file_data, workload.get("mode", "train"), generic)
     resolved = None
-    if args.generic_params is not None or args.generic_activations is not None:
+    if generic:
         model = GenericModel(total_params=args.generic_params or 0,
                              activation_elements_per_sample=args.generic_activations or 0)
     elif args.model or isinstance(model_field, str):
@@ -273,14 +271,32 @@ def build_inputs(args: argparse.Namespace):
     return model, Workload(**workload), resolved
 
 
+def _read_run_file(path: str) -> dict:
+    """The --config file: bounded in size, nesting and numbers like a config.json (calculator.config_read)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise CliError(f"config: cannot read {path[:200]}: {exc.strerror or exc}") from None
+    try:
+        data = parse_config_json(raw, path[:200])
+    except ConfigError as exc:
+        raise CliError(f"config: {exc}") from None
+    if not isinstance(data, dict):
+        raise CliError(f"config: {path[:200]} must hold a JSON object")
+    return data
+
+
+_PATH_FLAGS = {path: flag(dest) for dest, path in FLAG_PATHS.items()}
+_MODELS = {"Workload": Workload, "GenericModel": GenericModel, "ModelSpec": ModelSpec}
+
+
 def _validation_line(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "input"
-    allowed = ""
-    ctx = err.get("ctx") or {}
-    if "expected" in ctx:
-        allowed = f" (allowed: {ctx['expected']})"
-    return f"{where}: {err['msg']}{allowed}"
+    """One line: the flag (and the field it sets), what is wrong, and the allowed range."""
+    where, msg = describe(exc, _MODELS.get(exc.title, Workload))
+    path = tuple(where.split("."))
+    shown = f"{_PATH_FLAGS[path]} ({where})" if path in _PATH_FLAGS else where
+    return f"{shown}: {msg}"
 
 
 def _print_estimate(est, unit: str, resolved) -> None:
@@ -354,7 +370,7 @@ def run(argv: list[str] | None = None) -> int:
         capacity = get_gpu(workload.gpu).usable_bytes
         timing = timing_inputs(args, getattr(args, "timing_config", None))
         found = (plans_for(model, workload, args.gpus, capacity, args.max_tp, rank=args.rank, timing=timing)
-                 if args.gpus else fewest_gpus(model, workload, capacity, max_tp=args.max_tp, rank=args.rank,
+                 if args.gpus is not None else fewest_gpus(model, workload, capacity, max_tp=args.max_tp, rank=args.rank,
                                                timing=timing))
         if args.json:
             print(json.dumps([dict(p.__dict__, label=p.label) for p in found]))
@@ -377,6 +393,9 @@ def run(argv: list[str] | None = None) -> int:
         sol = solver(model, workload, capacity, safe=not args.no_safe_band)
         if args.json:
             print(json.dumps(sol.__dict__))
+        elif sol.value == 0:
+            print(f"no {sol.field} fits {workload.gpu}: even the smallest needs "
+                  f"{format_bytes(sol.used_bytes, args.unit)} of a {format_bytes(sol.budget_bytes, args.unit)} budget")
         else:
             print(f"largest {sol.field} that fits {workload.gpu}: {sol.value} "
                   f"({format_bytes(sol.used_bytes, args.unit)} of {format_bytes(sol.budget_bytes, args.unit)} budget)")
@@ -444,7 +463,7 @@ def _print_time(t, note: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         return run(argv)
-    except (InputError, CliError) as exc:
+    except (InputError, CliError, FlagError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     except ConfigError as exc:
         print(f"error: model: {exc}", file=sys.stderr)

@@ -44,6 +44,9 @@ def resolve_model(name: str, *, token: str | None = None, endpoint: str | None =
     if not text:
         raise InputError("model", "give a preset id (see `python -m calculator presets`), a config.json path, "
                                   "or a Hugging Face id such as Qwen/Qwen3-8B")
+    if len(text) > presets.MAX_MODEL_NAME_CHARS:
+        raise InputError("model", f"the model name is {len(text):,} characters; a preset id, path or Hub id has at "
+                                  f"most {presets.MAX_MODEL_NAME_CHARS:,}")
     if os.path.exists(text) or text.endswith(".json"):
         return ResolvedModel(presets.load_model(text), "file", text)
     known = {p.id for p in presets.list_models()}

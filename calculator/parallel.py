@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from calculator.errors import InputError
 from calculator.model import ModelSpec
-from calculator.parameters import count_parameters
+from calculator.parameters import count_parameters, lm_head_shapes, model_norm_shapes
 from calculator.workload import Parallelism, Workload
 
 
@@ -117,7 +117,8 @@ def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
         if has_head:
             head = counts.lm_head or (counts.embedding if p.pp > 1 else 0)
             dense += counts.final_norm + _split(head, tp)
-            tensors += 1 + (m.norm_type == "layernorm") + (head > 0)
+            tensors += len(model_norm_shapes(m, m.hidden_size)) + (len(lm_head_shapes(m)) if counts.lm_head else
+                                                                   int(head > 0))
             largest = max(largest, _split(head, tp))
         moe = sum(m.layer_is_moe(i) for i in range(first, last))
         shards.append(StageShard(s, first, last, dense, experts, tensors, largest, has_embedding, has_head, moe,

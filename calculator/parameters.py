@@ -57,8 +57,19 @@ Shape = tuple[int, ...]
 
 # Model types whose q/k norm spans the whole projection (num_heads·head_dim) instead of one head:
 # OLMo-2 (transformers models/olmo2/modeling_olmo2.py, Olmo2Attention: q_norm = Olmo2RMSNorm(num_attention_heads *
-# head_dim), k_norm = Olmo2RMSNorm(num_key_value_heads * head_dim)). Qwen3 and Gemma-3 normalise per head.
-FULL_WIDTH_QK_NORM_TYPES = frozenset({"olmo2"})
+# head_dim), k_norm = Olmo2RMSNorm(num_key_value_heads * head_dim)); OLMo-3 and OLMoE the same; Cohere
+# (models/cohere/modeling_cohere.py: CohereLayerNorm(hidden_size=(num_heads, head_dim))). Qwen3 and Gemma-3
+# normalise per head with one weight of head_dim.
+FULL_WIDTH_QK_NORM_TYPES = frozenset({"olmo2", "olmo3", "olmoe", "cohere", "cohere2"})
+# Phi (models/phi/modeling_phi.py, PhiAttention): q_layernorm = nn.LayerNorm(head_dim), a weight and a bias each.
+LAYERNORM_QK_NORM_TYPES = frozenset({"phi"})
+# StableLM (models/stablelm/modeling_stablelm.py, StableLmLayerNormPerHead): one bias-free LayerNorm(head_dim)
+# module per head: num_heads weights for q, num_key_value_heads for k.
+PER_HEAD_MODULE_QK_NORM_TYPES = frozenset({"stablelm"})
+# LayerNorms without a bias: Cohere's CohereLayerNorm (weight only).
+NORM_WITHOUT_BIAS_TYPES = frozenset({"cohere", "cohere2"})
+# An LM head with a bias: Phi (PhiForCausalLM: nn.Linear(hidden_size, vocab_size, bias=True)).
+LM_HEAD_BIAS_TYPES = frozenset({"phi"})
 
 
 def linear_shapes(n_in: int, n_out: int, bias: bool = False) -> list[Shape]:
@@ -66,9 +77,21 @@ def linear_shapes(n_in: int, n_out: int, bias: bool = False) -> list[Shape]:
     return [(n_out, n_in)] + ([(n_out,)] if bias else [])
 
 
-def norm_shapes(width: int, norm_type: str) -> list[Shape]:
-    """RMSNorm keeps a weight of `width`; LayerNorm a weight and a bias."""
-    return [(width,)] * (2 if norm_type == "layernorm" else 1)
+def norm_shapes(width: int, norm_type: str, bias: bool = True) -> list[Shape]:
+    """RMSNorm keeps a weight of `width`; LayerNorm a weight and (unless bias-free) a bias."""
+    return [(width,)] * (2 if norm_type == "layernorm" and bias else 1)
+
+
+def model_norm_shapes(m: ModelSpec, width: int) -> list[Shape]:
+    """One of the model's own norms over `width`."""
+    return norm_shapes(width, m.norm_type, m.model_type not in NORM_WITHOUT_BIAS_TYPES)
+
+
+def lm_head_shapes(m: ModelSpec) -> list[Shape]:
+    """The output projection's tensors (none when tied to the embedding)."""
+    if m.tie_word_embeddings:
+        return []
+    return linear_shapes(m.hidden_size, m.vocab_size, m.model_type in LM_HEAD_BIAS_TYPES)
 
 
 def mlp_shapes(h: int, f: int, gated: bool, bias: bool, fused_gate_up: bool = False) -> list[Shape]:
@@ -101,6 +124,10 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
     shapes = qkv + linear_shapes(m.q_dim, h, m.o_bias)
     if m.qk_norm and m.model_type in FULL_WIDTH_QK_NORM_TYPES:
         shapes += [(m.q_dim,), (m.kv_dim,)]
+    elif m.qk_norm and m.model_type in LAYERNORM_QK_NORM_TYPES:
+        shapes += 4 * [(m.head_size,)]
+    elif m.qk_norm and m.model_type in PER_HEAD_MODULE_QK_NORM_TYPES:
+        shapes += (a + m.kv_heads) * [(m.head_size,)]
     elif m.qk_norm:
         shapes += [(m.head_size,), (m.head_size,)]
     if m.attention_sinks:
@@ -133,7 +160,7 @@ def layer_shapes(m: ModelSpec, i: int) -> dict[str, list[Shape]]:
     h = m.hidden_size
     groups: dict[str, list[Shape]] = {
         "attention": attention_shapes(m),
-        "norms": m.norms_per_layer * norm_shapes(h, m.norm_type),
+        "norms": m.norms_per_layer * model_norm_shapes(m, h),
         "mlp": [], "router": [], "routed_experts": [], "shared_experts": [],
     }
     if not m.layer_is_moe(i):
@@ -143,7 +170,7 @@ def layer_shapes(m: ModelSpec, i: int) -> dict[str, list[Shape]]:
     groups["routed_experts"] = routed_expert_shapes(m)
     if m.num_shared_experts or m.shared_expert_intermediate_size:
         width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
-        groups["shared_experts"] = mlp_shapes(h, width, m.gated_mlp, m.mlp_bias)
+        groups["shared_experts"] = mlp_shapes(h, width, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
         if m.shared_expert_gate:
             groups["shared_experts"] += linear_shapes(h, 1)
     return groups
@@ -167,10 +194,7 @@ def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
     for i in range(m.num_hidden_layers):
         for group in layer_shapes(m, i).values():
             shapes += group
-    shapes += norm_shapes(h, m.norm_type)
-    if not m.tie_word_embeddings:
-        shapes.append((m.vocab_size, h))
-    return shapes
+    return shapes + model_norm_shapes(m, h) + lm_head_shapes(m)
 
 
 @lru_cache(maxsize=256)
@@ -179,10 +203,10 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     h = m.hidden_size
     embedding = m.vocab_size * h + m.learned_position_embeddings * h
     layers = tuple(layer_params(m, i) for i in range(m.num_hidden_layers))
-    final_norm = numel(norm_shapes(h, m.norm_type))
+    final_norm = numel(model_norm_shapes(m, h))
     tensors = (1 + (m.learned_position_embeddings > 0) + sum(l.tensors for l in layers)
-               + len(norm_shapes(h, m.norm_type)) + (not m.tie_word_embeddings))
-    lm_head = 0 if m.tie_word_embeddings else m.vocab_size * h
+               + len(model_norm_shapes(m, h)) + len(lm_head_shapes(m)))
+    lm_head = numel(lm_head_shapes(m))
     inactive = 0
     for i, layer in enumerate(layers):
         if m.layer_is_moe(i):

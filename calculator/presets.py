@@ -15,11 +15,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from calculator.errors import InputError
+from calculator.config_read import MAX_CONFIG_BYTES, parse_config_json
 from calculator.hf_config import ConfigError, MappedConfig, spec_from_hf_config
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 MODELS_DIR = PRESETS_DIR / "models"
 GPUS_FILE = PRESETS_DIR / "gpus.json"
+MAX_MODEL_NAME_CHARS = 4096  # PATH_MAX on Linux; Hub ids are at most 96
 
 # Family labels by model_type (the text model's type for multimodal configs).
 FAMILIES = {
@@ -110,19 +112,24 @@ def _preset_paths() -> dict[str, Path]:
 
 
 def _read_json(path: Path) -> object:
+    """A config.json file, read only if it is within the size bound, parsed with calculator.config_read's bounds."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise InputError("model", f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("model", f"cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise InputError("model", f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InputError("model", f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes: not a config.json")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        lines = text.splitlines()
-        shown = f"; line {exc.lineno} reads {lines[exc.lineno - 1].strip()[:120]!r}" if exc.lineno <= len(lines) else ""
-        raise InputError("model", f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-                                  f"{shown}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("model", f"cannot read {path}: not UTF-8 text") from None
+    try:
+        return parse_config_json(text, str(path))
+    except ConfigError as exc:
+        raise InputError("model", str(exc)) from None
 
 
 def _map(cfg: object, path: Path) -> MappedConfig:
@@ -152,7 +159,12 @@ def _suggestions(name: str) -> list[str]:
 
 
 def _looks_like_path(value: str) -> bool:
-    return os.sep in value or "/" in value or value.endswith(".json") or Path(value).exists()
+    if os.sep in value or "/" in value or value.endswith(".json"):
+        return True
+    try:
+        return Path(value).exists()
+    except (OSError, ValueError):  # a name too long for the filesystem, or with a NUL byte: not a file
+        return False
 
 
 def load_model(id_or_path: str | os.PathLike) -> MappedConfig:
@@ -166,6 +178,9 @@ def load_model(id_or_path: str | os.PathLike) -> MappedConfig:
     if not isinstance(id_or_path, str) or not id_or_path.strip():
         raise InputError("model", "give a preset id such as 'llama-3.1-8b' or a path to a config.json")
     value = id_or_path.strip()
+    if len(value) > MAX_MODEL_NAME_CHARS:
+        raise InputError("model", f"the model name is {len(value):,} characters; a preset id, path or Hub id has at "
+                                  f"most {MAX_MODEL_NAME_CHARS:,}")
     if value.lower() in _preset_paths():
         return _load_preset(value.lower())
     if _looks_like_path(value):
@@ -174,12 +189,13 @@ def load_model(id_or_path: str | os.PathLike) -> MappedConfig:
             path = path / "config.json"
         try:
             st = path.stat()
-        except OSError:
-            raise InputError("model", f"no such file: {path}") from None
+        except (OSError, ValueError) as exc:
+            why = "no such file" if isinstance(exc, FileNotFoundError) else "cannot read"
+            raise InputError("model", f"{why}: {str(path)[:200]}") from None
         return _load_file(str(path.resolve()), st.st_mtime_ns, st.st_size)
     hints = _suggestions(value)
     hint = f" Did you mean: {', '.join(hints)}?" if hints else ""
-    raise InputError("model", f"unknown model preset {value!r}.{hint} Use one of the {len(_preset_paths())} preset "
+    raise InputError("model", f"unknown model preset {value[:100]!r}.{hint} Use one of the {len(_preset_paths())} preset "
                               f"ids (calculator.presets.list_models()) or a path to a config.json.")
 
 

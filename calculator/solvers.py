@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from calculator.bounds import MAX_BATCH, MAX_TOKENS
 from calculator.errors import InputError
 from calculator.estimate import estimate
 from calculator.hardware import SAFE_FRACTION
@@ -57,11 +58,16 @@ def max_micro_batch(model: ModelSpec | GenericModel, workload: Workload, capacit
     """Largest micro-batch whose per-GPU total fits within the capacity (or 80% of it when `safe`)."""
     budget = _budget(capacity_bytes, safe)
 
+    estimate(model, workload.model_copy(update={"micro_batch": 1}), with_fits=False)  # refusals are errors
+
     def fits(b: int) -> tuple[bool, int]:
-        used = estimate(model, workload.model_copy(update={"micro_batch": b}), with_fits=False).total_bytes
+        try:
+            used = estimate(model, workload.model_copy(update={"micro_batch": b}), with_fits=False).total_bytes
+        except InputError:  # past the physical bound on results: does not fit
+            return False, 0
         return used <= budget, used
 
-    value, used = _largest(fits, 1, 1, limit)
+    value, used = _largest(fits, 1, 1, min(limit, MAX_BATCH))
     return Solution("micro_batch", value, used, budget)
 
 
@@ -72,6 +78,11 @@ def max_seq_len(model: ModelSpec | GenericModel, workload: Workload, capacity_by
     step = 2 * p.cp * (p.tp if p.sequence_parallel else 1)
     budget = _budget(capacity_bytes, safe)
 
+    start = step * max(1, 128 // step)
+    # the smallest sequence must be computable: a layout the engine refuses (tp not dividing the heads...) is an
+    # error, never "0 fits"; beyond it a refusal means the sequence is past the physical bound, so it does not fit
+    estimate(model, workload.model_copy(update={"seq_len": start}), with_fits=False)
+
     def fits(s: int) -> tuple[bool, int]:
         try:
             used = estimate(model, workload.model_copy(update={"seq_len": s}), with_fits=False).total_bytes
@@ -79,5 +90,5 @@ def max_seq_len(model: ModelSpec | GenericModel, workload: Workload, capacity_by
             return False, 0
         return used <= budget, used
 
-    value, used = _largest(fits, step * max(1, 128 // step), step, limit)
+    value, used = _largest(fits, start, step, min(limit, MAX_TOKENS))
     return Solution("seq_len", value, used, budget)

@@ -71,7 +71,7 @@ class Parallelism(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
-    pp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    pp: int = Field(default=1, ge=1, le=B.MAX_PIPELINE_STAGES, strict=True)
     dp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
     cp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
     ep: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)

@@ -587,16 +587,12 @@ def build_model(values: Mapping[str, Any], hub=None):
         except ValidationError as exc:
             raise InputProblems(_validation_problems(exc, "", "gparams")) from None
     if source == CONFIG:
-        from calculator.hf_config import ConfigError, spec_from_hf_config
+        from calculator.hf_config import ConfigError, parse_config_json, spec_from_hf_config
         text = (v["cfg"] or "").strip()
         if not text:
             raise InputProblems([Problem("cfg", "Paste a config.json to estimate it (Model = config).")])
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputProblems([Problem("cfg", f"config.json is not valid JSON: {exc}")]) from None
-        try:
-            mapped = spec_from_hf_config(raw)
+        try:  # bounded in size, nesting and number magnitude before the JSON parser runs
+            mapped = spec_from_hf_config(parse_config_json(text))
         except ConfigError as exc:
             raise InputProblems([Problem("cfg", str(exc))]) from None
         return mapped.spec, tuple(mapped.warnings)

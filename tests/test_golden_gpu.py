@@ -32,8 +32,6 @@ PEAK_GAPS: list[tuple[str, object]] = [
     ("padded batches (4-D attention mask, SDPA kernel choice) are not modelled yet", lambda c: c.get("padmask")),
     ("peft.prepare_model_for_kbit_training's fp32 upcast is not modelled yet", lambda c: c.get("kbit_prep")),
     ("bitsandbytes LLM.int8 weights are not modelled yet (--quant-method llm-int8)", lambda c: c.get("quant") == "int8"),
-    ("the qwen3_moe config transformers 5 writes (num_local_experts) is rejected",
-     lambda c: c["config"].startswith("qwen3-30b")),
     ("QLoRA without kbit prep: bitsandbytes' 4-bit layers keep less than the engine counts (+9.5%)",
      lambda c: c["kind"] == "qlora"),
     ("autocast keeps a bf16 copy of every weight and an fp32 residual stream from the forward to the backward "

@@ -164,16 +164,17 @@ def test_olmo2_has_qk_norm():
     assert layer.attention == 4 * 4096 * 4096 + 2 * 4096
 
 
-def test_unsupported_model_type_warns_naming_the_fields_used():
-    mapped = spec_from_hf_config({**LLAMA_LIKE, "model_type": "brand_new_arch", "head_dim": 64})
-    assert len(mapped.warnings) == 1
-    warning = mapped.warnings[0]
-    assert "brand_new_arch" in warning
-    for field in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-                  "intermediate_size", "vocab_size"):
-        assert field in warning
-    assert "tie_word_embeddings" not in warning  # not in the config, so not named as used
-    assert mapped.spec.hidden_size == 256
+def test_unknown_model_type_is_refused_not_read_as_llama():
+    """An architecture the engine has not been checked against is refused (its blocks could hold other tensors);
+    the message lists the supported types and the Llama fields the config lacks for `"model_type": "llama"`."""
+    with pytest.raises(ConfigError) as err:
+        spec_from_hf_config({**LLAMA_LIKE, "model_type": "brand_new_arch", "head_dim": 64})
+    msg = str(err.value)
+    assert msg.startswith("model_type: 'brand_new_arch' is not a supported architecture")
+    assert "qwen3_moe" in msg and "gpt_bigcode" in msg and "has the fields" in msg
+    with pytest.raises(ConfigError, match="it lacks intermediate_size, vocab_size"):
+        spec_from_hf_config({k: v for k, v in LLAMA_LIKE.items() if k not in ("intermediate_size", "vocab_size")}
+                            | {"model_type": "other"})
 
 
 @pytest.mark.parametrize("field", ["hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",

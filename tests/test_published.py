@@ -195,7 +195,7 @@ def test_zero2_differs_from_deepspeed_by_the_unpartitioned_fp16_gradients():
 def test_inline_configs_count_the_published_parameters(key):
     expected = pub.EXPECTED_PARAMETERS[key]
     total = count_parameters(pub.model_spec(key)).total
-    assert total == expected - (51_200 if key == "phi-1.5" else 0)  # phi-1.5: the lm_head bias is not counted
+    assert total == expected
 
 
 def test_quantised_qwen_72b_uses_the_padded_mlp():

@@ -164,8 +164,8 @@ STABLELM_ALPHA_3B = {
     "max_position_embeddings": 4096, "use_parallel_residual": True, "tie_word_embeddings": False,
     "layer_norm_eps": 1e-05, "hidden_act": "gelu", "torch_dtype": "float16",
 }
-# model_type "phi" and "falcon" have no mapper in calculator.hf_config (an unknown type is read as a Llama-style
-# gated MLP, which these are not), so their configs are written as ModelSpec fields directly.
+# phi-1.5 and Falcon-40B are written as ModelSpec fields directly (litgpt's layouts: fused qkv for phi, an untied
+# lm_head for Falcon), with model_type set so the parameter counts follow transformers (phi's lm_head bias).
 PHI_1_5_CONFIG = {  # microsoft/phi-1_5 config.json (for reference; mapped by phi_1_5_spec)
     "model_type": "phi", "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
     "num_attention_heads": 32, "vocab_size": 51200, "partial_rotary_factor": 0.5, "hidden_act": "gelu_new",
@@ -183,7 +183,7 @@ EXPECTED_PARAMETERS = {  # sum(p.numel()) of the transformers model built from t
     "Llama-2-70B": 68_976_648_192,
     "CodeLlama-34B": 33_743_970_304,
     "StableLM-Alpha-3B": 3_637_321_728,
-    "phi-1.5": 1_418_270_720,  # the engine counts 51,200 fewer: no lm_head bias (0.004%)
+    "phi-1.5": 1_418_270_720,
     "Falcon-40B (litgpt, untied lm_head)": 41_835_970_560,
     "bert-large-uncased + 2-class head": 335_143_938,
     "t5-large": 737_668_096,
@@ -193,7 +193,7 @@ EXPECTED_PARAMETERS = {  # sum(p.numel()) of the transformers model built from t
 
 def phi_1_5_spec() -> ModelSpec:
     """phi-1.5 in GPT-NeoX terms: fused qkv with bias, dense with bias, plain GELU MLP with biases, parallel
-    attention/MLP sharing ONE LayerNorm, untied head (the head's bias is not counted)."""
+    attention/MLP sharing ONE LayerNorm, untied head with a bias (calculator.parameters.LM_HEAD_BIAS_TYPES)."""
     c = PHI_1_5_CONFIG
     return ModelSpec(name="phi-1.5", model_type="phi", family="gpt_neox", hidden_size=c["hidden_size"],
                      num_hidden_layers=c["num_hidden_layers"], num_attention_heads=c["num_attention_heads"],
@@ -389,7 +389,7 @@ def litgpt(row: dict[str, str]) -> Comparison:
                      "the head in bf16); measured includes the load-time quantisation transient of the largest "
                      "linear (bf16 init + fp16 cast, ≈ 4 B × its elements), not modelled")
     if key == "phi-1.5":
-        notes.append("phi-1.5 mapped as GPT-NeoX-shaped (one LayerNorm, biases); lm_head bias not counted")
+        notes.append("phi-1.5 mapped as GPT-NeoX-shaped (one LayerNorm, biases, fused qkv as in litgpt)")
     if meas is None:
         why = (f"{row['value']} on A100-40GB (no number); the engine's peak allocated is {est / GIB:.1f} GiB "
                f"(A100-40GB: 40 GiB total, ~39.4 GiB usable by PyTorch)")

@@ -1,0 +1,73 @@
+"""What the CLI refuses before it computes: a flag the chosen command, mode or model would silently ignore, and
+out-of-range values of the command's own flags. Every refusal is one line naming the flag (exit 2).
+
+    plan --tp 2            the planner chooses tp, pp, dp, cp, ep, zero, sequence parallel and recompute itself
+    estimate --generic-params 7e9 --model llama-3.1-8b     a generic network has no architecture, layout or tokens
+    solve --for seq_len --seq 4096                         the solver chooses seq_len
+"""
+from __future__ import annotations
+
+import argparse
+
+from calculator import bounds as B
+
+# Flags the planner sets itself for every layout it tries (calculator.planner.plans_for).
+PLANNER_CHOOSES = ("tp", "pp", "dp", "cp", "ep", "zero", "sequence_parallel", "vpp", "recompute")
+# Workload fields (in a --config file) the planner overrides, with the flag that sets each.
+PLANNER_FIELDS = {("parallel", "tp"): "tp", ("parallel", "pp"): "pp", ("parallel", "dp"): "dp",
+                  ("parallel", "cp"): "cp", ("parallel", "ep"): "ep", ("parallel", "zero"): "zero",
+                  ("parallel", "sequence_parallel"): "sequence_parallel", ("parallel", "virtual_stages"): "vpp",
+                  ("recompute",): "recompute"}
+# A generic network (seed 004) is totals only: no layers to split, no tokens, no attention, no adapters.
+GENERIC_IGNORES = ("model", "seq", "gen", "recompute", "attention", "activation_model", "kv_dtype", "weight_dtype",
+                   "quant_group_size", "quant_method", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "microbatches",
+                   "zero_shard_size", "zero", "sequence_parallel", "distributed_optimizer", "offload_optimizer",
+                   "offload_params", "schedule", "finetune", "lora_rank", "lora_targets")
+
+
+class FlagError(Exception):
+    """One line for stderr; the CLI exits with status 2."""
+
+
+def flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _given(args: argparse.Namespace, dests) -> list[str]:
+    return [flag(d) for d in dests if getattr(args, d, None) is not None]
+
+
+def _in_file(data: dict, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return False
+        data = data[key]
+    return True
+
+
+def check_command_flags(args: argparse.Namespace, file_data: dict, mode: str, generic: bool) -> None:
+    """Raise FlagError for a flag (or --config field) that `args.command` in `mode` would not use."""
+    if generic:
+        extra = _given(args, GENERIC_IGNORES) + (["a \"model\" in --config"] if file_data.get("model") else [])
+        if extra:
+            raise FlagError(f"generic-params: a generic network is given as totals; {', '.join(extra)} "
+                            f"{'does' if len(extra) == 1 else 'do'} not apply to it (drop "
+                            f"{'it' if len(extra) == 1 else 'them'}, or drop --generic-params)")
+    if args.command == "plan":
+        chosen = _given(args, PLANNER_CHOOSES) + [f"{'.'.join(p)} in --config" for p in PLANNER_FIELDS
+                                                  if _in_file(file_data, p)]
+        if chosen:
+            raise FlagError(f"{chosen[0].lstrip('-')}: plan chooses tp, pp, dp, zero and recompute itself (with cp "
+                            f"= ep = 1, no interleaving); drop {', '.join(chosen)}, or use estimate for one layout")
+        if args.gpus is not None and not 1 <= args.gpus <= B.MAX_DEGREE:
+            raise FlagError(f"gpus: must be from 1 to {B.MAX_DEGREE:,} (leave it out for the fewest GPUs that fit), "
+                            f"got {args.gpus}")
+        if not 1 <= args.max_tp <= B.MAX_DEGREE:
+            raise FlagError(f"max-tp: must be from 1 to {B.MAX_DEGREE:,}, got {args.max_tp}")
+    if args.command == "solve":
+        solved = "batch" if args.solve_for == "micro_batch" else "seq"
+        if getattr(args, solved) is not None:
+            raise FlagError(f"{solved}: solve --for {args.solve_for} finds {args.solve_for} itself; drop "
+                            f"{flag(solved)}")
+        if generic and args.solve_for == "seq_len":
+            raise FlagError("for: a generic network has no sequence length; solve --for micro_batch")
