@@ -145,6 +145,8 @@ def calculator() -> None:
         field("ft", problems, disabled=not train)
         _pairs(("lr", "lt"), problems, disabled=not train or values["ft"] == "full")
         field("lad", problems, disabled=not train or values["ft"] == "full")
+        field("kbit", problems, disabled=not train or values["ft"] != "qlora")
+        field("qkin", problems, disabled=not train or values["ft"] != "qlora")
 
         st.header("Precision")
         from calculator.workload import OPTIMIZERS, RECIPES
@@ -162,6 +164,7 @@ def calculator() -> None:
         st.header("Recompute and attention")
         field("rc", problems, disabled=not train)
         field("attn", problems)
+        field("pad", problems, disabled=not train)
         from calculator.impls import IMPLS
         field("impl", problems, disabled=not train, caption=IMPLS.get(values["impl"]))
         field("act", problems)

@@ -48,7 +48,8 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
     "gpu": ("gpu",), "stack": ("stack",), "bucket_view": ("ddp_bucket_view",), "impl": ("impl",),
     "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",),
-    "lora_targets": ("lora_targets",),
+    "lora_targets": ("lora_targets",), "qlora_keeps_inputs": ("qlora_keeps_inputs",), "kbit_prep": ("kbit_prep",),
+    "padded_batch": ("padded_batch",),
     # serving engine (calculator/engines)
     "engine": ("engine",), "memory_fraction": ("serving", "memory_fraction"),
     "max_model_len": ("serving", "max_model_len"), "max_num_batched_tokens": ("serving", "max_num_batched_tokens"),
@@ -136,6 +137,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--finetune", choices=["full", "lora", "qlora"], help="full fine-tuning or adapters")
         p.add_argument("--lora-rank", type=int)
         p.add_argument("--lora-targets", choices=["qv", "attention", "all-linear"])
+        p.add_argument("--kbit-prep", action="store_true", default=None,
+                       help="QLoRA: peft.prepare_model_for_kbit_training (non-4-bit weights and activations in fp32)")
+        p.add_argument("--qlora-keeps-inputs", action="store_true", default=None,
+                       help="QLoRA on bitsandbytes < 0.43 (its 4-bit linears kept their inputs for backward)")
+        p.add_argument("--padded-batch", action="store_true", default=None,
+                       help="an attention_mask with padding (SDPA: 4-D mask, memory-efficient kernel)")
         _timing_flags(p)
         _serving_flags(p)
         _rl_flags(p)

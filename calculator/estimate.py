@@ -183,10 +183,11 @@ def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[i
     if w.finetune == "qlora":
         linear, rest = shard.layer_linear, shard.total - shard.layer_linear
         base = inf.quantized_weight_bytes(linear, "nf4", 64) + nbytes(rest, prec.params)
-        t.add("weights", "weights", "Frozen base weights (NF4 linears, bf16 embeddings/norms)", -(-base // g),
-              "N_linear × 0.5 B + ⌈N_linear/64⌉ × 4 B + N_other × b_param" + (" / d" if zero3 else ""),
+        t.add("weights", "weights", f"Frozen base weights (NF4 linears, {prec.params} embeddings/norms)",
+              -(-base // g), "N_linear × 0.5 B + ⌈N_linear/64⌉ × 4 B + N_other × b_param" + (" / d" if zero3 else ""),
               f"{linear:,} × 0.5 B + absmax + {rest:,} × {_b(prec.params)}" + (f" / {g}" if zero3 else ""),
-              "quantization")
+              "peft-kbit" if w.kbit_prep else "quantization",
+              "prepare_model_for_kbit_training cast every non-4-bit weight to fp32" if w.kbit_prep else "")
     else:
         t.add("weights", "weights", f"Frozen base weights ({prec.params})", -(-nbytes(shard.total, prec.params) // g),
               "N_gpu × b_param" + (" / d" if zero3 else ""), f"{shard.total:,} × {_b(prec.params)}"
@@ -213,6 +214,7 @@ def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[i
 
 def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     t = _Terms()
+    w = lora.kbit_prepared(w)  # QLoRA's prepare_model_for_kbit_training: fp32 non-4-bit weights and activations
     stack = stacks.module(w)
     ws = stack.states_workload(w)  # the model states as the stack holds them (FSDP2: fp32 shards)
     p = ws.parallel
@@ -307,6 +309,10 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             mask = act.eager_mask_saved(d)
             t.add("activations.mask", "activations", "Causal mask (input of the recomputed calls)", int(flight * mask),
                   "m_inflight × e·b·s·s", f"{fl} × {d.e} × {d.b} × {d.s:,} × {d.s_kv:,}", "hf-checkpointing")
+        elif w.padded_batch and w.attention == "flash" and w.recompute == "full":
+            mask = act.padded_mask_bytes(d)
+            t.add("activations.mask", "activations", "4-D padding mask (input of the recomputed calls)",
+                  int(flight * mask), "m_inflight × 1 B × b·s·s", f"{fl} × {d.b} × {d.s:,} × {d.s_kv:,}", "sdpa-mask")
         head = code.head(m, w, d) if shard.has_head else None
         if head:
             for h in head.saved:

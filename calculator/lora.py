@@ -61,8 +61,8 @@ def adapter_tensors(m: ModelSpec, targets: str, moe_layer: bool) -> int:
 
 
 def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int, rank: int, h: int, f: int,
-                     tp: int, quantized_base: bool = False, eager: bool = False,
-                     fp32_adapters: bool = False) -> tuple[int, int, int]:
+                     tp: int, eager: bool = False, fp32_adapters: bool = False,
+                     base_keeps_inputs: bool = False) -> tuple[int, int, int]:
     """Saved activations of a LoRA layer relative to full fine-tuning, as (norms delta, MLP delta, adapters),
     traced with peft 0.21 on transformers 5.23 (validation/README.md, LoRA):
     frozen norm weights keep no normalised copy (−e·T·h per RMSNorm, −4·T·h for Gemma's fp32 one); a pre-norm
@@ -70,15 +70,19 @@ def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int
     eager attention the o_proj input only if o_proj is adapted (flash keeps it as its output); each adapter adds
     its r-wide A output (e·T·r). fp32 adapters (PEFT's default autocast_adapter_dtype) save their own fp32 copy of
     each input instead (4·T·in) and an fp32 A output (4·T·r).
-    A 4-bit base (QLoRA) keeps every linear's input anyway: bitsandbytes' MatMul4Bit saves its input whenever it
-    requires grad (validation/CALIBRATION.md, item 12)."""
+    A 4-bit base (QLoRA) is such a frozen linear too: since bitsandbytes 0.45 `MatMul4Bit.forward` stores
+    `ctx.tensors = (None, B)` — the packed weight only, which the input gradient dequantizes again
+    (bitsandbytes/autograd/_functions.py; 0.42 stored `(A, B)`, the input too). Measured with bitsandbytes 0.50 on
+    an H200 (tests/golden_gpu/h200/qlora_*): QLoRA keeps the LoRA activations, to within 0.3% of the peak.
+    `base_keeps_inputs` (bitsandbytes before 0.43, Workload.qlora_keeps_inputs): every 4-bit linear keeps its input,
+    so the norm outputs, the o_proj and the down-projection inputs all stay alive."""
     adapted = adapted_linears(m, targets, moe_layer)
     names = {n for n, _, _ in adapted}
     norms = -m.norms_per_layer * frozen_norm_copy(m, e) * T * h
     adapters = e * T * rank * len(names)
     if fp32_adapters:
         adapters = 4 * T * sum(i for _, i, _ in adapted) // tp + 4 * T * rank * len(names)
-    if quantized_base:
+    if base_keeps_inputs:
         return norms, 0, adapters
     reads_attn_norm = bool(names & {"q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj", "kv_a_proj_with_mqa"})
     reads_mlp_norm = bool(names & {"gate_proj", "up_proj", "gate_up_proj", "fc1"})
@@ -116,3 +120,15 @@ def frozen_head_saved(m: ModelSpec, T: int, h: int) -> int:
     """Final norm with a frozen weight and a frozen LM head: only the norm's fp32 input copy and rsqrt
     (RMSNorm 4·T·h + 4·T; Gemma + 4·h; LayerNorm 8·T) — no normalised copy, no LM-head input."""
     return first_layer_without_input_grad(m, T, h)
+
+
+def kbit_prepared(w):
+    """The workload as `peft.prepare_model_for_kbit_training` leaves it (peft/utils/other.py: every fp16/bf16
+    parameter that is not a `Params4bit` gets `param.data = param.data.to(torch.float32)`): the embeddings, norms
+    and LM head are fp32, so the embedding output, the residual stream, the norms and the logits are fp32 too
+    (bitsandbytes' `Linear4bit.forward` casts its input to the compute dtype and its output back to the input's
+    dtype, bitsandbytes/nn/modules.py). Only QLoRA is prepared; anything else is returned unchanged."""
+    if not (w.kbit_prep and w.finetune == "qlora"):
+        return w
+    prec = w.precision.model_copy(update={"params": "fp32", "activations": "fp32"})
+    return w.model_copy(update={"precision": prec})

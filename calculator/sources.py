@@ -94,6 +94,16 @@ SOURCES: dict[str, Source] = {
         "Hugging Face transformers ForCausalLMLoss (loss/loss_utils.py)",
         "https://github.com/huggingface/transformers/blob/main/src/transformers/loss/loss_utils.py",
         "logits are upcast to fp32 and cross_entropy saves the fp32 log_softmax (4·b·s·V bytes)"),
+    "sdpa-mask": Source(
+        "transformers masking_utils.sdpa_mask + integrations/sdpa_attention.py; PyTorch SDPA kernel selection",
+        "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/transformers/attention.cpp",
+        "a padded batch gets a 4-D boolean mask; GQA k/v are repeated; FlashAttention cannot take a mask, so the "
+        "memory-efficient kernel runs and saves the mask as an additive bias in the query dtype per layer"),
+    "peft-kbit": Source(
+        "PEFT prepare_model_for_kbit_training (peft/utils/other.py); bitsandbytes Linear4bit (nn/modules.py)",
+        "https://github.com/huggingface/peft/blob/main/src/peft/utils/other.py",
+        "every fp16/bf16 parameter that is not 4-bit is cast to fp32: embeddings, norms and LM head, and with "
+        "them the residual stream and the logits"),
     "hf-checkpointing": Source(
         "torch.utils.checkpoint (non-reentrant), as used by transformers gradient_checkpointing_enable",
         "https://pytorch.org/docs/stable/checkpoint.html",

@@ -211,6 +211,15 @@ class Workload(BaseModel):
     # PEFT's default (autocast_adapter_dtype=True) keeps adapters in fp32 on a bf16 base: fp32 weights and grads,
     # no separate master copy. "params": adapters in the params dtype, trained per the precision recipe.
     lora_adapter_dtype: Literal["fp32", "params"] = "fp32"
+    # bitsandbytes before 0.43: MatMul4Bit saved the input of every 4-bit linear (ctx.tensors = (A, B)); since then
+    # only the packed weight, so a 4-bit base keeps what a frozen bf16 linear keeps (calculator/lora.py)
+    qlora_keeps_inputs: bool = False
+    # peft.prepare_model_for_kbit_training (the HF QLoRA recipe): every parameter that is not 4-bit is cast to fp32,
+    # so the embeddings, norms and LM head are fp32 and so is the residual stream and the loss (calculator/lora.py)
+    kbit_prep: bool = False
+    # a padded batch: an attention_mask with padding. Under SDPA transformers builds a 4-D boolean mask, repeats GQA
+    # keys/values for it and SDPA runs its memory-efficient kernel with an additive bias (calculator/activations.py)
+    padded_batch: bool = False
     # The training stack (calculator/stacks/): how gradients live and which buffers exist. None: the layout's
     # usual one (calculator.stacks.default_stack: one GPU hf-trainer, DP ddp, ZeRO deepspeed, TP/PP megatron).
     stack: Stack | None = None

@@ -116,6 +116,13 @@ PARAMS: tuple[Param, ...] = (
        fields=("lora_adapter_dtype",),
        help="fp32: PEFT's default (adapters kept in fp32 on a bf16 base); params: the params dtype, trained "
             "per the precision recipe"),
+    _p("kbit", "bool", False, "prepare_model_for_kbit_training (QLoRA)", "mode", fields=("kbit_prep",),
+       help="PEFT's QLoRA recipe: every weight that is not 4-bit (embeddings, norms, LM head) is cast to fp32, and "
+            "with them the residual stream and the logits"),
+    _p("qkin", "bool", False, "bitsandbytes < 0.43 (4-bit linears keep inputs)", "mode",
+       fields=("qlora_keeps_inputs",),
+       help="QLoRA on bitsandbytes before 0.43: MatMul4Bit kept the input of every 4-bit linear for backward; "
+            "since 0.43 it keeps only the packed weight"),
     # ---- precision ------------------------------------------------------------------------------------------
     _p("recipe", "choice", "mixed-bf16", "Precision recipe", "precision", fields=("precision",),
        help="A named recipe sets every dtype below; pick 'custom' to set them one by one"),
@@ -140,6 +147,9 @@ PARAMS: tuple[Param, ...] = (
        fields=("recompute",)),
     _p("attn", "choice", "flash", "Attention kernel", "recompute", options=("flash", "eager"),
        fields=("attention",)),
+    _p("pad", "bool", False, "Padded batch (attention mask)", "recompute", fields=("padded_batch",),
+       help="an attention_mask with padding: under SDPA a 4-D mask, GQA keys/values repeated and the "
+            "memory-efficient kernel's bias saved per layer"),
     _p("impl", "choice", "hf", "Model implementation", "recompute",
        options=("hf", "liger", "compile", "megatron-te"), fields=("impl",),
        help="The code that runs the model: transformers (hf), transformers + Liger kernels, decoder blocks "
@@ -655,7 +665,8 @@ def build_workload(values: Mapping[str, Any]):
         raise InputProblems(problems)
     workload = attempt(lambda: Workload(
         mode=v["mode"], finetune=v["ft"], lora_rank=int(v["lr"]), lora_targets=v["lt"],
-        lora_adapter_dtype=v["lad"],
+        lora_adapter_dtype=v["lad"], kbit_prep=bool(v["kbit"]), qlora_keeps_inputs=bool(v["qkin"]),
+        padded_batch=bool(v["pad"]),
         micro_batch=int(v["mbs"]), seq_len=int(v["seq"]), gen_tokens=int(v["gen"]),
         precision=precision, optimizer=v["opt"], optimizer_impl=v["oimpl"], recompute=v["rc"],
         attention=v["attn"], impl=v["impl"], activation_model=v["act"], kv_dtype=v["kvdt"],

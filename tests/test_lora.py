@@ -51,6 +51,17 @@ def test_qlora_base_is_nf4_with_absmax():
     assert c["weights"] == base + 2 * 41_943_040
 
 
+def test_qlora_keeps_the_lora_activations_its_4bit_linears_save_no_input():
+    # bitsandbytes >= 0.45 MatMul4Bit saves only the packed weight: a 4-bit base keeps what a frozen bf16 linear
+    # keeps; QLoRA differs from LoRA by the weights and the bf16 dequantization of one linear (H200: within 0.3%)
+    m = load_model("llama-3.1-8b").spec
+    lora_ = estimate(m, Workload(seq_len=2048, finetune="lora"), with_fits=False)
+    qlora = estimate(m, Workload(seq_len=2048, finetune="qlora"), with_fits=False)
+    assert qlora.components["activations"] == lora_.components["activations"] > 0
+    dequant = next(t for t in qlora.terms if t.key == "transient.dequant")
+    assert dequant.bytes == 2 * 4096 * 14336
+
+
 def test_lora_saves_less_than_full_finetuning_and_adds_rank_wide_tensors():
     m = load_model("llama-3.1-8b").spec
     full = estimate(m, Workload(seq_len=2048), with_fits=False).components["activations"]
@@ -72,3 +83,31 @@ def test_lora_on_every_family_gives_positive_terms(model_id):
     e = estimate(m, Workload(finetune="qlora", seq_len=1024), with_fits=False)
     assert all(t.bytes >= 0 for t in e.terms)
     assert 0 < e.components["optimizer_states"] < e.components["weights"] / 5
+
+
+def test_kbit_prep_casts_every_non_4bit_weight_and_the_activations_to_fp32():
+    # peft.prepare_model_for_kbit_training: embeddings, norms, LM head in fp32 (H200, Llama-3.1-8B: −0.33%)
+    m = load_model("llama-3.1-8b").spec
+    kw = {"finetune": "qlora", "seq_len": 2048, "micro_batch": 4, "recompute": "full"}
+    plain = estimate(m, Workload(**kw), with_fits=False)
+    prep = estimate(m, Workload(**kw, kbit_prep=True), with_fits=False)
+    rest = 2 * 128256 * 4096 + 4096 * 65
+    assert prep.components["weights"] - plain.components["weights"] == 2 * rest
+    layer_inputs = next(t for t in prep.terms if t.key == "activations.layers")
+    assert layer_inputs.bytes == 32 * 4 * 4 * 2048 * 4096  # fp32 residual stream
+    assert next(t for t in prep.terms if t.key == "transient.loss").bytes == 8 * 4 * 2048 * 128256
+    # only QLoRA is prepared
+    full = Workload(seq_len=2048)
+    assert estimate(m, full.model_copy(update={"kbit_prep": True}), with_fits=False).peak_allocated_bytes == \
+        estimate(m, full, with_fits=False).peak_allocated_bytes
+
+
+def test_bitsandbytes_before_0_43_kept_every_4bit_linear_input():
+    m = load_model("llama-3.1-8b").spec
+    kw = {"finetune": "qlora", "seq_len": 2048, "lora_targets": "qv"}
+    new = estimate(m, Workload(**kw), with_fits=False).components["activations"]
+    old = estimate(m, Workload(**kw, qlora_keeps_inputs=True), with_fits=False).components["activations"]
+    T, h, f = 2048, 4096, 14336
+    # fp32 adapters read their own fp32 copies: the old 4-bit base kept both norm outputs and the down-projection
+    # input (the o_proj input is the flash output, kept anyway)
+    assert old - new == 32 * (2 * 2 * T * h + 2 * T * f)

@@ -341,14 +341,16 @@ def litgpt_finetune(row: dict[str, str]) -> Comparison:
                                                 optimizer_states=opt_dtype, activations="bf16"),
                  finetune="qlora" if nf4 else "lora", lora_rank=LITGPT_LORA_RANK, lora_targets="qv",
                  lora_adapter_dtype="params",  # litgpt's bf16-true: the adapters are bf16 like the base
+                 qlora_keeps_inputs=nf4,  # Oct 2023: bitsandbytes 0.41, MatMul4Bit saved its input
                  recompute="full" if ckpt else "none", attention="flash",
                  parallel=Parallelism(dp=n, zero=3) if n > 1 else Parallelism(), gpu="a100-40gb")
     est = estimate(model_spec(key), w, with_fits=False).peak_allocated_bytes
     notes = ["litgpt's own GPT and LoRA code (fused qkv adapter with zero-padding, bf16 chunked cross-entropy), "
              "not PEFT on transformers, which the engine's LoRA activations are traced on"]
     if nf4:
-        notes.append("bitsandbytes' MatMul4Bit keeps the input of every 4-bit linear for backward (ctx.tensors), "
-                     "as the engine's QLoRA activations now do; litgpt also quantises lm_head")
+        notes.append("bitsandbytes 0.41's MatMul4Bit kept the input of every 4-bit linear for backward "
+                     "(ctx.tensors = (A, B); since 0.43 only the weight): qlora_keeps_inputs; litgpt also quantises "
+                     "lm_head")
     note = "; ".join(notes)
     if meas is None:
         return Comparison(row["id"], row["source"], "litgpt fine-tune, no number", key, config, "peak_allocated",
