@@ -13,7 +13,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from dashboard import hub_input, serving, state, widgets
+from dashboard import hub_input, serving, state, timing_view, widgets
 from dashboard.safe_text import md, md_lines, md_message
 from dashboard.scenarios import SCENARIOS
 from dashboard.widgets import field
@@ -219,6 +219,7 @@ def calculator() -> None:
         gpu = _gpu(values["gpu"])
         field("gpu", problems, caption=f"{gpu.name}: {format_bytes(gpu.memory_bytes, values['unit'])}"
               if gpu else None)
+        timing_view.sidebar(values, problems)
 
     # What the widgets hold now must be what was computed. If a widget resolved differently, run again (once);
     # if it still differs, compute from what the widgets hold: never show numbers for other inputs.
@@ -322,6 +323,7 @@ def calculator() -> None:
         st.markdown(formula_markdown(est, unit))  # one element: a rerun pays per element
 
     serving.panel(result, unit, drawn)
+    timing_view.panel(result, drawn)
 
     for w in est.warnings:
         st.warning(md_message(w), icon=":material/warning:")

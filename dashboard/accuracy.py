@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,26 @@ def calibrated_constants_markdown(path: Path = CALIBRATION_MD) -> str | None:
         return None
     m = re.search(r"^## Calibrated constants\s*\n(.*?)(?=^#{2,3} )", text, re.S | re.M)
     return m.group(1).strip() if m else None
+
+
+@lru_cache(maxsize=1)
+def _timing_comparisons() -> tuple:
+    from validation import timing_compare
+    return tuple(timing_compare.comparisons())
+
+
+def timing_rows() -> list[dict[str, Any]]:
+    """One row per timed H200 case: measured and estimated seconds (validation/timing_compare.py)."""
+    return [{"Case": r["id"], "Group": r["group"], "Measured (s)": round(r["measured_s"], 4),
+             "Estimated (s)": round(r["estimated_s"], 4), "Error %": 100 * r["error"]}
+            for r in _timing_comparisons()]
+
+
+def timing_group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per group: cases, median and worst |error| (issue 9's bound: 20% median)."""
+    import statistics
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        groups.setdefault(r["Group"], []).append(abs(r["Error %"]))
+    return [{"Group": g, "Timed cases": len(v), "Median |error| %": round(statistics.median(v), 1),
+             "Worst |error| %": round(max(v), 1)} for g, v in groups.items()]

@@ -41,6 +41,7 @@ class Scenario:
     values: dict | None = None
     estimate: Any = None
     problem: str = ""  # why it cannot be used ("" if it can)
+    result: Any = None  # dashboard.state.Result (model and workload too: the time estimate needs them)
 
     @property
     def ok(self) -> bool:
@@ -90,7 +91,7 @@ def scenario(index: int, raw: str) -> Scenario:
     except state.InputProblems as exc:
         return Scenario(index, raw, values, problem="the calculator cannot estimate it: "
                         + "; ".join(p.message for p in exc.problems))
-    return Scenario(index, raw, values, result.estimate)
+    return Scenario(index, raw, values, result.estimate, result=result)
 
 
 def scenarios(raws: Sequence[str]) -> list[Scenario]:
@@ -152,5 +153,24 @@ def table(scs: Sequence[Scenario], unit: str = "GB") -> list[dict]:
             row[s.name] = format_bytes(get(s), unit)
         for s in scs[1:]:
             row[f"Δ {s.index} vs {scs[0].index}"] = signed(get(s) - base, unit)
+        rows.append(row)
+    return rows
+
+
+def time_table(scs: Sequence[Scenario]) -> list[dict]:
+    """The time estimate of each scenario (calculator.timing, the page's price and link inputs of each link):
+    step or generate() time, tokens/s, MFU and cost per million tokens; a blank cell where there is none."""
+    from dashboard.timing_view import _ms, time_of
+    times = [time_of(s.result, s.values)[0] for s in scs]
+    lines = [("Step / generate() time", lambda t: _ms(t.step_time_s)),
+             ("Tokens/s (all GPUs)", lambda t: f"{t.tokens_per_s:,.0f}"),
+             ("MFU", lambda t: f"{t.mfu:.1%}"),
+             ("Cost per million tokens", lambda t: "" if t.cost_per_million_tokens is None
+              else f"${t.cost_per_million_tokens:,.4f}")]
+    rows = []
+    for label, show in lines:
+        row = {"Time and cost": label}
+        for s, t in zip(scs, times):
+            row[s.name] = "" if t is None else show(t)
         rows.append(row)
     return rows

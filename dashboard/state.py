@@ -280,6 +280,17 @@ PARAMS: tuple[Param, ...] = (
        fields=("overheads.textbook_overhead_pct",)),
     # ---- GPU and display ------------------------------------------------------------------------------------
     _p("gpu", "choice", "h100-sxm", "GPU", "gpu", fields=("gpu",)),
+    # ---- time and cost (calculator/timing_inputs.py; editable constants of the time estimate) -----------------
+    _p("price", "float", None, "Price per GPU-hour (USD; empty = no cost)", "time", lo=0.0, hi=1_000_000.0,
+       step=0.1, fields=("price_per_gpu_hour",), short="$/GPU-hour",
+       help="Cost per million tokens = price × GPUs × step time / tokens per step"),
+    _p("mme", "float", 0.8, "GEMM efficiency (share of the dense peak)", "time", lo=0.01, hi=1.0, step=0.01,
+       fields=("matmul_efficiency",), short="GEMM eff.",
+       help="Calibrated on measured H200 training steps (validation/CALIBRATION.md, Step time)"),
+    _p("nvl", "float", None, "NVLink GB/s per direction (empty = the GPU's datasheet / 2)", "time", lo=0.1,
+       hi=100_000.0, step=1.0, fields=("nvlink_gbps",), short="NVLink GB/s"),
+    _p("ib", "float", 50.0, "Network GB/s per GPU per direction (400 Gb/s = 50)", "time", lo=0.1, hi=100_000.0,
+       step=1.0, fields=("ib_gbps",), short="Network GB/s"),
     _p("unit", "choice", "GB", "Units", "display", options=("GB", "GiB")),
 )
 
@@ -687,6 +698,20 @@ class Result:
     workload: Any
     estimate: Any
     notes: tuple[str, ...] = ()
+
+
+def timing_inputs(values: Mapping[str, Any]):
+    """The time estimate's editable constants from the page's inputs (InputProblems naming the key if refused)."""
+    from pydantic import ValidationError
+
+    from calculator.timing_inputs import TimingInputs
+    try:
+        return TimingInputs(price_per_gpu_hour=None if values["price"] is None else float(values["price"]),
+                            matmul_efficiency=float(values["mme"]),
+                            nvlink_gbps=None if values["nvl"] is None else float(values["nvl"]),
+                            ib_gbps=float(values["ib"]))
+    except ValidationError as exc:
+        raise InputProblems(_validation_problems(exc, "", "price")) from None
 
 
 def compute(values: Mapping[str, Any], hub=None) -> Result:

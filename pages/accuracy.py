@@ -152,6 +152,18 @@ with the reason.
                                 "Error %": st.column_config.NumberColumn(format="%+.2f"),
                                 "Note": st.column_config.TextColumn(width="large")})
 
+st.subheader("Step time on a real H200", divider="gray")
+st.caption("The time estimate (calculator.timing) against the measured wall time of each training step "
+           "(`step2.seconds`, steady state, synchronised) and each `generate()` call of the shared H200 cases "
+           "(PyTorch 2.11, transformers 5.17, eager code). The efficiencies were fitted on the \"fit\" models only; "
+           "\"unseen\" are models the fit never saw; \"out of scope\" are runs whose kernels the time model does "
+           "not describe (Liger, compile, padding masks, DDP/FSDP2 wrappers, kbit prep).")
+time_rows = acc.timing_rows()
+st.dataframe(acc.timing_group_rows(time_rows), hide_index=True, width="stretch", key="time_groups")
+with st.expander(f"All {len(time_rows)} timed cases"):
+    st.dataframe(time_rows, hide_index=True, width="stretch", key="time_cases",
+                 column_config={"Error %": st.column_config.NumberColumn(format="%+.1f")})
+
 st.subheader("Calibrated constants", divider="gray")
 table = acc.calibrated_constants_markdown()
 if table:

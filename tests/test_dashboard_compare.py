@@ -149,3 +149,21 @@ def test_links_are_bounded_in_length_and_count():
     assert len(bars(at)[COMPONENT_LABELS["weights"]][0]) == compare.MAX_SCENARIOS
     at = open_compare([A, long_link])
     assert any("Scenario 2" in plain(w.value) and "characters long" in plain(w.value) for w in at.warning)
+
+
+def test_time_and_cost_of_each_scenario_are_the_engines():
+    """The second table: each scenario's step time, tokens/s, MFU and cost (its own price key) from estimate_time."""
+    from calculator.timing import estimate_time
+    from calculator.timing_inputs import TimingInputs
+    from dashboard.timing_view import _ms
+    at = open_compare([A + "&price=2.5", compare.to_cmp(B) + "&price=2.5"])
+    rows = {r["Time and cost"]: r for r in at.dataframe[1].value.to_dict("records")}
+    inputs = TimingInputs(price_per_gpu_hour=2.5)
+    ta = estimate_time(QWEN, Workload(seq_len=8192, gpu="h100-sxm"), inputs)
+    tb = estimate_time(QWEN, Workload(seq_len=8192, parallel=Parallelism(tp=2, sequence_parallel=True, zero=1, dp=4),
+                                      gpu="h100-sxm"), inputs)
+    assert list(rows["Step / generate() time"].values())[1:] == [_ms(ta.step_time_s), _ms(tb.step_time_s)]
+    assert list(rows["Tokens/s (all GPUs)"].values())[1:] == [f"{ta.tokens_per_s:,.0f}", f"{tb.tokens_per_s:,.0f}"]
+    assert list(rows["Cost per million tokens"].values())[1:] == [f"${t.cost_per_million_tokens:,.4f}"
+                                                                  for t in (ta, tb)]
+    assert tb.tokens_per_s > ta.tokens_per_s  # eight GPUs against one
