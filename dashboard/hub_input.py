@@ -2,8 +2,8 @@
 no key), the cached fetch, and what the page shows about the fetched model or why it could not be used.
 
 The token is never bound to the URL, never in st.session_state (its field has no key), never in a cache key
-(`_token` is not hashed by st.cache_data), and never in an export: it only reaches calculator.hub.fetch_model,
-which sends it as an Authorization header. An empty field lets fetch_model use the server's HF_TOKEN, which is
+(`_token` is not hashed by st.cache_data; the key holds a digest of it), and never in an export: it only reaches
+calculator.hub.fetch_model, which sends it as an Authorization header. An empty field lets fetch_model use the server's HF_TOKEN, which is
 therefore never sent to the browser either.
 
 A module, not part of app.py, so that its definitions are not re-executed on every rerun.
@@ -49,9 +49,11 @@ class HubView:
 
 @st.cache_data(show_spinner="Fetching config.json and counting the checkpoint's parameters on the Hugging Face Hub…",
                max_entries=64, ttl=3600)
-def _fetch_hub(model_id: str, endpoint: str, authenticated: bool, _token: str | None):
-    """calculator.hub.fetch_model, cached by id + endpoint (+ whether a token was used, so a gated model fetched
-    with a token is not served to a session without one). Failures raise, so they are not cached here."""
+def _fetch_hub(model_id: str, endpoint: str, credential: str | None, _token: str | None):
+    """calculator.hub.fetch_model, cached (for every session of this server) by id, endpoint and `credential`: the
+    digest of the token the fetch uses (calculator.hub.credential: the typed token, else the server's HF_TOKEN;
+    never the token itself). A private model fetched with one token is therefore never served to a session with
+    another token or none; that session asks the Hub, which refuses it. Failures raise, so they are not cached."""
     from calculator import hub
     return hub.fetch_model(model_id, token=_token, endpoint=endpoint, timeout=HUB_TIMEOUT_S)
 
@@ -84,7 +86,7 @@ def resolve(model_id: str, token: str) -> HubView | None:
         error, problem = failed[(model_id, endpoint)]
         return HubView(model_id, endpoint, error=error, problem=problem)
     try:
-        fetched = _fetch_hub(model_id, endpoint, bool(token or os.environ.get("HF_TOKEN")), _token=token or None)
+        fetched = _fetch_hub(model_id, endpoint, hub.credential(token or None), _token=token or None)
     except hub.HubError as exc:
         failed[(model_id, endpoint)] = (str(exc), exc.problem)
         return HubView(model_id, endpoint, error=str(exc), problem=exc.problem)

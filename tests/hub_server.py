@@ -7,6 +7,10 @@ and the failure modes, by repo: GATED_REPO (401 without `Bearer GATED_TOKEN`), F
 RATE_LIMITED_REPO (429, Retry-After: RETRY_AFTER), SLOW_REPO (sleeps SLOW_SECONDS), SERVER_ERROR_REPO (503),
 unknown repos (404 RepoNotFound), unknown revisions (404 RevisionNotFound), missing files (404 EntryNotFound),
 like the real Hub's X-Error-Code header.
+PRIVATE_REPO (`org/private`: 401 without `Bearer PRIVATE_TOKEN`, its API page says "private": true) and slow
+bodies: DRIP_REPO sends its config.json one byte every DRIP_INTERVAL s (headers at once), DRIP_HEADERS_REPO its
+status line and headers that way. `HubServer.script(repo, [(status, retry_after), ...])` makes the next requests
+for a repo answer those statuses (then normally again): for 5xx / 429 retries. Each Request records when it came.
 
 Fixtures: `hub_root` (the directory, built once per module), `hub_server` (a running HubServer), `hub_url` (its
 base URL). Import them into a test module: `from hub_server import hub_root, hub_server, hub_url`.
@@ -19,6 +23,7 @@ import re
 import shutil
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,6 +40,11 @@ SLOW_REPO = "acme/slow-model"
 SLOW_SECONDS = 3.0
 SERVER_ERROR_REPO = "acme/server-error-model"
 NO_RANGE_REPO = "acme/no-range-model"
+PRIVATE_REPO = "org/private"
+PRIVATE_TOKEN = "hf_FakePrivateToken9876543210zyxwvuZYXWVU"
+DRIP_REPO = "acme/drip-model"
+DRIP_HEADERS_REPO = "acme/drip-headers-model"
+DRIP_INTERVAL = 0.25
 
 QWEN3_8B = "Qwen/Qwen3-8B"
 QWEN3_8B_PARAMETERS = 8190735360   # the count the Hub's API publishes for Qwen/Qwen3-8B
@@ -242,7 +252,7 @@ def build_hub_tree(root: Path) -> None:
     # exact count from the API only
     repo(QWEN3_8B, QWEN3_8B_CONFIG, {
         "id": QWEN3_8B, "modelId": QWEN3_8B, "sha": "b968826d9c46dd6066d109eabc6255188de91218",
-        "library_name": "transformers", "pipeline_tag": "text-generation",
+        "library_name": "transformers", "pipeline_tag": "text-generation", "private": False, "gated": False,
         "safetensors": {"parameters": {"BF16": QWEN3_8B_PARAMETERS}, "total": QWEN3_8B_PARAMETERS}})
     # exact count from the safetensors headers only: the API page has no "safetensors" field
     write_sharded(repo(LLAMA_31_8B, LLAMA_31_8B_CONFIG, {"id": LLAMA_31_8B, "gated": "manual"}), llama_shards())
@@ -276,8 +286,13 @@ def build_hub_tree(root: Path) -> None:
     repo("acme/no-model-type", {"hidden_size": 4096, "num_hidden_layers": 32})
     (repo("acme/no-config-model", None) / "README.md").write_text("# GGUF only\n")
     # failure modes: the files exist, the handler refuses or delays them
-    for model_id in (GATED_REPO, FORBIDDEN_REPO, RATE_LIMITED_REPO, SLOW_REPO, SERVER_ERROR_REPO):
+    for model_id in (GATED_REPO, FORBIDDEN_REPO, RATE_LIMITED_REPO, SLOW_REPO, SERVER_ERROR_REPO, DRIP_REPO,
+                     DRIP_HEADERS_REPO):
         write_tiny_safetensors(repo(model_id, TINY_CONFIG) / "model.safetensors")
+    # a private repo, whose config is recognisably its own
+    private_config = dict(TINY_CONFIG, hidden_size=64, intermediate_size=128, _name_or_path="org/private-secret")
+    write_tiny_safetensors(repo(PRIVATE_REPO, private_config, {"id": PRIVATE_REPO, "private": True, "gated": False})
+                           / "model.safetensors")
 
 
 # -----------------------------------------------------------------------------
@@ -291,6 +306,7 @@ class Request:
     path: str
     headers: dict[str, str]
     status: int
+    at: float = 0.0  # time.monotonic() when it arrived
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -300,7 +316,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        request = Request(self.path, dict(self.headers.items()), 0)
+        request = Request(self.path, dict(self.headers.items()), 0, time.monotonic())
         self.server.log(request)
         try:
             request.status = self._route()
@@ -323,6 +339,21 @@ class _Handler(BaseHTTPRequestHandler):
         if any(s in ("", ".", "..") for s in file.parts):
             return self._error(400, "", "Bad path")
 
+        scripted = srv.next_scripted(repo)
+        if scripted is not None:
+            status, retry_after = scripted
+            return self._error(status, "", "Scripted failure", {"Retry-After": retry_after} if retry_after else None)
+        if repo == PRIVATE_REPO and self.headers.get("Authorization") != f"Bearer {PRIVATE_TOKEN}":
+            return self._error(401, "", "Invalid credentials in Authorization header")
+        if repo == DRIP_HEADERS_REPO:
+            return self._drip(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        if repo == DRIP_REPO and seg[-1] == "config.json":
+            body = json.dumps(TINY_CONFIG).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            return self._drip(body)
         if repo == GATED_REPO and self.headers.get("Authorization") != f"Bearer {GATED_TOKEN}":
             return self._error(401, "GatedRepo", f"Access to model {repo} is restricted. You must be authenticated.")
         if repo == FORBIDDEN_REPO:
@@ -341,6 +372,17 @@ class _Handler(BaseHTTPRequestHandler):
         if not (srv.root / file).is_file():
             return self._error(404, "EntryNotFound", "Entry not found")
         return self._send_file(srv.root / file, honour_range=repo != NO_RANGE_REPO)
+
+    def _drip(self, data: bytes) -> int:
+        """Send `data` one byte every DRIP_INTERVAL s (until the client hangs up or the server stops)."""
+        self.wfile.flush()
+        for i in range(len(data)):
+            self.wfile.write(data[i:i + 1])
+            self.wfile.flush()
+            if self.server.stopping.wait(DRIP_INTERVAL):
+                break
+        self.close_connection = True
+        return 200
 
     def _error(self, status: int, code: str, message: str, extra: dict | None = None) -> int:
         body = json.dumps({"error": message}).encode()
@@ -399,7 +441,13 @@ class _Server(ThreadingHTTPServer):
         self.delay = 0.0                     # seconds every request waits first (set it to make the Hub "slow")
         self.stopping = threading.Event()    # wakes sleeping handlers on stop
         self.requests: list[Request] = []
+        self.scripts: dict[str, list[tuple[int, str | None]]] = {}
         self._lock = threading.Lock()
+
+    def next_scripted(self, repo: str) -> tuple[int, str | None] | None:
+        with self._lock:
+            queue = self.scripts.get(repo)
+            return queue.pop(0) if queue else None
 
     def log(self, request: Request) -> None:
         with self._lock:
@@ -429,9 +477,15 @@ class HubServer:
         self._server.delay = seconds
 
     def clear(self) -> None:
-        """Forget the requests seen so far."""
+        """Forget the requests seen so far (and any scripted answers not yet given)."""
         with self._server._lock:
             self._server.requests.clear()
+            self._server.scripts.clear()
+
+    def script(self, repo: str, answers: list[tuple[int, str | None]]) -> None:
+        """The next len(answers) requests for `repo` get these (status, Retry-After) answers, then normal ones."""
+        with self._server._lock:
+            self._server.scripts[repo] = list(answers)
 
     def stop(self) -> None:
         self._server.stopping.set()
