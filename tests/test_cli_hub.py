@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hub_server import (  # noqa: E402,F401  (fixtures are used by name)
-    GATED_REPO, GATED_TOKEN, QWEN3_8B, QWEN3_8B_PARAMETERS, HubServer, hub_root, hub_server, hub_url)
+    GATED_REPO, GATED_TOKEN, PRIVATE_REPO, PRIVATE_TOKEN, QWEN3_8B, QWEN3_8B_PARAMETERS, HubServer, hub_root, hub_server, hub_url)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,3 +63,16 @@ def test_gated_model_needs_a_token_which_never_appears_in_output(hub_url, tmp_pa
 def test_no_network_without_cache(tmp_path):
     proc = cli(["--model", QWEN3_8B], "http://127.0.0.1:9", tmp_path)
     assert proc.returncode == 2 and "cannot reach" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_private_model_cached_offline_is_served_only_with_its_own_token(hub_root, tmp_path):
+    server = HubServer(hub_root)
+    assert cli(["--model", PRIVATE_REPO, "--json"], server.url, tmp_path, token=PRIVATE_TOKEN).returncode == 0
+    server.stop()  # offline: only the disk cache could answer
+    for token in (None, GATED_TOKEN):
+        proc = cli(["--model", PRIVATE_REPO, "--json"], server.url, tmp_path, token=token)
+        assert proc.returncode == 2 and proc.stdout == "" and "no cached copy" in proc.stderr, proc.stderr
+    proc = cli(["--model", PRIVATE_REPO, "--json"], server.url, tmp_path, token=PRIVATE_TOKEN)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["model_source"]["warnings"][0].startswith("offline: using cached config")
+

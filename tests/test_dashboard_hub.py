@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hub_server import (  # noqa: E402,F401  (fixtures are used by name)
-    GATED_REPO, GATED_TOKEN, LLAMA_31_8B, LLAMA_31_8B_PARAMETERS, QWEN3_8B, QWEN3_8B_CONFIG, QWEN3_8B_PARAMETERS,
-    TINY_CONFIG, HubServer, hub_root, hub_server, hub_url)
+    GATED_REPO, GATED_TOKEN, LLAMA_31_8B, LLAMA_31_8B_PARAMETERS, PRIVATE_REPO, PRIVATE_TOKEN, QWEN3_8B,
+    QWEN3_8B_CONFIG, QWEN3_8B_PARAMETERS, TINY_CONFIG, HubServer, hub_root, hub_server, hub_url)
 
 from calculator import estimate  # noqa: E402
 from calculator.hf_config import spec_from_hf_config  # noqa: E402
@@ -198,3 +198,50 @@ def test_edit_the_fetched_config(hub_server):
     assert at.selectbox(key="model").value == "config" and at.text_input(key="hf").value == ""
     assert json.loads(at.text_area(key="cfg").value) == QWEN3_8B_CONFIG
     assert metrics(at)["Total per GPU"] == before
+
+
+# ---- two sessions of one server: a private model is served only to the session that authenticated for it ----
+PRIVATE_CONFIG = dict(TINY_CONFIG, hidden_size=64, intermediate_size=128, _name_or_path="org/private-secret")
+PRIVATE = estimate(spec_from_hf_config(PRIVATE_CONFIG, name=PRIVATE_REPO).spec, Workload(mode="infer", gpu=GPU))
+
+
+def session_with_token(token: str) -> AppTest:
+    at = run({"hf": PRIVATE_REPO, "mode": "infer"})
+    if token:
+        token_field(at).input(token).run()
+        assert not at.exception
+    return at
+
+
+def refused(at) -> bool:
+    """The page says the private model could not be used and shows the preset's numbers, not the private ones."""
+    return (any(PRIVATE_REPO in plain(e.value) and "could not be used" in plain(e.value) for e in at.error)
+            and not shows(at, PRIVATE) and shows(at, estimate(load_model("llama-3.1-8b").spec,
+                                                               Workload(mode="infer", gpu=GPU))))
+
+
+def test_a_private_model_loaded_by_one_session_is_not_served_to_another(hub_root):
+    server = HubServer(hub_root)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("HF_ENDPOINT", server.url)
+            a = session_with_token(PRIVATE_TOKEN)
+            assert shows(a, PRIVATE) and not any(PRIVATE_REPO in plain(e.value) for e in a.error)
+            for token in ("", "hf_WrongToken000000000000000000000000000", GATED_TOKEN):
+                server.clear()
+                b = session_with_token(token)  # same server process, same st.cache_data
+                assert refused(b), token
+                asked = [r for r in server.requests if r.path.endswith(f"{PRIVATE_REPO}/resolve/main/config.json")]
+                assert asked and all(r.status == 401 for r in asked)  # B asked the Hub, which refused it
+
+            server.stop()  # the Hub is unreachable: the on-disk cache holds A's copy, under A's credential
+            for token in ("", "hf_WrongToken000000000000000000000000000"):
+                assert refused(session_with_token(token)), token
+            st.cache_data.clear()  # a restarted server: only the disk cache remains
+            for token in ("", "hf_WrongToken000000000000000000000000000"):
+                assert refused(session_with_token(token)), token
+            again = session_with_token(PRIVATE_TOKEN)  # A's own token still gets the offline copy
+            assert shows(again, PRIVATE) and any("offline" in i.value for i in again.info)
+    finally:
+        server.stop()
+
