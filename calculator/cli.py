@@ -45,6 +45,8 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "distributed_optimizer": ("parallel", "distributed_optimizer"), "schedule": ("parallel", "schedule"),
     "offload_optimizer": ("parallel", "offload_optimizer"), "offload_params": ("parallel", "offload_params"),
     "vpp": ("parallel", "virtual_stages"), "microbatches": ("parallel", "num_microbatches"),
+    "pp_first_stage_layers": ("parallel", "pp_first_stage_layers"),
+    "pp_last_stage_layers": ("parallel", "pp_last_stage_layers"),
     "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
     "gpu": ("gpu",), "stack": ("stack",), "bucket_view": ("ddp_bucket_view",), "impl": ("impl",),
     "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",),
@@ -115,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--quant-method", choices=["awq", "gptq"], help="int4/int8 checkpoint layout")
         for flag in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "microbatches", "zero-shard-size"):
             p.add_argument(f"--{flag}", type=int)
+        p.add_argument("--pp-first-stage-layers", type=int,
+                       help="decoder layers of the first pipeline stage (uneven stages, Megatron's "
+                            "--decoder-first-pipeline-num-layers); the middle stages split the rest evenly")
+        p.add_argument("--pp-last-stage-layers", type=int,
+                       help="decoder layers of the last pipeline stage (--decoder-last-pipeline-num-layers)")
         p.add_argument("--zero", type=int, choices=[0, 1, 2, 3])
         p.add_argument("--sequence-parallel", action="store_true", default=None)
         p.add_argument("--distributed-optimizer", action="store_true", default=None)
@@ -155,7 +162,13 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--gpus", type=int, help="exactly this many GPUs (default: the fewest that fit)")
             p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size (one node)")
             p.add_argument("--rank", choices=["memory", "time", "cost"], default="memory",
-                           help="order layouts by memory (least recompute first), time (tokens/s) or cost")
+                           help="order layouts by memory (fits, fewest GPUs, largest micro-batch, least recompute, "
+                                "lowest memory), time (tokens/s) or cost")
+            p.add_argument("--limit", type=int, help="print at most this many layouts (default: all)")
+            p.add_argument("--max-micro-batch", type=int,
+                           help="largest micro-batch to try (default: --batch); smaller powers of two are tried too")
+            p.add_argument("--include-unfit", action="store_true",
+                           help="also list the layouts that do not fit (ranked after those that do)")
     return ap
 
 
@@ -376,19 +389,27 @@ def run(argv: list[str] | None = None) -> int:
             raise CliError("model: the planner needs a transformer architecture, not a generic network")
         capacity = get_gpu(workload.gpu).usable_bytes
         timing = timing_inputs(args, getattr(args, "timing_config", None))
-        found = (plans_for(model, workload, args.gpus, capacity, args.max_tp, rank=args.rank, timing=timing)
-                 if args.gpus is not None else fewest_gpus(model, workload, capacity, max_tp=args.max_tp, rank=args.rank,
-                                               timing=timing))
+        for flag in ("limit", "max_micro_batch", "max_tp"):
+            if getattr(args, flag) is not None and getattr(args, flag) < 1:
+                raise CliError(f"{flag.replace('_', '-')}: must be at least 1")
+        found = (plans_for(model, workload, args.gpus, capacity, args.max_tp, limit=args.limit, rank=args.rank,
+                           timing=timing, include_unfit=args.include_unfit, max_micro_batch=args.max_micro_batch)
+                 if args.gpus is not None else fewest_gpus(model, workload, capacity, max_tp=args.max_tp, limit=args.limit,
+                                               rank=args.rank, timing=timing, max_micro_batch=args.max_micro_batch))
         if args.json:
             print(json.dumps([dict(p.__dict__, label=p.label) for p in found]))
         elif not found:
             print(f"no layout fits {workload.gpu} within the 80% safe band")
         else:
+            from calculator.planner import RANK_KEY
+            print(f"{len(found)} layouts, ranked by " + (RANK_KEY if args.rank == "memory" else
+                                                          f"fits, fewest GPUs, then {args.rank}"))
             for p in found:
                 speed = (f"  {p.step_time_s * 1e3:>9,.1f} ms/step {p.tokens_per_s:>11,.0f} tok/s"
                          if p.step_time_s is not None else "")
                 cost = f"  ${p.cost_per_million_tokens:,.3f}/M tok" if p.cost_per_million_tokens is not None else ""
-                print(f"{p.label:<64} {format_bytes(p.total_bytes, args.unit):>12} ({p.utilization:.0%}){speed}{cost}")
+                print(f"{p.label:<64} {format_bytes(p.total_bytes, args.unit):>12} ({p.utilization:.0%}){speed}{cost}"
+                      + ("" if p.fits else "  does not fit"))
         return 0
     if args.command == "solve":
         from calculator.presets import get_gpu

@@ -12,12 +12,14 @@ import argparse
 from calculator import bounds as B
 
 # Flags the planner sets itself for every layout it tries (calculator.planner.plans_for).
-PLANNER_CHOOSES = ("tp", "pp", "dp", "cp", "ep", "zero", "sequence_parallel", "vpp", "recompute")
+PLANNER_CHOOSES = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "sequence_parallel", "vpp", "recompute",
+                   "pp_first_stage_layers", "pp_last_stage_layers")
 # Workload fields (in a --config file) the planner overrides, with the flag that sets each.
 PLANNER_FIELDS = {("parallel", "tp"): "tp", ("parallel", "pp"): "pp", ("parallel", "dp"): "dp",
                   ("parallel", "cp"): "cp", ("parallel", "ep"): "ep", ("parallel", "zero"): "zero",
                   ("parallel", "sequence_parallel"): "sequence_parallel", ("parallel", "virtual_stages"): "vpp",
-                  ("recompute",): "recompute"}
+                  ("parallel", "etp"): "etp", ("parallel", "pp_first_stage_layers"): "pp_first_stage_layers",
+                  ("parallel", "pp_last_stage_layers"): "pp_last_stage_layers", ("recompute",): "recompute"}
 # A generic network (seed 004) is totals only: no layers to split, no tokens, no attention, no adapters.
 GENERIC_IGNORES = ("model", "seq", "gen", "recompute", "attention", "activation_model", "kv_dtype", "weight_dtype",
                    "quant_group_size", "quant_method", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "microbatches",
@@ -57,8 +59,9 @@ def check_command_flags(args: argparse.Namespace, file_data: dict, mode: str, ge
         chosen = _given(args, PLANNER_CHOOSES) + [f"{'.'.join(p)} in --config" for p in PLANNER_FIELDS
                                                   if _in_file(file_data, p)]
         if chosen:
-            raise FlagError(f"{chosen[0].lstrip('-')}: plan chooses tp, pp, dp, zero and recompute itself (with cp "
-                            f"= ep = 1, no interleaving); drop {', '.join(chosen)}, or use estimate for one layout")
+            raise FlagError(f"{chosen[0].lstrip('-')}: plan chooses tp, pp (with uneven first / last stages), dp, cp, "
+                            f"ep, zero, recompute and micro-batch itself (1F1B, no interleaving); drop "
+                            f"{', '.join(chosen)}, or use estimate for one layout")
         if args.gpus is not None and not 1 <= args.gpus <= B.MAX_DEGREE:
             raise FlagError(f"gpus: must be from 1 to {B.MAX_DEGREE:,} (leave it out for the fewest GPUs that fit), "
                             f"got {args.gpus}")

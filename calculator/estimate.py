@@ -581,6 +581,12 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
     return tuple(out)
 
 
+def planned_gpus(m: ModelSpec, w, gpu):
+    """The planner's fewest GPUs of this kind for the job (calculator.planner.gpus_needed), for the fit cards."""
+    from calculator.planner import gpus_needed
+    return gpus_needed(m, w, gpu.id, getattr(gpu, "usable_bytes", gpu.memory_bytes))
+
+
 def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = True) -> Estimate:
     """Per-GPU memory of every pipeline stage for `workload` on `model`. Raises InputError on bad input."""
     w = workload
@@ -600,7 +606,7 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
         from calculator import engines
         stages, serving = engines.run(m, w, shards, gpu)
         worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
-        fits = engines.fits_callable(m, w, shards, _all_gpus()) if with_fits else None
+        fits = engines.fits_callable(m, w, shards, _all_gpus(), None) if with_fits else None
         counts = count_parameters(m)
         return Estimate(m.name, w.mode, counts.total, counts.active_per_token, stages, worst, fits, _warnings(m, w),
                         serving.notes, serving=serving)
@@ -609,7 +615,7 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     check_stages(stages, m, w)
     worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
     fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
-                   None) if with_fits else None
+                   None, None) if with_fits else None
     assumptions = _assumptions(w.optimizer_impl, w.precision.activations, w.attention)
     counts = count_parameters(m)
     return Estimate(m.name, w.mode, counts.total, counts.active_per_token, stages, worst, fits, _warnings(m, w),

@@ -27,7 +27,9 @@ def check_divisibility(m: ModelSpec, w: Workload) -> None:
     if m.intermediate_size % p.tp:
         raise InputError("tp", f"tensor parallel size {p.tp} must divide intermediate_size ({m.intermediate_size})")
     chunks = p.pp * (p.virtual_stages if p.schedule == "interleaved" else 1)
-    if m.num_hidden_layers % chunks:
+    if p.pp_first_stage_layers is not None or p.pp_last_stage_layers is not None:
+        check_uneven_stages(m.num_hidden_layers, p)
+    elif m.num_hidden_layers % chunks:
         what = f"pp × virtual_stages = {chunks}" if chunks != p.pp else f"pipeline parallel size {p.pp}"
         raise InputError("pp", f"{what} must divide num_hidden_layers ({m.num_hidden_layers}); "
                                f"try one of {divisors(m.num_hidden_layers)}")
@@ -55,6 +57,45 @@ def check_divisibility(m: ModelSpec, w: Workload) -> None:
     if w.mode == "train" and p.pp > 1 and p.microbatches < p.pp:
         raise InputError("num_microbatches", f"with pp = {p.pp} a step needs at least {p.pp} micro-batches "
                                              f"(got {p.microbatches}); the pipeline would never fill")
+
+
+def check_uneven_stages(layers: int, p: Parallelism) -> None:
+    """Uneven first / last pipeline stages, by Megatron-LM's rules (megatron/core/transformer/transformer_config.py,
+    num_layers_in_first/last_pipeline_stage; get_num_layers_to_build in transformer_block.py): each set stage holds
+    its own count, the other stages split the remaining layers evenly, and it does not combine with virtual stages."""
+    first, last = p.pp_first_stage_layers, p.pp_last_stage_layers
+    field = "pp_first_stage_layers" if first is not None else "pp_last_stage_layers"
+    if p.pp < 2:
+        raise InputError(field, "uneven first / last stages need pipeline parallelism (pp ≥ 2)")
+    if p.schedule == "interleaved":
+        raise InputError(field, "uneven first / last stages do not combine with the interleaved schedule "
+                                "(Megatron-LM refuses virtual stages with them); use 1f1b")
+    uneven = (first is not None) + (last is not None)
+    if p.pp == 2 and uneven == 2:
+        if first + last != layers:
+            raise InputError(field, f"with pp = 2 the first and last stages hold every layer: {first} + {last} "
+                                    f"must equal num_hidden_layers ({layers})")
+        return
+    middle, rest = p.pp - uneven, layers - (first or 0) - (last or 0)
+    if rest < middle or rest % middle:
+        raise InputError(field, f"the {rest} layers left after the first / last stages must split evenly over the "
+                                f"other {middle} stages (num_hidden_layers = {layers}, pp = {p.pp})")
+
+
+def stage_layer_counts(layers: int, p: Parallelism) -> tuple[int, ...]:
+    """Decoder layers of each pipeline stage: an even split, or Megatron's uneven first / last stages."""
+    first, last = p.pp_first_stage_layers, p.pp_last_stage_layers
+    if first is None and last is None:
+        return (layers // p.pp,) * p.pp
+    uneven = (first is not None) + (last is not None)
+    middle = p.pp - uneven
+    each = (layers - (first or 0) - (last or 0)) // middle if middle else 0
+    counts = [each] * p.pp
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return tuple(counts)
 
 
 def divisors(n: int) -> list[int]:
@@ -92,11 +133,12 @@ def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
     """Per-GPU parameter shard of every pipeline stage. First stage: embedding; last stage: final norm + LM head
     (a tied head gets its own copy on the last stage when pp > 1, as in Megatron)."""
     counts = count_parameters(m)
-    per_stage = m.num_hidden_layers // p.pp
+    sizes = stage_layer_counts(m.num_hidden_layers, p)
     tp, ep_tp = p.tp, p.ep * p.expert_tp
     shards = []
+    last = 0
     for s in range(p.pp):
-        first, last = s * per_stage, (s + 1) * per_stage
+        first, last = last, last + sizes[s]
         # With interleaving a rank holds v chunks spread over the model; layer counts are the same per rank.
         dense = experts = tensors = largest = linear = 0
         for layer in counts.layers[first:last]:

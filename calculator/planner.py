@@ -1,24 +1,39 @@
 """The planner: which parallel layouts of a job fit a GPU, for a given number of GPUs or the fewest that work.
 
-It enumerates TP within a node (a divisor of the attention heads, at most `max_tp`), PP over divisors of the layers,
-DP filling the rest, ZeRO stage 0–3 and recompute none / selective / full, estimates each layout with the same
-engine, keeps those whose most loaded GPU stays within the 80% safe band (Fujii et al. 2024), and ranks them by
-`rank`: "memory" — least recompute, then lowest ZeRO stage, PP, TP and per-GPU memory; "time" — highest tokens/s
-(calculator.timing: recompute, ZeRO-3 and TP cost time); "cost" — lowest cost per million tokens.
+Search space (calculator.planner_grid builds it; every degree divides what it splits, as the engine checks):
+  training   TP (a divisor of the heads, at most `max_tp`: one node) × PP (a divisor of the layers, or Megatron's
+             uneven first / last stages when it does not divide) × CP (1, 2, 4, 8 where the sequence splits) ×
+             DP (the rest) × EP (MoE: a divisor of the experts inside DP × CP × TP, expert TP 1) × ZeRO 0–3 ×
+             recompute none / selective / full × micro-batch (powers of two up to the job's).
+  inference  TP × PP × EP and DP replicas; no ZeRO, no recompute, the job's batch (serving engines: vLLM / SGLang
+             start and hold the batch's sequences).
+Each layout is estimated by the same engine (the fast byte model of calculator.planner_fast where it covers the
+workload, estimate() otherwise; the plans returned always carry estimate()'s numbers).
+
+A layout fits when its most loaded GPU stays within the 80% safe band (Fujii et al. 2024) of the GPU's usable
+memory; with a serving engine, when the engine starts and its KV pool holds the batch's sequences at once.
+
+Ranking (RANK_KEY, the page caption says the same): fits first, then fewest GPUs, then largest micro-batch, then
+least recompute (none, selective, full), then lowest memory on the most loaded GPU; ties by lower ZeRO stage, PP,
+CP, TP and EP. `rank="time"` puts the highest tokens/s first and `rank="cost"` the lowest cost per million tokens
+(calculator.timing), after fits and GPU count.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from calculator.errors import InputError
 from calculator.estimate import estimate
 from calculator.hardware import SAFE_FRACTION
 from calculator.model import ModelSpec
-from calculator.parallel import divisors
-from calculator.workload import Parallelism, Workload
+from calculator.planner_grid import MAX_PP, Layout, candidate_counts, layouts_of, workload_of
+from calculator.workload import Workload
 
 RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}  # rank: prefer less recomputation
 RANKS = ("memory", "time", "cost")
+RANK_KEY = ("fits, then fewest GPUs, then largest micro-batch, then least recompute (none, selective, full), "
+            "then lowest memory on the most loaded GPU")
 
 
 @dataclass(frozen=True)
@@ -35,19 +50,28 @@ class Plan:
     step_time_s: float | None = None  # calculator.timing on the workload's GPU (None without one)
     tokens_per_s: float | None = None
     cost_per_million_tokens: float | None = None
+    cp: int = 1
+    ep: int = 1
+    etp: int | None = None  # expert tensor parallel (None: = tp)
+    micro_batch: int = 1
+    pp_first_stage_layers: int | None = None  # uneven pipeline stages (None: even split)
+    pp_last_stage_layers: int | None = None
+    fits: bool = True
+    mode: str = "train"
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.tp, self.pp, self.dp, self.cp, self.ep, self.etp, self.zero, self.recompute,
+                      self.micro_batch, self.pp_first_stage_layers, self.pp_last_stage_layers)
+
+    @property
+    def short(self) -> str:
+        """The layout in a few words: 'TP8 × PP2', 'TP4 × PP16 (3/…/2 layers) × DP8 × EP32, ZeRO-1, …'."""
+        return self.layout.describe(self.mode)
 
     @property
     def label(self) -> str:
-        return f"{self.gpus} GPUs: TP{self.tp} × PP{self.pp} × DP{self.dp}, ZeRO-{self.zero}, recompute {self.recompute}"
-
-
-def _layouts(m: ModelSpec, gpus: int, max_tp: int, train: bool):
-    for tp in (d for d in divisors(m.num_attention_heads) if d <= max_tp and gpus % d == 0):
-        for pp in (d for d in divisors(m.num_hidden_layers) if (gpus // tp) % d == 0):
-            dp = gpus // (tp * pp)
-            for zero in ((0, 1, 2, 3) if train and dp > 1 else (0,)):
-                for recompute in (("none", "selective", "full") if train else ("none",)):
-                    yield tp, pp, dp, zero, recompute
+        return f"{self.gpus} GPUs: {self.short}"
 
 
 def _timed(m: ModelSpec, w: Workload, plan: Plan, timing) -> Plan:
@@ -61,54 +85,152 @@ def _timed(m: ModelSpec, w: Workload, plan: Plan, timing) -> Plan:
                    cost_per_million_tokens=t.cost_per_million_tokens)
 
 
-def _rank_key(rank: str):
+def rank_key(rank: str = "memory"):
+    """The sort key of RANK_KEY (memory), or with tokens/s or cost in place of micro-batch, recompute and memory."""
+    def base(p: Plan):
+        return (not p.fits, p.gpus)
+
+    def ties(p: Plan):
+        return (p.zero, p.pp, p.cp, p.tp, p.ep)
     if rank == "time":
-        return lambda p: (-(p.tokens_per_s or 0.0), RECOMPUTE_COST[p.recompute], p.total_bytes)
+        return lambda p: base(p) + (-(p.tokens_per_s or 0.0), RECOMPUTE_COST[p.recompute], p.total_bytes) + ties(p)
     if rank == "cost":
-        return lambda p: (p.cost_per_million_tokens if p.cost_per_million_tokens is not None else float("inf"),
-                          -(p.tokens_per_s or 0.0), p.total_bytes)
-    return lambda p: (RECOMPUTE_COST[p.recompute], p.zero, p.pp, p.tp, p.total_bytes)
+        return lambda p: base(p) + (p.cost_per_million_tokens if p.cost_per_million_tokens is not None
+                                    else float("inf"), -(p.tokens_per_s or 0.0), p.total_bytes) + ties(p)
+    return lambda p: base(p) + (-p.micro_batch, RECOMPUTE_COST[p.recompute], p.total_bytes) + ties(p)
 
 
-def plans_for(m: ModelSpec, w: Workload, gpus: int, capacity_bytes: int, max_tp: int = 8,
-              limit: int = 20, rank: str = "memory", timing=None) -> list[Plan]:
-    """Layouts of exactly `gpus` GPUs that fit `capacity_bytes` within the safe band, best first by `rank`
-    (memory / time / cost). With a GPU in the workload every plan carries its step time and tokens/s; `timing`:
-    calculator.timing_inputs.TimingInputs (price, efficiencies, links)."""
-    if gpus < 1:
-        raise InputError("gpus", "the number of GPUs must be at least 1")
+def _check(w: Workload, rank: str, timing) -> None:
+    if w.mode == "rl":
+        raise InputError("mode", "the planner lays out training or inference; for RL plan the trainer (mode train) "
+                                 "and the rollout engine (mode infer with --engine) apart")
     if rank not in RANKS:
         raise InputError("rank", f"rank by one of {', '.join(RANKS)}, not {rank!r}")
     if rank != "memory" and not w.gpu:
         raise InputError("gpu", f"ranking by {rank} needs a GPU for the time estimate")
     if rank == "cost" and (timing is None or timing.price_per_gpu_hour is None):
         raise InputError("price_per_gpu_hour", "ranking by cost needs a price per GPU-hour")
+
+
+def _fits_engine(est, w: Workload) -> bool:
+    sv = est.serving
+    return sv.starts and sv.max_concurrent_seqs >= w.micro_batch
+
+
+def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: int,
+             include_unfit: bool = False) -> list[Plan]:
+    """Plans for `layouts` (all of one GPU count or not), estimated; those the engine refuses are left out, and
+    those that do not fit unless `include_unfit`."""
+    from calculator import planner_fast
     budget = SAFE_FRACTION * capacity_bytes
+    totals = planner_fast.totals(m, w, layouts)  # None where the fast model does not cover the workload
     out = []
-    for tp, pp, dp, zero, recompute in _layouts(m, gpus, max_tp, w.mode == "train"):
-        par = w.parallel.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "zero": zero, "cp": 1, "ep": 1,
-                                            "num_microbatches": max(pp, w.parallel.num_microbatches or 1),
-                                            "sequence_parallel": tp > 1})
-        layout = w.model_copy(update={"parallel": Parallelism(**par.model_dump()), "recompute": recompute})
+    for i, lay in enumerate(layouts):
+        if totals is not None:
+            total = int(totals[i])
+            if total < 0:  # the engine refuses this layout
+                continue
+            if total > budget and not include_unfit:
+                continue
+        layout_w = workload_of(w, lay)
         try:
-            est = estimate(m, layout, with_fits=False)
+            est = estimate(m, layout_w, with_fits=False)
         except InputError:
             continue
-        if est.total_bytes <= budget:
-            plan = Plan(gpus, tp, pp, dp, zero, recompute, est.total_bytes, est.peak_allocated_bytes,
-                        est.total_bytes / capacity_bytes)
-            out.append(_timed(m, layout, plan, timing) if w.gpu else plan)
-    out.sort(key=_rank_key(rank))
-    return out[:limit]
+        fits = _fits_engine(est, w) if est.serving is not None else est.total_bytes <= budget
+        if fits or include_unfit:
+            out.append(Plan(lay.world_size, lay.tp, lay.pp, lay.dp, lay.zero, lay.recompute, est.total_bytes,
+                            est.peak_allocated_bytes, est.total_bytes / capacity_bytes, cp=lay.cp, ep=lay.ep,
+                            etp=lay.etp, micro_batch=lay.micro_batch, pp_first_stage_layers=lay.pp_first,
+                            pp_last_stage_layers=lay.pp_last, fits=fits, mode=w.mode))
+    return out
+
+
+def _finish(m: ModelSpec, w: Workload, plans: list[Plan], limit: int | None, rank: str, timing,
+            timed_rows: int = 50) -> list[Plan]:
+    """Rank; with a GPU, the time of every plan (time / cost ranking) or of the first rows shown (memory)."""
+    if w.gpu:
+        if rank == "memory":
+            plans.sort(key=rank_key("memory"))
+            n = min(len(plans), limit if limit is not None else timed_rows)
+            plans[:n] = [_timed(m, workload_of(w, p.layout), p, timing) for p in plans[:n]]
+        else:
+            plans = [_timed(m, workload_of(w, p.layout), p, timing) for p in plans]
+    plans.sort(key=rank_key(rank))
+    return plans if limit is None else plans[:limit]
+
+
+def plans_for(m: ModelSpec, w: Workload, gpus: int, capacity_bytes: int, max_tp: int = 8, limit: int | None = None,
+              rank: str = "memory", timing=None, include_unfit: bool = False, max_micro_batch: int | None = None,
+              search: str = "all") -> list[Plan]:
+    """Layouts of exactly `gpus` GPUs that fit `capacity_bytes` within the safe band, best first by `rank`
+    (RANK_KEY; time / cost). With a GPU in the workload every plan carries its step time and tokens/s; `timing`:
+    calculator.timing_inputs.TimingInputs (price, efficiencies, links). `search="layout"` keeps the job's own
+    micro-batch and recompute and varies only the parallel layout."""
+    if gpus < 1:
+        raise InputError("gpus", "the number of GPUs must be at least 1")
+    _check(w, rank, timing)
+    layouts = list(layouts_of(m, w, gpus, max_tp, max_micro_batch, search))
+    return _finish(m, w, evaluate(m, w, layouts, capacity_bytes, include_unfit), limit, rank, timing)
 
 
 def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 4096, max_tp: int = 8,
-                limit: int = 10, rank: str = "memory", timing=None) -> list[Plan]:
-    """The layouts at the smallest power-of-two GPU count (1, 2, 4, …) where any layout fits."""
-    n = 1
-    while n <= max_gpus:
-        found = plans_for(m, w, n, capacity_bytes, max_tp, limit, rank, timing)
+                limit: int | None = None, rank: str = "memory", timing=None, max_micro_batch: int | None = None,
+                search: str = "all") -> list[Plan]:
+    """The layouts at the smallest GPU count where any layout fits (counts tried: 1, 2, 4, 8, then whole nodes of 8;
+    calculator.planner_grid.candidate_counts)."""
+    _check(w, rank, timing)
+    found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, max_micro_batch, search)
+    return _finish(m, w, found, limit, rank, timing) if found else []
+
+
+def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_tp: int,
+            max_micro_batch: int | None, search: str) -> list[Plan]:
+    """Probe 1, 2, 4, 8, … GPUs for the first power of two P where a layout fits, then try every candidate count
+    above P/2 (whole nodes) in order: the fewest is the first that fits. Counts below P/2 are not tried: a layout
+    that fits n GPUs leaves one that fits the next power of two (more ranks to shard over)."""
+    def at(n: int) -> list[Plan]:
+        return evaluate(m, w, list(layouts_of(m, w, n, max_tp, max_micro_batch, search)), capacity_bytes)
+    if w.mode != "train":  # a serving replica: TP × PP GPUs (DP replicas hold the same per GPU)
+        max_gpus = min(max_gpus, max_tp * MAX_PP)
+    probe, found = 1, []
+    while probe <= max_gpus:
+        found = at(probe)
         if found:
-            return found
-        n *= 2
-    return []
+            break
+        probe *= 2
+    if not found:
+        return []
+    for n in candidate_counts(probe - 1):
+        if n > probe // 2:
+            smaller = at(n)
+            if smaller:
+                return smaller
+    return found
+
+
+def gpus_needed(m: ModelSpec, w: Workload, gpu_id: str, capacity_bytes: int, max_gpus: int = 4096,
+                max_tp: int = 8) -> Plan | None:
+    """The fewest GPUs of one kind for which a real layout of this job fits (the job's micro-batch, recompute and
+    sequence; the parallel layout varied, mode-aware), and that layout; None when none of up to `max_gpus` does.
+    Cached: the fit cards ask for it on every GPU of the catalogue."""
+    return _gpus_needed(m, layout_free(w, gpu_id), capacity_bytes, max_gpus, max_tp)
+
+
+LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "sequence_parallel", "schedule", "virtual_stages",
+                 "pp_first_stage_layers", "pp_last_stage_layers")
+
+
+def layout_free(w: Workload, gpu_id: str) -> Workload:
+    """The job without its layout (the planner sets it), on `gpu_id`: one cache entry for every layout of a job."""
+    defaults = Workload().parallel
+    par = w.parallel.model_copy(update={f: getattr(defaults, f) for f in LAYOUT_FIELDS})
+    return w.model_copy(update={"gpu": gpu_id, "parallel": par})
+
+
+@lru_cache(maxsize=1024)
+def _gpus_needed(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_tp: int) -> Plan | None:
+    if w.mode == "rl":
+        return None
+    found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, None, "layout")
+    return min(found, key=rank_key("memory")) if found else None

@@ -82,8 +82,10 @@ class Fit(NamedTuple):
     headroom_bytes: int  # negative when it does not fit
     utilization: float
     verdict: Verdict
-    gpus_needed: int | None  # GPUs of this kind the whole job needs at the same per-GPU layout; None if not fit
+    gpus_needed: int | None  # fewest GPUs of this kind a real layout of the job fits on (planner); None: none
     note: str = ""
+    layout: str = ""  # the planner's layout at gpus_needed, e.g. "TP8 × PP2" ("" when none)
+    layout_parallel: dict | None = None  # its degrees (tp, pp, dp, cp, ep, etp, zero, pp_first/last_stage_layers)
 
 
 @dataclass(frozen=True)

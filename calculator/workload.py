@@ -87,6 +87,11 @@ class Parallelism(BaseModel):
     offload_params: bool = False
     schedule: Schedule = "1f1b"
     virtual_stages: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)  # interleaved 1F1B chunks per rank
+    # Uneven pipeline stages: decoder layers of the first / last stage (None: an even split); the other stages
+    # share the rest evenly. Megatron-LM --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
+    # (TransformerConfig.num_layers_in_first/last_pipeline_stage); torchtitan's first/last_stage_less_layers.
+    pp_first_stage_layers: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)
+    pp_last_stage_layers: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)
     # per step (gradient accumulation); default pp
     num_microbatches: int | None = Field(default=None, ge=1, le=B.MAX_MICROBATCHES, strict=True)
 

@@ -1,12 +1,17 @@
-"""The planner: parallel layouts that fit, at a given GPU count or the fewest."""
+"""The planner: parallel layouts that fit, at a given GPU count or the fewest, ranked by the documented key."""
 import json
 
-from calculator import Parallelism, Workload, estimate
+import pytest
+
+from calculator import Workload, estimate
 from calculator.cli import main
-from calculator.planner import fewest_gpus, plans_for
+from calculator.errors import InputError
+from calculator.planner import RANK_KEY, RECOMPUTE_COST, fewest_gpus, plans_for
+from calculator.planner_grid import uneven_split, workload_of
 from calculator.presets import get_gpu, load_model
 
 H100 = get_gpu("h100-sxm").memory_bytes
+H200 = get_gpu("h200").usable_bytes
 
 
 def test_every_plan_fits_the_safe_band_and_reproduces_with_estimate():
@@ -15,33 +20,103 @@ def test_every_plan_fits_the_safe_band_and_reproduces_with_estimate():
     plans = plans_for(m, w, 8, H100)
     assert plans
     for p in plans:
-        assert p.tp * p.pp * p.dp == 8 and p.utilization <= 0.8
-        again = estimate(m, Workload(seq_len=8192, recompute=p.recompute, parallel=Parallelism(
-            tp=p.tp, pp=p.pp, dp=p.dp, zero=p.zero, sequence_parallel=p.tp > 1, num_microbatches=p.pp)),
-            with_fits=False)
+        assert p.tp * p.pp * p.dp * p.cp == 8 and p.utilization <= 0.8 and p.fits
+        again = estimate(m, workload_of(w, p.layout), with_fits=False)
         assert again.total_bytes == p.total_bytes
 
 
-def test_plans_prefer_less_recompute():
+def test_the_search_varies_context_parallel_zero_recompute_and_micro_batch():
     m = load_model("llama-3.1-8b").spec
-    plans = plans_for(m, Workload(seq_len=8192), 8, H100)
-    order = [{"none": 0, "selective": 1, "full": 2}[p.recompute] for p in plans]
-    assert order == sorted(order)
+    plans = plans_for(m, Workload(seq_len=8192, micro_batch=4), 8, H100)
+    assert {p.cp for p in plans} >= {1, 2, 4, 8}
+    assert {p.zero for p in plans} == {0, 1, 2, 3}
+    assert {p.recompute for p in plans} == {"none", "selective", "full"}
+    assert {p.micro_batch for p in plans} == {1, 2, 4}
+
+
+def sort_key(p):
+    """RANK_KEY written out: fits, fewest GPUs, largest micro-batch, least recompute, lowest memory."""
+    return (not p.fits, p.gpus, -p.micro_batch, RECOMPUTE_COST[p.recompute], p.total_bytes)
+
+
+def test_llama_70b_on_64_gpus_lists_layouts_in_the_documented_order():
+    assert RANK_KEY.startswith("fits, then fewest GPUs, then largest micro-batch, then least recompute")
+    m = load_model("llama-3.1-70b").spec
+    plans = plans_for(m, Workload(seq_len=4096, micro_batch=2), 64, H100, include_unfit=True)
+    keys = [sort_key(p) for p in plans]
+    assert keys == sorted(keys)
+    fitting = [p for p in plans if p.fits]
+    assert fitting and not plans[-1].fits  # some do not fit: listed after every one that does
+    assert fitting[0].micro_batch == 2 and all(p.gpus == 64 for p in plans)
+    assert len(plans) > 20  # no cap on the rows
+
+
+def test_moe_plans_use_expert_parallelism():
+    for name, gpus in (("deepseek-v3", 256), ("qwen3-235b-a22b", 64)):
+        m = load_model(name).spec
+        plans = plans_for(m, Workload(seq_len=4096, recompute="full"), gpus, H200, search="layout")
+        assert any(p.ep > 1 for p in plans), name
+        for p in plans:
+            if p.ep > 1:
+                assert m.num_experts % p.ep == 0 and (p.dp * p.cp * p.tp) % (p.ep * (p.etp or p.tp)) == 0
+
+
+def test_deepseek_v3_61_layers_take_pp16_with_uneven_first_and_last_stages():
+    m = load_model("deepseek-v3").spec
+    assert uneven_split(61, 16) == (3, 2)  # 14 middle stages of 4 layers
+    w = Workload(seq_len=4096, recompute="full", parallel={"tp": 8, "pp": 16, "dp": 2, "ep": 16, "etp": 1,
+                                                          "zero": 1, "pp_first_stage_layers": 3,
+                                                          "pp_last_stage_layers": 2})
+    est = estimate(m, w, with_fits=False)
+    assert [s.layers for s in est.stages][:2] == [(0, 3), (3, 7)] and est.stages[-1].layers == (59, 61)
+    with pytest.raises(InputError, match="pp_first_stage_layers"):
+        estimate(m, w.model_copy(update={"parallel": w.parallel.model_copy(update={"pp_last_stage_layers": 3})}))
+    with pytest.raises(InputError, match="pp"):
+        estimate(m, Workload(parallel={"pp": 16}))
+
+
+def test_uneven_stages_equal_even_ones_where_they_coincide():
+    m = load_model("llama-3.1-8b").spec
+    even = estimate(m, Workload(parallel={"pp": 4}), with_fits=False)
+    same = estimate(m, Workload(parallel={"pp": 4, "pp_first_stage_layers": 8, "pp_last_stage_layers": 8}),
+                    with_fits=False)
+    assert [s.total_bytes for s in even.stages] == [s.total_bytes for s in same.stages]
 
 
 def test_fewest_gpus_for_70b_training_is_more_than_one_node_and_minimal():
     m = load_model("llama-3.1-70b").spec
     w = Workload(seq_len=4096)
-    plans = fewest_gpus(m, w, H100)
+    plans = fewest_gpus(m, w, H100, search="layout")
     n = plans[0].gpus
-    assert n > 8
-    assert plans_for(m, w, n // 2, H100) == []  # half as many GPUs: nothing fits
+    assert n > 8 and all(p.gpus == n for p in plans)
+    assert plans_for(m, w, n - 8, H100, search="layout") == []  # one node fewer: nothing fits
 
 
 def test_inference_of_8b_fits_one_gpu():
     m = load_model("llama-3.1-8b").spec
     plans = fewest_gpus(m, Workload(mode="infer", seq_len=8192), H100)
     assert plans[0].gpus == 1 and plans[0].tp == 1
+
+
+def test_serving_plans_use_no_zero_and_no_recompute():
+    m = load_model("llama-3.1-70b").spec
+    plans = plans_for(m, Workload(mode="infer", seq_len=8192), 8, H100)
+    assert plans and {(p.zero, p.recompute, p.cp) for p in plans} == {(0, "none", 1)}
+
+
+def test_serving_engine_plans_start_and_hold_the_batch():
+    m = load_model("llama-3.1-8b").spec
+    w = Workload(mode="infer", engine="vllm", seq_len=8192, micro_batch=16, gpu="h100-sxm")
+    plans = fewest_gpus(m, w, H100)
+    assert plans and plans[0].gpus == 1
+    est = estimate(m, workload_of(w, plans[0].layout), with_fits=False)
+    assert est.serving.starts and est.serving.max_concurrent_seqs >= 16
+
+
+def test_rl_is_refused_with_a_message():
+    m = load_model("llama-3.1-8b").spec
+    with pytest.raises(InputError, match="mode"):
+        plans_for(m, Workload(mode="rl"), 8, H100)
 
 
 def test_cli_plan_json(capsys):
@@ -51,6 +126,21 @@ def test_cli_plan_json(capsys):
     assert plans and all(p["utilization"] <= 0.8 for p in plans) and "label" in plans[0]
 
 
+def test_cli_plan_moe_and_limit(capsys):
+    assert main(["plan", "--model", "qwen3-235b-a22b", "--seq", "4096", "--gpu", "h200",
+                 "--gpus", "64", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("3 layouts, ranked by " + RANK_KEY) and out.count("64 GPUs:") == 3
+
+
 def test_cli_plan_needs_a_gpu(capsys):
     assert main(["plan", "--model", "llama-3.1-8b"]) == 2
     assert "gpu" in capsys.readouterr().err
+
+
+def test_cli_uneven_stage_flags(capsys):
+    assert main(["estimate", "--model", "deepseek-v3", "--pp", "16", "--pp-first-stage-layers", "3",
+                 "--pp-last-stage-layers", "2", "--tp", "8", "--ep", "8", "--etp", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stages"][0]["layers"] == [0, 3] and out["stages"][-1]["layers"] == [59, 61]
+    assert main(["estimate", "--model", "deepseek-v3", "--pp", "16", "--pp-first-stage-layers", "5"]) == 2

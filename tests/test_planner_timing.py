@@ -25,7 +25,8 @@ def test_time_ranking_is_fastest_first(by_time):
 
 
 def test_full_recompute_ranks_below_the_same_layout_without_it(by_time):
-    pos = {(p.tp, p.pp, p.dp, p.zero, p.recompute): i for i, p in enumerate(by_time)}
+    # without context parallelism (with CP some layouts are bound by the ZeRO-3 traffic, which hides recompute)
+    pos = {(p.tp, p.pp, p.dp, p.zero, p.recompute): i for i, p in enumerate(by_time) if p.cp == 1}
     pairs = [(k, k[:4] + ("none",)) for k in pos if k[4] == "full" and k[:4] + ("none",) in pos]
     assert pairs, "some layout fits both with and without full recompute"
     for full, none in pairs:

@@ -12,6 +12,7 @@ from functools import partial
 from calculator.engines import sglang, vllm
 from calculator.engines.common import Serving, engine_weight_bytes
 from calculator.errors import InputError
+from calculator.hardware import planned_fit
 from calculator.result import Fit, StageEstimate, Term
 
 ENGINES = {"vllm": vllm, "sglang": sglang}
@@ -84,7 +85,7 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
     return stages, min(results, key=lambda sv: sv.kv_pool_blocks)
 
 
-def fit_cards(m, w, shards, gpus) -> tuple[Fit, ...]:
+def fit_cards(m, w, shards, gpus, needed=None) -> tuple[Fit, ...]:
     """Per GPU: the engine started on that GPU. fits: it starts and holds the batch's sequences at once; tight: it
     starts but fewer sequences fit (the rest wait in the queue); does not fit: it refuses to start."""
     out = []
@@ -97,10 +98,12 @@ def fit_cards(m, w, shards, gpus) -> tuple[Fit, ...]:
             verdict, note = "tight", f"{sv.max_concurrent_seqs:.1f} of {w.micro_batch} sequences at once"
         else:
             verdict, note = "fits", f"{sv.max_concurrent_seqs:.1f} sequences of {sv.tokens_per_seq:,} tokens"
-        out.append(Fit(g.id, g.name, g.memory_bytes, used, g.memory_bytes - used, used / g.memory_bytes, verdict,
-                       w.parallel.world_size if sv.starts else None, note))
+        fit = Fit(g.id, g.name, g.memory_bytes, used, g.memory_bytes - used, used / g.memory_bytes, verdict,
+                  w.parallel.world_size if sv.starts else None, note)
+        out.append(planned_fit(fit, needed(g)) if needed is not None else fit)
     return tuple(out)
 
 
-def fits_callable(m, w, shards, gpus):
-    return partial(fit_cards, m, w, shards, gpus)
+def fits_callable(m, w, shards, gpus, needed=None):
+    """needed(gpu) -> Plan | None: the planner's fewest GPUs of that kind (calculator.planner.gpus_needed)."""
+    return partial(fit_cards, m, w, shards, gpus, needed)

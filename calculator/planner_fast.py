@@ -1,0 +1,3 @@
+"""placeholder"""
+def totals(m, w, layouts):
+    return None
