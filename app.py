@@ -194,6 +194,7 @@ def calculator() -> None:
         field("sp", problems, disabled=values["tp"] == 1)
         field("sched", problems, disabled=values["pp"] == 1)
         _pairs(("vpp", "mb"), problems, disabled={"vpp": values["sched"] != "interleaved", "mb": not train})
+        _pairs(("ppf", "ppl"), problems, disabled=values["pp"] == 1)
         field("zsh", problems, disabled=not train or values["zero"] == "0")
 
         st.header("Batch and sequence")

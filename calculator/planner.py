@@ -96,7 +96,8 @@ def rank_key(rank: str = "memory"):
         return lambda p: base(p) + (-(p.tokens_per_s or 0.0), RECOMPUTE_COST[p.recompute], p.total_bytes) + ties(p)
     if rank == "cost":
         return lambda p: base(p) + (p.cost_per_million_tokens if p.cost_per_million_tokens is not None
-                                    else float("inf"), -(p.tokens_per_s or 0.0), p.total_bytes) + ties(p)
+                                    else float("inf"), -(p.tokens_per_s or 0.0), RECOMPUTE_COST[p.recompute],
+                                    p.total_bytes) + ties(p)
     return lambda p: base(p) + (-p.micro_batch, RECOMPUTE_COST[p.recompute], p.total_bytes) + ties(p)
 
 

@@ -23,11 +23,14 @@ PLANNER_PARAMS: tuple[state.Param, ...] = (
     state.Param("pmaxtp", "int", 8, "Largest tensor parallel (TP)", "planner", lo=1, hi=64,
                 help="TP stays within a node: the largest TP degree to consider (a divisor of the attention "
                      "heads)"),
+    state.Param("ppage", "int", 1, "Page", "planner", lo=1, hi=100_000,
+                help="The layouts table shows 50 rows a page, best first"),
 )
 PLANNER_KEYS = tuple(p.key for p in PLANNER_PARAMS)
 CALC_VIEW = "_calc_view"  # session-state entry: the last calculator view seen (kept across pages)
 MAX_GPUS = 4096
-LIMIT = 20  # layouts shown
+LIMIT = None  # every layout is listed (paginated on the page)
+PAGE_ROWS = 50
 
 
 # ---- which view the page plans for -----------------------------------------------------------------------------
@@ -122,11 +125,17 @@ def calculator_url(root: str, values: Mapping[str, Any]) -> str:
 
 
 def layout_values(values: Mapping[str, Any], plan) -> dict[str, Any]:
-    """The calculator view of `plan`: the view's inputs with the layout planner.plans_for estimated
-    (tp, pp, dp, ZeRO, recompute, sequence parallel with TP; no CP or EP; at least PP micro-batches)."""
+    """The calculator view of `plan`: the view's inputs with the layout calculator.planner estimated (TP, PP with
+    its uneven first / last stages, DP, CP, EP with expert TP, ZeRO, recompute, micro-batch, sequence parallelism
+    with TP where the sequence splits, 1F1B, at least PP micro-batches)."""
     out = dict(values)
-    out.update(tp=plan.tp, pp=plan.pp, dp=plan.dp, zero=str(plan.zero), rc=plan.recompute, sp=plan.tp > 1,
-               cp=1, ep=1)
+    seq = int(values.get("seq", 0) or 0)
+    sp = values["mode"] == "train" and plan.tp > 1 and seq % plan.cp == 0 and (seq // plan.cp) % plan.tp == 0
+    out.update(tp=plan.tp, pp=plan.pp, dp=plan.dp, zero=str(plan.zero), rc=plan.recompute, sp=sp, cp=plan.cp,
+               ep=plan.ep, etp=plan.etp or 0, ppf=plan.pp_first_stage_layers or 0,
+               ppl=plan.pp_last_stage_layers or 0, sched="1f1b", vpp=1)
+    if values["mode"] == "train":
+        out["mbs"] = plan.micro_batch
     if int(values.get("mb", 0) or 0):
         out["mb"] = max(plan.pp, int(values["mb"]))
     return out
@@ -167,7 +176,7 @@ def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int =
         found = plans_for(model, workload, gpus, cap, max_tp=max_tp, limit=limit)
         why = "" if found else (
             f"No layout of {gpus} GPUs keeps the most loaded {gpu.name} within its 80% safe band (TP up to "
-            f"{max_tp}, any PP that divides the {model.num_hidden_layers} layers, ZeRO 0–3, recompute). Try more "
+            f"{max_tp}, any PP with even or uneven stages, CP, EP, ZeRO 0–3, recompute, micro-batch). Try more "
             "GPUs, 0 for the fewest that fit, a larger TP, or a smaller micro-batch or sequence.")
     else:
         found = fewest_gpus(model, workload, cap, max_gpus=MAX_GPUS, max_tp=max_tp, limit=limit)
@@ -200,15 +209,26 @@ def what_fits(values: Mapping[str, Any]) -> Fits:
 
 
 # ---- what the page shows ---------------------------------------------------------------------------------------
-TABLE_COLUMNS = ("GPUs", "TP", "PP", "DP", "ZeRO", "Recompute", "Per GPU", "Of capacity", "Open")
+TABLE_COLUMNS = ("Rank", "GPUs", "TP", "PP", "Stages", "DP", "CP", "EP", "ZeRO", "Recompute", "Micro-batch",
+                 "Per GPU", "Of capacity", "Open")
 
 
-def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str) -> list[dict]:
-    """One row per layout (best first) with its 'open in calculator' link."""
+def page_of(plans: tuple, page: int, rows: int = PAGE_ROWS) -> tuple[int, int, tuple]:
+    """(first rank shown, page actually shown, the plans of that page): a page past the last shows the last."""
+    pages = max(1, -(-len(plans) // rows))
+    page = min(max(1, page), pages)
+    start = (page - 1) * rows
+    return start + 1, page, plans[start:start + rows]
+
+
+def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str, first_rank: int = 1) -> list[dict]:
+    """One row per layout (best first) with its rank and 'open in calculator' link."""
     from calculator.units import format_bytes
-    return [{"GPUs": p.gpus, "TP": p.tp, "PP": p.pp, "DP": p.dp, "ZeRO": p.zero, "Recompute": p.recompute,
-             "Per GPU": format_bytes(p.total_bytes, unit), "Of capacity": p.utilization,
-             "Open": calculator_url(root, layout_values(values, p))} for p in plans]
+    return [{"Rank": first_rank + i, "GPUs": p.gpus, "TP": p.tp, "PP": p.pp,
+             "Stages": f"{p.pp_first_stage_layers} … {p.pp_last_stage_layers}" if p.pp_first_stage_layers else "even",
+             "DP": p.dp, "CP": p.cp, "EP": p.ep, "ZeRO": p.zero, "Recompute": p.recompute,
+             "Micro-batch": p.micro_batch, "Per GPU": format_bytes(p.total_bytes, unit), "Of capacity": p.utilization,
+             "Open": calculator_url(root, layout_values(values, p))} for i, p in enumerate(plans)]
 
 
 def describe(values: Mapping[str, Any]) -> str:

@@ -187,6 +187,13 @@ PARAMS: tuple[Param, ...] = (
        fields=("parallel.schedule",)),
     _p("vpp", "int", 1, "Virtual stages per rank", "parallel", lo=1, hi=1024, fields=("parallel.virtual_stages",),
        short="Virtual stages"),
+    _p("ppf", "int", 0, "First stage layers (0 = even)", "parallel", lo=0, hi=100_000,
+       fields=("parallel.pp_first_stage_layers",), short="First stage layers",
+       help="Uneven pipeline stages (Megatron's --decoder-first-pipeline-num-layers): decoder layers of the first "
+            "stage; the middle stages split the rest evenly"),
+    _p("ppl", "int", 0, "Last stage layers (0 = even)", "parallel", lo=0, hi=100_000,
+       fields=("parallel.pp_last_stage_layers",), short="Last stage layers",
+       help="Uneven pipeline stages (--decoder-last-pipeline-num-layers): decoder layers of the last stage"),
     _p("mb", "int", 0, "Micro-batches per step (0 = PP)", "parallel", lo=0, hi=1_000_000,
        fields=("parallel.num_microbatches",), short="Micro-batches"),
     _p("dp", "int", 1, "Data parallel (DP)", "parallel", lo=1, hi=1_000_000, fields=("parallel.dp",), short="DP"),
@@ -652,7 +659,8 @@ def build_workload(values: Mapping[str, Any]):
         etp=_none_if_zero(v["etp"]), sequence_parallel=bool(v["sp"]), zero=int(v["zero"]),
         zero_shard_size=_none_if_zero(v["zsh"]), distributed_optimizer=bool(v["dopt"]),
         offload_optimizer=bool(v["offo"]), offload_params=bool(v["offp"]),
-        schedule=v["sched"], virtual_stages=int(v["vpp"]), num_microbatches=_none_if_zero(v["mb"])),
+        schedule=v["sched"], virtual_stages=int(v["vpp"]), num_microbatches=_none_if_zero(v["mb"]),
+        pp_first_stage_layers=_none_if_zero(v["ppf"]), pp_last_stage_layers=_none_if_zero(v["ppl"])),
         "parallel.", "tp")
     overheads = attempt(lambda: Overheads(
         cuda_context_bytes=None if v["ctx"] is None else int(v["ctx"]) * MB,

@@ -1,9 +1,9 @@
-"""Planner: the parallel layouts (TP, PP, DP, ZeRO, recompute) of the calculator's job that fit its GPU, for a
-number of GPUs or the fewest, each one click away from the calculator; and what fits on the GPU as it is laid
+"""Planner: the parallel layouts (TP, PP, DP, CP, EP, ZeRO, recompute, micro-batch) of the calculator's job that
+fit its GPU, for a number of GPUs or the fewest, each one click away from the calculator; and what fits on the GPU as it is laid
 out now (the largest micro-batch, the longest sequence).
 
 The job is the calculator's view: the calculator's own URL keys (a planner link carries them), else the inputs
-the calculator page held when you switched here. The planner's own inputs are `pgpus` and `pmaxtp`.
+the calculator page held when you switched here. The planner's own inputs are `pgpus`, `pmaxtp` and `ppage`.
 Every number comes from calculator.planner and calculator.solvers (through dashboard.planner).
 """
 from __future__ import annotations
@@ -38,9 +38,11 @@ def _number(p: state.Param, container) -> int:
 
 
 st.title("Parallel layout planner")
-st.caption("Which ways of splitting this job over GPUs keep the most loaded GPU within the 80% safe band "
-           "(Fujii et al. 2024), best first: fewest GPUs, then least recomputation, then lowest memory. Memory "
-           "only: the planner says nothing about speed.")
+from calculator.planner import RANK_KEY  # noqa: E402
+
+st.caption("Which ways of splitting this job over GPUs (TP, PP with even or uneven stages, DP, CP, EP, ZeRO, "
+           "recompute, micro-batch) keep the most loaded GPU within the 80% safe band (Fujii et al. 2024). "
+           f"Ranked by {RANK_KEY}.")
 
 # The planner's own keys are checked before their widgets read the URL: a value the bound number_input cannot read
 # (pgpus=inf, 1e400) is removed first, and every value a widget would drop silently is named (kept for the session).
@@ -75,6 +77,7 @@ if values["hf"]:
 row = st.container(horizontal=True, gap="medium")
 gpus = int(_number(planner.PLANNER_PARAMS[0], row))
 max_tp = int(_number(planner.PLANNER_PARAMS[1], row))
+page = int(_number(planner.PLANNER_PARAMS[2], row))
 
 key = planner.query_key(values)
 try:
@@ -98,13 +101,18 @@ else:
     st.caption(f"{len(result.plans)} layouts of {n} × {result.gpu_name} "
                f"({format_bytes(result.capacity_bytes, unit)} each)"
                + (": the fewest GPUs where any layout fits." if not gpus else "."))
-    rows = planner.plan_rows(result.plans, values, unit, root)
+    first, shown_page, page_plans = planner.page_of(result.plans, page)
+    if len(result.plans) > planner.PAGE_ROWS:
+        st.caption(f"Rows {first:,}–{first + len(page_plans) - 1:,} of {len(result.plans):,} (page {shown_page}); "
+                   "click a column header to sort the page.")
+    rows = planner.plan_rows(page_plans, values, unit, root, first)
     st.dataframe(rows, hide_index=True, width="stretch", key="plans", column_config={
         "Of capacity": st.column_config.ProgressColumn("Of capacity", format="percent", min_value=0.0,
                                                        max_value=1.0),
         "Open": st.column_config.LinkColumn("Open", display_text="open in calculator",
                                             help="Open the calculator with this layout")})
-    st.link_button(f"Open the best layout in the calculator: {result.plans[0].label}", rows[0]["Open"],
+    best = planner.calculator_url(root, planner.layout_values(values, result.plans[0]))
+    st.link_button(f"Open the best layout in the calculator: {result.plans[0].label}", best,
                    icon=":material/open_in_new:", type="primary")
 
 # ---- what fits -----------------------------------------------------------------------------------------------

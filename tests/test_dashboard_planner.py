@@ -50,6 +50,7 @@ def metric_values(at: AppTest) -> dict[str, str]:
 
 
 def expected_rows(plans, unit="GB"):
+    plans = plans[:planner.PAGE_ROWS]  # the first page
     return [(p.gpus, p.tp, p.pp, p.dp, p.zero, p.recompute, format_bytes(p.total_bytes, unit),
              pytest.approx(p.utilization)) for p in plans]
 
@@ -85,20 +86,41 @@ def test_each_layout_link_opens_the_calculator_on_that_layout():
     rows = table(at)
     w = Workload(seq_len=8192, micro_batch=2, gpu="h100-sxm")
     plans = plans_for(QWEN, w, 8, H100)
-    assert len(rows) == len(plans)
-    for row, p in zip(rows, plans):
+    assert len(plans) > planner.PAGE_ROWS and len(rows) == planner.PAGE_ROWS  # the first page of 50
+    assert [r["Rank"] for r in rows] == list(range(1, planner.PAGE_ROWS + 1))
+    for row, p in list(zip(rows, plans))[::7]:
         url = urlsplit(row["Open"])
         assert url.path == "/"  # the calculator is the app's root page
         query = dict(parse_qsl(url.query, keep_blank_values=True))
-        assert query["model"] == "qwen2.5-7b" and query["seq"] == "8192" and query["mbs"] == "2"
+        assert query["model"] == "qwen2.5-7b" and query["seq"] == "8192"
+        assert int(query.get("mbs", 1)) == p.micro_batch and int(query.get("cp", 1)) == p.cp
         assert int(query.get("tp", 1)) == p.tp and int(query.get("pp", 1)) == p.pp
         assert int(query.get("dp", 1)) == p.dp and query.get("zero", "0") == str(p.zero)
-        assert query.get("rc", "none") == p.recompute and query.get("sp", "false") == ("true" if p.tp > 1 else "false")
+        assert query.get("rc", "none") == p.recompute
+        assert query.get("sp", "false") == ("true" if p.tp > 1 and (8192 // p.cp) % p.tp == 0 else "false")
         # the calculator, given that link, shows the planner's number
         link = state.check_query_params(query)
         assert not link.ignored
         assert state.compute({**state.DEFAULTS, **link.values}).estimate.total_bytes == p.total_bytes
     assert at.get("link_button")[0].proto.url == rows[0]["Open"]
+
+
+def test_the_table_is_paginated_and_page_two_continues_the_ranking():
+    at = open_planner({"model": "qwen2.5-7b", "seq": "8192", "mbs": "2", "pgpus": "8", "ppage": "2"})
+    rows = table(at)
+    plans = plans_for(QWEN, Workload(seq_len=8192, micro_batch=2, gpu="h100-sxm"), 8, H100)
+    assert rows[0]["Rank"] == planner.PAGE_ROWS + 1
+    assert row_tuples(rows) == expected_rows(plans[planner.PAGE_ROWS:])
+    assert any("Ranked by fits, then fewest GPUs, then largest micro-batch" in c.value for c in at.caption)
+
+
+def test_an_uneven_pipeline_layout_opens_in_the_calculator():
+    from calculator.planner import Plan
+    plan = Plan(8, 4, 2, 1, 0, "none", 0, 0, 0.0, pp_first_stage_layers=15, pp_last_stage_layers=13)
+    values = planner.layout_values({**state.DEFAULTS, "model": "qwen2.5-7b"}, plan)  # 28 layers
+    link = state.check_query_params(dict(parse_qsl(urlsplit(planner.calculator_url("http://x/", values)).query)))
+    est = state.compute({**state.DEFAULTS, **link.values}).estimate
+    assert [s.layers for s in est.stages] == [(0, 15), (15, 28)]
 
 
 def test_calculator_link_opens_the_calculator_with_the_layout():

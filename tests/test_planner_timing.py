@@ -39,7 +39,9 @@ def test_memory_ranking_is_unchanged_and_carries_the_time():
     plans = plans_for(m, Workload(seq_len=8192, gpu="h100-sxm"), 8, H100)
     order = [{"none": 0, "selective": 1, "full": 2}[p.recompute] for p in plans]
     assert order == sorted(order)
-    assert all(p.step_time_s and p.tokens_per_s for p in plans)
+    assert all(p.step_time_s and p.tokens_per_s for p in plans[:50])  # the rows shown carry their time
+    shown = plans_for(m, Workload(seq_len=8192, gpu="h100-sxm"), 8, H100, limit=5)
+    assert len(shown) == 5 and all(p.step_time_s for p in shown)
 
 
 def test_cost_ranking_needs_a_price_and_matches_time_at_one_gpu_count():
