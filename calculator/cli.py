@@ -114,7 +114,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
         p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
         p.add_argument("--quant-group-size", type=int)
-        p.add_argument("--quant-method", choices=["awq", "gptq"], help="int4/int8 checkpoint layout")
+        p.add_argument("--quant-method", choices=["awq", "gptq", "llm-int8"],
+                       help="int4/int8 checkpoint layout (llm-int8: bitsandbytes load_in_8bit)")
         for flag in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "microbatches", "zero-shard-size"):
             p.add_argument(f"--{flag}", type=int)
         p.add_argument("--pp-first-stage-layers", type=int,

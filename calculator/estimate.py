@@ -471,6 +471,10 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     quantizable = shard.layer_linear  # attention, MLP and expert weights; embeddings, head, norms stay
     rest = shard.total - quantizable
     qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size, w.quant_method)
+    llm_int8 = w.quant_method == "llm-int8" and wdt == "int8"
+    if llm_int8:  # bitsandbytes: an fp32 scale per output row instead of per group
+        out_rows = params.layer_linear_out_rows(m) * len(layers) // (m.num_hidden_layers * p.tp)
+        qbytes = inf.llm_int8_weight_bytes(quantizable, out_rows)
     rbytes = nbytes(rest, w.precision.params)
     gptq = w.quant_method == "gptq" and wdt in ("int4", "int8")
     if gptq:
@@ -480,7 +484,7 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     t.add("weights", "weights", f"Weights ({wdt} layers, {w.precision.params} embeddings/norms)", qbytes + rbytes,
           "N_linear × b_w (+ scales per group) + N_other × b_param",
           f"{quantizable:,} × {_b(wdt)} (+ scales) + {rest:,} × {_b(w.precision.params)}",
-          "quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math")
+          "llm-int8" if llm_int8 else ("quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math"))
     kvh = kv_heads_per_rank(m, p.tp)
     total_tokens = w.seq_len + w.gen_tokens
     kv = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens, kvh, w.kv_dtype)
@@ -505,6 +509,8 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     d = act.dims(m, w)
     rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
     mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, p.expert_tp)
+    if llm_int8 and m.gated_mlp and not m.is_moe:
+        mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
     attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
                                        w.attention == "eager")
     # The prefill peak is at the last layer of the stage, with the whole prompt cached in every layer (sliding

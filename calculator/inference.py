@@ -35,6 +35,24 @@ def gptq_extras(in_rows: int, largest_linear: int, dtype: str) -> tuple[int, int
     return 4 * in_rows, (2 * largest_linear if dtype == "int4" else 0)
 
 
+def llm_int8_weight_bytes(n_params: int, out_rows: int) -> int:
+    """bitsandbytes LLM.int8 weights (Dettmers et al. 2022; bitsandbytes nn/modules.py Int8Params): one int8 per
+    weight (CB) and one fp32 absmax per output row (SCB, `int8_vectorwise_quant` row-wise): N + 4 × Σ out. H200,
+    Llama-3.1-8B: the loaded model to 1 KiB."""
+    return n_params + 4 * out_rows
+
+
+def llm_int8_mlp_extra(T: int, e: int, h: int, f: int, fp16_model: bool) -> int:
+    """What LLM.int8's matmul adds to the prefill MLP peak of a gated MLP (no grad; bitsandbytes 0.50
+    autograd/_functions.py MatMul8bitLt, backends/cuda/ops.py). A plain model peaks at the product (activated
+    gate, up, product: 3·e·T·f, `prefill_mlp_phase`); LLM.int8 peaks inside the up projection: the activated gate
+    (e·T·f), the input quantized to int8 with an fp32 scale per row (T·h + 4·T), the int32 product (4·T·f), its
+    fp16 dequantization (`int8_mm_dequant` writes fp16 only: 2·T·f) and, unless the model is fp16, its cast to the
+    model dtype (e·T·f). Measured H200, Llama-3.1-8B b = 4, s = 4096 (bf16): 4·T·f + T·h + 4·T, to 0.03%."""
+    int8_peak = e * T * f + T * h + 4 * T + 4 * T * f + 2 * T * f + (0 if fp16_model else e * T * f)
+    return max(0, int8_peak - 3 * e * T * f)
+
+
 def kv_bytes_per_token_per_layer(m: ModelSpec, kv_heads: int, dtype: str) -> int:
     """K and V of one token in one layer: 2·kv_heads·head_dim elements (GQA/MQA; Pope et al. 2022);
     MLA caches the latent instead: kv_lora_rank + qk_rope_head_dim elements (DeepSeek-V2 §2.1.2)."""

@@ -233,3 +233,10 @@ def layer_linear_in_rows(m: ModelSpec) -> int:
     """Σ in_features over the 2-D weights of all decoder layers (GPTQ keeps an int32 g_idx per input row)."""
     return sum(shape[1] for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
                for shape in group if len(shape) == 2)
+
+
+@lru_cache(maxsize=256)
+def layer_linear_out_rows(m: ModelSpec) -> int:
+    """Σ out_features over the 2-D weights of all decoder layers (LLM.int8 keeps an fp32 scale per output row)."""
+    return sum(shape[0] for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
+               for shape in group if len(shape) == 2)

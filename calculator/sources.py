@@ -94,6 +94,11 @@ SOURCES: dict[str, Source] = {
         "Hugging Face transformers ForCausalLMLoss (loss/loss_utils.py)",
         "https://github.com/huggingface/transformers/blob/main/src/transformers/loss/loss_utils.py",
         "logits are upcast to fp32 and cross_entropy saves the fp32 log_softmax (4·b·s·V bytes)"),
+    "llm-int8": Source(
+        "Dettmers et al., LLM.int8(): 8-bit Matrix Multiplication for Transformers at Scale (2022); bitsandbytes",
+        "https://github.com/bitsandbytes-foundation/bitsandbytes/blob/main/bitsandbytes/autograd/_functions.py",
+        "Int8Params: int8 weights (CB) + an fp32 absmax per output row (SCB); MatMul8bitLt quantizes the input "
+        "row-wise to int8, multiplies into int32 and dequantizes to fp16 (backends/cuda/ops.py)"),
     "sdpa-mask": Source(
         "transformers masking_utils.sdpa_mask + integrations/sdpa_attention.py; PyTorch SDPA kernel selection",
         "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/transformers/attention.cpp",

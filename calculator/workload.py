@@ -204,7 +204,9 @@ class Workload(BaseModel):
     weight_dtype: Dtype | None = None  # inference weights (None: precision.params); int4/nf4 add group scales
     # elements per scale for 4/8-bit integer weights
     quant_group_size: int = Field(default=128, gt=0, le=B.MAX_GROUP_SIZE, strict=True)
-    quant_method: Literal["awq", "gptq"] = "awq"  # int4/int8 checkpoint layout (GPTQ adds g_idx and a kernel buffer)
+    # int4/int8 checkpoint layout: GPTQ adds g_idx and a kernel buffer; llm-int8 is bitsandbytes' load_in_8bit
+    # (an fp32 scale per output row, the int8 matmul's int32/fp16 buffers)
+    quant_method: Literal["awq", "gptq", "llm-int8"] = "awq"
     parallel: Parallelism = Parallelism()
     overheads: Overheads = Overheads()
     # catalogue id for the fit verdict / CUDA context, e.g. "h100-sxm"
@@ -246,6 +248,8 @@ class Workload(BaseModel):
             raise ValueError("parallel.virtual_stages must be at least 2 for the interleaved schedule")
         if self.engine != "hf" and self.mode == "train":
             raise ValueError(f"engine {self.engine!r} serves inference: use mode 'infer' (or 'rl' for a rollout)")
+        if self.mode == "infer" and self.quant_method == "llm-int8" and self.weight_dtype != "int8":
+            raise ValueError("quant_method 'llm-int8' is bitsandbytes' 8-bit layout: set weight_dtype to 'int8'")
         if self.parallel.offload_params and self.parallel.zero < 3:
             raise ValueError("parallel.offload_params needs ZeRO stage 3 / FSDP full shard (zero = 3)")
         return self

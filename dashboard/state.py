@@ -211,8 +211,10 @@ PARAMS: tuple[Param, ...] = (
        fields=("weight_dtype",), help="auto = the params dtype; int4/nf4/fp4 add group scales", short="Weight dtype"),
     _p("qgs", "int", 128, "Quantization group size", "batch", lo=1, hi=1_000_000, fields=("quant_group_size",),
        short="Group size"),
-    _p("qm", "choice", "awq", "Quantized checkpoint layout", "batch", options=("awq", "gptq"),
-       fields=("quant_method",), short="Layout", help="int4/int8 weights: GPTQ adds g_idx and a kernel buffer"),
+    _p("qm", "choice", "awq", "Quantized checkpoint layout", "batch", options=("awq", "gptq", "llm-int8"),
+       fields=("quant_method",), short="Layout",
+       help="int4/int8 weights: GPTQ adds g_idx and a kernel buffer; llm-int8 = bitsandbytes load_in_8bit (int8 "
+            "weights with a scale per row, the int8 matmul's buffers)"),
     _p("ewdt", "choice", AUTO, "Routed experts' weight dtype", "batch", options=(AUTO,) + DTYPES,
        fields=("expert_weight_dtype",), short="Expert dtype",
        help="auto = the inference weight dtype; fp4 = an MXFP4 expert checkpoint (GPT-OSS)"),

@@ -29,7 +29,6 @@ TRAINING = ("train", "trainer", "lora", "qlora")
 PEAK_GAPS: list[tuple[str, object]] = [
     ("Liger on Gemma-3 (GeGLU, its norms' (1 + w) scale): the engine keeps 7.4% less than measured",
      lambda c: c.get("impl") == "liger" and c["config"].startswith("gemma-3")),
-    ("bitsandbytes LLM.int8 weights are not modelled yet (--quant-method llm-int8)", lambda c: c.get("quant") == "int8"),
     ("autocast keeps a bf16 copy of every weight and an fp32 residual stream from the forward to the backward "
      "(+5.2 GB on Llama-3.2-1B): not modelled yet", lambda c: c.get("recipe") == "amp-fp32" and
      c.get("recompute") != "full" and c.get("wrap") != "fsdp2"),

@@ -86,3 +86,24 @@ def test_gptq_int8_counts_scale_and_zero_point_per_group():
     n = 1_280_000
     assert inf.quantized_weight_bytes(n, "int8", 128, "gptq") == n + 10_000 * 3
     assert inf.quantized_weight_bytes(n, "int8", 128, "awq") == n + 10_000 * 2
+
+
+def test_llm_int8_weights_keep_a_scale_per_output_row_and_the_matmul_its_int32_and_fp16_outputs():
+    m = load_model("llama-3.1-8b").spec
+    w = Workload(mode="infer", micro_batch=4, seq_len=4096, gen_tokens=8, weight_dtype="int8",
+                 quant_method="llm-int8", gpu="h200")
+    e = estimate(m, w, with_fits=False)
+    rows = 32 * (4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096)
+    # H200 after loading with load_in_8bit: 9,086,706,688 B allocated
+    assert e.components["weights"] == 6_979_321_856 + 4 * rows + 2 * 1_050_939_392 == 9_086_705_664
+    T, h, f = 16384, 4096, 14336
+    assert inf.llm_int8_mlp_extra(T, 2, h, f, fp16_model=False) == 4 * T * f + T * h + 4 * T
+    assert inf.llm_int8_mlp_extra(T, 2, h, f, fp16_model=True) == 2 * T * f + T * h + 4 * T
+    plain = estimate(m, w.model_copy(update={"quant_method": "awq"}), with_fits=False)
+    assert e.components["activations"] - plain.components["activations"] == 4 * T * f + T * h + 4 * T
+    assert abs(e.peak_allocated_bytes - 14_233_080_320) / 14_233_080_320 < 0.001  # the H200 run
+
+
+def test_llm_int8_needs_int8_weights():
+    with pytest.raises(ValueError, match="weight_dtype"):
+        Workload(mode="infer", weight_dtype="int4", quant_method="llm-int8")
