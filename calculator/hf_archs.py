@@ -221,12 +221,46 @@ def _map_plain_mlp(cfg: dict) -> dict:
     return f
 
 
+def _map_qk_norm_llama(cfg: dict) -> dict:
+    """Hunyuan-V1 dense (models/hunyuan_v1_dense: query_layernorm / key_layernorm of head_dim) and EXAONE-4
+    (models/exaone4: q_norm / k_norm of head_dim, post-attention and post-feedforward norms in place of the
+    pre-norms, sliding layers per layer_types): Llama's tensors plus per-head q/k RMSNorms, as Qwen3."""
+    f = _map_llama_shaped(cfg)
+    f["qk_norm"] = True
+    return f
+
+
+def _map_glm(cfg: dict) -> dict:
+    """GLM / GLM-4 (models/glm/modeling_glm.py, models/glm4/modeling_glm4.py): q/k/v biased per attention_bias,
+    o_proj without bias, one fused gate_up_proj (2f × h); GLM-4 adds post_self_attn_layernorm and
+    post_mlp_layernorm (four RMSNorms per layer)."""
+    model_type = get_str(cfg, "model_type")
+    f = common_fields(cfg)
+    f.update(qkv_bias=get_bool(cfg, "attention_bias", True), o_bias=False, fused_gate_up=True,
+             hidden_act=get_str(cfg, "hidden_act", default="silu"), norms_per_layer=4 if model_type == "glm4" else 2,
+             _warnings=_untraced(model_type, "Llama"))
+    return f
+
+
+def _map_vaultgemma(cfg: dict) -> dict:
+    """VaultGemma (models/vaultgemma/modeling_vaultgemma.py): Gemma-2's attention and GeGLU MLP with two norms per
+    layer (input_layernorm, pre_feedforward_layernorm; no post-norms), sliding layers per layer_types."""
+    from calculator.hf_config import _map_gemma
+    f = _map_gemma(cfg)
+    f["_warnings"] = _untraced("vaultgemma", "Gemma")
+    sliding_fields(cfg, f)
+    return f
+
+
 ARCH_MAPPERS = {
     "gpt_bigcode": _map_gpt_bigcode, "falcon": _map_falcon, "starcoder2": _map_starcoder2, "phi": _map_phi,
     "stablelm": _map_stablelm, "cohere": _map_cohere, "cohere2": _map_cohere2, "olmoe": _map_olmoe,
     "granitemoe": _map_granitemoe, "granitemoeshared": _map_granitemoe, "olmo3": _map_olmo3,
     "helium": _map_helium, "ministral": _map_ministral, "seed_oss": _map_seed_oss,
     "ernie4_5": _map_ernie4_5, "arcee": _map_plain_mlp, "nemotron": _map_plain_mlp,
+    "internlm3": _map_llama_shaped, "iquestcoder": _map_llama_shaped, "cwm": _map_llama_shaped,
+    "ministral3": _map_ministral, "smollm3": _map_llama_shaped, "hunyuan_v1_dense": _map_qk_norm_llama,
+    "exaone4": _map_qk_norm_llama, "glm": _map_glm, "glm4": _map_glm, "vaultgemma": _map_vaultgemma,
 }
 
 __all__ = ["ARCH_MAPPERS", "ConfigError", "layer_types"]

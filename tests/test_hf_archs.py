@@ -36,7 +36,10 @@ SIZES: dict[str, dict] = {
                         first_k_dense_replace=1, **MOE),
 }
 SIZES["deepseek_v3"] = SIZES["deepseek_v2"]
-SIZES.update(helium=dict(BASE, head_dim=16), ministral=dict(BASE, head_dim=16), phi3=dict(BASE, pad_token_id=None))
+SIZES.update(helium=dict(BASE, head_dim=16), ministral=dict(BASE, head_dim=16), phi3=dict(BASE, pad_token_id=None),
+             smollm3=dict(BASE, pad_token_id=None), glm=dict(BASE, head_dim=16, pad_token_id=None),
+             glm4=dict(BASE, head_dim=16, pad_token_id=None), vaultgemma=dict(BASE, head_dim=16),
+             exaone4=dict(BASE, head_dim=16), hunyuan_v1_dense=dict(BASE, head_dim=16))
 MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 
 VARIANTS = [
@@ -48,7 +51,9 @@ VARIANTS = [
     ("cohere", {"use_qk_norm": True, "attention_bias": True}), ("starcoder2", {"use_bias": False}),
     ("seed_oss", {"attention_bias": True, "attention_out_bias": True}), ("ernie4_5", {"use_bias": True}),
     ("llama", {"attention_bias": True, "mlp_bias": True}), ("helium", {"attention_bias": True}), ("qwen3_moe", {"decoder_sparse_step": 2}),
-    ("qwen2_moe", {"mlp_only_layers": [0]}),
+    ("qwen2_moe", {"mlp_only_layers": [0]}), ("glm", {"attention_bias": False}), ("glm4", {"attention_bias": False}),
+    ("internlm3", {"attention_bias": True, "mlp_bias": True}), ("cwm", {"mlp_bias": True}),
+    ("hunyuan_v1_dense", {"attention_bias": True}),
 ]
 
 
