@@ -143,15 +143,21 @@ class ServingConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # vLLM gpu_memory_utilization (0.9) / SGLang mem_fraction_static (its rule by GPU memory and TP)
-    memory_fraction: float | None = Field(default=None, gt=0, le=1)
-    max_model_len: int | None = Field(default=None, gt=0)  # None: the model's max_position_embeddings
-    max_num_batched_tokens: int | None = Field(default=None, gt=0)  # SGLang: chunked_prefill_size
-    max_num_seqs: int | None = Field(default=None, gt=0)  # SGLang: max_running_requests / CUDA-graph max bs
-    block_size: int | None = Field(default=None, gt=0)  # vLLM 16 tokens per block; SGLang page_size 1
+    memory_fraction: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    # None: the model's max_position_embeddings
+    max_model_len: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
+    # SGLang: chunked_prefill_size
+    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
+    # SGLang: max_running_requests / CUDA-graph max bs
+    max_num_seqs: int | None = Field(default=None, gt=0, le=B.MAX_BATCH, strict=True)
+    # vLLM 16 tokens per block; SGLang page_size 1
+    block_size: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
     prefix_caching: bool = True
     cuda_graphs: bool = True
-    attention_dp: int = Field(default=1, ge=1)  # SGLang --enable-dp-attention --dp-size: attention TP = tp / this
-    version: str | None = None  # engine release whose rules apply (None: the newest modelled)
+    # SGLang --enable-dp-attention --dp-size: attention TP = tp / this
+    attention_dp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    # engine release whose rules apply (None: the newest modelled)
+    version: str | None = Field(default=None, max_length=40)
 
 
 class RLConfig(BaseModel):
@@ -161,15 +167,18 @@ class RLConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    rollout_batch_size: int = Field(default=32, gt=0)  # prompts per rollout step
-    samples_per_prompt: int = Field(default=8, gt=0)  # responses sampled per prompt (GRPO group size)
-    prompt_len: int = Field(default=1024, ge=0)
-    response_len: int = Field(default=8192, gt=0)
+    rollout_batch_size: int = Field(default=32, gt=0, le=B.MAX_BATCH, strict=True)  # prompts per rollout step
+    # responses sampled per prompt (GRPO group size)
+    samples_per_prompt: int = Field(default=8, gt=0, le=B.MAX_BATCH, strict=True)
+    prompt_len: int = Field(default=1024, ge=0, le=B.MAX_TOKENS, strict=True)
+    response_len: int = Field(default=8192, gt=0, le=B.MAX_TOKENS, strict=True)
     rollout_engine: Literal["sglang", "vllm"] = "sglang"
-    rollout_tp: int = Field(default=1, ge=1)  # GPUs per rollout engine
+    rollout_tp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)  # GPUs per rollout engine
     colocate: bool = True  # rollout engines on the trainer's GPUs (slime --colocate, verl hybrid engine)
-    rollout_gpus: int | None = Field(default=None, ge=1)  # apart: GPUs of the rollout engines (None: as many)
-    memory_fraction: float | None = Field(default=None, gt=0, le=1)  # the engine's fraction (None: its default)
+    # apart: GPUs of the rollout engines (None: as many)
+    rollout_gpus: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)
+    # the engine's fraction (None: its default)
+    memory_fraction: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
     offload_train: bool = True  # trainer weights, grads, optimizer leave the GPU during rollout
     engine_sleep: bool = True  # the engine frees its weights and KV pool during training
     reference_model: bool = False  # a frozen reference policy for the KL term

@@ -1,0 +1,76 @@
+"""What the CLI refuses (exit 2, one line naming the flag): issue 12's "Right or refused" reproducers, and the
+bounds on the flags other commands added (serving engine, RL, time estimate)."""
+import pytest
+
+from calculator.cli import main
+
+MODEL = ["--model", "llama-3.2-1b"]
+
+
+def refused(args, capsys) -> str:
+    code = main(args)
+    out = capsys.readouterr()
+    assert code == 2, out.out
+    assert out.out == "" and out.err.startswith("error: ") and out.err.count("\n") == 1, out.err
+    return out.err[len("error: "):].strip()
+
+
+def test_solve_seq_len_with_an_invalid_layout_is_an_error_not_zero(capsys):
+    """tp = 3 does not divide Llama-3.2-1B's 32 heads: before, "largest seq_len … 0" with exit 0."""
+    msg = refused(["solve", *MODEL, "--gpu", "h100-sxm", "--for", "seq_len", "--tp", "3"], capsys)
+    assert "tp" in msg
+
+
+def test_solve_micro_batch_with_an_invalid_layout_is_an_error(capsys):
+    assert "tp" in refused(["solve", *MODEL, "--gpu", "h100-sxm", "--tp", "3"], capsys)
+
+
+def test_solve_refuses_the_flag_it_solves_for(capsys):
+    assert refused(["solve", *MODEL, "--gpu", "h100-sxm", "--for", "seq_len", "--seq", "4096"], capsys).startswith(
+        "seq: solve --for seq_len finds seq_len itself")
+
+
+@pytest.mark.parametrize("extra", [MODEL, ["--tp", "2"], ["--pp", "2"]])
+def test_generic_params_with_a_model_or_layout_is_an_error(extra, capsys):
+    msg = refused(["estimate", "--generic-params", "7000000000", *extra], capsys)
+    assert msg.startswith("generic-params: a generic network is given as totals") and extra[0] in msg
+
+
+@pytest.mark.parametrize("extra,named", [(["--tp", "2"], "--tp"), (["--cp", "2"], "--cp"), (["--vpp", "2"], "--vpp"),
+                                          (["--recompute", "full"], "--recompute")])
+def test_plan_refuses_the_flags_it_chooses_itself(extra, named, capsys):
+    msg = refused(["plan", *MODEL, "--gpu", "h100-sxm", *extra], capsys)
+    assert msg.startswith(named.lstrip("-") + ": plan chooses") and named in msg
+
+
+@pytest.mark.parametrize("gpus", ["0", "-1", "65537"])
+def test_plan_gpus_must_be_a_real_count(gpus, capsys):
+    assert refused(["plan", *MODEL, "--gpu", "h100-sxm", "--gpus", gpus], capsys).startswith(
+        "gpus: must be from 1 to 65,536")
+
+
+@pytest.mark.parametrize("name", ["x" * 300, "org/" + "x" * 300, "a" * 5000])
+def test_a_model_name_longer_than_any_file_name_is_a_clean_error(name, capsys):
+    """Before: an OSError traceback (ENAMETOOLONG) for a name over 255 characters."""
+    assert refused(["estimate", "--model", name], capsys).startswith("model")
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--fragmentation", "nan"], "fragmentation"), (["--fragmentation", "inf"], "fragmentation"),
+    (["--mode", "infer", "--engine", "vllm", "--memory-fraction", "nan"], "memory-fraction"),
+    (["--mode", "infer", "--engine", "vllm", "--memory-fraction", "1e400"], "memory-fraction"),
+    (["--mode", "infer", "--engine", "vllm", "--gpu", "h100-sxm", "--max-model-len", "99999999999999999999"], "max-model-len"),
+    (["--mode", "infer", "--engine", "vllm", "--block-size", "0"], "block-size"),
+    (["--mode", "rl", "--rollout-memory-fraction", "nan"], "rollout-memory-fraction"),
+    (["--mode", "rl", "--gpu", "h100-sxm", "--response-len", "99999999999999"], "response-len"),
+    (["--mode", "rl", "--rollout-tp", "0"], "rollout-tp"),
+    (["--gpu", "h100-sxm", "--price-per-gpu-hour", "inf"], "price_per_gpu_hour"),
+    (["--gpu", "h100-sxm", "--matmul-efficiency", "1e400"], "matmul_efficiency"),
+    (["--gpu", "h100-sxm", "--memory-bandwidth-gbps", "1e-300"], "memory_bandwidth_gbps"),
+    (["--gpu", "h100-sxm", "--peak-tflops", "1e-300"], "peak_tflops"),
+    (["--gpu", "h100-sxm", "--nvlink-gbps", "1e-300"], "nvlink_gbps"),
+    (["--seq", "99999999999999999999999"], "seq"),
+])
+def test_every_number_flag_is_finite_and_in_range(args, field, capsys):
+    """Serving, RL and time flags are bounded like the rest: never NaN, never a 10^290-second step time."""
+    assert field in refused(["estimate", *MODEL, *args], capsys)
