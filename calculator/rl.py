@@ -227,7 +227,11 @@ def estimate_rl(m: ModelSpec, w, estimate_fn, gpu, with_fits: bool = True):
     result = RLResult(tuple(phases), peak.name, sv, sequences, n_engines, tokens, demand, demand_tokens, at_once,
                       needed_fraction, trainer_gpus, rollout_gpus, tuple(notes))
     terms = peak.terms
-    allocated = sum(t.bytes for t in terms if t.component not in ("comm_buffers", "cuda_context", "fragmentation"))
+    # torch.cuda.max_memory_allocated over the step: the highest allocated peak of any phase, which need not be the
+    # phase with the highest total (the training phase's fragmentation can lift its total above a rollout whose
+    # KV pool allocates more)
+    allocated = max(sum(t.bytes for t in ph.terms if t.component not in ("comm_buffers", "cuda_context",
+                                                                          "fragmentation")) for ph in phases)
     stage = StageEstimate(0, train.peak.layers, terms, allocated, peak.total_bytes)
     fits = partial(_fit_cards, m, w, estimate_fn) if with_fits else None
     return Estimate(m.name, "rl", train.parameters, train.active_parameters, (stage,), 0, fits,

@@ -60,8 +60,11 @@ class Op(NamedTuple):
 
     @property
     def intensity(self) -> float:
-        """Arithmetic intensity, FLOPs per byte moved (Williams et al. 2009)."""
-        return self.flops / self.bytes if self.bytes else float("inf")
+        """Arithmetic intensity, FLOPs per byte moved (Williams et al. 2009); 0 for an operation that does no work
+        on the GPU (an optimizer step offloaded to the CPU)."""
+        if not self.bytes:
+            return 0.0 if not self.flops else float("inf")
+        return self.flops / self.bytes
 
     def scaled(self, n: float, phase: str | None = None, name: str | None = None) -> "Op":
         """The same operation repeated n times (layers, micro-batches), optionally renamed or re-phased."""

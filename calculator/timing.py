@@ -267,7 +267,8 @@ def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp
                     for i in range(shard.first_layer, shard.last_layer)) // p.tp
     opt = _optimizer_op(w, n_opt, shard.tensors)
     if p.offload_optimizer:
-        opt = opt._replace(name="Optimizer step (CPU, offloaded)", bytes=0.0, host_ops=0)
+        # the step runs on the host: nothing of it on the GPU
+        opt = opt._replace(name="Optimizer step (CPU, offloaded)", flops=0.0, bytes=0.0, host_ops=0)
     opt_t = max(_seconds(opt, r, fp32), opt.host_ops * host_s)
     step = pipe + opt_t + step_exposed + inputs.step_overhead_ms * 1e-3
     rows = _aggregate(ops, times, r, mb) + _aggregate([opt], [_seconds(opt, r, fp32)], r, 1) + comm_ops

@@ -74,3 +74,57 @@ def test_a_model_name_longer_than_any_file_name_is_a_clean_error(name, capsys):
 def test_every_number_flag_is_finite_and_in_range(args, field, capsys):
     """Serving, RL and time flags are bounded like the rest: never NaN, never a 10^290-second step time."""
     assert field in refused(["estimate", *MODEL, *args], capsys)
+
+
+# ---- any argument set: exit 0 with figures, or exit 2 with one line (hypothesis) -------------------------------
+import json  # noqa: E402
+import math  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+VALUES = st.sampled_from(["1", "2", "8", "0", "-1", "nan", "inf", "1e400", "99999999999999999999999", "", "abc",
+                          "1.5", "bf16", "full", "fsdp2", "vllm", "h100-sxm", "x" * 300])
+FLAGS = st.sampled_from(["--mode", "--batch", "--seq", "--gen", "--tp", "--pp", "--dp", "--cp", "--ep", "--vpp",
+                         "--zero", "--recompute", "--stack", "--impl", "--engine", "--memory-fraction",
+                         "--max-model-len", "--fragmentation", "--lora-rank", "--finetune", "--rollout-tp",
+                         "--response-len", "--price-per-gpu-hour", "--matmul-efficiency", "--nvlink-gbps",
+                         "--gpus", "--max-tp", "--weight-dtype", "--generic-params"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["estimate", "estimate", "solve", "plan"]), st.sampled_from(["llama-3.2-1b", "qwen3-30b-a3b"]),
+       st.lists(st.tuples(FLAGS, VALUES), max_size=4), st.booleans())
+def test_any_argument_set_exits_0_with_finite_figures_or_2_with_one_line(capsys, command, model, flags, gpu):
+    argv = [command, "--model", model, "--json"] + [x for pair in flags for x in pair]
+    if gpu:
+        argv += ["--gpu", "h100-sxm"]
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code in (0, 2)
+    if code == 2:
+        assert out.out == "" and out.err.startswith("error: ") and out.err.count("\n") == 1
+        return
+    data = json.loads(out.out, parse_constant=lambda c: math.nan)
+    numbers = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            numbers.append(x)
+    walk(data)
+    assert all(math.isfinite(n) and abs(n) < 1e30 for n in numbers)
+
+
+def test_an_offloaded_optimizer_step_is_strict_json(capsys):
+    """benchmarks/fuzz.py: --offload-optimizer gave the CPU optimizer step an infinite arithmetic intensity
+    (FLOPs over 0 GPU bytes), printed as `Infinity` in --json (not JSON) and `inf` in the table."""
+    assert main(["estimate", "--model", "llama-3.2-1b", "--gpu", "h200", "--offload-optimizer", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
+    row = next(r for r in data["roofline"] if "CPU" in r["name"])
+    assert (row["flops"], row["bytes"], row["intensity"], row["time_s"]) == (0, 0, 0, 0)

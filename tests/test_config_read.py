@@ -1,6 +1,7 @@
 """A hostile config.json: bounded before parsing, strictly typed after, every refusal naming the field.
 Each case of issue 12's "Config mapping" bullet is here."""
 import json
+import re
 import time
 
 import pytest
@@ -126,3 +127,46 @@ def test_quantization_fields_are_typed():
 def test_a_very_long_name_is_cut_not_refused():
     spec = spec_from_hf_config({**LLAMA, "_name_or_path": "x" * 5000}).spec
     assert len(spec.name) == 200
+
+
+# ---- any config.json: a mapped model or one refusal naming a field (hypothesis) -------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from calculator import InputError, Workload, estimate  # noqa: E402
+from calculator.presets import list_models  # noqa: E402
+
+PRESET_CONFIGS = {m.id: load_model(m.id).raw for m in list_models()}
+JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+                        st.text(max_size=20), st.lists(st.integers(-3, 3), max_size=3),
+                        st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+                        st.sampled_from(["full_attention", "sliding_attention", "linear_attention"]))
+FIELDS = st.sampled_from(["model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                          "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings",
+                          "sliding_window", "layer_types", "num_local_experts", "num_experts", "num_experts_per_tok",
+                          "moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "attention_bias",
+                          "hidden_act", "quantization_config", "text_config", "n_routed_experts", "kv_lora_rank",
+                          "first_k_dense_replace", "interleave_moe_layer_step", "max_position_embeddings"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(sorted(PRESET_CONFIGS)), st.lists(st.tuples(FIELDS, JSON_VALUES), min_size=1, max_size=3),
+       st.booleans())
+def test_a_mutated_config_maps_or_is_refused_naming_the_field(preset, changes, into_text_config):
+    """Any real config with fields set to any JSON value (as text, through the bounded parser): one ConfigError
+    whose message starts with a field name, or a model the engine estimates with bounded figures."""
+    cfg = json.loads(json.dumps(PRESET_CONFIGS[preset]))
+    target = cfg["text_config"] if into_text_config and isinstance(cfg.get("text_config"), dict) else cfg
+    for field, value in changes:
+        target[field] = value
+    try:
+        mapped = spec_from_hf_config(parse_config_json(json.dumps(target if target is not cfg else cfg)))
+    except ConfigError as exc:
+        msg = str(exc)
+        assert "\n" not in msg and re.match(r"(config\.json |[a-z_0-9]+(\[\d+\])?: )", msg), msg
+        return
+    try:
+        e = estimate(mapped.spec, Workload(seq_len=1024), with_fits=False)
+    except InputError:
+        return
+    assert 0 < e.peak_allocated_bytes <= e.total_bytes < 10**18

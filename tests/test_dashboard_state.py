@@ -235,3 +235,49 @@ def test_every_engine_input_has_a_widget():
     engine |= {f"precision.{f}" for f in Precision.model_fields}
     assert engine - covered == set()
     assert set(GenericModel.model_fields) - {"name"} <= covered
+
+
+# ---- any link: values the widgets take, a round trip, and a figure or named problems (hypothesis) -------------
+import math  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _url_value(p: state.Param):
+    hostile = st.sampled_from(["inf", "-inf", "nan", "1e400", "-1e400", "9" * 500, "", "`", "![x](http://e.invalid)",
+                               "</div>", "true", "0", "-1", "1.5"])
+    if p.kind == "bool":
+        plausible = st.sampled_from(["true", "false"])
+    elif p.kind == "choice":
+        plausible = st.sampled_from(state.options(p.key) or ("x",))
+    elif p.kind == "text":
+        plausible = st.sampled_from(["", '{"model_type": "llama"}'])
+    else:
+        lo, hi = p.lo if p.lo is not None else 0, p.hi if p.hi is not None else 1e6
+        plausible = (st.integers(int(lo), int(hi)).map(str) if p.kind == "int"
+                     else st.floats(lo, hi, allow_nan=False).map(lambda x: f"{x:.4g}"))
+    return st.one_of(plausible, plausible, plausible, hostile)
+
+
+LINK_PARAMS = [p for p in state.PARAMS if p.key != "hf"]  # a Hub id is fetched by the page (tests/test_dashboard_hub)
+queries = st.lists(st.sampled_from(LINK_PARAMS), max_size=8, unique_by=lambda p: p.key).flatmap(
+    lambda ps: st.fixed_dictionaries({p.key: _url_value(p) for p in ps}))
+
+
+@settings(max_examples=150, deadline=None)
+@given(queries)
+def test_any_link_round_trips_and_computes_or_names_its_problems(query):
+    """URL -> values -> URL -> the same values; compute() gives bounded figures or InputProblems, nothing else."""
+    link = state.check_query_params(query)
+    values = {**state.DEFAULTS, **link.values}
+    back = state.check_query_params(state.to_query(values))
+    assert back.ignored == () and {**state.DEFAULTS, **back.values} == values
+    try:
+        result = state.compute(values)
+    except state.InputProblems as exc:
+        assert exc.problems and all(p.key in state.BY_KEY for p in exc.problems)
+        return
+    e = result.estimate
+    assert 0 < e.peak_allocated_bytes <= e.total_bytes <= 10**18
+    assert all(math.isfinite(f.utilization) for f in e.fits)

@@ -114,3 +114,15 @@ def test_one_cli_call_per_configuration(capsys):
                  "--rollout-batch-size", "16", "--n-samples-per-prompt", "4", "--rollout-max-response-len", "4096",
                  "--no-offload-train"]) == 0
     assert "phase rollout" in capsys.readouterr().out
+
+
+def test_peak_allocated_is_the_highest_phase_allocated_not_the_phase_with_the_highest_total():
+    """benchmarks/fuzz.py found doubling the micro-batch lowered peak_allocated_bytes: at b = 16 the training
+    phase has the highest total (its fragmentation) but the rollout's KV pool allocates more."""
+    spec = load_model("gpt2").spec
+    w = dict(mode="rl", seq_len=32768, gen_tokens=4096, optimizer="sgd-momentum", attention="eager",
+             activation_model="fujii", gpu="h100-sxm")
+    small, big = (estimate(spec, Workload(micro_batch=b, **w)) for b in (8, 16))
+    assert big.rl.peak_phase == "training" and big.total_bytes > small.total_bytes
+    rollout_allocated = small.peak_allocated_bytes
+    assert big.peak_allocated_bytes >= rollout_allocated
