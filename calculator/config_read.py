@@ -102,7 +102,8 @@ def parse_config_json(text: str | bytes, what: str = "config.json") -> Any:
 def _shown(value: Any) -> str:
     if isinstance(value, Unreadable):
         return f"the number {value.text}"
-    text = json.dumps(value) if isinstance(value, (str, bool, list, dict)) or value is None else repr(value)
+    text = (json.dumps(value, default=repr) if isinstance(value, (str, bool, list, dict)) or value is None
+            else repr(value))  # default: an Unreadable number inside a list or object shows as its text
     return text if len(text) <= 40 else text[:40] + "…"
 
 

@@ -170,3 +170,10 @@ def test_a_mutated_config_maps_or_is_refused_naming_the_field(preset, changes, i
     except InputError:
         return
     assert 0 < e.peak_allocated_bytes <= e.total_bytes < 10**18
+
+
+def test_a_field_holding_an_object_with_an_unreadable_number_is_shown_in_the_refusal():
+    """Found by hypothesis: {"model_type": {"": 10000000000000000000}} raised TypeError while the refusal was
+    written (the 20-digit number is kept out of the parse as a marker json.dumps could not show)."""
+    text = json.dumps(LLAMA)[:-1] + ', "model_type": {"": 10000000000000000000}}'
+    assert refused(text) == 'model_type: must be a string of at most 100 characters, got {"": "10000000000000000000"}'
