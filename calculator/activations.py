@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from calculator import autocast
 from calculator.dtypes import nbytes
 from calculator.lora import lora_layer_delta
 from calculator.model import ModelSpec
@@ -238,6 +239,8 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
         mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
     else:
         mlp = mlp_saved(d, m, d.f)
+    if w.finetune == "full" and autocast.applies(w):  # fp32 residual stream, one bf16 input copy per linear
+        norms += autocast.layer_extra(m, T, d.h_sp, e)
     if w.finetune != "full":
         dn, dm, adapters = lora_layer_delta(m, w.lora_targets, moe, T, e, w.lora_rank, d.h_sp, m.intermediate_size,
                                             d.tp, eager=eager,

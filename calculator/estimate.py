@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 
 from calculator import activations as act
+from calculator import autocast
 from calculator import impls
 from calculator import lora
 from calculator import inference as inf
@@ -313,6 +314,12 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             mask = act.padded_mask_bytes(d)
             t.add("activations.mask", "activations", "4-D padding mask (input of the recomputed calls)",
                   int(flight * mask), "m_inflight × 1 B × b·s·s", f"{fl} × {d.b} × {d.s:,} × {d.s_kv:,}", "sdpa-mask")
+        if w.finetune == "full" and autocast.applies(w):
+            head_w = -(-m.vocab_size * m.hidden_size // p.tp) if shard.has_head else 0
+            copies = autocast.weight_copy_bytes(shard.layer_linear, head_w, d.e)
+            t.add("activations.autocast_weights", "activations", "bf16 weight copies cached by autocast",
+                  copies, "e × (N_layer_linear + V·h/t)", f"{d.e} × ({shard.layer_linear:,} + {head_w:,})",
+                  "torch-autocast", "kept by each linear from the forward to its backward")
         head = code.head(m, w, d) if shard.has_head else None
         if head:
             for h in head.saved:

@@ -99,6 +99,11 @@ SOURCES: dict[str, Source] = {
         "https://github.com/bitsandbytes-foundation/bitsandbytes/blob/main/bitsandbytes/autograd/_functions.py",
         "Int8Params: int8 weights (CB) + an fp32 absmax per output row (SCB); MatMul8bitLt quantizes the input "
         "row-wise to int8, multiplies into int32 and dequantizes to fp16 (backends/cuda/ops.py)"),
+    "torch-autocast": Source(
+        "PyTorch autocast (aten/src/ATen/autocast_mode.h cached_cast, autocast_mode.cpp op lists)",
+        "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/autocast_mode.h",
+        "fp32 weights that require grad are cast to bf16 once per autocast region and cached; each linear saves "
+        "its bf16 weight and its own bf16 input copy; ops outside the lists (embedding, add, mul) stay fp32"),
     "sdpa-mask": Source(
         "transformers masking_utils.sdpa_mask + integrations/sdpa_attention.py; PyTorch SDPA kernel selection",
         "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/transformers/attention.cpp",

@@ -4,6 +4,7 @@ its backward holds the model-dtype logits, the fp32 gradient and its cast at onc
 from __future__ import annotations
 
 from calculator import activations as act
+from calculator import autocast
 from calculator import lora
 from calculator.impls import Head, HeadTerm
 
@@ -17,6 +18,8 @@ def head(m, w, d) -> Head:
     """Final norm (+ LM-head input), fp32 log-softmax, and the loss backward's logits and gradients."""
     v = m.vocab_size // d.tp
     norm = act.final_norm_saved(m, d) if w.finetune == "full" else lora.frozen_head_saved(m, d.T, d.h_sp)
+    if w.finetune == "full" and autocast.applies(w):  # the fp32 normalised copy under autocast
+        norm += autocast.final_norm_extra(m, d.T, d.h_sp, d.e)
     loss = act.loss_saved(m, d, m.vocab_size)
     ws = act.loss_transient(d, m.vocab_size)
     return Head(
