@@ -170,29 +170,8 @@ def mla_attention_saved(d: Dims, m: ModelSpec, attention: str) -> int:
     kv_b_out = e * T * a * (m.qk_nope_head_dim + vd)
     q_k = e * T * a * qk * 2
     out = e * T * a * vd
-    core = 4 * a * T if attention == "flash" else (4 + e) * a * d.b * d.s * d.s_kv
+    core = 4 * a * T if attention != "eager" else (4 + e) * a * d.b * d.s * d.s_kv
     return low_rank + kv_b_out + q_k + out + core
-
-
-def padded_sdpa_saved(d: Dims, m: ModelSpec, selective: bool) -> int:
-    """What a padded batch adds to one layer under SDPA (measured on an H200: Llama-3.2-1B, b = 4, s = 4096, to
-    the byte). transformers 5 (masking_utils.sdpa_mask) cannot drop a mask that pads, so it passes a 4-D boolean
-    mask (b × 1 × s × s_kv); then (integrations/sdpa_attention.py, `use_gqa_in_sdpa`: GQA only without a mask)
-    k and v are repeated to every query head — e·T·2·(qd − kvd) more saved — and PyTorch's SDPA, which cannot run
-    FlashAttention with a mask (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp), runs the memory-efficient
-    kernel, which saves the mask converted to an additive bias in the query dtype (attention.cpp
-    `convert_boolean_attn_mask`: at::where → e·b·s·s_kv; `preprocess_mask` only expands it over the heads) per
-    layer. Its logsumexp is FlashAttention's size. Selective recompute recomputes the kernel: the expansion only."""
-    if m.is_mla:
-        return 0 if selective else d.e * d.b * d.s * d.s_kv
-    expansion = qkv_saved(d, m, expanded=True) - qkv_saved(d, m, expanded=False)
-    return expansion + (0 if selective else d.e * d.b * d.s * d.s_kv)
-
-
-def padded_mask_bytes(d: Dims) -> int:
-    """The 4-D boolean padding mask itself (1 B × b × s × s_kv): alive during the forward; with full recompute an
-    input of every checkpointed layer, saved once."""
-    return d.b * d.s * d.s_kv
 
 
 class LayerActivations(NamedTuple):
@@ -224,17 +203,15 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
     if m.is_mla:
         attention = mla_attention_saved(d, m, w.attention)
         if selective:
-            attention -= (4 * d.a * T if w.attention == "flash" else (4 + e) * d.a * d.b * d.s * d.s_kv)
+            attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
     else:
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
-        if w.attention == "flash" and not selective:
+        if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel
             attention += 4 * d.a * T  # FlashAttention-2 fp32 logsumexp per head and token
         elif eager and m.attention_sinks:
             attention += sink_softmax_saved(d)
         elif eager:
             attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
-    if w.padded_batch and w.attention == "flash":
-        attention += padded_sdpa_saved(d, m, selective)
     if moe:
         mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
     else:

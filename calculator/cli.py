@@ -107,7 +107,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--optimizer-impl", choices=["fused", "foreach", "for-loop"])
         p.add_argument("--activation-dtype", choices=["fp32", "bf16", "fp16"])
         p.add_argument("--recompute", choices=["none", "selective", "full"])
-        p.add_argument("--attention", choices=["flash", "eager"])
+        p.add_argument("--attention", choices=["flash", "eager", "sdpa"],
+                       help="flash: FlashAttention-2; sdpa: PyTorch SDPA (flash kernel, or with a padding / "
+                            "sliding-window mask the efficient kernel); eager: transformers' matmul + softmax")
         p.add_argument("--activation-model", choices=["exact", "textbook", "fujii"])
         p.add_argument("--impl", choices=list(IMPLS),
                        help="model implementation: transformers (hf), + Liger kernels, compiled blocks, Megatron/TE")

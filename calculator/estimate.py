@@ -13,6 +13,7 @@ from functools import lru_cache, partial
 
 from calculator import activations as act
 from calculator import autocast
+from calculator import sdpa
 from calculator import impls
 from calculator import lora
 from calculator import inference as inf
@@ -265,6 +266,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         code = impls.module(w.impl)  # what the model's code keeps: transformers, Liger, compiled, Megatron/TE
         first_discount = int(flight * code.first_layer_without_input_grad(m, d)) if (
             lora_ft and w.recompute != "full" and shard.has_embedding) else 0
+        masked = sdpa.masked_layers(m, w, layers)  # SDPA layers with a padding or sliding-window mask
         dense_l = code.layer(m, w, d, moe=False) if n_dense else None
         moe_l = code.layer(m, w, d, moe=True) if n_moe else None
         if w.recompute == "full":
@@ -280,8 +282,10 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                     (8 - d.e) * d.a * d.b * d.s * d.s_kv)
             else:
                 recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
+            if masked:  # a masked layer recomputes SDPA's efficient kernel with its bias
+                recompute_ws += sdpa.masked_layer_extra(d, m, False)
         else:
-            attn_src = "mla" if m.is_mla else ("flash-attention" if w.attention == "flash" else "hf-eager-attention")
+            attn_src = "mla" if m.is_mla else ("hf-eager-attention" if w.attention == "eager" else "flash-attention")
             code_src = impls.SOURCES[w.impl]
             sources = ("pipeline-1f1b" if p.pp > 1 else code_src, attn_src, "hf-moe" if n_moe else code_src)
             for i, (name, key) in enumerate((("norms", "norms"), ("attention", "attention"), ("MLP", "mlp"))):
@@ -310,10 +314,17 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             mask = act.eager_mask_saved(d)
             t.add("activations.mask", "activations", "Causal mask (input of the recomputed calls)", int(flight * mask),
                   "m_inflight × e·b·s·s", f"{fl} × {d.e} × {d.b} × {d.s:,} × {d.s_kv:,}", "hf-checkpointing")
-        elif w.padded_batch and w.attention == "flash" and w.recompute == "full":
-            mask = act.padded_mask_bytes(d)
-            t.add("activations.mask", "activations", "4-D padding mask (input of the recomputed calls)",
-                  int(flight * mask), "m_inflight × 1 B × b·s·s", f"{fl} × {d.b} × {d.s:,} × {d.s_kv:,}", "sdpa-mask")
+        elif masked and w.recompute == "full":
+            n_masks = sdpa.mask_tensors(m, w, layers)
+            t.add("activations.mask", "activations", "4-D attention masks (inputs of the recomputed calls)",
+                  int(flight * n_masks * sdpa.mask_bytes(d)), "m_inflight × masks × 1 B × b·s·s",
+                  f"{fl} × {n_masks} × {d.b} × {d.s:,} × {d.s_kv:,}", "sdpa-mask")
+        elif masked:
+            per = sdpa.masked_layer_extra(d, m, w.recompute == "selective")
+            t.add("activations.sdpa_mask", "activations", "SDPA with a mask: bias and repeated k/v per masked layer",
+                  int(flight * masked * per), "m_inflight × L_masked × (e·b·s·s + e·T·2·(qd − kvd) if repeated)",
+                  f"{fl} × {masked} × {per:,} B", "sdpa-mask",
+                  "padded batch" if w.padded_batch else f"sliding-window layers ({m.sliding_window:,} < {w.seq_len:,})")
         if w.finetune == "full" and autocast.applies(w):
             head_w = -(-m.vocab_size * m.hidden_size // p.tp) if shard.has_head else 0
             copies = autocast.weight_copy_bytes(shard.layer_linear, head_w, d.e)
@@ -419,6 +430,7 @@ _NOTES = {
              "in bf16, not the textbook 4",
     "flash": "FlashAttention: q, k, v unexpanded (GQA), output, fp32 logsumexp — no s² term",
     "eager": "eager: expanded k/v and the a·b·s² scores in fp32 + model dtype",
+    "sdpa": "SDPA: FlashAttention's tensors without a mask; a masked layer adds its bias and repeated k/v (below)",
     "selective": "selective recompute: the attention core is recomputed; its inputs q, k, v stay saved",
     "moe": "MoE: every token is copied to its top-k experts",
     "gated": "gated MLP: gate, up, activation and product (4·e·T·f)",
@@ -581,7 +593,7 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
     if w.mode == "train" and prec.master_weights and prec.master_weights == prec.params:
         out.append(f"master weights in {prec.master_weights} duplicate {prec.params} params: usually only kept when "
                    f"params are lower precision")
-    if m.attention_sinks and w.attention == "flash":
+    if m.attention_sinks and w.attention != "eager":
         out.append("attention sinks (GPT-OSS) need FA3-class kernels; FlashAttention-2 numbers here are not "
                    "validated (the eager path is)")
     if w.activation_model == "textbook":

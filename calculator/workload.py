@@ -16,7 +16,9 @@ Mode = Literal["train", "infer", "rl"]
 Engine = Literal["hf", "vllm", "sglang"]  # hf: transformers generate(); vllm / sglang: calculator/engines/
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "none"]
 Recompute = Literal["none", "selective", "full"]
-Attention = Literal["flash", "eager"]
+# flash: FlashAttention-2 (transformers flash_attention_2: no mask, unpads a padded batch); sdpa: PyTorch SDPA as
+# transformers calls it on CUDA (its flash kernel, or with a mask the efficient kernel: calculator/sdpa.py); eager
+Attention = Literal["flash", "eager", "sdpa"]
 ActivationModel = Literal["exact", "textbook", "fujii"]
 Finetune = Literal["full", "lora", "qlora"]
 LoraTargets = Literal["qv", "attention", "all-linear"]
@@ -234,7 +236,7 @@ class Workload(BaseModel):
     # so the embeddings, norms and LM head are fp32 and so is the residual stream and the loss (calculator/lora.py)
     kbit_prep: bool = False
     # a padded batch: an attention_mask with padding. Under SDPA transformers builds a 4-D boolean mask, repeats GQA
-    # keys/values for it and SDPA runs its memory-efficient kernel with an additive bias (calculator/activations.py)
+    # keys/values for it and SDPA runs its memory-efficient kernel with an additive bias (calculator/sdpa.py)
     padded_batch: bool = False
     # The training stack (calculator/stacks/): how gradients live and which buffers exist. None: the layout's
     # usual one (calculator.stacks.default_stack: one GPU hf-trainer, DP ddp, ZeRO deepspeed, TP/PP megatron).

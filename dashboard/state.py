@@ -145,11 +145,13 @@ PARAMS: tuple[Param, ...] = (
     # ---- recompute, attention, activation model -------------------------------------------------------------
     _p("rc", "choice", "none", "Activation recompute", "recompute", options=("none", "selective", "full"),
        fields=("recompute",)),
-    _p("attn", "choice", "flash", "Attention kernel", "recompute", options=("flash", "eager"),
-       fields=("attention",)),
+    _p("attn", "choice", "flash", "Attention kernel", "recompute", options=("flash", "eager", "sdpa"),
+       fields=("attention",),
+       help="flash: FlashAttention-2; sdpa: PyTorch SDPA as transformers calls it (its flash kernel, or with a "
+            "padding / sliding-window mask the memory-efficient kernel and the mask's bias); eager: matmul + softmax"),
     _p("pad", "bool", False, "Padded batch (attention mask)", "recompute", fields=("padded_batch",),
-       help="an attention_mask with padding: under SDPA a 4-D mask, GQA keys/values repeated and the "
-            "memory-efficient kernel's bias saved per layer"),
+       help="an attention_mask with padding: under sdpa a 4-D mask, GQA keys/values repeated and the "
+            "memory-efficient kernel's bias saved per layer (flash unpads; eager builds its mask anyway)"),
     _p("impl", "choice", "hf", "Model implementation", "recompute",
        options=("hf", "liger", "compile", "megatron-te"), fields=("impl",),
        help="The code that runs the model: transformers (hf), transformers + Liger kernels, decoder blocks "

@@ -87,21 +87,3 @@ def test_loss_head_keeps_fp32_log_softmax():
     m = load_model("llama-3.1-8b").spec
     d = act.dims(m, Workload(seq_len=4096))
     assert act.loss_saved(m, d, m.vocab_size) == 4 * 4096 * 128256  # 1.96 GiB, measured-facts
-
-
-def test_a_padded_batch_under_sdpa_saves_the_mask_bias_and_repeated_kv_per_layer():
-    # H200, Llama-3.2-1B b=4 s=4096: the padded run saved 3,758,227,456 B more than its twin, 16 × (bf16 bias
-    # b·s·s + repeated k/v 2·e·T·(qd − kvd)) + the 2-D int64 attention_mask the harness holds (4 × 4096 × 8)
-    m = load_model("llama-3.2-1b").spec
-    plain, padded = Workload(micro_batch=4, seq_len=4096), Workload(micro_batch=4, seq_len=4096, padded_batch=True)
-    per_layer = act.exact_layer(m, padded, act.dims(m, padded), False).attention - \
-        act.exact_layer(m, plain, act.dims(m, plain), False).attention
-    assert per_layer == 2 * 4 * 4096 * 4096 + 2 * 2 * 4 * 4096 * (2048 - 512)
-    assert 16 * per_layer + 4 * 4096 * 8 == 3_758_227_456
-    # eager already builds its 4-D mask and repeats k/v: padding changes nothing there
-    eager = {"micro_batch": 4, "seq_len": 4096, "attention": "eager"}
-    assert act.exact_layer(m, Workload(**eager, padded_batch=True), act.dims(m, padded), False) == \
-        act.exact_layer(m, Workload(**eager), act.dims(m, plain), False)
-    # selective recompute recomputes the kernel and its bias; the repeated k/v stay its inputs
-    sel = Workload(micro_batch=4, seq_len=4096, padded_batch=True, recompute="selective")
-    assert act.padded_sdpa_saved(act.dims(m, sel), m, True) == 2 * 2 * 4 * 4096 * (2048 - 512)

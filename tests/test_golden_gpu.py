@@ -27,11 +27,12 @@ TRAINING = ("train", "trainer", "lora", "qlora")
 # Owners (issue 13): model implementations, padded masks, QLoRA kbit prep, LLM.int8 — the `impl` helper; configs —
 # the configs work; stacks, gradients, buffers, allocator and device — calculator/stacks/.
 PEAK_GAPS: list[tuple[str, object]] = [
-    ("Liger on Gemma-3 (GeGLU, its norms' (1 + w) scale): the engine keeps 7.4% less than measured",
-     lambda c: c.get("impl") == "liger" and c["config"].startswith("gemma-3")),
-    ("DDP on Llama-3.2-1B (tied embeddings) held a second set of gradient buckets during iteration 2's forward "
-     "(the bucket rebuild); Llama-3.1-8B did not: not modelled", lambda c: c.get("wrap") == "ddp" and
-     c["config"] == "llama-3.2-1b.json"),
+    ("DDP on Llama-3.2-1B held a second bucket set through iteration 2's forward (-6.3%): DDP rebuilds its buckets "
+     "there (distributed.py _pre_forward -> reducer _rebuild_buckets -> initialize_buckets allocates new ones) while, "
+     "as far as we can tell, the old set stays referenced by the completed all-reduce works in ProcessGroupNCCL's "
+     "watchdog list until its next pass (kWatchdogThreadSleepMillis = 100 ms): the 1B step (0.18 s) reached its "
+     "peak first, the 8B one (0.46 s, exact today) did not. Timing-dependent, so not modelled",
+     lambda c: c.get("wrap") == "ddp" and c["config"] == "llama-3.2-1b.json"),
 ]
 # nvidia-smi also needs the caching allocator's reserved − allocated and the non-PyTorch memory
 SMI_UNCALIBRATED = {  # cases beyond the per-case nvidia-smi bound until the allocator is recalibrated
@@ -51,7 +52,7 @@ SMI_UNCALIBRATED = {  # cases beyond the per-case nvidia-smi bound until the all
 # cases whose peak the gaps work modelled (PEAK_GAPS entries removed), beyond the per-case nvidia-smi bound until then
 SMI_UNCALIBRATED |= {"qlora_llama-3.1-8b_b1_s2048_lora-all-linear", "qlora_llama-3.2-1b_b4_s2048_lora-all-linear",
                      "train_llama-3.2-1b_b4_s4096_padmask-True", "train_llama-3.2-1b_b2_s4096_recipe-amp-fp32",
-                     "trainer_llama-3.2-1b_b4_s2048_recipe-amp-fp32"}
+                     "trainer_llama-3.2-1b_b4_s2048_recipe-amp-fp32", "train_gemma-3-1b_b2_s4096_impl-liger"}
 SMI_GAPS: list[tuple[str, object]] = [
     ("allocator slack (reserved − allocated) of PyTorch 2.11 not recalibrated yet",
      lambda c: c["id"] in SMI_UNCALIBRATED),
@@ -110,7 +111,7 @@ def test_a_case_maps_to_the_flags_a_user_would_type():
                                "--expandable-segments"]
     infer = {"kind": "infer-quant", "config": "x.json", "batch": 4, "seq": 4096, "gen": 32, "quant": "nf4"}
     assert case_argv(infer) == ["--mode", "infer", "--batch", "4", "--seq", "4096", "--gpu", "h200", "--gen", "32",
-                                "--attention", "flash", "--weight-dtype", "nf4", "--quant-group-size", "64"]
+                                "--attention", "sdpa", "--weight-dtype", "nf4", "--quant-group-size", "64"]
 
 
 @pytest.mark.parametrize("record", [_param(r, PEAK_GAPS) for r in FINISHED])

@@ -4,7 +4,7 @@ A case says how it ran in its `case` fields (the harness protocol of shared/vali
 engine is given the same run as the command line a user would type:
 
     python -m calculator estimate --model <config_full as a file> --mode train --batch 1 --seq 4096 \
-        --recipe pure-bf16 --stack hf-trainer --attention flash --gpu h200 ...
+        --recipe pure-bf16 --stack hf-trainer --attention sdpa --gpu h200 ...
 
 `case_argv` is that mapping (the only one); `engine_inputs` parses it with the CLI's own parser, so the tests,
 `validation/gpu_compare.py` and the CLI cannot disagree. `measured` reads the snapshot the engine's two totals
@@ -51,7 +51,7 @@ def case_argv(case: dict, gpu: str = "h200") -> list[str]:
     """The `python -m calculator estimate` flags (without --model) that describe one measured run."""
     kind = case["kind"]
     argv = ["--batch", str(case["batch"]), "--seq", str(case["seq"]), "--gpu", gpu]
-    attention = {"sdpa": "flash", "eager": "eager"}[case.get("attn", "sdpa")]
+    attention = {"sdpa": "sdpa", "eager": "eager"}[case.get("attn", "sdpa")]
     if kind in ("infer", "infer-quant"):
         argv = ["--mode", "infer"] + argv + ["--gen", str(case.get("gen", 0)), "--attention", attention]
         quant = case.get("quant")
