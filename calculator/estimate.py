@@ -152,9 +152,15 @@ def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, i
     frac = tr.adafactor_factored_fraction(model_tensor_shapes(m)) if w.optimizer == "adafactor" else 1.0
     opt_bytes = tr.optimizer_state_bytes(n_o, shard.tensors, w.optimizer, prec.optimizer_states, frac)
     b_opt, o = _b(prec.optimizer_states), w.optimizer
+    whole = o == "adamw-8bit" and n_o == count_parameters(m).total  # every tensor unsplit on this GPU
+    if whole:
+        opt_bytes = tr.bnb_adamw8bit_state_bytes(model_tensor_shapes(m))
     if o == "adamw":
         formula, subst, src = ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {b_opt} + 4 B × {shard.tensors}",
                                "torch-adamw")
+    elif o == "adamw-8bit" and whole:
+        formula, subst, src = ("Σ_tensors (2·n + 8·⌈n/256⌉, or 8·n under 4096 elements) + 2 KiB of maps",
+                               f"{n_o:,} params in {shard.tensors} tensors", "bnb-8bit")
     elif o == "adamw-8bit":
         formula, subst, src = ("2 × (N × 1 B + ⌈N/256⌉ × 4 B) + 4 B × n_tensors",
                                f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {shard.tensors}", "bnb-8bit")
