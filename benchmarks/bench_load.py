@@ -62,6 +62,7 @@ class Run:
     metrics: dict[str, str] = field(default_factory=dict)
     widgets: dict[str, tuple[str, str]] = field(default_factory=dict)  # user key -> (widget id, element type)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # st.warning bodies (not errors: the page chose to warn)
     query_string: str = ""
 
 
@@ -141,6 +142,8 @@ def _read_element(element, run: Run) -> None:
         run.errors.append(f"exception {body.type}: {body.message}")
     elif kind == "alert" and body.format == Alert.ERROR:
         run.errors.append(f"st.error: {body.body}")
+    elif kind == "alert" and body.format == Alert.WARNING:
+        run.warnings.append(body.body)
     elif getattr(body, "id", "").startswith("$$ID-"):
         user_key = body.id.split("-", 2)[2]  # $$ID-<hash>-<key>
         if user_key != "None":
@@ -171,13 +174,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, log_path: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
-    """`streamlit run app.py` on 127.0.0.1:port (the flags the browser tests use); returns once it is healthy."""
+def start_server(port: int, log_path: Path, extra: tuple[str, ...] = (), env: dict | None = None) -> subprocess.Popen:
+    """`streamlit run app.py` on 127.0.0.1:port (the flags the browser tests use), with `env` added to this
+    process's environment; returns once it is healthy."""
     log = log_path.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", *extra], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+         "--server.fileWatcherType", "none", *extra], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:

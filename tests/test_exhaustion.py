@@ -1,0 +1,151 @@
+"""One link cannot exhaust the server: a config.json with "num_hidden_layers": 1000000000 (which once grew the server
+from 216 MB to 4.16 GB) is refused in well under a second, naming the field and its range, with no memory growth,
+whichever way it arrives: pasted in the link (`/?model=config&cfg=...`), served by a Hub repo (`/?hf=...`, a real
+fake Hub on 127.0.0.1, tests/hub_server.py), inside Compare links (`/compare?cmp=...`), on the planner, or typed
+into the config field. Against a real `streamlit run app.py` on 127.0.0.1 (Streamlit's websocket protocol, the
+load benchmark's client; the server's RSS read from /proc before and after) and in AppTest."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).parent))
+
+import bench_load  # noqa: E402
+from hub_server import HubServer  # noqa: E402
+from dashboard.safe_text import plain  # noqa: E402
+
+HUGE_REPO = "acme/billion-layers"
+LLAMA = json.loads((ROOT / "presets" / "models" / "llama-3.1-8b.json").read_text())
+HUGE = dict(LLAMA, num_hidden_layers=1_000_000_000)
+REFUSAL = "num_hidden_layers: must be from 1 to 10,000, got 1,000,000,000"
+CALC_LINK = urlencode({"model": "config", "cfg": json.dumps(HUGE)})
+LINKS = {  # name: (page, query string)
+    "cfg": ("", CALC_LINK),
+    "hf": ("", urlencode({"hf": HUGE_REPO})),
+    "compare": ("compare", urlencode({"cmp": [CALC_LINK, CALC_LINK, "model=qwen3-8b"]}, doseq=True)),
+    "planner": ("planner", CALC_LINK),
+}
+SECOND = 1.0  # every refusal within this many seconds (the server's share: sending the rerun to script_finished)
+GROWTH_MB = 20.0  # RSS growth allowed over all the refusals (the 10^9-layer link once took 4,000 MB)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    """A fake Hub whose only repo serves the 10^9-layer config.json (no API page, no checkpoint)."""
+    root = tmp_path_factory.mktemp("hub")
+    folder = root / HUGE_REPO / "resolve" / "main"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(HUGE))
+    server = HubServer(root)
+    yield server
+    server.stop()
+
+
+def refused(texts: list[str]) -> bool:
+    return any(REFUSAL in plain(t) for t in texts)
+
+
+# ---- a real server ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server(hub, tmp_path_factory):
+    port = bench_load.free_port()
+    tmp = tmp_path_factory.mktemp("server")
+    proc = bench_load.start_server(port, tmp / "streamlit.log",
+                                   env={"HF_ENDPOINT": hub.url, "LLM_MEM_CACHE_DIR": str(tmp / "hub-cache")})
+    yield f"ws://127.0.0.1:{port}", proc.pid
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def open_page(url: str, page: str, query: str) -> bench_load.Run:
+    async def go():
+        async with bench_load.Session(url, timeout=60) as s:
+            return await s.open(query, page)
+    with ThreadPoolExecutor(1) as pool:  # an event loop of its own (see tests/test_bench_load.py)
+        return pool.submit(asyncio.run, go()).result()
+
+
+def test_the_billion_layer_links_are_refused_quickly_with_no_memory_growth(server):
+    url, pid = server
+    assert open_page(url, "", "").metrics[bench_load.TOTAL]  # a normal first load pays the imports
+    for page, query in LINKS.values():  # ... and one of each link the error paths' (first-time imports, caches)
+        open_page(url, page, query)
+    before = bench_load.rss_mb(pid)
+    seconds: dict[str, list[float]] = {name: [] for name in LINKS}
+    for _ in range(5):
+        for name, (page, query) in LINKS.items():
+            run = open_page(url, page, query)
+            seconds[name].append(run.seconds)
+            if name == "compare":  # the two bad scenarios are left out, the good one is compared
+                assert sum(REFUSAL in plain(w) for w in run.warnings) == 2, run.warnings
+                assert not run.errors, run.errors
+            else:
+                assert refused(run.errors), (name, run.errors)
+            assert not any(e.startswith("exception") for e in run.errors)
+    after = bench_load.rss_mb(pid)
+    slowest = {name: max(s) for name, s in seconds.items()}
+    print(f"slowest refusal per link {slowest}; server RSS {before:.1f} -> {after:.1f} MB")
+    assert all(s < SECOND for s in slowest.values()), slowest
+    assert after - before < GROWTH_MB, (before, after)
+    # and the server still serves everyone else at once
+    assert open_page(url, "", "model=qwen3-8b").metrics[bench_load.TOTAL]
+
+
+# ---- AppTest ----------------------------------------------------------------------------------------------------
+@pytest.fixture
+def hub_env(hub, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("LLM_MEM_CACHE_DIR", str(tmp_path / "hub-cache"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    st.cache_data.clear()
+    yield
+    st.cache_data.clear()
+
+
+def app(page: str, query: str) -> AppTest:
+    from urllib.parse import parse_qs
+    at = AppTest.from_file(str(ROOT / ("app.py" if not page else f"pages/{page}.py")), default_timeout=30)
+    for k, v in parse_qs(query).items():
+        at.query_params[k] = v if len(v) > 1 else v[0]
+    return at
+
+
+def timed_run(at: AppTest) -> float:
+    start = time.perf_counter()
+    at.run()
+    elapsed = time.perf_counter() - start
+    assert not at.exception, at.exception
+    return elapsed
+
+
+@pytest.mark.parametrize("name", list(LINKS))
+def test_each_link_is_refused_in_apptest(hub_env, name):
+    page, query = LINKS[name]
+    at = app(page, query)
+    timed_run(at)  # the first run of an AppTest also pays imports and Streamlit's component discovery
+    assert timed_run(at) < SECOND  # (a fresh session per link: the real-server test above)
+    shown = [e.value for e in at.error] + [w.value for w in at.warning]
+    assert refused(shown), shown
+
+
+def test_a_config_typed_into_the_field_is_refused_and_the_page_keeps_working(hub_env):
+    at = app("", "model=config")
+    timed_run(at)
+    at.text_area(key="cfg").input(json.dumps(HUGE))
+    assert timed_run(at) < SECOND
+    assert refused([e.value for e in at.error])
+    at.text_area(key="cfg").input(json.dumps(LLAMA))
+    timed_run(at)
+    assert not at.error and at.metric  # a real config afterwards is estimated as usual
