@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+import websockets
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
@@ -149,3 +150,18 @@ def test_a_config_typed_into_the_field_is_refused_and_the_page_keeps_working(hub
     at.text_area(key="cfg").input(json.dumps(LLAMA))
     timed_run(at)
     assert not at.error and at.metric  # a real config afterwards is estimated as usual
+
+
+# ---- links larger than anything the page reads ---------------------------------------------------------------
+def test_an_oversized_link_closes_the_connection_and_costs_no_memory(server):
+    url, pid = server
+    padded = dict(LLAMA, _padding="x" * 500_000)  # near the 512 KiB a config.json may have: still estimated
+    run = open_page(url, "", urlencode({"model": "config", "cfg": json.dumps(padded)}))
+    assert run.metrics[bench_load.TOTAL] and not run.errors, run.errors
+    before = bench_load.rss_mb(pid)
+    for size in (5_000_000, 20_000_000):  # over .streamlit/config.toml's 4 MB per client message
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            open_page(url, "", urlencode({"model": "config", "cfg": "x" * size}))
+        assert closed.value.rcvd.code == 1009  # "message too big"
+    assert bench_load.rss_mb(pid) - before < 15, (before, bench_load.rss_mb(pid))
+    assert open_page(url, "", "").metrics[bench_load.TOTAL]  # the server is fine
