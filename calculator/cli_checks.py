@@ -67,6 +67,9 @@ def check_command_flags(args: argparse.Namespace, file_data: dict, mode: str, ge
                             f"got {args.gpus}")
         if not 1 <= args.max_tp <= B.MAX_DEGREE:
             raise FlagError(f"max-tp: must be from 1 to {B.MAX_DEGREE:,}, got {args.max_tp}")
+        mmb = getattr(args, "max_micro_batch", None)
+        if mmb is not None and not 1 <= mmb <= B.MAX_BATCH:
+            raise FlagError(f"max-micro-batch: must be from 1 to {B.MAX_BATCH:,}, got {mmb}")
     if args.command == "solve":
         solved = "batch" if args.solve_for == "micro_batch" else "seq"
         if getattr(args, solved) is not None:

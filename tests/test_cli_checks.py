@@ -128,3 +128,9 @@ def test_an_offloaded_optimizer_step_is_strict_json(capsys):
     data = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
     row = next(r for r in data["roofline"] if "CPU" in r["name"])
     assert (row["flops"], row["bytes"], row["intensity"], row["time_s"]) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("value", ["0", "99999999999999999999999"])
+def test_plan_max_micro_batch_is_bounded_like_the_micro_batch(value, capsys):
+    assert refused(["plan", *MODEL, "--gpu", "h100-sxm", "--max-micro-batch", value], capsys).startswith(
+        "max-micro-batch: must be from 1 to 1,048,576")
