@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from calculator.bounds import describe
-from calculator.cli_checks import FlagError, check_command_flags, flag
+from calculator.cli_checks import PLAN_SECONDS, FlagError, check_command_flags, deadline, flag
 from calculator.config_read import MAX_CONFIG_BYTES, ConfigError, parse_config_json
 from calculator.errors import InputError
 from calculator.impls import IMPLS
@@ -170,6 +170,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--limit", type=int, help="print at most this many layouts (default: all)")
             p.add_argument("--max-micro-batch", type=int,
                            help="largest micro-batch to try (default: --batch); smaller powers of two are tried too")
+            p.add_argument("--max-seconds", type=float, default=PLAN_SECONDS,
+                           help="give up the search after this many seconds (default %(default)g)")
             p.add_argument("--include-unfit", action="store_true",
                            help="also list the layouts that do not fit (ranked after those that do)")
     return ap
@@ -395,10 +397,14 @@ def run(argv: list[str] | None = None) -> int:
         for flag in ("limit", "max_micro_batch", "max_tp"):
             if getattr(args, flag) is not None and getattr(args, flag) < 1:
                 raise CliError(f"{flag.replace('_', '-')}: must be at least 1")
-        found = (plans_for(model, workload, args.gpus, capacity, args.max_tp, limit=args.limit, rank=args.rank,
-                           timing=timing, include_unfit=args.include_unfit, max_micro_batch=args.max_micro_batch)
-                 if args.gpus is not None else fewest_gpus(model, workload, capacity, max_tp=args.max_tp, limit=args.limit,
-                                               rank=args.rank, timing=timing, max_micro_batch=args.max_micro_batch))
+        too_long = (f"max-seconds: the layout search for {model.name[:80]} ran past {args.max_seconds:g} s; "
+                    f"narrow it (--gpus N, a smaller --max-tp or --max-micro-batch) or raise --max-seconds")
+        with deadline(args.max_seconds, too_long):
+            found = (plans_for(model, workload, args.gpus, capacity, args.max_tp, limit=args.limit, rank=args.rank,
+                               timing=timing, include_unfit=args.include_unfit, max_micro_batch=args.max_micro_batch)
+                     if args.gpus is not None else
+                     fewest_gpus(model, workload, capacity, max_tp=args.max_tp, limit=args.limit, rank=args.rank,
+                                 timing=timing, max_micro_batch=args.max_micro_batch))
         if args.json:
             print(json.dumps([dict(p.__dict__, label=p.label) for p in found]))
         elif not found:

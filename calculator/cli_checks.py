@@ -8,8 +8,14 @@ out-of-range values of the command's own flags. Every refusal is one line naming
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import threading
+import time
 
 from calculator import bounds as B
+
+PLAN_SECONDS = 20.0  # default wall-clock bound of one `plan` search (--max-seconds)
 
 # Flags the planner sets itself for every layout it tries (calculator.planner.plans_for).
 PLANNER_CHOOSES = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "sequence_parallel", "vpp", "recompute",
@@ -67,6 +73,8 @@ def check_command_flags(args: argparse.Namespace, file_data: dict, mode: str, ge
                             f"got {args.gpus}")
         if not 1 <= args.max_tp <= B.MAX_DEGREE:
             raise FlagError(f"max-tp: must be from 1 to {B.MAX_DEGREE:,}, got {args.max_tp}")
+        if not 0 < args.max_seconds <= 3600:
+            raise FlagError(f"max-seconds: must be above 0 and at most 3,600, got {args.max_seconds:g}")
         mmb = getattr(args, "max_micro_batch", None)
         if mmb is not None and not 1 <= mmb <= B.MAX_BATCH:
             raise FlagError(f"max-micro-batch: must be from 1 to {B.MAX_BATCH:,}, got {mmb}")
@@ -77,3 +85,27 @@ def check_command_flags(args: argparse.Namespace, file_data: dict, mode: str, ge
                             f"{flag(solved)}")
         if generic and args.solve_for == "seq_len":
             raise FlagError("for: a generic network has no sequence length; solve --for micro_batch")
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, message: str):
+    """Raise FlagError(message) if the block runs past `seconds` of wall-clock time (main thread only; an outer
+    timer, e.g. a caller's own deadline, is honoured and restored)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def fire(signum, frame):
+        raise FlagError(message)
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer) if outer else seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - start)))

@@ -134,3 +134,33 @@ def test_an_offloaded_optimizer_step_is_strict_json(capsys):
 def test_plan_max_micro_batch_is_bounded_like_the_micro_batch(value, capsys):
     assert refused(["plan", *MODEL, "--gpu", "h100-sxm", "--max-micro-batch", value], capsys).startswith(
         "max-micro-batch: must be from 1 to 1,048,576")
+
+
+def test_a_plan_search_past_its_time_bound_is_refused(capsys):
+    """benchmarks/fuzz.py: `plan --model mixtral-8x7b --batch 4` searched ~10 s and deepseek-v3 over 2 minutes
+    (every layout estimated one by one). The search is bounded in wall-clock time (--max-seconds, default 20)."""
+    import time
+    start = time.perf_counter()
+    msg = refused(["plan", "--model", "mixtral-8x7b", "--batch", "4", "--gpu", "h100-sxm", "--max-seconds", "0.3"],
+                  capsys)
+    assert time.perf_counter() - start < 5
+    assert msg.startswith("max-seconds: the layout search for mistralai/Mixtral-8x7B-v0.1 ran past 0.3 s")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "3601"])
+def test_plan_max_seconds_is_bounded(value, capsys):
+    assert refused(["plan", *MODEL, "--gpu", "h100-sxm", "--max-seconds", value], capsys).startswith("max-seconds:")
+
+
+def test_the_plan_deadline_keeps_a_callers_own_timer():
+    """A caller's timer (benchmarks/fuzz.py's hang timer) still runs after the plan's deadline ends."""
+    import signal
+    from calculator.cli_checks import deadline
+    signal.setitimer(signal.ITIMER_REAL, 50)
+    try:
+        with deadline(5, "x"):
+            pass
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 45 < remaining <= 50
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
