@@ -70,11 +70,12 @@ def test_a_billion_layers_is_refused_before_any_work():
 
 
 def test_the_largest_allowed_model_still_estimates_quickly():
-    """The bounds keep the engine's own work small: 10,000 layers over 500 pipeline stages in about a second."""
+    """The bounds keep the engine's own work small: 10,000 layers over 500 pipeline stages in a fraction of a
+    second of CPU (0.24 s here; CPU time, not wall-clock, so other jobs on a shared machine do not fail it)."""
     spec = ModelSpec(**{**SMALL, "num_hidden_layers": B.MAX_LAYERS})
-    start = time.perf_counter()
+    start = time.process_time()
     e = estimate(spec, Workload(parallel={"pp": 500, "num_microbatches": 500}), with_fits=False)
-    assert len(e.stages) == 500 and time.perf_counter() - start < 3
+    assert len(e.stages) == 500 and time.process_time() - start < 2
 
 
 def test_a_result_beyond_the_physical_bound_is_refused_naming_the_inputs():
