@@ -1,4 +1,4 @@
-"""Command line: `python -m calculator presets | estimate | solve`.
+"""Command line: `python -m calculator presets | estimate | solve | plan | advise | sweep`.
 
     python -m calculator estimate --model llama-3.1-8b --mode train --seq 4096 --zero 3 --dp 8 --gpu h100-sxm
     python -m calculator estimate --model path/to/config.json --mode infer --seq 32768 --json
@@ -86,8 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("presets", help="list model presets and GPUs").add_argument("--json", action="store_true")
     helps = {"estimate": "estimate per-GPU memory", "solve": "largest batch / sequence",
-             "plan": "parallel layouts that fit a GPU"}
-    for name in ("estimate", "solve", "plan"):
+             "plan": "parallel layouts that fit a GPU",
+             "advise": "ranked remedies when a job does not fit, and a combination that does",
+             "sweep": "memory against micro-batch, sequence length or GPU count"}
+    for name in ("estimate", "solve", "plan", "advise", "sweep"):
         p = sub.add_parser(name, help=helps[name])
         p.add_argument("--model", help="preset id, path to a config.json, or a Hugging Face id (org/name)")
         p.add_argument("--config", help="JSON file with the whole input: {\"model\": ..., workload fields}")
@@ -161,6 +163,9 @@ def _parser() -> argparse.ArgumentParser:
         if name == "solve":
             p.add_argument("--for", dest="solve_for", choices=["micro_batch", "seq_len"], default="micro_batch")
             p.add_argument("--no-safe-band", action="store_true", help="fill to 100%% instead of the 80%% band")
+        if name in ("advise", "sweep"):
+            from calculator.cli_advise import add_flags
+            add_flags(p, name)
         if name == "plan":
             p.add_argument("--gpus", type=int, help="exactly this many GPUs (default: the fewest that fit)")
             p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size (one node)")
@@ -385,6 +390,10 @@ def run(argv: list[str] | None = None) -> int:
         return 0
     from calculator.estimate import estimate
     model, workload, resolved = build_inputs(args)
+    if args.command in ("advise", "sweep"):
+        from calculator.cli_advise import run_advise, run_sweep
+        return run_advise(args, model, workload, resolved) if args.command == "advise" else \
+            run_sweep(args, model, workload)
     if args.command == "plan":
         from calculator.planner import fewest_gpus, plans_for
         from calculator.presets import get_gpu

@@ -51,6 +51,8 @@ class _Terms:
         self.phases: list[tuple[int, int]] = []
         self.by_component: dict[str, int] = {}
         self.host: list[Term] = []  # moved to CPU RAM by offloading
+        # the step's moments for the timeline: (name, long-lived bytes, allocated bytes), in order
+        self.timeline: list[tuple[str, int, int]] = []
 
     def add(self, key: str, component: str, label: str, nbytes_: int, formula: str, substituted: str,
             source: str, note: str = "", keep: bool = False) -> None:
@@ -363,6 +365,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         for x in sm.at_peak:
             t.add(*x.__dict__.values())
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
+    saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
     if born:
         fwd_bwd = _gradients_born_in_backward(t, m, ws, shard, sm, born, fwd_bwd, recompute_ws, flight)
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
@@ -371,6 +374,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     step = 0 if (w.activation_model == "textbook" or p.offload_optimizer) else tr.optimizer_step_transient(
         n_opt, largest_tensor, ws, upcast_grads=not fp32_adapters) + born
     t.phases = [(states, states + fwd_bwd), (states, states + step)]
+    t.timeline = [("model states", states, states), ("forward: tensors saved", states, states + saved),
+                  ("backward: peak", states, states + fwd_bwd), ("optimizer step", states, states + step)]
     if step > fwd_bwd:
         t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
               "max(0, step temporaries − fwd/bwd working set)", f"{step:,} − {fwd_bwd:,} B", "torch-adamw",
@@ -464,7 +469,7 @@ def _finish(t: _Terms, w, shard: StageShard, gpu, extra_groups: dict[str, int] |
     else:
         _overheads(t, w, gpu, peak, {**communicators(w.parallel), **(extra_groups or {})})
     return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total(),
-                         tuple(t.host))
+                         tuple(t.host), tuple(t.timeline))
 
 
 def _offload(t: _Terms, w, shard: StageShard) -> None:
@@ -556,6 +561,12 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         t.add("activations.decode", "activations", "Decode working set (one token, fp32 logits)", extra,
               "b·(4·e·h + 3·e·f + V·(e + 4))", f"{decode_peak - kv:,} B", "kv-cache")
     _cublas(t, w, gpu, threads=1)
+    loaded = weights + t.by_component.get("transient", 0)  # weights + cuBLAS workspace (+ GPTQ's buffer)
+    t.timeline = [("weights loaded", loaded, loaded), ("prefill: peak", loaded + prompt_kv, loaded + prefill_peak)]
+    for i in sorted({1, max(1, w.gen_tokens // 2), w.gen_tokens} if w.gen_tokens else {0}):
+        kv_i = inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + i, kvh, w.kv_dtype)
+        t.timeline.append((f"decode: token {i:,}" if i else "decode: last logits", loaded + kv_i,
+                           loaded + kv_i + decode_peak - kv))
     return _finish(t, w, shard, gpu)
 
 

@@ -56,6 +56,9 @@ class StageEstimate:
     peak_allocated_bytes: int
     total_bytes: int
     host_terms: tuple[Term, ...] = ()  # what CPU offload keeps in host RAM for this GPU's rank (not GPU memory)
+    # The step's moments, in order, as the engine sums them: (name, long-lived bytes, allocated bytes); the
+    # highest allocated is the peak (calculator.timeline). Empty where the engine has no phases (generic network).
+    phases: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def host_bytes(self) -> int:
