@@ -326,6 +326,10 @@ def calculator() -> None:
     serving.panel(result, unit, drawn)
     timing_view.panel(result, drawn)
 
+    # ---- remedies, sweeps, step timeline: lazy sections, computed only while open ---------------------------------
+    from dashboard import advice_view
+    advice_view.sections(result, drawn, unit, gpu, _link(drawn).split("?")[0])
+
     for w in est.warnings:
         st.warning(md_message(w), icon=":material/warning:")
     if est.assumptions:

@@ -303,6 +303,12 @@ PARAMS: tuple[Param, ...] = (
     _p("ib", "float", 50.0, "Network GB/s per GPU per direction (400 Gb/s = 50)", "time", lo=0.1, hi=100_000.0,
        step=1.0, fields=("ib_gbps",), short="Network GB/s"),
     _p("unit", "choice", "GB", "Units", "display", options=("GB", "GiB")),
+    # ---- sections below the breakdown (dashboard/advice_view.py): open or closed, and the sweep's axis ---------
+    _p("adv", "bool", False, "Remedies section open", "display"),
+    _p("swp", "bool", False, "Sweeps section open", "display"),
+    _p("tl", "bool", False, "Step timeline section open", "display"),
+    _p("swx", "choice", "micro_batch", "Sweep over", "display", options=("micro_batch", "seq_len", "gpus"),
+       help="micro_batch, seq_len, or gpus: data parallel with ZeRO-3 for training, tensor parallel for inference"),
 )
 
 BY_KEY: dict[str, Param] = {p.key: p for p in PARAMS}
