@@ -281,3 +281,36 @@ def test_any_link_round_trips_and_computes_or_names_its_problems(query):
     e = result.estimate
     assert 0 < e.peak_allocated_bytes <= e.total_bytes <= 10**18
     assert all(math.isfinite(f.utilization) for f in e.fits)
+
+
+# ---- a huge pasted config is refused before any work -----------------------------------------------------------
+import json as _json  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+
+from calculator.presets import load_model  # noqa: E402
+
+HUGE = [{"num_hidden_layers": 1_000_000_000}, {"num_hidden_layers": 2**31}, {"hidden_size": 10**12},
+        {"vocab_size": 10**15}, {"num_local_experts": 10**9, "model_type": "mixtral", "num_experts_per_tok": 2}]
+
+
+def link(**fields) -> dict[str, str]:
+    return {"model": "config", "cfg": _json.dumps({**load_model("llama-3.1-8b").raw, **fields})}
+
+
+@pytest.mark.parametrize("fields", HUGE, ids=lambda f: next(iter(f)))
+def test_a_huge_config_in_a_link_is_refused_at_once_without_memory(fields):
+    """Issue 12: a link pasting a config with 10^9 layers grew the server to 4 GB; every huge size is refused by
+    the config bounds before per-layer work (the served page: tests/test_exhaustion.py)."""
+    query = link(**fields)
+    tracemalloc.start()
+    start = time.perf_counter()
+    values = {**state.DEFAULTS, **state.check_query_params(query).values}
+    with pytest.raises(state.InputProblems) as refused:
+        state.compute(values)
+    seconds = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert seconds < 1 and peak < 10 * 2**20, (seconds, peak)
+    problem = refused.value.problems[0]
+    assert problem.key == "cfg" and problem.message.startswith(tuple(fields))
