@@ -5,7 +5,7 @@ every one with the engine and ranks them.
 
 Tiers (the order the combined remedy tries them, calculator.remedies.combine):
     0  the same job on the same GPUs, the same numbers out (recompute, smaller micro-batches with gradient
-       accumulation, ZeRO / FSDP over the GPUs already there, EP inside them, fused kernels, allocator, stack)
+       accumulation, ZeRO / FSDP over the GPUs already there, EP inside them, fused kernels, stack)
     1  the same job on the same GPUs, much slower: CPU offload (ZeRO-Offload / ZeRO-Infinity)
     2  the same job on more GPUs (TP, PP, CP, DP with ZeRO-3)
     3  a different job (shorter sequence, fewer sequences at once, 8-bit / factored optimizer, LoRA / QLoRA,
@@ -76,9 +76,6 @@ def training_levers(m: ModelSpec | None, w) -> list[Lever]:
     if w.impl == "hf" and w.activation_model == "exact":
         add(Lever("fused_loss", "Liger kernels: fused linear cross-entropy, RMSNorm, SwiGLU (impl liger)",
                   {"impl": "liger"}, SAME_JOB, "a dependency (liger-kernel); no logits are materialised"))
-    if not w.expandable_segments:
-        add(Lever("allocator", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", {"expandable_segments": True},
-                  SAME_JOB, "none (an environment variable); reserved memory tracks allocated memory more closely"))
     for stack in STACKS:
         if stack != now:
             add(Lever("stack", f"training stack {now} → {stack}", {"stack": stack}, SAME_JOB,

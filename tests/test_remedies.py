@@ -155,3 +155,16 @@ def test_links_round_trip_every_workload_field():
                                                    "colocate": False, "rollout_gpus": 4})]
     for w in ws:
         assert state.build_workload(links.workload_values(w)) == w
+
+
+def test_a_config_file_model_travels_in_the_link(capsys, tmp_path):
+    from pathlib import Path
+    cfg = Path(__file__).resolve().parents[1] / "presets/models/qwen3-8b.json"
+    path = tmp_path / "config.json"
+    path.write_text(cfg.read_text())
+    out = _advise_cli(capsys, "--model", str(path), "--seq", "16384", "--gpu", "a100-80gb")
+    r = out["remedies"][0]
+    model, w = _workload_of(r["url_query"])
+    assert "model=config" in r["url_query"] and model == load_model("qwen3-8b").spec.model_copy(
+        update={"name": model.name})
+    assert estimate(model, w).peak_allocated_bytes == r["peak_allocated_bytes"]
