@@ -186,16 +186,17 @@ CLI_FLAGS = {  # flag -> plausible values (hostile ones are mixed in)
     "--rollout-memory-fraction": ["0.5"], "--price-per-gpu-hour": ["2.5"], "--matmul-efficiency": ["0.6"],
     "--host-op-us": ["40"], "--nvlink-gbps": ["450"], "--gpus-per-node": ["8"], "--peak-tflops": ["990"],
     "--memory-bandwidth-gbps": ["3350"], "--unit": ["GB", "GiB"], "--max-tp": ["8"], "--gpus": ["1", "8"],
-    "--rank": ["memory", "time"], "--for": ["micro_batch", "seq_len"],
+    "--rank": ["memory", "time"], "--for": ["micro_batch", "seq_len"], "--over": ["micro_batch", "seq_len", "gpus"],
+    "--values": ["1,2,4", "1024,4096", "1,8,64"], "--max-micro-batch": ["4", "64"], "--limit": ["3"],
 }
-SWITCHES = ["--sequence-parallel", "--distributed-optimizer", "--offload-optimizer", "--master-weights",
+SWITCHES = ["--csv", "--include-unfit", "--sequence-parallel", "--distributed-optimizer", "--offload-optimizer", "--master-weights",
             "--expandable-segments", "--bucket-view", "--no-colocate", "--critic", "--no-safe-band", "--json"]
 HOSTILE_ARGS = ["nan", "inf", "-inf", "-1", "0", "1e400", "99999999999999999999999", "", "abc", "1.5", "--tp",
                 "x" * 300, "\x00"]
 
 
 def gen_argv(rng: random.Random, config_paths: list[str]) -> list[str]:
-    command = rng.choice(["estimate"] * 6 + ["solve", "plan"])
+    command = rng.choice(["estimate"] * 6 + ["solve", "plan", "sweep", "advise"])
     r = rng.random()
     if r < 0.7:
         model = ["--model", rng.choice(["llama-3.2-1b", "qwen3-8b", "gpt2", "qwen3-30b-a3b", "gemma-3-1b",

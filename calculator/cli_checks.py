@@ -78,6 +78,8 @@ def check_command_flags(args: argparse.Namespace, file_data: dict, mode: str, ge
         mmb = getattr(args, "max_micro_batch", None)
         if mmb is not None and not 1 <= mmb <= B.MAX_BATCH:
             raise FlagError(f"max-micro-batch: must be from 1 to {B.MAX_BATCH:,}, got {mmb}")
+    if args.command == "sweep" and args.values:
+        _check_sweep_values(args.over, args.values)
     if args.command == "solve":
         solved = "batch" if args.solve_for == "micro_batch" else "seq"
         if getattr(args, solved) is not None:
@@ -85,6 +87,21 @@ def check_command_flags(args: argparse.Namespace, file_data: dict, mode: str, ge
                             f"{flag(solved)}")
         if generic and args.solve_for == "seq_len":
             raise FlagError("for: a generic network has no sequence length; solve --for micro_batch")
+
+
+MAX_SWEEP_POINTS = 64
+SWEEP_BOUNDS = {"micro_batch": B.MAX_BATCH, "seq_len": B.MAX_TOKENS, "gpus": B.MAX_DEGREE}
+
+
+def _check_sweep_values(axis: str, text: str) -> None:
+    """sweep --values: at most MAX_SWEEP_POINTS whole numbers, each within the axis' physical bound."""
+    parts = [v.strip() for v in text.split(",") if v.strip()]
+    if len(parts) > MAX_SWEEP_POINTS:
+        raise FlagError(f"values: at most {MAX_SWEEP_POINTS} points per sweep, got {len(parts):,}")
+    hi = SWEEP_BOUNDS.get(axis, B.MAX_DEGREE)
+    for v in parts:
+        if not (v.isdigit() and len(v) <= 12 and 1 <= int(v) <= hi):
+            raise FlagError(f"values: each {axis} must be a whole number from 1 to {hi:,}, got {v[:30]!r}")
 
 
 @contextlib.contextmanager

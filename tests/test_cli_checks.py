@@ -93,7 +93,7 @@ FLAGS = st.sampled_from(["--mode", "--batch", "--seq", "--gen", "--tp", "--pp", 
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["estimate", "estimate", "solve", "plan"]), st.sampled_from(["llama-3.2-1b", "qwen3-30b-a3b"]),
+@given(st.sampled_from(["estimate", "estimate", "solve", "plan", "sweep"]), st.sampled_from(["llama-3.2-1b", "qwen3-30b-a3b"]),
        st.lists(st.tuples(FLAGS, VALUES), max_size=4), st.booleans())
 def test_any_argument_set_exits_0_with_finite_figures_or_2_with_one_line(capsys, command, model, flags, gpu):
     argv = [command, "--model", model, "--json"] + [x for pair in flags for x in pair]
@@ -164,3 +164,14 @@ def test_the_plan_deadline_keeps_a_callers_own_timer():
         assert 45 < remaining <= 50
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+@pytest.mark.parametrize("values,words", [
+    (",".join(["1"] * 65), "at most 64 points per sweep, got 65"),
+    ("1,99999999999999999999999", "from 1 to 1,048,576, got '99999999999999999999999'"),
+    ("2,0", "got '0'"), ("1.5", "got '1.5'")])
+def test_sweep_values_are_few_and_bounded(values, words, capsys):
+    """sweep --values took 100,000 points one estimate each, and showed '1 validation error for Workload' for a
+    value past the bound."""
+    msg = refused(["sweep", *MODEL, "--gpu", "h100-sxm", "--values", values], capsys)
+    assert msg.startswith("values: ") and words in msg
