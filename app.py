@@ -13,7 +13,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from dashboard import hub_input, serving, state, timing_view, widgets
+from dashboard import hub_input, lazy, serving, state, timing_view, widgets
 from dashboard.safe_text import md, md_lines, md_message
 from dashboard.scenarios import SCENARIOS
 from dashboard.widgets import field
@@ -23,7 +23,8 @@ DEFAULT_BASE_URL = "http://localhost:8501/"
 # Half-width inputs, in px: two and the gap fill the default sidebar (300 px: 240 of content, 206 in an expander);
 # a sidebar dragged wider fits more per row, a narrower one one per row.
 PAIR_WIDTH, PAIR_WIDTH_IN_EXPANDER = 110, 93
-PAGE_STATE = "_page"  # the calculator page's own session state: the checked link, its warnings, the rerun guard
+PAGE_STATE = "_page"  # the calculator page's own session state: values it keeps (from the link, then the inputs
+# of closed sections: dashboard.lazy), the link's warnings, the rerun guard
 
 
 # ---- callbacks (run before the script, so they may set bound widgets) --------------------------------------------
@@ -75,7 +76,7 @@ def calculator() -> None:
     page = st.session_state.get(PAGE_STATE)
     if page is None:
         link = state.check_query_params(st.query_params.to_dict())
-        page = st.session_state[PAGE_STATE] = {"link_values": link.values, "ignored": link.ignored,
+        page = st.session_state[PAGE_STATE] = {"held": dict(link.values), "ignored": link.ignored,
                                                "recomputed": False}
         for key in link.drop_keys:
             del st.query_params[key]
@@ -130,15 +131,21 @@ def calculator() -> None:
                 st.button("Edit this preset's config.json", on_click=edit_preset_config, icon=":material/edit:",
                           type="tertiary", help="The custom fields cannot describe this model exactly")
     with st.sidebar:
-        arch_problem = any(k in problems for k in state.ARCH_KEYS)
-        with st.expander("Custom architecture (Model = custom)", expanded=model_is == state.CUSTOM or arch_problem):
-            _pairs(state.ARCH_KEYS, problems, disabled=model_is != state.CUSTOM, width=PAIR_WIDTH_IN_EXPANDER)
+        # Sections drawn only while open or while they apply (dashboard.lazy): their values stay in the URL.
+        box = lazy.section("Custom architecture (Model = custom)", "arch", values, problems,
+                           force=model_is == state.CUSTOM)
+        if box is not None:
+            with box:
+                _pairs(state.ARCH_KEYS, problems, disabled=model_is != state.CUSTOM, width=PAIR_WIDTH_IN_EXPANDER)
         with st.expander("Paste config.json (Model = config)", expanded=model_is == state.CONFIG or "cfg" in problems):
             field("cfg", problems, on_change=pasted_config)
-        with st.expander("Generic network (Model = generic)",
-                         expanded=model_is == state.GENERIC or "gparams" in problems or "gact" in problems):
-            st.caption("Any network given as totals: parameters and activation elements saved per sample.")
-            _pairs(("gparams", "gact"), problems, disabled=model_is != state.GENERIC, width=PAIR_WIDTH_IN_EXPANDER)
+        box = lazy.section("Generic network (Model = generic)", "generic", values, problems,
+                           force=model_is == state.GENERIC)
+        if box is not None:
+            with box:
+                st.caption("Any network given as totals: parameters and activation elements saved per sample.")
+                _pairs(("gparams", "gact"), problems, disabled=model_is != state.GENERIC,
+                       width=PAIR_WIDTH_IN_EXPANDER)
 
         st.header("Mode")
         field("mode", problems, label="Training or inference")
@@ -153,9 +160,11 @@ def calculator() -> None:
         recipe = values["recipe"]
         field("recipe", problems, caption=RECIPES[recipe][0] if recipe in RECIPES else
               "Each tensor family's dtype is set below.")
-        with st.expander("Per-tensor dtypes", expanded=recipe == state.CUSTOM_RECIPE
-                         or any(k in problems for k in state.DTYPE_KEYS)):
-            _pairs(state.DTYPE_KEYS, problems, disabled=recipe != state.CUSTOM_RECIPE, width=PAIR_WIDTH_IN_EXPANDER)
+        box = lazy.section("Per-tensor dtypes", "dtypes", values, problems, force=recipe == state.CUSTOM_RECIPE)
+        if box is not None:
+            with box:
+                _pairs(state.DTYPE_KEYS, problems, disabled=recipe != state.CUSTOM_RECIPE,
+                       width=PAIR_WIDTH_IN_EXPANDER)
 
         st.header("Optimizer")
         field("opt", problems, disabled=not train, caption=OPTIMIZERS.get(values["opt"]))
@@ -202,19 +211,30 @@ def calculator() -> None:
         _pairs(("seq", "gen"), problems, disabled={"gen": train})
         _pairs(("kvdt", "wdt"), problems, disabled=train)
         _pairs(("qgs", "qm"), problems, disabled=train)
+        field("ewdt", problems, disabled=values["mode"] == "train")
 
-        serving.sidebar_serving(values, problems)
-        serving.sidebar_rl(values, problems)
-
-        st.header("Overheads")
-        field("frag", problems)
-        _pairs(("fst", "fwk"), problems, disabled=values["frag"] is not None)
-        field("ctx", problems)
-        field("exps", problems)
-        field("cublas", problems)
-        field("nccl", problems, disabled=not values["comm"])
-        field("comm", problems)
-        field("tbo", problems, disabled=values["act"] != "textbook")
+        box = lazy.section("Serving engine (inference)", "serving", values, problems,
+                           force=values["mode"] == "infer" or lazy.non_default(values, lazy.SECTIONS["serving"]))
+        if box is not None:
+            with box:
+                serving.sidebar_serving(values, problems)
+        box = lazy.section("RL rollout (mode rl)", "rl", values, problems,
+                           force=values["mode"] == "rl" or lazy.non_default(values, lazy.SECTIONS["rl"]))
+        if box is not None:
+            with box:
+                serving.sidebar_rl(values, problems)
+        box = lazy.section("Overheads (fragmentation, CUDA context, NCCL)", "overheads", values, problems,
+                           force=lazy.non_default(values, lazy.SECTIONS["overheads"]))
+        if box is not None:
+            with box:
+                field("frag", problems)
+                _pairs(("fst", "fwk"), problems, disabled=values["frag"] is not None, width=PAIR_WIDTH_IN_EXPANDER)
+                field("ctx", problems)
+                field("exps", problems)
+                field("cublas", problems)
+                field("nccl", problems, disabled=not values["comm"])
+                field("comm", problems)
+                field("tbo", problems, disabled=values["act"] != "textbook")
 
         st.header("GPU")
         gpu = _gpu(values["gpu"])
@@ -232,6 +252,7 @@ def calculator() -> None:
             st.rerun()
         result, problems = _compute(drawn, hub)
     page["recomputed"] = False
+    lazy.keep(drawn, collected, page["held"])
 
     # ---- examples -------------------------------------------------------------------------------------------
     st.subheader("Examples", divider="gray")
@@ -384,7 +405,7 @@ def _link(values: dict) -> str:
 def _values() -> dict:
     """Every input's current value (one snapshot of the session state: each lookup in it copies the state)."""
     snapshot = st.session_state.to_dict()
-    return state.current_values(snapshot, snapshot[PAGE_STATE]["link_values"])
+    return state.current_values(snapshot, snapshot[PAGE_STATE]["held"])
 
 
 def _pairs(keys, problems, disabled: bool | dict = False, width: int = PAIR_WIDTH) -> None:

@@ -26,8 +26,7 @@ def _pairs(keys, problems, disabled) -> None:
 
 
 def sidebar_serving(values: Mapping[str, Any], problems) -> None:
-    """Serving engine inputs (inference mode only)."""
-    st.header("Serving engine")
+    """Serving engine inputs (inference mode only), drawn in the page's "Serving engine" section."""
     infer = values["mode"] == "infer"
     field("eng", problems, disabled=not infer, caption=None if values["eng"] == "hf" else
           "The engine preallocates its KV pool inside its memory fraction: the result below says how many tokens "
@@ -35,15 +34,14 @@ def sidebar_serving(values: Mapping[str, Any], problems) -> None:
     engine = infer and values["eng"] != "hf"
     field("mfr", problems, disabled=not engine)
     _pairs(SERVING_PAIRS, problems, not engine)
-    field("ewdt", problems, disabled=values["mode"] == "train")
     row = st.container(horizontal=True, gap="small")
     field("pfx", problems, disabled=not engine, container=row)
     field("cg", problems, disabled=not engine, container=row)
 
 
 def sidebar_rl(values: Mapping[str, Any], problems) -> None:
-    """RL post-training inputs (mode rl): the rollout and its engine; the trainer is the rest of the sidebar."""
-    st.header("RL rollout")
+    """RL post-training inputs (mode rl): the rollout and its engine; the trainer is the rest of the sidebar.
+    Drawn in the page's "RL rollout" section."""
     rl = values["mode"] == "rl"
     st.caption("The trainer is set above (precision, optimizer, parallelism, recompute, micro-batch); a training "
                "sample is prompt + response tokens.")

@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 
 import streamlit as st
 
+from dashboard.lazy import LAZY_KEYS
 from dashboard.safe_text import md_message
 from dashboard.state import BY_KEY, options
 
@@ -39,8 +40,9 @@ def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False
     box = container if container is not None else st
     short = container is not None and p.short  # a shared row: short label, the full one in the help
     help_text = " — ".join(x for x in ((p.label if short else ""), p.help) if x) or None
-    kw: dict[str, Any] = dict(key=key, bind="query-params", help=help_text, disabled=disabled,
-                              on_change=on_change)
+    # Inputs of sections drawn only while open keep their URL parameter through dashboard.lazy, not a binding.
+    kw: dict[str, Any] = dict(key=key, bind=None if key in LAZY_KEYS else "query-params", help=help_text,
+                              disabled=disabled, on_change=on_change)
     if width is not None:
         kw["width"] = width
     label = label or (p.short if short else p.label)

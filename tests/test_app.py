@@ -145,6 +145,10 @@ CASES = {
 
 
 def _set(at: AppTest, kind: str, key: str, value) -> None:
+    from dashboard.lazy import SECTION_OF, open_key
+    if key in SECTION_OF and not any(w.key == key for w in at.get(kind)):
+        at.session_state[open_key(SECTION_OF[key])] = True  # the person opens the section that holds it
+        at.run()
     widget = getattr(at, kind)(key=key)
     if kind == "selectbox" or kind == "radio":
         widget.set_value(value)
@@ -206,6 +210,10 @@ def test_link_seeds_every_widget_group():
 
 def test_named_recipe_shows_its_dtypes_in_the_disabled_fields():
     at = run({"recipe": "megatron"})
+    assert not [w for w in at.selectbox if w.key == "gdt"]  # a named recipe: the section is closed, not drawn
+    from dashboard.lazy import open_key
+    at.session_state[open_key("dtypes")] = True  # opened
+    at.run()
     assert at.selectbox(key="gdt").value == RECIPES["megatron"][1].grads
     assert at.selectbox(key="gdt").disabled
 
@@ -293,7 +301,7 @@ def _kind(value, key):
 def test_edit_preset_as_custom_copies_the_architecture():
     at = run({"model": "qwen2.5-7b"})
     before = metrics(at)["Total per GPU"]
-    assert at.number_input(key="h").disabled
+    assert not [w for w in at.number_input if w.key == "h"]  # a preset: the custom fields are not drawn
     at.sidebar.button[0].click().run()
     assert at.selectbox(key="model").value == "custom"
     assert not at.number_input(key="h").disabled
