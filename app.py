@@ -67,9 +67,6 @@ def calculator() -> None:
 
     from calculator.units import format_bytes, format_count
 
-    st.title("LLM GPU Memory Calculator")
-    st.caption("Per-GPU memory for training or inference of a transformer, term by term, each with its formula "
-               "and source. Everything on this page is in the link: share it, reload it, screenshot it.")
 
     # A shared link is checked once per session, before any widget reads it: bound widgets drop bad values silently.
     # The page's own state is one session-state entry (every bound widget call walks the whole session state).
@@ -254,16 +251,6 @@ def calculator() -> None:
     page["recomputed"] = False
     lazy.keep(drawn, collected, page["held"])
 
-    # ---- examples -------------------------------------------------------------------------------------------
-    st.subheader("Examples", divider="gray")
-    available = set(state.options("model"))
-    row = st.container(horizontal=True, gap="small")  # one block (st.columns(5) costs six)
-    for sc in SCENARIOS:
-        ok = sc.values.get("model") in available
-        row.button(sc.title, key=f"_scenario_{sc.id}", on_click=load_scenario, args=(sc.values,),
-                   help=sc.summary if ok else f"preset {sc.values.get('model')!r} is not in the catalogue",
-                   disabled=not ok, width="stretch")
-
     # ---- the Hugging Face model, or why it could not be used ----------------------------------------------
     if hub is not None:
         hub_input.panel(hub, values)
@@ -285,64 +272,40 @@ def calculator() -> None:
                  "input that causes it.\n\n" + "\n".join(lines), icon=":material/block:")
         st.caption("Link to this view:")
         st.code(_link(drawn), language=None, wrap_lines=True)
+        _examples()
         return
 
     est = result.estimate
-    for note in result.notes:
-        st.info(md_message(note), icon=":material/info:")
 
-    # ---- headline -------------------------------------------------------------------------------------------
+    # ---- headline, the workload in one line, the chart beside the fit cards: one screenshot ----------------
+    from dashboard import result_view
     fit = next((f for f in est.fits if f.gpu == values["gpu"]), None)
-    head.subheader(f"{md(est.model_name)}: {serving.MODE_TITLES.get(est.mode, est.mode)}", divider="gray")
-    m1 = m2 = m3 = m4 = st.container(horizontal=True, gap="small")
-    m1.metric("Total per GPU", format_bytes(est.total_bytes, unit),
-              help="What nvidia-smi would show on the most loaded GPU" + (
-                  f" (pipeline stage {est.worst_stage})" if len(est.stages) > 1 else ""))
-    m2.metric("Peak allocated", format_bytes(est.peak_allocated_bytes, unit),
-              help="What torch.cuda.max_memory_allocated() would report")
-    m3.metric("Parameters", format_count(est.parameters),
-              help=f"{est.parameters:,} parameters; {est.active_parameters:,} active per token")
-    if fit is not None:
-        m4.metric(f"On {fit.name}", fit.verdict, f"{fit.utilization:.0%} of capacity",
-                  delta_color="off" if fit.verdict == "fits" else "inverse")
+    head.subheader(f"{md(est.model_name)}: {serving.MODE_TITLES.get(est.mode, est.mode)}")
+    result_view.headline(est, fit, unit)
+    st.container(key="summary").caption(result_view.summary_line(result, drawn))  # a screenshot says what it shows
+    result_view.chart_and_cards(est, values, gpu, unit)
     if est.peak.host_bytes:
         st.caption(f"CPU offload keeps {format_bytes(est.peak.host_bytes, unit)} per GPU rank in host RAM: "
                    + ", ".join(f"{t.label} {format_bytes(t.bytes, unit)}" for t in est.peak.host_terms))
-
-    # ---- chart ----------------------------------------------------------------------------------------------
-    from dashboard.charts import breakdown_figure, breakdown_figure_cached, plotly_config
-    fig = breakdown_figure_cached(est, unit, gpu)
-    st.plotly_chart(fig, key="breakdown", config=plotly_config(values), theme=None)
-
-    # ---- fit cards ------------------------------------------------------------------------------------------
-    st.subheader("Fits on", divider="gray")
+    for note in result.notes:
+        st.info(md_message(note), icon=":material/info:")
     from calculator.hardware import FIT_CARD_GPUS
-    shown = [values["gpu"]] + [g for g in FIT_CARD_GPUS if g != values["gpu"]]
-    _fit_cards([f for g in shown for f in est.fits if f.gpu == g], unit)
-    others = [f for f in est.fits if f.gpu not in shown]
+    others = [f for f in est.fits if f.gpu not in FIT_CARD_GPUS and f.gpu != values["gpu"]]
     if others:
         # Lazy: the table is built only while the expander is open (on_change="rerun" makes .open known).
         more = st.expander(f"{len(others)} more GPUs", on_change="rerun")  # no key: keyed state costs every widget
         if more.open:
-            more.dataframe(pd.DataFrame([{
-                "GPU": f.name, "Verdict": f.verdict, "Used": f.utilization,
-                f"Headroom ({unit})": format_bytes(f.headroom_bytes, unit), "GPUs needed": f.gpus_needed,
-                "Note": f.note} for f in others]), hide_index=True, width="stretch", key="more_fits",
-                column_config={"Used": st.column_config.ProgressColumn("Used", format="percent", min_value=0.0,
-                                                                       max_value=1.0)})
+            more.table(pd.DataFrame([{
+                "GPU": f.name, "Verdict": f.verdict, "Used": f"{f.utilization:.0%}",
+                f"Headroom ({unit})": format_bytes(f.headroom_bytes, unit),
+                "GPUs needed": "" if f.gpus_needed is None else str(f.gpus_needed),
+                "Note": f.note} for f in others]), hide_index=True)
+
+    _examples()
 
     # ---- breakdown table and formula panel --------------------------------------------------------------------
     st.subheader("Breakdown and formulas", divider="gray")
-    if len(est.stages) > 1:
-        st.caption(f"Pipeline parallel: the table and formulas are for stage {est.worst_stage}, the most loaded "
-                   "GPU; the chart shows every stage.")
-    from dashboard.tables import breakdown_table, formula_markdown
-    st.dataframe(breakdown_table(est, unit), hide_index=True, width="stretch", key="breakdown_table",
-                 column_config={"Share": st.column_config.ProgressColumn("Share", format="percent",
-                                                                          min_value=0.0, max_value=1.0),
-                                "Bytes": st.column_config.NumberColumn("Bytes", format="localized")})
-    with st.container(border=True, key="formulas"):
-        st.markdown(formula_markdown(est, unit))  # one element: a rerun pays per element
+    result_view.breakdown(est, unit)
 
     serving.panel(result, unit, drawn)
     timing_view.panel(result, drawn)
@@ -362,7 +325,7 @@ def calculator() -> None:
     link = _link(drawn)
     st.code(link, language=None, wrap_lines=True)
     from dashboard import exports
-    from dashboard.charts import png_filename
+    from dashboard.charts import breakdown_figure, png_filename
     stem = png_filename(values).replace("gpu-memory", "gpu-memory-report", 1)
     c1 = c2 = c3 = st.container(horizontal=True, gap="small")
     # Files are built only when their button is clicked (data=callable).
@@ -380,6 +343,18 @@ def calculator() -> None:
 
     c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
+
+
+def _examples() -> None:
+    """The example scenarios: one click sets every input."""
+    st.subheader("Examples", divider="gray")
+    available = set(state.options("model"))
+    row = st.container(horizontal=True, gap="small")  # one block (st.columns(5) costs six)
+    for sc in SCENARIOS:
+        ok = sc.values.get("model") in available
+        row.button(sc.title, key=f"_scenario_{sc.id}", on_click=load_scenario, args=(sc.values,),
+                   help=sc.summary if ok else f"preset {sc.values.get('model')!r} is not in the catalogue",
+                   disabled=not ok, width="stretch")
 
 
 def _compute(values: dict, hub=None) -> tuple:
@@ -441,26 +416,6 @@ def _model_caption(result, model_is: str) -> str | None:
     shape = (f" · {spec.num_hidden_layers} layers, h={spec.hidden_size}, {spec.num_attention_heads} heads / "
              f"{spec.kv_heads} KV") if hasattr(spec, "hidden_size") else ""
     return f"{format_count(est.parameters)} parameters{shape}{moe}"
-
-
-def _fit_cards(fits, unit: str) -> None:
-    from calculator.units import format_bytes
-    icons = {"fits": ":green[:material/check_circle: fits]", "tight": ":orange[:material/warning: tight]",
-             "does not fit": ":red[:material/cancel: does not fit]"}
-    per_row = 6
-    for start in range(0, len(fits), per_row):
-        row = fits[start:start + per_row]
-        # A full row is one horizontal block (st.columns(6) costs seven); a short one keeps the column width.
-        cols = [st.container(horizontal=True, gap="small")] * per_row if len(row) == per_row else st.columns(per_row)
-        for col, f in zip(cols, row):
-            with col.container(border=True, key=f"fit_{f.gpu}"):
-                head = format_bytes(abs(f.headroom_bytes), unit)
-                st.markdown(f"**{f.name}**  \n{icons.get(f.verdict, f.verdict)}  \n"
-                            f"{f.utilization:.0%} of {format_bytes(f.capacity_bytes, unit)}  \n"
-                            + (f"headroom {head}" if f.headroom_bytes >= 0 else f"short by {head}")
-                            + (f" · GPUs needed: **{f.gpus_needed}**" if f.gpus_needed else " · no layout fits")
-                            + (f"  \n:small[:gray[{f.note}]]" if f.note else ""))
-                st.progress(min(max(f.utilization, 0.0), 1.0))
 
 
 # ---- navigation ------------------------------------------------------------------------------------------------

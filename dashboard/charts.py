@@ -48,8 +48,10 @@ def _hline(y: float, color: str, dash: str, text: str, below: bool) -> tuple[dic
     return line, label
 
 
-def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None) -> go.Figure:
-    """Stacked bar of every component, one bar per pipeline stage; `gpu` (a catalogue GPU) adds its capacity."""
+def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None, height: int = 480,
+                     side_legend: bool = False) -> go.Figure:
+    """Stacked bar of every component, one bar per pipeline stage; `gpu` (a catalogue GPU) adds its capacity.
+    `side_legend`: the legend to the right of the plot (the page's compact view), else under it."""
     from calculator.result import COMPONENT_LABELS, COMPONENTS
     from calculator.units import UNIT_BYTES, format_bytes
 
@@ -85,10 +87,12 @@ def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None) 
             shapes.append(line)
             notes.append(label)
     layout = dict(
-        _STYLE, barmode="stack", height=480, bargap=0.5 if len(stages) == 1 else 0.3,
+        _STYLE, barmode="stack", height=height, bargap=0.5 if len(stages) == 1 else 0.3,
         title=dict(text=title or "", x=0, xanchor="left", font=dict(size=15)),
         margin=dict(l=10, r=10, t=48 if title else 16, b=10),
-        legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0, traceorder="normal"),
+        legend=dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, traceorder="reversed",
+                    font=dict(size=12)) if side_legend else
+        dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0, traceorder="normal"),
         yaxis=dict(_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"),
                    range=[0, top * 1.12 if top else 1]),
         xaxis=dict(_GRID), hovermode="closest", shapes=shapes, annotations=notes)
@@ -112,17 +116,18 @@ class _FrozenFigure(go.Figure):
 _FIGURES = LRU(256)
 
 
-def figure_key(est, unit: str, gpu=None, title: str | None = None) -> tuple:
+def figure_key(est, unit: str, gpu=None, title: str | None = None, *style) -> tuple:
     """Everything breakdown_figure draws: per stage its layers, components and total; the unit; the GPU line."""
     stages = tuple((s.stage, tuple(s.layers), tuple(sorted(s.components.items())), s.total_bytes) for s in est.stages)
-    return (stages, unit, (gpu.id, gpu.name, gpu.memory_bytes) if gpu is not None else None, title)
+    return (stages, unit, (gpu.id, gpu.name, gpu.memory_bytes) if gpu is not None else None, title, style)
 
 
-def breakdown_figure_cached(est, unit: str = "GB", gpu=None, title: str | None = None) -> go.Figure:
+def breakdown_figure_cached(est, unit: str = "GB", gpu=None, title: str | None = None, height: int = 480,
+                            side_legend: bool = False) -> go.Figure:
     """breakdown_figure, built once per distinct figure_key (an LRU shared by all sessions; the page's rerun no
     longer pays for building the figure, nor for st.plotly_chart's copy of it)."""
-    return _FIGURES.get_or_build(figure_key(est, unit, gpu, title),
-                                 lambda: _FrozenFigure(breakdown_figure(est, unit, gpu, title)))
+    return _FIGURES.get_or_build(figure_key(est, unit, gpu, title, height, side_legend),
+                                 lambda: _FrozenFigure(breakdown_figure(est, unit, gpu, title, height, side_legend)))
 
 
 def png_filename(values: dict) -> str:

@@ -42,9 +42,12 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def table_bytes(at: AppTest) -> list[int]:
-    tables = [d.value for d in at.dataframe if "Bytes" in d.value.columns]
+    """The breakdown table's bytes per term; its last row is the total (checked against the terms' sum)."""
+    tables = [d.value for d in at.table if "Bytes" in d.value.columns]
     assert len(tables) == 1
-    return [int(b) for b in tables[0]["Bytes"]]
+    rows = [int(b) for b in tables[0]["Bytes"]]
+    assert tables[0]["Component"].iloc[-1] == "Total" and rows[-1] == sum(rows[:-1])
+    return rows[:-1]
 
 
 def chart(at: AppTest) -> dict:
@@ -254,7 +257,7 @@ def _siblings_of(node, key):
 ])
 def test_invalid_combination_is_explained_next_to_its_widget_and_shows_no_numbers(query, key, words):
     at = run(query)
-    assert not at.metric and not at.get("plotly_chart") and not at.get("arrow_data_frame")
+    assert not at.metric and not at.get("plotly_chart") and not at.get("arrow_data_frame") and not at.table
     assert not [b for b in at.get("download_button")]
     siblings = _siblings_of(at.sidebar, key)
     assert siblings is not None
