@@ -155,8 +155,11 @@ def calculator() -> None:
         st.header("Precision")
         from calculator.workload import OPTIMIZERS, RECIPES
         recipe = values["recipe"]
-        field("recipe", problems, caption=RECIPES[recipe][0] if recipe in RECIPES else
-              "Each tensor family's dtype is set below.")
+        infer = values["mode"] == "infer"  # a recipe is a training recipe: inference reads the weights' dtype
+        field("recipe", problems, disabled=infer, caption=(
+            f"Inference: weights in {values['pdt'] if values['wdt'] == state.AUTO else values['wdt']}, KV cache "
+            f"in {values['kvdt']} (their fields under Batch and sequence)." if infer else
+            RECIPES[recipe][0] if recipe in RECIPES else "Each tensor family's dtype is set below."))
         box = lazy.section("Per-tensor dtypes", "dtypes", values, problems, force=recipe == state.CUSTOM_RECIPE)
         if box is not None:
             with box:
@@ -206,6 +209,9 @@ def calculator() -> None:
         st.header("Batch and sequence")
         field("mbs", problems, label="Micro-batch size" if train else "Batch (concurrent sequences)")
         _pairs(("seq", "gen"), problems, disabled={"gen": train})
+        context_note = _beyond_context(result, values, train)
+        if context_note:
+            st.warning(context_note, icon=":material/warning:")
         _pairs(("kvdt", "wdt"), problems, disabled=train)
         _pairs(("qgs", "qm"), problems, disabled=train)
         field("ewdt", problems, disabled=values["mode"] == "train")
@@ -271,7 +277,7 @@ def calculator() -> None:
         st.error("No estimate: the inputs below cannot be computed. Each message is also shown next to the "
                  "input that causes it.\n\n" + "\n".join(lines), icon=":material/block:")
         st.caption("Link to this view:")
-        st.code(_link(drawn), language=None, wrap_lines=True)
+        st.text(_link(drawn))  # plain text: no syntax highlighter to load
         _examples()
         return
 
@@ -314,7 +320,7 @@ def calculator() -> None:
     from dashboard import advice_view
     advice_view.sections(result, drawn, unit, gpu, _link(drawn).split("?")[0])
 
-    for w in est.warnings:
+    for w in ((context_note,) if context_note else ()) + est.warnings:
         st.warning(md_message(w), icon=":material/warning:")
     if est.assumptions:
         with st.expander("Assumptions of this estimate"):
@@ -323,7 +329,7 @@ def calculator() -> None:
     # ---- share and export -----------------------------------------------------------------------------------
     st.subheader("Share and export", divider="gray")
     link = _link(drawn)
-    st.code(link, language=None, wrap_lines=True)
+    st.text(link)  # plain text: st.code would load a 1.5 MB syntax highlighter for one line
     from dashboard import exports
     from dashboard.charts import breakdown_figure, png_filename
     stem = png_filename(values).replace("gpu-memory", "gpu-memory-report", 1)
@@ -397,6 +403,16 @@ def _pairs(keys, problems, disabled: bool | dict = False, width: int = PAIR_WIDT
     for i in range(0, len(keys), 2):
         for col, key in zip(st.columns(2), keys[i:i + 2]):
             field(key, problems, disabled=off(key), container=col)
+
+
+def _beyond_context(result, values: dict, train: bool) -> str | None:
+    """A warning when the tokens of one sequence exceed the model's max_position_embeddings."""
+    limit = getattr(result.model, "max_position_embeddings", None) if result is not None else None
+    tokens = values["seq"] + (0 if train else values["gen"])
+    if not limit or tokens <= limit:
+        return None
+    return (f"{tokens:,} tokens per sequence is beyond this model's context of {limit:,} (max_position_embeddings): "
+            "the memory is computed as asked, but the model was not trained for that length.")
 
 
 def _gpu(gpu_id: str):

@@ -206,11 +206,11 @@ SOURCES: dict[str, Source] = {
         "§4.1: W + B·A with A in×r, B r×out: r·(in + out) trainable parameters per adapted linear; only the "
         "adapters have gradients and optimizer state (QLoRA §3: the frozen base in NF4)"),
     "generic-network": Source(
-        "Training memory of a generic network: parameters, gradients and stored activations (seed 004)",
+        "Training memory of a generic network: parameters, gradients and stored activations",
         "https://pytorch.org/docs/stable/notes/autograd.html#saved-tensors",
         "params × bytes + grads × bytes + batch × activation elements per sample × bytes"),
     "textbook-overhead": Source(
-        "Flat framework overhead of the textbook estimate (seed 000: 10%, range 5–20%)",
+        "Flat framework overhead of the textbook estimate (10%, range 5–20%)",
         "https://blog.eleuther.ai/transformer-math/",
         "a flat percentage for allocator, NCCL buffers and kernel workspaces; used only by the textbook model"),
     # ---- time (calculator/roofline.py, timing.py, comm.py) ----

@@ -71,13 +71,13 @@ def seed_beside_ours(result, seed: tuple[str, dict]) -> None:
     from calculator.rl import BUCKETS, buckets
     title, table = seed
     est, w = result.estimate, result.workload
-    st.markdown(f"**Seed 002's table beside ours** ({title}; ours in GB = 10⁹ B; why each line differs: "
-                "docs/seed-002-rl.md)")
+    st.markdown(f"**The published budget table of this example beside ours** ({title}; ours in GB = 10⁹ B; why "
+                "each line differs: docs/seed-002-rl.md)")
     all_on = w.model_copy(update={"rl": w.rl.model_copy(update={"offload_train": False, "engine_sleep": False})})
     every = estimate(result.model, all_on, with_fits=False)
     peak, every_b = buckets(est.terms), buckets(every.terms)
-    rows = [{"Component": b, "Seed 002": table[b], "Ours (peak phase)": peak[b] / 1e9,
+    rows = [{"Component": b, "Published": table[b], "Ours (peak phase)": peak[b] / 1e9,
              "Ours (nothing offloaded)": every_b[b] / 1e9} for b in BUCKETS]
-    rows.append({"Component": "Total", "Seed 002": table["Total"], "Ours (peak phase)": est.total_bytes / 1e9,
+    rows.append({"Component": "Total", "Published": table["Total"], "Ours (peak phase)": est.total_bytes / 1e9,
                  "Ours (nothing offloaded)": every.total_bytes / 1e9})
     st.dataframe(pd.DataFrame(rows).round(1), hide_index=True, width="stretch", key="seed_table")

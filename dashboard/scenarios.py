@@ -36,7 +36,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         {"model": "llama-3.1-8b", "mode": "infer", "seq": 30720, "gen": 2048, "mbs": 4, "kvdt": "bf16",
          "gpu": "h100-sxm"}),
     Scenario(
-        "qwen25-7b-tp4", "Qwen2.5-7B · TP=4 (seed 002)",
+        "qwen25-7b-tp4", "Qwen2.5-7B · TP=4",
         "The practical guide's worked example: Qwen-2.5-7B trained with bf16 AdamW, TP=4 × DP=2 on 8 H100s, "
         "sequence 8192, micro-batch 1, selective recompute, distributed optimizer.",
         {"model": "qwen2.5-7b", "mode": "train", "recipe": "mixed-bf16", "tp": 4, "dp": 2, "dopt": True,
@@ -48,7 +48,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "max_model_len that starts.",
         {"model": "llama-3.1-8b", "mode": "infer", "eng": "vllm", "seq": 16000, "gpu": "h100-sxm"}),
     Scenario(
-        "seed002-rl-8", "RL · Qwen2.5-7B · 8×H100 (seed 002)",
+        "seed002-rl-8", "RL · Qwen2.5-7B · 8×H100",
         "Seed 002's RL worked example as slime runs it: Megatron trainer (TP=4 × DP=2, distributed optimizer, "
         "full recompute) and SGLang rollout engines (2 GPUs each, mem_fraction_static 0.7) colocated; rollout "
         "batch 32 × 8 samples × 8,192 tokens. The seed's own table is shown beside ours.",
@@ -56,7 +56,7 @@ SCENARIOS: tuple[Scenario, ...] = (
          "rc": "full", "mbs": 1, "seq": 8192, "gpu": "h100-sxm", "rlb": 32, "rln": 8, "rlp": 0, "rlr": 8192,
          "rle": "sglang", "rltp": 2, "rlf": 0.7}, "seed-002-rl-8gpu.json"),
     Scenario(
-        "seed002-rl-4", "RL · 4×H100 (seed 002, optimized)",
+        "seed002-rl-4", "RL · 4×H100, optimized",
         "Seed 002's 4-card configuration: rollout batch 16 × 4 samples × 4,096 tokens, TP=4 on 4 H100s; the "
         "seed's table beside ours.",
         {"model": "qwen2.5-7b", "mode": "rl", "recipe": "megatron", "tp": 4, "dp": 1, "sp": True, "dopt": True,

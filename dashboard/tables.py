@@ -85,8 +85,17 @@ SYMBOLS: dict[str, str] = {
     "d_head": "head dimension", "E": "routed experts", "w": "sliding window",
     "frag%": "fragmentation share you set", "kv_heads": "KV heads on this GPU", "head_dim": "head dimension",
     "n_communicators": "NCCL communicators this GPU belongs to",
+    "N_root": "parameters of FSDP's root unit (kept gathered)", "kv_lora_rank": "MLA's latent KV rank",
+    "rope_dim": "MLA's rotary key dimension", "reduce_bucket_size": "DeepSpeed's gradient reduce bucket (elements)",
+    "sub_group_size": "DeepSpeed's optimizer sub-group (elements)",
+    "max_live": "DeepSpeed ZeRO-3's max live parameters (elements)",
+    "prefetch_bucket": "DeepSpeed ZeRO-3's prefetch bucket (elements)",
+    "max_num_batched_tokens": "vLLM's tokens per forward pass", "max_num_seqs": "vLLM's sequences per batch",
+    "chunked_prefill_size": "SGLang's chunked-prefill tokens", "rows": "logit rows computed per chunk",
+    "next_pow": "the next power of two", "in": "a linear's input features", "out": "a linear's output features",
+    "B": "bytes",
 }
-_TOKEN = re.compile(r"[A-Za-zφ]+(?:_[A-Za-z]+)?%?")
+_TOKEN = re.compile(r"[A-Za-zφ]+(?:_[A-Za-z]+)*%?")
 
 
 def symbol_legend(est) -> str:

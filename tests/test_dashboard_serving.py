@@ -64,8 +64,8 @@ def test_rl_scenario_is_one_click_and_shows_the_seed_table_beside_ours():
     m = metrics(at)
     assert m["Total per GPU"] == format_bytes(est.total_bytes, "GB")
     assert m["Rollout KV demand per GPU"] == format_bytes(est.rl.kv_demand_bytes, "GB")
-    seed = next(d.value for d in at.dataframe if "Seed 002" in d.value.columns)
-    rows = dict(zip(seed["Component"], seed["Seed 002"]))
+    seed = next(d.value for d in at.dataframe if "Published" in d.value.columns)
+    rows = dict(zip(seed["Component"], seed["Published"]))
     assert rows["KV cache"] == 24.5 and rows["Total"] == 80.0
     ours = dict(zip(seed["Component"], seed["Ours (peak phase)"]))
     assert ours["Total"] == round(est.total_bytes / 1e9, 1)
