@@ -50,7 +50,7 @@ def rl_panel(result, unit: str, values: Mapping[str, Any] | None = None) -> None
     frame = pd.DataFrame({f"{ph.name} ({ph.where})": [table[ph.name][b] / _unit(unit) for b in BUCKETS]
                           + [ph.total_bytes / _unit(unit)] for ph in rl.phases},
                          index=list(BUCKETS) + ["Total"])
-    st.dataframe(frame.round(2), width="stretch", key="rl_phases")
+    st.dataframe(frame.round(2), width="stretch", height="content", key="rl_phases")
     seed = matching_seed(values)
     if seed is not None:
         seed_beside_ours(result, seed)
@@ -80,4 +80,5 @@ def seed_beside_ours(result, seed: tuple[str, dict]) -> None:
              "Ours (nothing offloaded)": every_b[b] / 1e9} for b in BUCKETS]
     rows.append({"Component": "Total", "Published": table["Total"], "Ours (peak phase)": est.total_bytes / 1e9,
                  "Ours (nothing offloaded)": every.total_bytes / 1e9})
-    st.dataframe(pd.DataFrame(rows).round(1), hide_index=True, width="stretch", key="seed_table")
+    st.dataframe(pd.DataFrame(rows).round(1), hide_index=True, width="stretch", height="content",
+                 key="seed_table")

@@ -95,6 +95,6 @@ def serving_panel(sv, unit: str) -> None:
                                                      else "outside the pool")),
             ("KV pool", _gb(sv.kv_pool_bytes, unit), f"{sv.kv_bytes_per_token:,} B per token on this GPU")]
     st.dataframe(pd.DataFrame(rows, columns=["Item", "Value", "How"]), hide_index=True, width="stretch",
-                 key="serving_table")
+                 height="content", key="serving_table")
     with st.expander("Notes on this engine estimate"):
         st.markdown("\n".join(f"- {n}" for n in sv.notes))

@@ -84,7 +84,9 @@ unit = good[0].values["unit"]
 st.plotly_chart(compare.figure(good, unit), key="compare_chart", theme=None,
                 config={"displaylogo": False,
                         "toImageButtonOptions": {"format": "png", "filename": "gpu-memory-compare", "scale": 2}})
-st.dataframe(compare.table(good, unit), hide_index=True, width="stretch", key="compare_table")
-st.dataframe(compare.time_table(good), hide_index=True, width="stretch", key="compare_time_table")
+st.dataframe(compare.table(good, unit), hide_index=True, width="stretch", height="content",
+             key="compare_table")  # every row shown, no scroll box
+st.dataframe(compare.time_table(good), hide_index=True, width="stretch", height="content",
+             key="compare_time_table")
 if good[0].index != 1:
     st.caption(f"Deltas are against scenario {good[0].index}, the first usable one.")
