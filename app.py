@@ -13,7 +13,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from dashboard import hub_input, lazy, serving, state, timing_view, widgets
+from dashboard import hub_input, lazy, result_view, serving, state, timing_view, widgets
 from dashboard.safe_text import md, md_lines, md_message
 from dashboard.scenarios import SCENARIOS
 from dashboard.widgets import field
@@ -105,6 +105,12 @@ def calculator() -> None:
 
     # The estimate is computed before the widgets are drawn so each complaint can sit under its widget.
     result, problems = _compute(values, hub)
+    # The top of the result (headline, summary, chart, fit cards) is drawn before the sidebar's inputs: a change
+    # shows its new total as soon as the run starts sending, not after every input widget.
+    top, unit = st.empty(), None
+    if result is not None:
+        with top.container():
+            unit = _top(result, values, problems, unit_widget=True)
 
     # ---- sidebar: inputs, grouped as a person thinks --------------------------------------------------------
     model_is = values["model"]
@@ -254,6 +260,10 @@ def calculator() -> None:
             page["recomputed"] = True
             st.rerun()
         result, problems = _compute(drawn, hub)
+        top.empty()  # drawn for the values read before the widgets: never show numbers for other inputs
+        if result is not None:
+            with top.container():
+                unit = _top(result, drawn, problems, unit_widget=unit is None) or unit
     page["recomputed"] = False
     lazy.keep(drawn, collected, page["held"])
 
@@ -261,14 +271,12 @@ def calculator() -> None:
     if hub is not None:
         hub_input.panel(hub, values)
 
-    # ---- result header with the unit switch (drawn even without a result, so the link keeps it) ------------
-    head, units = st.columns([4, 1], vertical_alignment="bottom")
-    with units:
-        field("unit", problems, label="Units (GB = 10⁹ B, GiB = 2³⁰ B)")
-    unit = st.session_state["unit"]
-
     # ---- no numbers from invalid input ------------------------------------------------------------------------
     if result is None:
+        head, units = st.columns([4, 1], vertical_alignment="bottom")
+        if unit is None:  # drawn even without a result, so the link keeps it
+            with units:
+                field("unit", problems, label="Units (GB = 10⁹ B, GiB = 2³⁰ B)")
         head.subheader("No estimate", divider="red")
         lines = []
         for key, msgs in problems.items():
@@ -282,14 +290,8 @@ def calculator() -> None:
         return
 
     est = result.estimate
-
-    # ---- headline, the workload in one line, the chart beside the fit cards: one screenshot ----------------
-    from dashboard import result_view
-    fit = next((f for f in est.fits if f.gpu == values["gpu"]), None)
-    head.subheader(f"{md(est.model_name)}: {serving.MODE_TITLES.get(est.mode, est.mode)}")
-    result_view.headline(est, fit, unit)
-    st.container(key="summary").caption(result_view.summary_line(result, drawn))  # a screenshot says what it shows
-    result_view.chart_and_cards(est, values, gpu, unit)
+    unit = st.session_state["unit"]
+    gpu = _gpu(drawn["gpu"])
     if est.peak.host_bytes:
         st.caption(f"CPU offload keeps {format_bytes(est.peak.host_bytes, unit)} per GPU rank in host RAM: "
                    + ", ".join(f"{t.label} {format_bytes(t.bytes, unit)}" for t in est.peak.host_terms))
@@ -349,6 +351,24 @@ def calculator() -> None:
 
     c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
+
+
+def _top(result, values: dict, problems, unit_widget: bool) -> str:
+    """Headline with the unit switch, the workload in one line, the chart beside the fit cards: one screenshot.
+    Returns the unit shown."""
+    est = result.estimate
+    head, units = st.columns([4, 1], vertical_alignment="bottom")
+    if unit_widget:
+        with units:
+            unit = field("unit", problems, label="Units (GB = 10⁹ B, GiB = 2³⁰ B)")
+    else:
+        unit = values["unit"]
+    fit = next((f for f in est.fits if f.gpu == values["gpu"]), None)
+    head.subheader(f"{md(est.model_name)}: {serving.MODE_TITLES.get(est.mode, est.mode)}")
+    result_view.headline(est, fit, unit)
+    st.container(key="summary").caption(result_view.summary_line(result, values))  # a screenshot says what it shows
+    result_view.chart_and_cards(est, values, _gpu(values["gpu"]), unit)
+    return unit
 
 
 def _examples() -> None:

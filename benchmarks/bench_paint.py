@@ -134,6 +134,19 @@ def one_run(browser, url: str) -> dict:
     return {"paint": paint, "update": statistics.median(updates), **fetched, "nodes": nodes}
 
 
+def calculator_shape() -> tuple[int, int]:
+    """(chart traces, metrics) of the calculator's default view, from one AppTest run."""
+    import logging
+
+    from streamlit.testing.v1 import AppTest
+
+    from benchmarks.bench_rerun import page_shape
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    _, traces, metrics = page_shape(at)
+    return traces, metrics
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -141,7 +154,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     from benchmarks.bench_rerun import bare_page_source
-    traces, metrics = 9, 4  # the calculator's default view: 8 components + the total label; 4 headline metrics
+    traces, metrics = calculator_shape()  # the bare page gets as many chart traces and metrics
     with tempfile.TemporaryDirectory() as tmp:
         bare_script = Path(tmp) / "bare_page.py"
         bare_script.write_text(bare_page_source(traces, metrics))
