@@ -367,7 +367,9 @@ def _top(result, values: dict, problems, unit_widget: bool) -> str:
     head.subheader(f"{md(est.model_name)}: {serving.MODE_TITLES.get(est.mode, est.mode)}")
     result_view.headline(est, fit, unit)
     st.container(key="summary").caption(result_view.summary_line(result, values))  # a screenshot says what it shows
-    result_view.chart_and_cards(est, values, _gpu(values["gpu"]), unit)
+    from dashboard.planner import fit_layout_values
+    result_view.chart_and_cards(est, values, _gpu(values["gpu"]), unit,
+                                lambda f: _link(fit_layout_values(values, f)))
     return unit
 
 

@@ -57,8 +57,7 @@ def planned_fit(fit: Fit, plan) -> Fit:
     par = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.etp,
            "zero": plan.zero, "pp_first_stage_layers": plan.pp_first_stage_layers,
            "pp_last_stage_layers": plan.pp_last_stage_layers}
-    return fit._replace(gpus_needed=plan.gpus, layout=plan.short, layout_parallel=par,
-                        note=fit.note or f"fewest: {plan.short}")
+    return fit._replace(gpus_needed=plan.gpus, layout=plan.short, layout_parallel=par)
 
 
 def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, context_override: int | None,

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import streamlit as st
 
-from dashboard.safe_text import md
+from dashboard.safe_text import md, md_link
 
 VERDICT_BADGE = {"fits": ":green-badge[:material/check_circle: fits]",
                  "tight": ":orange-badge[:material/warning: tight]",
@@ -68,8 +68,9 @@ def summary_line(result, values: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def chart_and_cards(est, values: Mapping[str, Any], gpu, unit: str) -> None:
-    """The breakdown chart (left) beside the fit cards of the chosen GPU and the headline GPUs (right)."""
+def chart_and_cards(est, values: Mapping[str, Any], gpu, unit: str, layout_link=None) -> None:
+    """The breakdown chart (left) beside the fit cards of the chosen GPU and the headline GPUs (right).
+    layout_link(fit) -> URL of the calculator on the planner's layout for 'GPUs needed' (when the card names one)."""
     from calculator.hardware import FIT_CARD_GPUS
     from dashboard.charts import breakdown_figure_cached, plotly_config
     left, right = st.columns([1, 1], gap="small")
@@ -79,10 +80,10 @@ def chart_and_cards(est, values: Mapping[str, Any], gpu, unit: str) -> None:
     shown = [values["gpu"]] + [g for g in FIT_CARD_GPUS if g != values["gpu"]]
     fits = [f for g in shown for f in est.fits if f.gpu == g]
     with right:
-        fit_cards(fits, unit)
+        fit_cards(fits, unit, layout_link)
 
 
-def fit_card_text(f, unit: str) -> str:
+def fit_card_text(f, unit: str, link: str | None = None) -> str:
     """Three short lines: name and capacity; verdict and share used; headroom (or shortfall) and GPUs needed."""
     from calculator.units import format_bytes
     head = format_bytes(abs(f.headroom_bytes), unit)
@@ -91,16 +92,19 @@ def fit_card_text(f, unit: str) -> str:
             f"{VERDICT_BADGE.get(f.verdict, f.verdict)} :{color}[**{f.utilization:.0%}** used]  \n:small["
             + (f"{head} free" if f.headroom_bytes >= 0 else f"short by {head}") + " · "
             + (f"needs **{f.gpus_needed}** GPU{'s' if f.gpus_needed > 1 else ''}" if f.gpus_needed
-               else "no layout fits") + "]")
+               else "no layout fits")
+            + (f" ({md_link(f.layout, link)})" if f.layout and link else "") + "]")
 
 
-def fit_cards(fits, unit: str) -> None:
-    """Compact cards, two per row (the note, when there is one, in the card's tooltip)."""
+def fit_cards(fits, unit: str, layout_link=None) -> None:
+    """Compact cards, two per row (the note, when there is one, in the card's tooltip); with layout_link, the
+    planner's layout for 'GPUs needed' is a link that opens it."""
     for start in range(0, len(fits), 2):
         row = st.container(horizontal=True, gap="small")
         for f in fits[start:start + 2]:
             with row.container(border=True, key=f"fit_{f.gpu}", width="stretch", gap=None):
-                st.markdown(fit_card_text(f, unit), help=f.note or None)
+                link = layout_link(f) if layout_link is not None and f.layout else None
+                st.markdown(fit_card_text(f, unit, link), help=f.note or None)
 
 
 def breakdown(est, unit: str) -> None:

@@ -144,3 +144,23 @@ def test_cli_uneven_stage_flags(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["stages"][0]["layers"] == [0, 3] and out["stages"][-1]["layers"] == [59, 61]
     assert main(["estimate", "--model", "deepseek-v3", "--pp", "16", "--pp-first-stage-layers", "5"]) == 2
+
+
+def test_gpus_needed_on_the_fit_cards_is_the_planners_layout():
+    from dashboard import planner as page_planner, state
+    m = load_model("llama-3.1-70b").spec
+    w = Workload(mode="infer", seq_len=131_072, gen_tokens=1_024, gpu="a100-40gb")
+    fits = {f.gpu: f for f in estimate(m, w).fits}
+    a100 = fits["a100-40gb"]
+    assert a100.verdict == "does not fit" and a100.gpus_needed == 16 and a100.layout == "TP8 × PP2"
+    for f in fits.values():  # real degrees only, and no ZeRO advice for serving
+        par = f.layout_parallel
+        if par:
+            assert m.num_attention_heads % par["tp"] == 0 and par["tp"] not in (5, 6, 7, 10)
+            assert par["zero"] == 0 and "ZeRO" not in f.note and f.gpus_needed == par["tp"] * par["pp"]
+    # the card's link opens the calculator on that layout, which fits the A100's safe band
+    values = page_planner.fit_layout_values({**state.DEFAULTS, "model": "llama-3.1-70b", "mode": "infer",
+                                             "seq": 131_072, "gen": 1_024, "gpu": "a100-40gb"}, a100)
+    est = state.compute(values).estimate
+    assert est.total_bytes <= 0.8 * get_gpu("a100-40gb").usable_bytes
+    assert [f.verdict for f in est.fits if f.gpu == "a100-40gb"] == ["fits"]
