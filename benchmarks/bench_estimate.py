@@ -72,3 +72,38 @@ if __name__ == "__main__":
     print(f"{'new model, first estimate':<36} estimate() median {first:7.1f} µs   with .fits (every GPU) "
           f"{first_fits:7.1f} µs")
     print("targets: PP=1 <= 50 µs, PP=16 <= 120 µs, new model <= 1000 µs")
+
+
+# ---- planner: layouts per second over whole grids (target ≥ 100,000/s on the fast byte model) -------------------
+PLANNER_JOBS = {
+    "llama-3.1-70b infer 128k, a100-40gb": ("llama-3.1-70b", Workload(mode="infer", seq_len=131072, gen_tokens=1024,
+                                                                      gpu="a100-40gb")),
+    "deepseek-v3 infer 32k, h200": ("deepseek-v3", Workload(mode="infer", seq_len=32768, gpu="h200")),
+    "llama-3.1-70b train 4k mb 4, h100-sxm": ("llama-3.1-70b", Workload(seq_len=4096, micro_batch=4, gpu="h100-sxm")),
+    "deepseek-v3 train 4k, h200": ("deepseek-v3", Workload(seq_len=4096, gpu="h200")),
+}
+PLANNER_COUNTS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512)
+
+
+def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, float, str]:
+    """(layouts, layouts per second, path) of calculator.planner.evaluate over every layout of PLANNER_COUNTS
+    GPUs; fresh layout objects each time so no memoized grid is reused (the per-shard pricing is not cached)."""
+    from calculator import planner_fast
+    from calculator.planner import evaluate
+    from calculator.planner_grid import layouts_of
+    from calculator.presets import get_gpu
+    spec = load_model(model_id).spec
+    cap = get_gpu(w.gpu).usable_bytes
+    best = float("inf")
+    for _ in range(repeat):
+        layouts = [lay for n in PLANNER_COUNTS for lay in layouts_of(spec, w, n)]
+        t0 = time.perf_counter()
+        evaluate(spec, w, layouts, cap, include_unfit=True)
+        best = min(best, time.perf_counter() - t0)
+    return len(layouts), len(layouts) / best, "fast byte model" if planner_fast.covers(spec, w) else "estimate()"
+
+
+if __name__ == "__main__":
+    for label, (model_id, w) in PLANNER_JOBS.items():
+        n, rate, path = planner_rate(model_id, w)
+        print(f"planner {label:<40} {n:6,} layouts  {rate:12,.0f} layouts/s  ({path})")

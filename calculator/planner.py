@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+import numpy as np
+
 from calculator.errors import InputError
 from calculator.estimate import estimate
 from calculator.hardware import SAFE_FRACTION
@@ -36,7 +38,7 @@ RANK_KEY = ("fits, then fewest GPUs, then largest micro-batch, then least recomp
             "then lowest memory on the most loaded GPU")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Plan:
     gpus: int
     tp: int
@@ -118,32 +120,35 @@ def _fits_engine(est, w: Workload) -> bool:
     return sv.starts and sv.max_concurrent_seqs >= w.micro_batch
 
 
+def _plan(w: Workload, lay: Layout, total: int, peak: int, capacity_bytes: int, fits: bool) -> Plan:
+    return Plan(lay.world_size, lay.tp, lay.pp, lay.dp, lay.zero, lay.recompute, total, peak, total / capacity_bytes,
+                cp=lay.cp, ep=lay.ep, etp=lay.etp, micro_batch=lay.micro_batch, pp_first_stage_layers=lay.pp_first,
+                pp_last_stage_layers=lay.pp_last, fits=fits, mode=w.mode)
+
+
 def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: int,
              include_unfit: bool = False) -> list[Plan]:
-    """Plans for `layouts` (all of one GPU count or not), estimated; those the engine refuses are left out, and
-    those that do not fit unless `include_unfit`."""
+    """Plans for `layouts`, estimated: by the fast byte model over the whole grid where it covers the job
+    (calculator.planner_fast, equal to estimate() byte for byte), else by estimate() layout by layout. Layouts the
+    engine refuses are left out, and those that do not fit unless `include_unfit`."""
     from calculator import planner_fast
     budget = SAFE_FRACTION * capacity_bytes
-    totals = planner_fast.totals(m, w, layouts)  # None where the fast model does not cover the workload
+    fast = planner_fast.totals(m, w, layouts)
     out = []
-    for i, lay in enumerate(layouts):
-        if totals is not None:
-            total = int(totals[i])
-            if total < 0:  # the engine refuses this layout
-                continue
-            if total > budget and not include_unfit:
-                continue
-        layout_w = workload_of(w, lay)
+    if fast is not None:
+        total, peak, covered = fast
+        fits = total <= budget
+        keep = np.nonzero(covered & (fits | include_unfit))[0]
+        out = [_plan(w, layouts[i], int(total[i]), int(peak[i]), capacity_bytes, bool(fits[i])) for i in keep]
+        layouts = [layouts[i] for i in np.nonzero(~covered)[0]]
+    for lay in layouts:
         try:
-            est = estimate(m, layout_w, with_fits=False)
+            est = estimate(m, workload_of(w, lay), with_fits=False)
         except InputError:
             continue
         fits = _fits_engine(est, w) if est.serving is not None else est.total_bytes <= budget
         if fits or include_unfit:
-            out.append(Plan(lay.world_size, lay.tp, lay.pp, lay.dp, lay.zero, lay.recompute, est.total_bytes,
-                            est.peak_allocated_bytes, est.total_bytes / capacity_bytes, cp=lay.cp, ep=lay.ep,
-                            etp=lay.etp, micro_batch=lay.micro_batch, pp_first_stage_layers=lay.pp_first,
-                            pp_last_stage_layers=lay.pp_last, fits=fits, mode=w.mode))
+            out.append(_plan(w, lay, est.total_bytes, est.peak_allocated_bytes, capacity_bytes, fits))
     return out
 
 
