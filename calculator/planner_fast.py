@@ -4,9 +4,8 @@ for byte where it applies (tests/test_planner_fast.py checks a random sample of 
 Covered: inference with transformers generate() (engine "hf"), here; training, in calculator/planner_fast_train.py. Its per-stage sum (calculator/estimate.py,
 _stage_inference + _finish) depends on the layout only through the pipeline stage's shard (TP, PP with its uneven
 stages, EP, expert TP) and, for the NCCL buffers, the number of process groups of size > 1. So each distinct shard
-is priced once, stage by stage, with the engine's own formula functions (weights with their quantization scales,
-KV cache, the prefill / decode working set, cuBLAS workspace, the calibrated fragmentation over the two phases,
-the CUDA context), and the grid is then one numpy gather plus the communicators' bytes per layout.
+is priced once, stage by stage, by the engine's own stage function (estimate._stage_inference, without the NCCL
+buffers), and the grid is then one numpy gather plus the communicators' bytes per layout.
 
 Not covered (planner.evaluate falls back to estimate() layout by layout): RL, the training layouts
 planner_fast_train does not cover (its docstring), the serving engines vLLM / SGLang (a fit there is the engine starting and holding the batch, not a byte total), generic
@@ -16,13 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calculator import activations as act
-from calculator import inference as inf
-from calculator import parameters as params
-from calculator.dtypes import nbytes
-from calculator.hardware import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES
 from calculator.model import ModelSpec
-from calculator.parallel import kv_heads_per_rank, stage_shards
+from calculator.parallel import stage_shards
 from calculator.workload import Workload
 
 
@@ -39,50 +33,13 @@ def _gpu(w: Workload):
 
 
 def _stage_bytes(m: ModelSpec, w: Workload, par, shard, gpu) -> tuple[int, int]:
-    """(total without NCCL buffers, peak allocated) of one inference stage: estimate.py's _stage_inference and
-    _overheads, term by term, without the formula text."""
-    wdt = w.weight_dtype or w.precision.params
-    n_layers = shard.last_layer - shard.first_layer
-    layers = range(shard.first_layer, shard.last_layer)
-    quantizable = shard.layer_linear
-    qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size, w.quant_method)
-    weights = qbytes + nbytes(shard.total - quantizable, w.precision.params)
-    transient = 0
-    if w.quant_method == "gptq" and wdt in ("int4", "int8"):
-        in_rows = params.layer_linear_in_rows(m) * n_layers // (m.num_hidden_layers * par.tp)
-        g_idx, kernel_buffer = inf.gptq_extras(in_rows, params.largest_layer_linear(m) // par.tp, wdt)
-        weights += g_idx
-        transient += int(kernel_buffer)
-    weights = int(weights)
-    kvh = kv_heads_per_rank(m, par.tp)
-    kv = int(inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + w.gen_tokens, kvh, w.kv_dtype))
-    per_tok = inf.kv_bytes_per_token_per_layer(m, kvh, w.kv_dtype)
-    lw = w.model_copy(update={"parallel": par})
-    d = act.dims(m, lw)
-    rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
-    mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, par.expert_tp)
-    attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
-                                       w.attention == "eager")
-    prompt_kv = n_layers * w.micro_batch * w.seq_len * per_tok
-    prefill_peak = prompt_kv + max(mlp, attn)
-    decode_peak = kv + inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // par.tp)
-    working = int(max(prefill_peak, decode_peak) - kv)
-    o = w.overheads
-    cublas = o.cublas_workspace_bytes if o.cublas_workspace_bytes is not None else (
-        gpu.cublas_workspace_bytes if gpu is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES)
-    peak = weights + kv + working + transient + int(cublas)
-    if o.fragmentation_pct is not None:
-        frag = int(peak * o.fragmentation_pct / 100)
-    else:
-        a, b = o.fragmentation_states_pct / 100, o.fragmentation_working_pct / 100
-        phases = [(weights + prompt_kv, weights + prefill_peak), (weights + kv, weights + decode_peak)]
-        reserved = max((alloc + a * long + b * (alloc - long), long, alloc) for long, alloc in phases)[0]
-        frag = max(0, int(reserved) - peak)
-    if o.cuda_context_bytes is not None:
-        ctx = o.cuda_context_bytes
-    else:
-        ctx = gpu.cuda_context_bytes if gpu is not None else DEFAULT_CUDA_CONTEXT_BYTES
-    return peak + frag + int(ctx), peak
+    """(total without NCCL buffers, peak allocated) of one inference stage: estimate.py's own _stage_inference on
+    the layout's stage with the communicators left out (they are added per layout)."""
+    from calculator.estimate import _stage_inference
+    lw = w.model_copy(update={"parallel": par, "overheads": w.overheads.model_copy(
+        update={"include_comm_buffers": False})})
+    stage = _stage_inference(m, lw, shard, gpu)
+    return stage.total_bytes, stage.peak_allocated_bytes
 
 
 def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -72,3 +72,13 @@ def test_fast_training_totals_equal_estimate_byte_for_byte(name, w):
         if covered[i]:
             est = estimate(m, workload_of(w, lay), with_fits=False)
             assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
+
+
+def test_llm_int8_inference_is_covered_too():
+    m = load_model("llama-3.1-8b").spec
+    w = Workload(mode="infer", seq_len=4096, weight_dtype="int8", quant_method="llm-int8", gpu="a100-40gb")
+    layouts = [lay for n in (1, 2, 4, 8) for lay in layouts_of(m, w, n)]
+    total, peak, covered = planner_fast.totals(m, w, layouts)
+    for i, lay in enumerate(layouts):
+        est = estimate(m, workload_of(w, lay), with_fits=False)
+        assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
