@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -416,7 +417,7 @@ def run(argv: list[str] | None = None) -> int:
                      fewest_gpus(model, workload, capacity, max_tp=args.max_tp, limit=args.limit, rank=args.rank,
                                  timing=timing, max_micro_batch=args.max_micro_batch))
         if args.json:
-            print(json.dumps([dict(p.__dict__, label=p.label) for p in found]))
+            print(json.dumps([dict(dataclasses.asdict(p), label=p.label) for p in found]))
         elif not found:
             print(f"no layout fits {workload.gpu} within the 80% safe band")
         else:
