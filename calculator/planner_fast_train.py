@@ -17,6 +17,9 @@ shard groups, CPU offload, LoRA / QLoRA, the textbook and Fujii activation model
 """
 from __future__ import annotations
 
+from functools import lru_cache
+from types import SimpleNamespace
+
 import numpy as np
 
 from calculator import activations as act
@@ -26,7 +29,7 @@ from calculator import training as tr
 from calculator.dtypes import nbytes
 from calculator.hardware import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES
 from calculator.model import ModelSpec
-from calculator.parallel import stage_shards
+from calculator.parallel import stage_layer_counts, stage_shards
 from calculator.stacks import deepspeed as ds
 from calculator.workload import Parallelism, Workload
 
@@ -108,11 +111,8 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         skey = (lay.tp, lay.pp, lay.ep, lay.etp, lay.pp_first, lay.pp_last)
         k = shard_keys.get(skey)
         if k is None:
-            par = Parallelism(tp=lay.tp, pp=lay.pp, ep=lay.ep, etp=lay.etp, dp=lay.dp * lay.cp,
-                              pp_first_stage_layers=lay.pp_first, pp_last_stage_layers=lay.pp_last)
             k = shard_keys[skey] = len(shard_rows)
-            shard_rows.append([(s.dense, s.experts, s.tensors, s.last_layer - s.first_layer, s.moe_layers,
-                                s.has_embedding, s.has_head, s.total, s.stage) for s in stage_shards(m, par)])
+            shard_rows.append(_shard_rows(m, lay))
         lay_shard[i] = k
         akey = (lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.etp)
         a = shape_keys.get(akey)
@@ -127,6 +127,36 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         t, p = _rows(m, w, layouts, idx, lay_shard[idx], lay_shape[idx], shard_rows, shapes, gpu)
         total[idx], peak[idx] = t, p
     return total, peak, covered
+
+
+@lru_cache(maxsize=256)
+def _layer_prefix(m: ModelSpec, tp: int, ep: int, etp: int | None) -> np.ndarray:
+    """Prefix sums over the layers of what stage_shards adds up per stage (dense, experts, tensors, MoE layers),
+    read from stage_shards itself at one layer per stage: stage 0 carries the embedding and the last stage the
+    final norm and LM head (its own copy when tied, as at any pp > 1)."""
+    par = Parallelism(tp=tp, ep=ep, etp=etp, pp=m.num_hidden_layers)
+    per_layer = np.array([(s.dense, s.experts, s.tensors, s.moe_layers) for s in stage_shards(m, par)],
+                         dtype=np.int64)
+    return np.vstack([np.zeros((1, 4), dtype=np.int64), np.cumsum(per_layer, axis=0)])
+
+
+def _shard_rows(m: ModelSpec, lay) -> list[tuple]:
+    """Stages 0, 1 and last of a layout: (dense, experts, tensors, layers, MoE layers, has embedding, has head,
+    total), equal to calculator.parallel.stage_shards of that layout."""
+    n = m.num_hidden_layers
+    if lay.pp == 1:  # one stage: a tied head is the embedding itself, no copy
+        s = stage_shards(m, Parallelism(tp=lay.tp, ep=lay.ep, etp=lay.etp))[0]
+        return [(s.dense, s.experts, s.tensors, n, s.moe_layers, 1, 1, s.total)]
+    sizes = stage_layer_counts(n, SimpleNamespace(pp=lay.pp, pp_first_stage_layers=lay.pp_first,
+                                                  pp_last_stage_layers=lay.pp_last))
+    prefix = _layer_prefix(m, lay.tp, lay.ep, lay.etp)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    rows = []
+    for stage in sorted({0, 1, lay.pp - 1}):
+        first, last = int(bounds[stage]), int(bounds[stage + 1])
+        dense, experts, tensors, moe = (int(v) for v in prefix[last] - prefix[first])
+        rows.append((dense, experts, tensors, last - first, moe, stage == 0, stage == lay.pp - 1, dense + experts))
+    return rows
 
 
 def _col(values, dtype=np.int64):
@@ -148,7 +178,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     stage = np.where(pos == 2, pp[owner] - 1, pos)
     offsets = np.cumsum([0] + [len(r) for r in shard_rows])
     table = np.array([row for rows in shard_rows for row in rows], dtype=np.int64)
-    srow = table[offsets[lay_shard][owner] + stage]
+    srow = table[offsets[lay_shard][owner] + pos]
     dense, experts, tensors, n_layers, n_moe, has_emb, has_head, shard_total = (srow[:, c] for c in range(8))
     n_dense = n_layers - n_moe
 
