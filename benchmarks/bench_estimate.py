@@ -99,9 +99,11 @@ def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, floa
     model = plan = float("inf")
     for _ in range(repeat):
         layouts = [lay for n in PLANNER_COUNTS for lay in layouts_of(spec, w, n)]
+        planner_fast.clear_cache()
         t0 = time.perf_counter()
         planner_fast.totals(spec, w, layouts)
         t1 = time.perf_counter()
+        planner_fast.clear_cache()
         evaluate(spec, w, layouts, cap)
         t2 = time.perf_counter()
         model, plan = min(model, t1 - t0), min(plan, t2 - t1)

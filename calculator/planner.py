@@ -192,9 +192,9 @@ def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 
 
 def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_tp: int,
             max_micro_batch: int | None, search: str) -> list[Plan]:
-    """Probe 1, 2, 4, 8, … GPUs for the first power of two P where a layout fits, then try every candidate count
-    above P/2 (whole nodes) in order: the fewest is the first that fits. Counts below P/2 are not tried: a layout
-    that fits n GPUs leaves one that fits the next power of two (more ranks to shard over)."""
+    """Probe 1, 2, 4, 8, … GPUs for the first power of two P where a layout fits, then find the fewest of the
+    candidate counts above P/2 (whole nodes): one by one for serving, by bisection for training (a count where a
+    layout fits leaves one at every larger count: more ranks to shard over). Counts below P/2 are not tried."""
     def at(n: int) -> list[Plan]:
         return evaluate(m, w, list(layouts_of(m, w, n, max_tp, max_micro_batch, search)), capacity_bytes)
     if w.mode != "train":  # a serving replica: TP × PP GPUs (DP replicas hold the same per GPU)
@@ -207,11 +207,21 @@ def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_t
         probe *= 2
     if not found:
         return []
-    for n in candidate_counts(probe - 1):
-        if n > probe // 2:
+    between = [n for n in candidate_counts(probe - 1) if n > probe // 2]
+    if w.mode != "train":
+        for n in between:
             smaller = at(n)
             if smaller:
                 return smaller
+        return found
+    lo, hi = 0, len(between)  # the fewest that fits is between[lo:hi], or the probe itself
+    while lo < hi:
+        mid = (lo + hi) // 2
+        smaller = at(between[mid])
+        if smaller:
+            found, hi = smaller, mid
+        else:
+            lo = mid + 1
     return found
 
 

@@ -17,9 +17,6 @@ shard groups, CPU offload, LoRA / QLoRA, the textbook and Fujii activation model
 """
 from __future__ import annotations
 
-from functools import lru_cache
-from types import SimpleNamespace
-
 import numpy as np
 
 from calculator import activations as act
@@ -29,7 +26,7 @@ from calculator import training as tr
 from calculator.dtypes import nbytes
 from calculator.hardware import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES
 from calculator.model import ModelSpec
-from calculator.parallel import stage_layer_counts, stage_shards
+from calculator import planner_stages as stages
 from calculator.stacks import deepspeed as ds
 from calculator.workload import Parallelism, Workload
 
@@ -129,33 +126,15 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return total, peak, covered
 
 
-@lru_cache(maxsize=256)
-def _layer_prefix(m: ModelSpec, tp: int, ep: int, etp: int | None) -> np.ndarray:
-    """Prefix sums over the layers of what stage_shards adds up per stage (dense, experts, tensors, MoE layers),
-    read from stage_shards itself at one layer per stage: stage 0 carries the embedding and the last stage the
-    final norm and LM head (its own copy when tied, as at any pp > 1)."""
-    par = Parallelism(tp=tp, ep=ep, etp=etp, pp=m.num_hidden_layers)
-    per_layer = np.array([(s.dense, s.experts, s.tensors, s.moe_layers) for s in stage_shards(m, par)],
-                         dtype=np.int64)
-    return np.vstack([np.zeros((1, 4), dtype=np.int64), np.cumsum(per_layer, axis=0)])
-
-
 def _shard_rows(m: ModelSpec, lay) -> list[tuple]:
-    """Stages 0, 1 and last of a layout: (dense, experts, tensors, layers, MoE layers, has embedding, has head,
-    total), equal to calculator.parallel.stage_shards of that layout."""
-    n = m.num_hidden_layers
-    if lay.pp == 1:  # one stage: a tied head is the embedding itself, no copy
-        s = stage_shards(m, Parallelism(tp=lay.tp, ep=lay.ep, etp=lay.etp))[0]
-        return [(s.dense, s.experts, s.tensors, n, s.moe_layers, 1, 1, s.total)]
-    sizes = stage_layer_counts(n, SimpleNamespace(pp=lay.pp, pp_first_stage_layers=lay.pp_first,
-                                                  pp_last_stage_layers=lay.pp_last))
-    prefix = _layer_prefix(m, lay.tp, lay.ep, lay.etp)
-    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    """The stages of a layout that can be the most loaded (calculator.planner_stages.candidate_stages), each as
+    (stage, dense, experts, tensors, layers, MoE layers, has embedding, has head, total) of its shard."""
+    bounds = stages.boundaries(m, lay) if lay.pp > 1 else [0, m.num_hidden_layers]
     rows = []
-    for stage in sorted({0, 1, lay.pp - 1}):
-        first, last = int(bounds[stage]), int(bounds[stage + 1])
-        dense, experts, tensors, moe = (int(v) for v in prefix[last] - prefix[first])
-        rows.append((dense, experts, tensors, last - first, moe, stage == 0, stage == lay.pp - 1, dense + experts))
+    for s in stages.candidate_stages(m, lay, bounds):
+        sh = stages.shard(m, lay, s, bounds)
+        rows.append((s, sh.dense, sh.experts, sh.tensors, sh.last_layer - sh.first_layer, sh.moe_layers,
+                     sh.has_embedding, sh.has_head, sh.total))
     return rows
 
 
@@ -168,18 +147,16 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     lay = [layouts[i] for i in idx]
     cols = np.array([(l.tp, l.pp, l.dp, l.cp, l.ep, l.etp or l.tp, l.zero, l.recompute == "full") for l in lay],
                     dtype=np.int64).reshape(-1, 8)
-    pp = cols[:, 1]
-    # Rows: stage 0, stage 1 and the last stage of each layout. The middle stages hold the same layers and shard
-    # as stage 1 and fewer micro-batches in flight (p − r), so none of them is more loaded than stage 1: the
-    # maximum over these rows is the maximum over every stage.
-    rows = np.minimum(pp, 3)
+    # Rows: the stages of each layout that can be the most loaded (planner_stages.candidate_stages); the maximum
+    # over them is the maximum over every stage.
+    counts = np.array([len(r) for r in shard_rows], dtype=np.int64)
+    offsets = np.cumsum(counts) - counts
+    rows = counts[lay_shard]
     owner = np.repeat(np.arange(len(lay)), rows)
     pos = np.arange(len(owner)) - np.repeat(np.cumsum(rows) - rows, rows)
-    stage = np.where(pos == 2, pp[owner] - 1, pos)
-    offsets = np.cumsum([0] + [len(r) for r in shard_rows])
-    table = np.array([row for rows in shard_rows for row in rows], dtype=np.int64)
+    table = np.array([row for rows_ in shard_rows for row in rows_], dtype=np.int64)
     srow = table[offsets[lay_shard][owner] + pos]
-    dense, experts, tensors, n_layers, n_moe, has_emb, has_head, shard_total = (srow[:, c] for c in range(8))
+    stage, dense, experts, tensors, n_layers, n_moe, has_emb, has_head, shard_total = (srow[:, c] for c in range(9))
     n_dense = n_layers - n_moe
 
     tp, ppr, dp, cp, ep, etp, zero, rc_full = (cols[owner, c] for c in range(8))

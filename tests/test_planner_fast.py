@@ -82,3 +82,18 @@ def test_llm_int8_inference_is_covered_too():
     for i, lay in enumerate(layouts):
         est = estimate(m, workload_of(w, lay), with_fits=False)
         assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
+
+
+@pytest.mark.parametrize("name, mode", [("deepseek-v3", "train"), ("deepseek-v3", "infer"), ("gemma-2-27b", "infer")])
+def test_deep_pipelines_with_mixed_layer_kinds_are_exact(name, mode):
+    """DeepSeek-V3's first three layers are dense and Gemma-2 alternates sliding and global layers: middle stages
+    differ, so a later one can be the most loaded; the fast model looks at every distinct stage."""
+    m = load_model(name).spec
+    w = Workload(mode=mode, seq_len=4096, gpu="h200")
+    layouts = [lay for lay in layouts_of(m, w, 64, search="layout") if lay.pp >= 8]
+    sample = random.Random(name + mode).sample(layouts, min(12, len(layouts)))
+    total, peak, covered = planner_fast.totals(m, w, sample)
+    for i, lay in enumerate(sample):
+        if covered[i]:
+            est = estimate(m, workload_of(w, lay), with_fits=False)
+            assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
