@@ -267,3 +267,16 @@ def test_planner_key_checks_mirror_the_calculators():
     assert planner.check_own_keys({"pgpus": "8", "pmaxtp": "2.5"}).notes == {
         "pmaxtp": "pmaxtp=2.5: not a whole number: read as 2"}
     assert planner.check_own_keys({"pgpus": ["1", "1e999"]}).drop == ("pgpus",)  # the last of a repeated key
+
+
+def test_inference_fit_card_names_the_planners_layout_with_a_link():
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    for k, v in {"model": "llama-3.1-70b", "mode": "infer", "seq": "131072", "gen": "1024", "gpu": "a100-40gb"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    card = next(m.value for m in at.markdown if m.value.startswith("**A100 40GB**"))
+    assert "GPUs needed: **16**" in card and "[TP8 × PP2](" in card and "167" not in card
+    url = card.split("[TP8 × PP2](")[1].split(")")[0]
+    query = dict(parse_qsl(urlsplit(url).query))
+    assert query["tp"] == "8" and query["pp"] == "2" and query.get("zero", "0") == "0"
