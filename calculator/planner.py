@@ -158,7 +158,7 @@ def _finish(m: ModelSpec, w: Workload, plans: list[Plan], limit: int | None, ran
     if w.gpu:
         if rank == "memory":
             plans.sort(key=rank_key("memory"))
-            n = min(len(plans), limit if limit is not None else timed_rows)
+            n = min(len(plans), limit if limit is not None and timed_rows else timed_rows)
             plans[:n] = [_timed(m, workload_of(w, p.layout), p, timing) for p in plans[:n]]
         else:
             plans = [_timed(m, workload_of(w, p.layout), p, timing) for p in plans]
@@ -168,26 +168,27 @@ def _finish(m: ModelSpec, w: Workload, plans: list[Plan], limit: int | None, ran
 
 def plans_for(m: ModelSpec, w: Workload, gpus: int, capacity_bytes: int, max_tp: int = 8, limit: int | None = None,
               rank: str = "memory", timing=None, include_unfit: bool = False, max_micro_batch: int | None = None,
-              search: str = "all") -> list[Plan]:
+              search: str = "all", timed_rows: int = 50) -> list[Plan]:
     """Layouts of exactly `gpus` GPUs that fit `capacity_bytes` within the safe band, best first by `rank`
     (RANK_KEY; time / cost). With a GPU in the workload every plan carries its step time and tokens/s; `timing`:
     calculator.timing_inputs.TimingInputs (price, efficiencies, links). `search="layout"` keeps the job's own
-    micro-batch and recompute and varies only the parallel layout."""
+    micro-batch and recompute and varies only the parallel layout. `timed_rows`: how many of the first rows get
+    their time when ranking by memory (0: none)."""
     if gpus < 1:
         raise InputError("gpus", "the number of GPUs must be at least 1")
     _check(w, rank, timing)
     layouts = list(layouts_of(m, w, gpus, max_tp, max_micro_batch, search))
-    return _finish(m, w, evaluate(m, w, layouts, capacity_bytes, include_unfit), limit, rank, timing)
+    return _finish(m, w, evaluate(m, w, layouts, capacity_bytes, include_unfit), limit, rank, timing, timed_rows)
 
 
 def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 4096, max_tp: int = 8,
                 limit: int | None = None, rank: str = "memory", timing=None, max_micro_batch: int | None = None,
-                search: str = "all") -> list[Plan]:
+                search: str = "all", timed_rows: int = 50) -> list[Plan]:
     """The layouts at the smallest GPU count where any layout fits (counts tried: 1, 2, 4, 8, then whole nodes of 8;
     calculator.planner_grid.candidate_counts)."""
     _check(w, rank, timing)
     found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, max_micro_batch, search)
-    return _finish(m, w, found, limit, rank, timing) if found else []
+    return _finish(m, w, found, limit, rank, timing, timed_rows) if found else []
 
 
 def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_tp: int,

@@ -184,13 +184,13 @@ def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int =
         return PlanResult((), gpus, cap, gpu.name, "The planner splits a transformer's heads and layers: a generic "
                           "network (given as totals) has neither. Pick a preset, custom or config model.")
     if gpus:
-        found = plans_for(model, workload, gpus, cap, max_tp=max_tp, limit=limit)
+        found = plans_for(model, workload, gpus, cap, max_tp=max_tp, limit=limit, timed_rows=0)
         why = "" if found else (
             f"No layout of {gpus} GPUs keeps the most loaded {gpu.name} within its 80% safe band (TP up to "
             f"{max_tp}, any PP with even or uneven stages, CP, EP, ZeRO 0–3, recompute, micro-batch). Try more "
             "GPUs, 0 for the fewest that fit, a larger TP, or a smaller micro-batch or sequence.")
     else:
-        found = fewest_gpus(model, workload, cap, max_gpus=MAX_GPUS, max_tp=max_tp, limit=limit)
+        found = fewest_gpus(model, workload, cap, max_gpus=MAX_GPUS, max_tp=max_tp, limit=limit, timed_rows=0)
         why = "" if found else (
             f"Nothing fits: no layout of up to {MAX_GPUS} {gpu.name} GPUs (TP up to {max_tp}) keeps the most "
             "loaded GPU within its 80% safe band. Try a GPU with more memory, a larger TP, or a smaller "
