@@ -9,17 +9,20 @@ calculator.activations) is priced once per distinct local shape (TP, CP, sequenc
 recompute) and multiplied out per stage (layers, in-flight micro-batches) in numpy; the parameter shard of each
 stage comes from calculator.parallel.stage_shards once per distinct (TP, PP, uneven stages, EP, expert TP).
 
-Covered: full fine-tuning with the exact activation model, any model implementation, every optimizer but
-Adafactor, the stack each layout runs by default when it is Megatron-LM (TP / PP / CP / EP, ZeRO 0) or DeepSpeed
-(ZeRO 1–3); Megatron's distributed optimizer. Not covered (estimate() is used, layout by layout): the layouts of
-plain data parallelism or one GPU (DDP / HF Trainer: gradients born in backward), a stack you chose, FSDP hybrid
-shard groups, CPU offload, LoRA / QLoRA, the textbook and Fujii activation models, Adafactor.
+Covered: full fine-tuning with the exact activation model, any model implementation, FlashAttention or eager
+attention, AdamW / SGD / Lion, the stack each layout runs by default when it is Megatron-LM (TP / PP / CP / EP,
+ZeRO 0) or DeepSpeed (ZeRO 1–3); Megatron's distributed optimizer. Not covered (estimate() is used, layout by
+layout): the layouts of plain data parallelism or one GPU (DDP / HF Trainer: gradients born in backward), a stack
+you chose, FSDP hybrid shard groups, CPU offload, LoRA / QLoRA, the textbook and Fujii activation models,
+Adafactor and 8-bit AdamW (per-tensor state), SDPA attention and padded batches (masks per layer), fp32 weights
+under autocast (cached bf16 copies).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from calculator import activations as act
+from calculator import autocast
 from calculator import impls
 from calculator import parameters as params
 from calculator import training as tr
@@ -37,7 +40,8 @@ def covers(m, w: Workload) -> bool:
     p = w.parallel
     return (isinstance(m, ModelSpec) and w.mode == "train" and w.engine == "hf" and w.activation_model == "exact"
             and w.finetune == "full" and w.stack is None and p.zero_shard_size is None and not p.offload_optimizer
-            and not p.offload_params and w.optimizer != "adafactor")
+            and not p.offload_params and w.optimizer not in ("adafactor", "adamw-8bit")
+            and w.attention != "sdpa" and not getattr(w, "padded_batch", False) and not autocast.autocast_on(w))
 
 
 def layout_covered(lay) -> bool:
