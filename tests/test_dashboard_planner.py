@@ -280,3 +280,11 @@ def test_inference_fit_card_names_the_planners_layout_with_a_link():
     url = card.split("[TP8 × PP2](")[1].split(")")[0]
     query = dict(parse_qsl(urlsplit(url).query))
     assert query["tp"] == "8" and query["pp"] == "2" and query.get("zero", "0") == "0"
+
+
+def test_uneven_stages_round_trip_through_the_links_of_remedies():
+    from dashboard import links
+    w = Workload(parallel={"pp": 16, "pp_first_stage_layers": 3, "pp_last_stage_layers": 2, "tp": 8, "ep": 8,
+                           "etp": 1})
+    values = {**state.DEFAULTS, "model": "deepseek-v3", **links.workload_values(w)}
+    assert (values["ppf"], values["ppl"]) == (3, 2) and state.build_workload(values).parallel == w.parallel
