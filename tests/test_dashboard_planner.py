@@ -276,7 +276,7 @@ def test_inference_fit_card_names_the_planners_layout_with_a_link():
     at.run()
     assert not at.exception
     card = next(m.value for m in at.markdown if m.value.startswith("**A100 40GB**"))
-    assert "GPUs needed: **16**" in card and "[TP8 × PP2](" in card and "167" not in card
+    assert "needs **16** GPUs" in card and "[TP8 × PP2](" in card and "167" not in card
     url = card.split("[TP8 × PP2](")[1].split(")")[0]
     query = dict(parse_qsl(urlsplit(url).query))
     assert query["tp"] == "8" and query["pp"] == "2" and query.get("zero", "0") == "0"
