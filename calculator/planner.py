@@ -33,6 +33,11 @@ from calculator.planner_grid import MAX_PP, Layout, candidate_counts, layouts_of
 from calculator.workload import Workload
 
 RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}  # rank: prefer less recomputation
+# The planner estimates thousands of layouts and each estimate walks the layers: its time grows with the layer
+# count (llama-3.1-8b's shape on one core: 128 layers 1.7 s, 256 layers 4.6 s, 1,000 layers 22 s, 10,000 layers
+# over 5 minutes). The deepest published decoders have 126 (Llama-3.1-405B) to 128 layers; twice that is planned,
+# deeper models are refused before any estimate, so one planner link cannot hold a server core for minutes.
+MAX_PLAN_LAYERS = 256
 RANKS = ("memory", "time", "cost")
 RANK_KEY = ("fits, then fewest GPUs, then largest micro-batch, then least recompute (none, selective, full), "
             "then lowest memory on the most loaded GPU")
@@ -115,6 +120,14 @@ def _check(w: Workload, rank: str, timing) -> None:
         raise InputError("price_per_gpu_hour", "ranking by cost needs a price per GPU-hour")
 
 
+def check_plannable(m: ModelSpec) -> None:
+    """InputError when the model is too deep to plan in bounded time (MAX_PLAN_LAYERS)."""
+    if m.num_hidden_layers > MAX_PLAN_LAYERS:
+        raise InputError("num_hidden_layers", f"the planner lays out models of at most {MAX_PLAN_LAYERS} layers "
+                         f"(it estimates thousands of layouts, each layer by layer); this one has "
+                         f"{m.num_hidden_layers:,}: estimate it with an explicit layout instead")
+
+
 def _fits_engine(est, w: Workload) -> bool:
     sv = est.serving
     return sv.starts and sv.max_concurrent_seqs >= w.micro_batch
@@ -177,6 +190,7 @@ def plans_for(m: ModelSpec, w: Workload, gpus: int, capacity_bytes: int, max_tp:
     if gpus < 1:
         raise InputError("gpus", "the number of GPUs must be at least 1")
     _check(w, rank, timing)
+    check_plannable(m)
     layouts = list(layouts_of(m, w, gpus, max_tp, max_micro_batch, search))
     return _finish(m, w, evaluate(m, w, layouts, capacity_bytes, include_unfit), limit, rank, timing, timed_rows)
 
@@ -187,6 +201,7 @@ def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 
     """The layouts at the smallest GPU count where any layout fits (counts tried: 1, 2, 4, 8, then whole nodes of 8;
     calculator.planner_grid.candidate_counts)."""
     _check(w, rank, timing)
+    check_plannable(m)
     found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, max_micro_batch, search)
     return _finish(m, w, found, limit, rank, timing, timed_rows) if found else []
 

@@ -183,6 +183,12 @@ def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int =
     if not isinstance(model, ModelSpec):
         return PlanResult((), gpus, cap, gpu.name, "The planner splits a transformer's heads and layers: a generic "
                           "network (given as totals) has neither. Pick a preset, custom or config model.")
+    from calculator.errors import InputError
+    from calculator.planner import check_plannable
+    try:
+        check_plannable(model)
+    except InputError as exc:
+        return PlanResult((), gpus, cap, gpu.name, str(exc))
     if gpus:
         found = plans_for(model, workload, gpus, cap, max_tp=max_tp, limit=limit, timed_rows=0)
         why = "" if found else (

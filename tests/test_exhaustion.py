@@ -165,3 +165,16 @@ def test_an_oversized_link_closes_the_connection_and_costs_no_memory(server):
         assert closed.value.rcvd.code == 1009  # "message too big"
     assert bench_load.rss_mb(pid) - before < 15, (before, bench_load.rss_mb(pid))
     assert open_page(url, "", "").metrics[bench_load.TOTAL]  # the server is fine
+
+
+# ---- within the bounds, but deep: the planner ---------------------------------------------------------------------
+def test_the_planner_refuses_a_model_too_deep_to_plan_in_bounded_time(server):
+    from calculator.planner import MAX_PLAN_LAYERS
+    url, _ = server
+    deep = urlencode({"model": "config", "cfg": json.dumps(dict(LLAMA, num_hidden_layers=10_000))})
+    run = open_page(url, "planner", deep)  # 10,000 layers is a valid model: planning it once took over 5 minutes
+    assert run.seconds < 5 * SECOND and not run.errors, run.errors
+    assert any(f"at most {MAX_PLAN_LAYERS} layers" in plain(w) and "10,000" in plain(w) for w in run.warnings), \
+        run.warnings
+    calc = open_page(url, "", deep)  # the calculator estimates it as usual
+    assert calc.metrics[bench_load.TOTAL] and not calc.errors

@@ -1,5 +1,6 @@
 """The planner: parallel layouts that fit, at a given GPU count or the fewest, ranked by the documented key."""
 import json
+import time
 
 import pytest
 
@@ -164,3 +165,17 @@ def test_gpus_needed_on_the_fit_cards_is_the_planners_layout():
     est = state.compute(values).estimate
     assert est.total_bytes <= 0.8 * get_gpu("a100-40gb").usable_bytes
     assert [f.verdict for f in est.fits if f.gpu == "a100-40gb"] == ["fits"]
+
+
+def test_a_model_deeper_than_the_planner_plans_is_refused_before_any_estimate():
+    from calculator.planner import MAX_PLAN_LAYERS, check_plannable
+    base = load_model("llama-3.1-8b").spec
+    check_plannable(base.model_copy(update={"num_hidden_layers": MAX_PLAN_LAYERS}))
+    deep = base.model_copy(update={"num_hidden_layers": 10_000})
+    for call in (lambda: plans_for(deep, Workload(gpu="h100-sxm"), 8, 80 * 10**9),
+                 lambda: fewest_gpus(deep, Workload(gpu="h100-sxm"), 80 * 10**9)):
+        start = time.perf_counter()
+        with pytest.raises(InputError, match=f"num_hidden_layers: the planner lays out models of at most "
+                                             f"{MAX_PLAN_LAYERS} layers .* has 10,000"):
+            call()
+        assert time.perf_counter() - start < 0.1
