@@ -329,8 +329,15 @@ def runtime_files(root: Path = ROOT) -> tuple[frozenset[str], tuple[str, ...]]:
         if directory.is_dir() and folder != ".":
             files.update(p.relative_to(root).as_posix() for p in directory.iterdir()
                          if p.is_file() and p.suffix != ".pyc")
-    files = {f for f in files if "__pycache__" not in f and f not in SECRETS}
+    files = {f for f in files if "__pycache__" not in f and f not in SECRETS and not _in_python_env(root, f)}
     return frozenset(files), tuple(traced["failures"])
+
+
+def _in_python_env(root: Path, relative: str) -> bool:
+    """A file of the Python environment the tests run in (a `.venv` inside the checkout, as scripts/test.sh makes
+    it in CI): the image installs its packages from requirements.txt, not from the build context."""
+    env = Path(sys.prefix).resolve()
+    return (root / relative).resolve().is_relative_to(env)
 
 
 def dockerfile_copy_sources(root: Path = ROOT) -> set[str]:
