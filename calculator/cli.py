@@ -89,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     helps = {"estimate": "estimate per-GPU memory", "solve": "largest batch / sequence",
              "plan": "parallel layouts that fit a GPU",
              "advise": "ranked remedies when a job does not fit, and a combination that does",
-             "sweep": "memory against micro-batch, sequence length or GPU count"}
-    for name in ("estimate", "solve", "plan", "advise", "sweep"):
+             "sweep": "memory against micro-batch, sequence length or GPU count",
+             "export": "a ready-to-run framework config for this input"}
+    for name in ("estimate", "solve", "plan", "advise", "sweep", "export"):
         p = sub.add_parser(name, help=helps[name])
         p.add_argument("--model", help="preset id, path to a config.json, or a Hugging Face id (org/name)")
         p.add_argument("--config", help="JSON file with the whole input: {\"model\": ..., workload fields}")
@@ -167,6 +168,9 @@ def _parser() -> argparse.ArgumentParser:
         if name in ("advise", "sweep"):
             from calculator.cli_advise import add_flags
             add_flags(p, name)
+        if name == "export":
+            from calculator.cli_export import add_flags as add_export_flags
+            add_export_flags(p)
         if name == "plan":
             p.add_argument("--gpus", type=int, help="exactly this many GPUs (default: the fewest that fit)")
             p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size (one node)")
@@ -431,6 +435,9 @@ def run(argv: list[str] | None = None) -> int:
                 print(f"{p.label:<64} {format_bytes(p.total_bytes, args.unit):>12} ({p.utilization:.0%}){speed}{cost}"
                       + ("" if p.fits else "  does not fit"))
         return 0
+    if args.command == "export":
+        from calculator.cli_export import run_export
+        return run_export(args, model, workload)
     if args.command == "solve":
         from calculator.presets import get_gpu
         from calculator.solvers import max_micro_batch, max_seq_len

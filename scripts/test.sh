@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/python -m pip install -q -r requirements-dev.txt
+DS_BUILD_OPS=0 .venv/bin/python -m pip install -q -r requirements-dev.txt
+# torchtitan's config dataclasses (tests/test_exports_torchtitan.py); its other dependencies are CUDA-only or heavy
+# (a requirements file cannot say --no-deps for one package)
+.venv/bin/python -m pip install -q --no-deps torchtitan==0.3.0
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
