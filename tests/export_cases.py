@@ -49,7 +49,7 @@ SERVING = {
                                                     "max_num_seqs": 64, "max_num_batched_tokens": 8192,
                                                     "block_size": 32, "prefix_caching": False,
                                                     "cuda_graphs": False})),
-    "sglang-dp-attention": ("deepseek-v3", Workload(mode="infer", engine="sglang", parallel={"tp": 8, "ep": 8},
+    "sglang-dp-attention": ("deepseek-v3", Workload(mode="infer", engine="sglang", parallel={"tp": 8, "ep": 8, "etp": 1},
                                                      weight_dtype="fp8",
                                                      serving={"attention_dp": 8, "memory_fraction": 0.8})),
     "awq": ("qwen2.5-7b", Workload(mode="infer", weight_dtype="int4", quant_method="awq", micro_batch=8,
