@@ -351,6 +351,8 @@ def calculator() -> None:
 
     c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
+    from dashboard import launch_exports
+    launch_exports.panel(result)  # ready-to-run framework configs (lazy: built when opened)
 
 
 def _top(result, values: dict, problems, unit_widget: bool) -> str:

@@ -56,3 +56,13 @@ def test_cli_bad_input_is_one_line_and_status_2(argv, message, capsys):
     rc = main(["export", "--model", "llama-3.1-8b", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith(message) and err.count("\n") == 1
+
+
+def test_an_rl_job_exports_the_trainer_and_the_rollout_engine():
+    preset, w = SERVING["rl-rollout"]
+    for fmt in FORMATS:
+        out = export(model(preset), w, fmt)
+        if fmt in ("vllm", "sglang"):
+            assert "--tensor-parallel-size 2" in out.text or "--tp-size 2" in out.text  # rollout_tp
+        else:
+            assert any(line.startswith("RL job: this is the trainer only") for line in out.warnings)

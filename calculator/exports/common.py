@@ -84,6 +84,12 @@ def compute_dtype(w) -> Dtype:
 def common_training_notes(m, w, notes: Notes, *, peft: bool = False, liger: bool = False, compile_: bool = False,
                           attention: bool = False, alloc_env: bool = False) -> None:
     """The workload fields most training configs have no key for; a format passes True for what it does express."""
+    if w.mode == "rl":
+        rl = w.rl
+        notes.add("RL job: this is the trainer only; the rollout engine (export vllm / sglang), "
+                  + ("offloading the trainer during rollout, " if rl.offload_train else "")
+                  + ("sleeping the engine during training, " if rl.engine_sleep else "")
+                  + "reference / reward / critic models are the RL framework's settings (slime, verl, OpenRLHF)")
     if w.finetune != "full" and not peft:
         adapters = {"qv": '["q_proj", "v_proj"]', "attention": '["q_proj", "k_proj", "v_proj", "o_proj"]',
                     "all-linear": '"all-linear"'}[w.lora_targets]
