@@ -67,3 +67,10 @@ def test_mla_offload_and_bf16_optimizer_state():
 def test_a_misspelt_flag_is_refused_by_the_recorded_parser():
     with pytest.raises(SystemExit):
         recorded_parser("megatron").parse_args(["--tensor-parallel-size", "2"])  # Megatron's is -model-parallel-
+
+
+def test_uneven_first_and_last_stages():
+    preset, w = TRAINING["uneven-pp16"]
+    ns = parse(export(model(preset), w, "megatron").text)
+    assert parsed(ns, "decoder_first_pipeline_num_layers") == 2 and parsed(ns, "decoder_last_pipeline_num_layers") == 3
+    assert parsed(ns, "expert_model_parallel_size") == 8 and parsed(ns, "expert_tensor_parallel_size") == 1

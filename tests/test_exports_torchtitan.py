@@ -117,3 +117,16 @@ def test_what_torchtitan_cannot_express():
     assert any("no config function for deepseek-ai/DeepSeek-V2-Lite" in line for line in out.warnings)
     out = export(model("gemma-2-2b"), TRAINING["zero3-dp8"][1], "torchtitan")
     assert "--module MODULE --config CONFIG" in out.text and any("no config function" in x for x in out.warnings)
+
+
+def test_uneven_first_and_last_stages():
+    preset, w = TRAINING["uneven-pp16"]  # DeepSeek-V3: 61 layers = 2 + 14 × 4 + 3
+    job, _ = parse(export(model(preset), w, "torchtitan").text)
+    par = job.parallelism
+    per = par.pipeline_parallel_layers_per_stage
+    first, last = per - par.pipeline_parallel_first_stage_less_layers, per - par.pipeline_parallel_last_stage_less_layers
+    assert (first, per, last) == (2, 4, 3)
+    # torchtitan's stage count (distributed/pipeline_parallel.py): ceil((layers + first_less + last_less) / per)
+    stages = -(-(61 + par.pipeline_parallel_first_stage_less_layers + par.pipeline_parallel_last_stage_less_layers)
+               // per)
+    assert stages == 16 == par.pipeline_parallel_degree

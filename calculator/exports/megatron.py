@@ -95,7 +95,7 @@ def arguments(m, w, notes: Notes) -> list[str]:
         a.append("--sequence-parallel")
     if p.pp > 1 and p.schedule == "interleaved":
         a += ["--num-virtual-stages-per-pipeline-rank", p.virtual_stages]
-    first, last = getattr(p, "pp_first_stage_layers", None), getattr(p, "pp_last_stage_layers", None)
+    first, last = p.pp_first_stage_layers, p.pp_last_stage_layers
     if first is not None:
         a += ["--decoder-first-pipeline-num-layers", first]
     if last is not None:

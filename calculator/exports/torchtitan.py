@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from calculator.exports.common import (Export, Notes, common_training_notes, global_batch, launcher,
                                        shell_command)
+from calculator.parallel import stage_layer_counts
 
 NAME = "torchtitan"
 LABEL = "torchtitan launch (command-line overrides)"
@@ -85,17 +86,17 @@ def overrides(m, w, notes: Notes) -> list[str]:
         put("parallelism.pipeline_parallel_schedule", SCHEDULES[p.schedule])
         put("parallelism.pipeline_parallel_microbatch_size", w.micro_batch)
         local = w.micro_batch * p.microbatches
-        first = getattr(p, "pp_first_stage_layers", None)
-        last = getattr(p, "pp_last_stage_layers", None)
-        if first is None and last is None:  # the estimate splits layers evenly over pp × virtual stages
-            put("parallelism.pipeline_parallel_first_stage_less_layers", 0)
-            put("parallelism.pipeline_parallel_last_stage_less_layers", 0)
-            stages = p.pp * p.virtual_stages
-            if m.num_hidden_layers % stages == 0:
-                put("parallelism.pipeline_parallel_layers_per_stage", m.num_hidden_layers // stages)
+        # torchtitan (distributed/pipeline_parallel.py): ceil((layers + first_less + last_less) / layers_per_stage)
+        # stages, the first and last holding first_less / last_less layers fewer than the others
+        if p.schedule == "interleaved":
+            counts, per = None, m.num_hidden_layers // (p.pp * p.virtual_stages)
         else:
-            notes.add(f"uneven first / last stages ({first} / {last} layers): set "
-                      "parallelism.module_fqns_per_model_part in the config function")
+            counts = stage_layer_counts(m.num_hidden_layers, p)
+            per = max(counts[1:-1]) if p.pp > 2 else max(counts)
+        first_less, last_less = (0, 0) if counts is None else (per - counts[0], per - counts[-1])
+        put("parallelism.pipeline_parallel_first_stage_less_layers", first_less)
+        put("parallelism.pipeline_parallel_last_stage_less_layers", last_less)
+        put("parallelism.pipeline_parallel_layers_per_stage", per)
     if p.pp > 1 or p.ep > 1:
         args.append("--training.disable_cuda_graphs")
     put("training.local_batch_size", local)
