@@ -72,3 +72,10 @@ def test_a_serving_format_refuses_a_training_run():
         export(model(preset), w, "vllm")
     with pytest.raises(InputError, match="deepspeed is a training config"):
         export(model(preset), SERVING["awq"][1], "deepspeed")
+
+
+def test_llm_int8_is_the_bitsandbytes_method():
+    from calculator.workload import Workload
+    w = Workload(mode="infer", weight_dtype="int8", quant_method="llm-int8")
+    assert parsed(vllm_args(export(model("qwen2.5-7b"), w, "vllm").text), "quantization") == "bitsandbytes"
+    assert parsed(sglang_args(export(model("qwen2.5-7b"), w, "sglang").text), "quantization") == "bitsandbytes"

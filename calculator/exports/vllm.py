@@ -24,8 +24,8 @@ KV_DTYPES = {"fp8": "fp8", "bf16": "bfloat16", "fp16": "float16"}
 def quantization(w, notes: Notes) -> str | None:
     """--quantization for the weight dtype (vLLM also reads it from a quantized checkpoint's config)."""
     wd = w.weight_dtype or w.precision.params
-    if wd in ("int4", "int8"):
-        return w.quant_method
+    if wd in ("int4", "int8"):  # bitsandbytes' LLM.int8 is vLLM's / SGLang's "bitsandbytes" method
+        return {"awq": "awq", "gptq": "gptq", "llm-int8": "bitsandbytes"}.get(w.quant_method, w.quant_method)
     if wd == "fp8":
         return "fp8"
     if wd == "nf4":
