@@ -74,3 +74,10 @@ def test_uneven_first_and_last_stages():
     ns = parse(export(model(preset), w, "megatron").text)
     assert parsed(ns, "decoder_first_pipeline_num_layers") == 2 and parsed(ns, "decoder_last_pipeline_num_layers") == 3
     assert parsed(ns, "expert_model_parallel_size") == 8 and parsed(ns, "expert_tensor_parallel_size") == 1
+
+
+@pytest.mark.parametrize("attention, backend", [("flash", "flash"), ("eager", "unfused"), ("sdpa", "fused")])
+def test_attention_kernel(attention, backend):
+    preset, w = TRAINING["zero3-dp8"]
+    ns = parse(export(model(preset), w.model_copy(update={"attention": attention}), "megatron").text)
+    assert parsed(ns, "attention_backend") == backend

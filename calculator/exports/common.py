@@ -102,9 +102,9 @@ def common_training_notes(m, w, notes: Notes, *, peft: bool = False, liger: bool
                   "apply_liger_kernel_to_<model>() or AutoLigerKernelForCausalLM")
     if w.impl == "compile" and not compile_:
         notes.add("compiled decoder blocks (impl compile): torch.compile each block in the script")
-    if w.attention == "eager" and not attention:
-        notes.add("eager attention: load the model with attn_implementation='eager' (the export assumes the "
-                  "framework's flash kernel otherwise)")
+    if w.attention != "flash" and not attention:
+        notes.add(f"{w.attention} attention: load the model with attn_implementation='{w.attention}' (the "
+                  "framework's flash kernel is assumed otherwise)")
     if w.expandable_segments and not alloc_env:
         notes.add("expandable segments: export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before launching")
     if not w.zero_grad_set_to_none:

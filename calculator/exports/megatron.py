@@ -143,7 +143,8 @@ def arguments(m, w, notes: Notes) -> list[str]:
     a += ["--transformer-impl", "transformer_engine" if w.impl == "megatron-te" else "local"]
     if w.impl not in ("megatron-te", "hf"):
         notes.add(f"model implementation {w.impl}: Megatron runs its own layers (transformer_engine or local)")
-    a += ["--attention-backend", "unfused" if w.attention == "eager" else "flash"]
+    # eager: Megatron's unfused softmax path; PyTorch SDPA is the cuDNN / TE fused kernel ("fused")
+    a += ["--attention-backend", {"flash": "flash", "eager": "unfused", "sdpa": "fused"}[w.attention]]
     if stacks.resolve(w) != NAME:
         notes.add(f"the estimate is for the {stacks.resolve(w)} stack; re-estimate with stack megatron for "
                   "Megatron's persistent fp32 gradient buffer")

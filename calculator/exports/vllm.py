@@ -75,8 +75,8 @@ def arguments(m, w, notes: Notes) -> list[str]:
         a.append("--enforce-eager")
     if w.serving.version and not w.serving.version.startswith("0.33"):
         notes.add(f"the estimate follows vLLM {w.serving.version}; the flags were checked against 0.33.0")
-    if w.attention == "eager":
-        notes.add("eager attention: vLLM always runs its paged-attention kernels")
+    if w.attention != "flash":
+        notes.add(f"{w.attention} attention: vLLM always runs its own paged-attention kernels")
     return [str(x) for x in a]
 
 
