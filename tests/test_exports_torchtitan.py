@@ -130,3 +130,10 @@ def test_uneven_first_and_last_stages():
     stages = -(-(61 + par.pipeline_parallel_first_stage_less_layers + par.pipeline_parallel_last_stage_less_layers)
                // per)
     assert stages == 16 == par.pipeline_parallel_degree
+
+
+def test_a_different_stack_is_said():
+    preset, w = TRAINING["zero3-dp8"]  # ZeRO-3 alone: the estimate's default stack is DeepSpeed
+    assert any("estimate is for the deepspeed stack" in line for line in export(model(preset), w, "torchtitan").warnings)
+    preset, w = TRAINING["hsdp"]  # stack fsdp2: nothing to say about the stack
+    assert not any("stack" in line for line in export(model(preset), w, "torchtitan").warnings)

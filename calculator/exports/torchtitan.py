@@ -22,6 +22,7 @@ _validate_cuda_graphs).
 from __future__ import annotations
 
 
+from calculator import stacks
 from calculator.exports.common import (Export, Notes, common_training_notes, global_batch, launcher,
                                        shell_command)
 from calculator.parallel import stage_layer_counts
@@ -135,6 +136,10 @@ def build(m, w) -> Export:
     if name not in CONFIGS:
         notes.add(f"torchtitan 0.3 has no config function for {name or 'this model'}: replace MODULE / CONFIG "
                   "with the closest one in torchtitan/models/*/config_registry.py")
+    stack = stacks.resolve(w)
+    if stack not in ("fsdp2", "ddp", "hf-trainer"):
+        notes.add(f"the estimate is for the {stack} stack; torchtitan runs FSDP2 / DDP with TP, PP, CP and EP: "
+                  "re-estimate with stack fsdp2 for FSDP2's own buffers")
     args = overrides(m, w, notes)
     common_training_notes(m, w, notes, compile_=True, alloc_env=True)
     body = shell_command(launcher(w, f"-m torchtitan.train --module {module} --config {config}"), args)
