@@ -4,7 +4,6 @@ total row, the formula panel and the legend of its symbols. Every number comes f
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping
 
 import streamlit as st
@@ -114,8 +113,12 @@ def breakdown(est, unit: str) -> None:
         st.caption(f"Pipeline parallel: the table and formulas are for stage {est.worst_stage}, the most loaded "
                    "GPU; the chart shows every stage.")
     st.table(breakdown_table(est, unit), hide_index=True)  # a static table: every row, no scroll box
-    with st.container(border=True, key="formulas"):
-        st.markdown(formula_markdown(est, unit) + "\n\n" + symbol_legend(est))  # one element
+    # Built only while open: a long Markdown text re-rendered by the browser on every change (the CSV, JSON and
+    # PDF exports carry the same formulas).
+    box = st.expander("Formula, substituted values and source of every term, with a legend of the symbols",
+                      key=FORMULAS_OPEN, on_change="rerun")
+    if box.open:
+        box.markdown(formula_markdown(est, unit) + "\n\n" + symbol_legend(est))  # one element
 
 
-SYMBOL_RE = re.compile(r"[A-Za-zφ_%]+")
+FORMULAS_OPEN = "_open_formulas"

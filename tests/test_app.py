@@ -344,6 +344,10 @@ def test_fit_cards_cover_the_headline_gpus():
 
 def test_formula_panel_shows_every_term_with_its_source_link():
     at = run()
+    from dashboard.result_view import FORMULAS_OPEN
+    assert not any("`= " in m.value for m in at.markdown)  # built only while open
+    at.session_state[FORMULAS_OPEN] = True  # opened
+    at.run()
     texts = "\n".join(m.value for m in at.markdown)
     for t in BASE.terms:
         assert f"`{t.formula}`" in texts and f"`= {t.substituted}`" in texts
