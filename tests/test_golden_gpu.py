@@ -28,10 +28,10 @@ TRAINING = ("train", "trainer", "lora", "qlora")
 # the configs work; stacks, gradients, buffers, allocator and device — calculator/stacks/.
 PEAK_GAPS: list[tuple[str, object]] = [
     ("DDP on Llama-3.2-1B held a second bucket set through iteration 2's forward (-6.3%): DDP rebuilds its buckets "
-     "there (distributed.py _pre_forward -> reducer _rebuild_buckets -> initialize_buckets allocates new ones) while, "
-     "as far as we can tell, the old set stays referenced by the completed all-reduce works in ProcessGroupNCCL's "
-     "watchdog list until its next pass (kWatchdogThreadSleepMillis = 100 ms): the 1B step (0.18 s) reached its "
-     "peak first, the 8B one (0.46 s, exact today) did not. Timing-dependent, so not modelled",
+     "there (distributed.py _pre_forward -> reducer _rebuild_buckets -> initialize_buckets allocates new ones) and "
+     "the old set was still alive; what held it is not pinned down (a candidate: ProcessGroupNCCL keeping the last "
+     "all-reduce's inputs until its watchdog cleans the finished work up, so the fast 1B step (0.18 s) saw it and the "
+     "8B one (0.46 s, exact today) did not). Timing-dependent as far as we know, so not modelled",
      lambda c: c.get("wrap") == "ddp" and c["config"] == "llama-3.2-1b.json"),
 ]
 # nvidia-smi also needs the caching allocator's reserved − allocated and the non-PyTorch memory
