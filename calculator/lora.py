@@ -65,7 +65,8 @@ def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int
                      base_keeps_inputs: bool = False) -> tuple[int, int, int]:
     """Saved activations of a LoRA layer relative to full fine-tuning, as (norms delta, MLP delta, adapters),
     traced with peft 0.21 on transformers 5.23 (validation/README.md, LoRA):
-    frozen norm weights keep no normalised copy (−e·T·h per RMSNorm, −4·T·h for Gemma's fp32 one); a pre-norm
+    frozen norm weights keep no normalised copy (−e·T·h per RMSNorm, −4·T·h for Gemma's fp32 one; the per-head q and
+    k norms of Qwen3 / Gemma-3 likewise, −e·T·(qd + kvd): H200 Qwen3-8B LoRA q,v +3.57% → 0.0%); a pre-norm
     output is kept only if an adapted linear reads it; the down projection's input only if it is adapted; under
     eager attention the o_proj input only if o_proj is adapted (flash keeps it as its output); each adapter adds
     its r-wide A output (e·T·r). fp32 adapters (PEFT's default autocast_adapter_dtype) save their own fp32 copy of
@@ -79,6 +80,8 @@ def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int
     adapted = adapted_linears(m, targets, moe_layer)
     names = {n for n, _, _ in adapted}
     norms = -m.norms_per_layer * frozen_norm_copy(m, e) * T * h
+    if m.qk_norm and not m.is_mla:  # Qwen3 / Gemma-3 per-head q and k norms are frozen too
+        norms -= frozen_norm_copy(m, e) * T * (m.q_dim + m.kv_dim) // tp
     adapters = e * T * rank * len(names)
     if fp32_adapters:
         adapters = 4 * T * sum(i for _, i, _ in adapted) // tp + 4 * T * rank * len(names)

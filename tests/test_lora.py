@@ -111,3 +111,13 @@ def test_bitsandbytes_before_0_43_kept_every_4bit_linear_input():
     # fp32 adapters read their own fp32 copies: the old 4-bit base kept both norm outputs and the down-projection
     # input (the o_proj input is the flash output, kept anyway)
     assert old - new == 32 * (2 * 2 * T * h + 2 * T * f)
+
+
+def test_frozen_per_head_q_and_k_norms_keep_no_normalised_copy():
+    # Qwen3's q_norm / k_norm are frozen under LoRA like the layer norms (H200 Qwen3-8B LoRA q,v: +3.57% -> 0.00%)
+    from calculator.lora import lora_layer_delta
+    q3, ll = load_model("qwen3-8b").spec, load_model("llama-3.1-8b").spec
+    T, e = 8192, 2
+    norms_q3 = lora_layer_delta(q3, "qv", False, T, e, 16, 4096, 12288, 1, fp32_adapters=True)[0]
+    norms_ll = lora_layer_delta(ll, "qv", False, T, e, 16, 4096, 14336, 1, fp32_adapters=True)[0]
+    assert norms_q3 - norms_ll == -e * T * (4096 + 1024)

@@ -51,6 +51,8 @@ def fused_layer(m, w, d, moe: bool) -> act.LayerActivations:
     if w.finetune != "full":  # transformers' frozen norm weight already keeps no normalised copy
         hf_copies -= frozen_norm_copy(m, d.e) * d.T * d.h_sp
     norms = hf.norms + n * (fused_rmsnorm_saved(d.T, d.h_sp, d.e) - hf_copies)
+    if w.finetune != "full" and m.qk_norm:  # the frozen q/k norms' copy LoRA dropped, which fused norms never make
+        norms += frozen_norm_copy(m, d.e) * d.T * (d.qd + d.kvd)
     attention = hf.attention - act.qk_norm_saved(d, m) + fused_qk_norm_saved(d, m)
     mlp = hf.mlp - (0 if moe else fused_mlp_saving(m, d))
     return act.LayerActivations(norms, attention, mlp)
