@@ -29,6 +29,8 @@ from calculator.bounds import check_stages
 from calculator.parameters import count_parameters, model_tensor_shapes
 from calculator.result import ALLOCATED_COMPONENTS, Estimate, StageEstimate, Term
 from calculator import stacks
+from calculator import step_trace
+from calculator.allocator import replay
 from calculator.stacks.common import StackContext, backward_peak, layer_grad_params, tied_embedding_extra
 
 
@@ -53,6 +55,7 @@ class _Terms:
         self.host: list[Term] = []  # moved to CPU RAM by offloading
         # the step's moments for the timeline: (name, long-lived bytes, allocated bytes), in order
         self.timeline: list[tuple[str, int, int]] = []
+        self.plan = None  # the step's allocation order (calculator/step_trace.py) for the allocator replay
 
     def add(self, key: str, component: str, label: str, nbytes_: int, formula: str, substituted: str,
             source: str, note: str = "", keep: bool = False) -> None:
@@ -93,6 +96,16 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
         t.add("fragmentation", "fragmentation", "Allocator fragmentation (flat)", frag,
               "frag% × peak allocated", f"{o.fragmentation_pct:g}% × {peak_allocated:,} B", "allocator",
               "reserved − allocated in PyTorch's caching allocator, as a flat share you set")
+    elif t.plan is not None:
+        r = replay(step_trace.training_events(t.plan), w.expandable_segments)
+        frag = r.slack
+        t.add("fragmentation", "fragmentation", "Allocator: reserved − allocated", frag,
+              "max reserved − max allocated of the caching allocator replayed over build + two steps",
+              f"{r.peak_reserved:,} − {r.peak_allocated:,} B" + (" (expandable segments)" if w.expandable_segments
+                                                                 else ""),
+              "caching-allocator", "PyTorch's caching allocator rules (segments of 2 / 20 MiB or the request "
+              "rounded to 2 MiB, best-fit reuse of freed blocks, splitting, no release without empty_cache) over "
+              "the step's tensors in the order they are allocated and freed")
     else:
         phases = t.phases or [(t.total(_LONG_LIVED), peak_allocated)]
         a, b = o.fragmentation_states_pct / 100, o.fragmentation_working_pct / 100
@@ -256,6 +269,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     n_dense = len(layers) - n_moe
     fl = f"{flight:g}"
     recompute_ws = loss_ws = 0
+    dense_l = moe_l = head = None
     if w.activation_model == "textbook":
         per = act.textbook_layer(m, w)
         t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", int(flight * len(layers) * per),
@@ -364,6 +378,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                                                   and p.zero >= 3):
         for x in sm.at_peak:
             t.add(*x.__dict__.values())
+    if w.activation_model == "exact" and (dense_l or moe_l):
+        t.plan = step_trace.training_plan(m, w, ws, shard, d, dense_l or moe_l, head, sm, _grad_dtype(ws))
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
     if born:

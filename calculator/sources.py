@@ -185,6 +185,13 @@ SOURCES: dict[str, Source] = {
         "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/cuda/CublasHandlePool.cpp",
         "one workspace per cuBLAS handle and stream from the caching allocator: 32 MiB on Hopper/Blackwell, "
         "8.125 MiB before; handles are per thread (H200: 32 MiB in inference, 64 MiB in training)"),
+    "caching-allocator": Source(
+        "PyTorch c10/cuda/CUDACachingAllocator.cpp (round_size, get_allocation_size, get_free_block, should_split, "
+        "try_merge_blocks, ExpandableSegment)",
+        "https://github.com/pytorch/pytorch/blob/main/c10/cuda/CUDACachingAllocator.cpp",
+        "replayed over the step's tensors (calculator/allocator.py, calculator/step_trace.py): 512 B rounding, "
+        "2 MiB small / 20 MiB or 2 MiB-rounded large segments, best-fit reuse and splitting; checked against the "
+        "78 H200 runs (validation/CALIBRATION.md)"),
     "allocator-h200": Source(
         "Caching-allocator slack measured on an H200 (PyTorch 2.11, CUDA 13.0): validation/CALIBRATION.md",
         "https://pytorch.org/docs/stable/notes/cuda.html#memory-management",

@@ -1,0 +1,175 @@
+"""PyTorch's CUDA caching allocator, replayed: what `torch.cuda.max_memory_reserved()` reaches for a sequence of
+tensor allocations and frees (nvidia-smi = reserved + the memory outside PyTorch).
+
+The rules are those of c10/cuda/CUDACachingAllocator.cpp (PyTorch 2.x, read at v2.11):
+- every request is rounded up to 512 B (`round_size`, kMinBlockSize);
+- requests of at most 1 MiB (kSmallSize) come from the small pool, whose segments are 2 MiB (kSmallBuffer);
+  larger ones from the large pool, whose new segments are 20 MiB (kLargeBuffer) below 10 MiB (kMinLargeAlloc) and
+  the request rounded up to 2 MiB (kRoundLarge) above (`get_allocation_size`);
+- a request takes the smallest cached free block that holds it, lowest address first on ties (`get_free_block`:
+  `pool.blocks.lower_bound`, blocks ordered by size then address); only when none does is a new segment
+  cudaMalloc'ed (`alloc_block`) — reserved memory grows and, without empty_cache(), never shrinks;
+- a block larger than the request is split when the rest is at least 512 B (small pool) or more than 1 MiB
+  (large pool) (`should_split`); a freed block merges with free neighbours of its own segment
+  (`try_merge_blocks`), never across segments;
+- `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: one segment per pool whose mapped end grows in pages
+  (2 MiB small pool, 20 MiB large pool; `ExpandableSegment`); a request that no free block holds maps only what
+  the free block at the mapped end lacks, so a freed tail is reused instead of left behind (free blocks inside
+  the segment stay mapped).
+
+A replay is a tuple of events: (tensor id, bytes) allocates, (tensor id, 0) frees. Pure Python, no torch.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass
+from functools import lru_cache
+
+MIN_BLOCK = 512  # kMinBlockSize
+SMALL_SIZE = 1 << 20  # kSmallSize: largest request served by the small pool
+SMALL_BUFFER = 2 << 20  # kSmallBuffer: small-pool segment
+MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
+LARGE_BUFFER = 20 << 20  # kLargeBuffer: segment for requests between 1 and 10 MiB; expandable page (large pool)
+ROUND_LARGE = 2 << 20  # kRoundLarge
+
+
+def round_size(n: int) -> int:
+    """`round_size`: every request in multiples of 512 B."""
+    return MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
+
+
+def allocation_size(n: int) -> int:
+    """`get_allocation_size`: the segment cudaMalloc'ed for a request no cached block holds."""
+    if n <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if n < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return -(-n // ROUND_LARGE) * ROUND_LARGE
+
+
+@dataclass
+class _Block:
+    addr: int
+    size: int
+    segment: int
+    free: bool = True
+    prev: "_Block | None" = None
+    next: "_Block | None" = None
+
+
+class _Pool:
+    def __init__(self, small: bool, expandable: bool):
+        self.small, self.expandable = small, expandable
+        self.free: list[tuple[int, int, int]] = []  # (size, addr, id(block)) sorted: best fit, lowest address
+        self.blocks: dict[int, _Block] = {}
+        self.tail: _Block | None = None  # expandable: the block at the mapped end
+        self.top = 0  # next address
+
+    def _add_free(self, b: _Block) -> None:
+        b.free = True
+        self.blocks[id(b)] = b
+        insort(self.free, (b.size, b.addr, id(b)))
+
+    def _take_free(self, b: _Block) -> None:
+        i = bisect_left(self.free, (b.size, b.addr, id(b)))
+        del self.free[i]
+        del self.blocks[id(b)]
+        b.free = False
+
+    def _split(self, b: _Block, size: int) -> _Block:
+        rest = b.size - size
+        if rest >= MIN_BLOCK if self.small else rest > SMALL_SIZE:
+            r = _Block(b.addr + size, rest, b.segment, True, b, b.next)
+            if b.next:
+                b.next.prev = r
+            b.next, b.size = r, size
+            if self.tail is b:
+                self.tail = r
+            self._add_free(r)
+        return b
+
+    def malloc(self, size: int) -> tuple[_Block, int]:
+        """The block for a rounded request, and the bytes newly reserved for it."""
+        i = bisect_left(self.free, (size, -1, -1))
+        if i < len(self.free):
+            b = self.blocks[self.free[i][2]]
+            self._take_free(b)
+            return self._split(b, size), 0
+        if self.expandable:
+            page = SMALL_BUFFER if self.small else LARGE_BUFFER
+            t = self.tail
+            if t is not None and t.free:
+                grow = -(-(size - t.size) // page) * page
+                self._take_free(t)
+                t.size += grow
+            else:
+                grow = -(-size // page) * page
+                t = _Block(self.top, grow, 0, False, self.tail, None)
+                if self.tail:
+                    self.tail.next = t
+            self.top += grow
+            self.tail = t
+            return self._split(t, size), grow
+        seg = allocation_size(size)
+        b = _Block(self.top, seg, self.top, False)
+        self.top += seg
+        return self._split(b, size), seg
+
+    def release(self, b: _Block) -> None:
+        """Free a block and merge it with free neighbours of its segment."""
+        for nb in (b.prev, b.next):
+            if nb is not None and nb.free and nb.segment == b.segment:
+                self._take_free(nb)
+                if nb is b.prev:
+                    nb.size += b.size
+                    nb.next = b.next
+                    if b.next:
+                        b.next.prev = nb
+                    if self.tail is b:
+                        self.tail = nb
+                    b = nb
+                else:
+                    b.size += nb.size
+                    b.next = nb.next
+                    if nb.next:
+                        nb.next.prev = b
+                    if self.tail is nb:
+                        self.tail = b
+        self._add_free(b)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What the allocator reached over a replay: the peaks of allocated and of reserved bytes, and the reserved
+    bytes at the moment allocated peaked."""
+
+    peak_allocated: int
+    peak_reserved: int
+
+    @property
+    def slack(self) -> int:
+        """reserved − allocated at the peaks (torch.cuda.max_memory_reserved − max_memory_allocated)."""
+        return self.peak_reserved - self.peak_allocated
+
+
+@lru_cache(maxsize=256)
+def replay(events: tuple[tuple[int, int], ...], expandable: bool = False) -> Replay:
+    """Run the caching allocator over `events` ((id, bytes) allocates, (id, 0) frees) from an empty cache."""
+    pools = (_Pool(True, expandable), _Pool(False, expandable))
+    live: dict[int, tuple[_Pool, _Block]] = {}
+    allocated = reserved = peak_a = peak_r = 0
+    for key, n in events:
+        if n:
+            size = round_size(n)
+            pool = pools[0] if size <= SMALL_SIZE else pools[1]
+            b, grown = pool.malloc(size)
+            live[key] = (pool, b)
+            allocated += b.size
+            reserved += grown
+            peak_a = max(peak_a, allocated)
+            peak_r = max(peak_r, reserved)
+        else:
+            pool, b = live.pop(key)
+            allocated -= b.size
+            pool.release(b)
+    return Replay(peak_a, peak_r)

@@ -1,0 +1,271 @@
+"""The order in which a training step allocates and frees its tensors, built from the engine's own terms, for the
+caching-allocator replay (calculator/allocator.py): reserved − allocated depends on which freed block each new
+tensor lands in, not only on the peak sum.
+
+The loop is the one a user runs on one GPU (HF Trainer / accelerate / a plain PyTorch loop; DDP and FSDP2 add
+their buffers): the model is built, then two steps of forward, backward, `opt.step()` and
+`opt.zero_grad(set_to_none=True)` (the shared H200 protocol: the measured figure is the second, steady step, with
+the reserved memory the first left behind).
+- forward: each layer's saved tensors in layer order (full recompute: only its input, the rest allocated and
+  freed); transformers' loss (transformers/loss/loss_utils.py ForCausalLMLoss): model-dtype logits, their fp32
+  upcast, the fp32 log-softmax kept for backward; the upcast and the logits are freed when the loss returns;
+- backward (torch/csrc/autograd): the NLL gradient (fp32), the log-softmax gradient (fp32), its cast back, the
+  LM head's input gradient and weight gradient; then per layer in reverse (recomputed first under full
+  recompute) the MLP and attention input gradients, the layer's parameter gradients (born on first use,
+  torch/csrc/autograd/functions/accumulate_grad.h), its saved tensors freed; the embedding gradient last;
+- step: the first `opt.step()` creates the optimizer state lazily, param by param (torch/optim/adamw.py
+  `_init_group`: exp_avg and exp_avg_sq `zeros_like(p)`), after the backward, into whatever blocks the
+  activations left free; the foreach implementation materialises `_foreach_sqrt(exp_avg_sqs)`, one temporary per
+  parameter (torch/optim/adamw.py `_multi_tensor_adamw`); the fused one none. zero_grad frees the gradients.
+A layer's saved tensors are its parts (norms, attention, MLP) cut into tensors of the layer's own widths (e·T·h,
+e·T·f, eager scores a·b·s·s_kv), the part's remainder as one more tensor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Everything the replay needs, as byte sizes (hashable: replays are cached)."""
+
+    weights: tuple[int, ...]  # every parameter tensor (and frozen base tensor), build order
+    persistent: tuple[int, ...]  # buffers allocated after the build and kept (master weights, DDP buckets)
+    layer_saved: tuple[tuple[int, ...], ...]  # per layer: its saved tensors in allocation order
+    layer_grads: tuple[tuple[int, ...], ...]  # per layer: its parameters' gradients (trainable only)
+    layer_grad_work: tuple[int, ...]  # input-gradient tensors alive while one layer is back-propagated
+    layer_gather: int  # FSDP2: the unit's gathered parameters during its forward and backward
+    recompute_input: int  # full recompute: the layer input each layer keeps (0: no recompute)
+    head_saved: tuple[int, ...]  # final norm + LM-head input
+    logits: tuple[int, int]  # (model-dtype logits, fp32 logits) bytes of transformers' loss; (0, 0): other head
+    head_transient: int  # another head's working set at the loss (one tensor)
+    hidden_grad: int  # e·T·h: the gradient flowing between layers
+    head_grads: tuple[int, ...]  # LM head (untied) / final norm gradients
+    embedding_grads: tuple[int, ...]
+    state_per_grad: tuple[float, ...]  # optimizer state tensors per trainable tensor, bytes per gradient byte
+    foreach_temp: float  # foreach: temporary bytes per gradient byte during the step (0: fused)
+    grads_persist: bool  # gradients never freed (zero_grad(set_to_none=False), bucket views)
+    layer_transient: tuple[int, ...] = ()  # allocated and freed one at a time in each layer's forward and backward
+
+
+def split(total: int, unit: int) -> tuple[int, ...]:
+    """A part's bytes as tensors of `unit` bytes plus the remainder (as one tensor)."""
+    if total <= 0:
+        return ()
+    if unit <= 0 or unit >= total:
+        return (total,)
+    n, rest = divmod(total, unit)
+    return (unit,) * n + ((rest,) if rest else ())
+
+
+@lru_cache(maxsize=128)
+def training_events(plan: StepPlan) -> tuple[tuple[int, int], ...]:
+    """Build + two training steps as allocator events ((id, bytes) allocates, (id, 0) frees)."""
+    ev: list[tuple[int, int]] = []
+    counter = [0]
+
+    def alloc(n: int) -> int:
+        counter[0] += 1
+        if n > 0:
+            ev.append((counter[0], int(n)))
+        return counter[0] if n > 0 else 0
+
+    def free(*keys: int) -> None:
+        for k in keys:
+            if k:
+                ev.append((k, 0))
+
+    for n in plan.weights:
+        alloc(n)
+    for n in plan.persistent:
+        alloc(n)
+    grads: list[int] = []
+    states_made = False
+    n_layers = len(plan.layer_saved)
+    persistent_grads: list[int] = []
+    for _step in range(2):
+        # forward
+        saved: list[list[int]] = []
+        for i in range(n_layers):
+            g = alloc(plan.layer_gather)
+            for n in plan.layer_transient:
+                free(alloc(n))
+            if plan.recompute_input:
+                keep = [alloc(plan.recompute_input)]
+                tmp = [alloc(n) for n in plan.layer_saved[i]]
+                free(*tmp)
+            else:
+                keep = [alloc(n) for n in plan.layer_saved[i]]
+            free(g)
+            saved.append(keep)
+        head = [alloc(n) for n in plan.head_saved]
+        e_logits, f_logits = plan.logits
+        if e_logits:
+            logits = alloc(e_logits)
+            upcast = alloc(f_logits)
+            lsm = alloc(f_logits)
+            free(upcast, logits)
+            # backward of the loss
+            g_nll = alloc(f_logits)
+            g_lsm = alloc(f_logits)
+            free(g_nll, lsm)
+            g_cast = alloc(e_logits)
+            free(g_lsm)
+        else:
+            g_cast = alloc(plan.head_transient)
+        d_hidden = alloc(plan.hidden_grad)
+        fresh = not persistent_grads
+        if fresh:
+            grads += [alloc(n) for n in plan.head_grads]
+        free(g_cast, *head)
+        for i in reversed(range(n_layers)):
+            g = alloc(plan.layer_gather)
+            if plan.recompute_input:
+                saved[i] += [alloc(n) for n in plan.layer_saved[i]]
+            for n in plan.layer_transient:
+                free(alloc(n))
+            work = [alloc(n) for n in plan.layer_grad_work]
+            if fresh:
+                grads += [alloc(n) for n in plan.layer_grads[i]]
+            free(*saved[i], *work, g)
+            nxt = alloc(plan.hidden_grad)
+            free(d_hidden)
+            d_hidden = nxt
+        if fresh:
+            grads += [alloc(n) for n in plan.embedding_grads]
+        free(d_hidden)
+        # optimizer step
+        sizes = plan.head_grads + tuple(n for lg in plan.layer_grads for n in lg) + plan.embedding_grads
+        if not states_made:
+            for n in sizes:
+                for k in plan.state_per_grad:
+                    alloc(int(n * k))
+            states_made = True
+        if plan.foreach_temp:
+            free(*[alloc(int(n * plan.foreach_temp)) for n in sizes])
+        if plan.grads_persist:
+            persistent_grads = grads
+        else:
+            free(*grads)
+            grads = []
+    return tuple(ev)
+
+
+# ---- the plan of one GPU's step, from the engine's terms ----------------------------------------------------
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
+def _bytes_per(dtype: str | None) -> float:
+    from calculator.dtypes import DTYPE_BITS
+    return DTYPE_BITS[dtype] / 8 if dtype else 0.0
+
+
+def _state_per_grad(w, grad_dtype: str) -> tuple[float, ...]:
+    """Optimizer state tensors created per trainable tensor, as bytes per gradient byte."""
+    g = _bytes_per(grad_dtype)
+    b = _bytes_per(w.precision.optimizer_states) / g if g else 0.0
+    return {"adamw": (b, b), "adamw-8bit": (1 / g, 1 / g), "sgd-momentum": (b,), "lion": (b,),
+            "adafactor": (b / 64,)}.get(w.optimizer, ())
+
+
+def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepPlan:
+    """The StepPlan of one GPU: `w` as given, `ws` as the stack holds the states, `parts` the engine's
+    LayerActivations of one layer (full recompute: what one layer saves when it is recomputed), `head` the
+    implementation's Head (None without one), `sm` the stack's StackMemory."""
+    from calculator import lora
+    from calculator.parameters import layer_shapes, model_tensor_shapes, norm_shapes
+    p = ws.parallel
+    tp, shard_d = p.tp, (p.shard_group if p.zero >= 3 else 1)
+    grad_shard = p.shard_group if p.zero >= 2 else 1
+    e, T = d.e, d.T
+    b_param = _bytes_per(ws.precision.params)
+    b_grad = _bytes_per(grad_dtype)
+    full = w.finetune == "full"
+    layers = range(shard.first_layer, shard.last_layer)
+
+    def split_tp(shape) -> int:
+        return _numel(shape) // (tp if len(shape) > 1 else 1)
+
+    layer_tensors = [[split_tp(s) for g in layer_shapes(m, i).values() for s in g] for i in layers]
+    emb = [split_tp((m.vocab_size, m.hidden_size))] if shard.has_embedding else []
+    head_w = ([split_tp((m.vocab_size, m.hidden_size))] if shard.has_head and not m.tie_word_embeddings else []) + \
+        ([_numel(s) for s in norm_shapes(m.hidden_size, m.norm_type)] if shard.has_head else [])
+    if w.finetune == "qlora":  # 4-bit linears: packed bytes + fp32 absmax per 64, frozen norms/embeddings in bf16
+        weights = [int(n * b_param) for n in emb]
+        for lt in layer_tensors:
+            weights += [n // 2 if n >= 1 << 16 else int(n * b_param) for n in lt]
+            weights += [n // 16 for n in lt if n >= 1 << 16]
+        weights += [int(n * b_param) for n in head_w]
+    else:
+        weights = [int(n * b_param) // shard_d for n in emb + [x for lt in layer_tensors for x in lt] + head_w]
+    if full:
+        layer_grads = tuple(tuple(int(n * b_grad) // grad_shard for n in lt) for lt in layer_tensors)
+        head_grads = tuple(int(n * b_grad) // grad_shard for n in (
+            head_w if not m.tie_word_embeddings else [split_tp((m.vocab_size, m.hidden_size))] + head_w[-1:])
+            if shard.has_head)
+        emb_grads = tuple(int(n * b_grad) // grad_shard for n in emb) if not (
+            m.tie_word_embeddings and shard.has_head) else ()
+    else:
+        adapters = []
+        for i in layers:
+            adapters.append(tuple(int(r * b_grad) for _, a, o in lora.adapted_linears(m, w.lora_targets,
+                                                                                        m.layer_is_moe(i))
+                                  for r in (w.lora_rank * a, w.lora_rank * o)))
+        layer_grads, head_grads, emb_grads = tuple(adapters), (), ()
+        weights += [n for lg in adapters for n in lg]
+    persistent = []
+    if ws.precision.master_weights and full:
+        ratio = _bytes_per(ws.precision.master_weights) / b_param
+        persistent += [int(n * ratio) for n in weights]
+    for x in sm.persistent:
+        persistent += list(split(x.bytes, 25 << 20))
+    for x in sm.at_peak:  # FSDP2's root unit: gathered through the step
+        persistent.append(x.bytes)
+    gather = 0
+    if stack_name(w) == "fsdp2" and layer_tensors:
+        gather = int(max(sum(lt) for lt in layer_tensors) * _bytes_per(w.precision.params))
+    h = d.h_sp
+    hidden = e * T * h
+    scores = d.a * d.b * d.s * d.s_kv if (w.attention == "eager" and w.recompute != "selective") else 0
+    attn = parts.attention
+    attn_tensors: tuple[int, ...] = ()
+    if scores and attn > (4 + e) * scores:
+        attn_tensors = (4 * scores, e * scores)
+        attn -= (4 + e) * scores
+    saved = split(parts.norms, hidden) + attn_tensors + split(attn, hidden) + split(parts.mlp, e * T * d.f)
+    work = (e * T * d.f, e * T * d.f, hidden) + ((4 * scores, e * scores) if scores else ())
+    transient: tuple[int, ...] = ()
+    if w.finetune == "qlora":
+        transient = tuple(2 * n for n in layer_tensors[0] if n >= 1 << 16) if layer_tensors else ()
+    logits = (0, 0)
+    head_saved: tuple[int, ...] = ()
+    head_transient = 0
+    if head is not None:
+        v = m.vocab_size // tp
+        hf_loss = any(x.key == "loss" and x.bytes == 4 * T * v for x in head.saved)
+        head_saved = tuple(x.bytes for x in head.saved if not (hf_loss and x.key == "loss"))
+        if hf_loss:
+            logits = (e * T * v, 4 * T * v)
+        else:
+            head_transient = head.transient
+    foreach = 0.0
+    if w.optimizer_impl == "foreach" and w.optimizer in ("adamw", "adamw-8bit"):
+        foreach = _bytes_per(ws.precision.optimizer_states) / b_grad if b_grad else 0.0
+    return StepPlan(
+        weights=tuple(weights), persistent=tuple(persistent), layer_saved=(saved,) * len(layers),
+        layer_grads=layer_grads, layer_grad_work=work, layer_gather=gather,
+        recompute_input=e * T * h if w.recompute == "full" else 0, head_saved=head_saved, logits=logits,
+        head_transient=head_transient, hidden_grad=hidden, head_grads=head_grads, embedding_grads=emb_grads,
+        state_per_grad=_state_per_grad(ws, grad_dtype), foreach_temp=foreach,
+        grads_persist=sm.grads_whole_step, layer_transient=transient)
+
+
+def stack_name(w) -> str:
+    from calculator import stacks
+    return stacks.resolve(w)
