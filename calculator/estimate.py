@@ -98,10 +98,11 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
               "reserved − allocated in PyTorch's caching allocator, as a flat share you set")
     elif t.plan is not None:
         r = replay(step_trace.training_events(t.plan), w.expandable_segments)
-        frag = r.slack
+        # a peak the replay does not reach (a transient it does not order) lands in blocks the replay left free
+        frag = max(0, r.peak_reserved - max(r.peak_allocated, peak_allocated))
         t.add("fragmentation", "fragmentation", "Allocator: reserved − allocated", frag,
-              "max reserved − max allocated of the caching allocator replayed over build + two steps",
-              f"{r.peak_reserved:,} − {r.peak_allocated:,} B" + (" (expandable segments)" if w.expandable_segments
+              "max reserved (replayed over build + two steps) − max(replayed, estimated peak allocated)",
+              f"{r.peak_reserved:,} − max({r.peak_allocated:,}, {peak_allocated:,}) B" + (" (expandable segments)" if w.expandable_segments
                                                                  else ""),
               "caching-allocator", "PyTorch's caching allocator rules (segments of 2 / 20 MiB or the request "
               "rounded to 2 MiB, best-fit reuse of freed blocks, splitting, no release without empty_cache) over "
@@ -378,7 +379,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                                                   and p.zero >= 3):
         for x in sm.at_peak:
             t.add(*x.__dict__.values())
-    if w.activation_model == "exact" and (dense_l or moe_l):
+    if w.activation_model == "exact" and (dense_l or moe_l) and p.pp == 1:  # the replayed loop has no 1F1B
         t.plan = step_trace.training_plan(m, w, ws, shard, d, dense_l or moe_l, head, sm, _grad_dtype(ws))
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)

@@ -47,6 +47,9 @@ class StepPlan:
     foreach_temp: float  # foreach: temporary bytes per gradient byte during the step (0: fused)
     grads_persist: bool  # gradients never freed (zero_grad(set_to_none=False), bucket views)
     layer_transient: tuple[int, ...] = ()  # allocated and freed one at a time in each layer's forward and backward
+    tied_sum: int = 0  # tied embeddings: the embedding backward's V×h gradient and its sum with the head's
+    model_order: tuple[int, ...] = ()  # trainable tensors' gradient bytes in model.parameters() order
+    softcap: bool = False  # final logit soft-capping (Gemma-2): logits / cap, tanh (saved), × cap
 
 
 def split(total: int, unit: int) -> tuple[int, ...]:
@@ -103,6 +106,13 @@ def training_events(plan: StepPlan) -> tuple[tuple[int, int], ...]:
         e_logits, f_logits = plan.logits
         if e_logits:
             logits = alloc(e_logits)
+            tanh = 0
+            if plan.softcap:  # transformers Gemma2ForCausalLM: logits / cap, tanh, × cap
+                scaled = alloc(e_logits)
+                free(logits)
+                tanh = alloc(e_logits)
+                free(scaled)
+                logits = alloc(e_logits)
             upcast = alloc(f_logits)
             lsm = alloc(f_logits)
             free(upcast, logits)
@@ -112,6 +122,11 @@ def training_events(plan: StepPlan) -> tuple[tuple[int, int], ...]:
             free(g_nll, lsm)
             g_cast = alloc(e_logits)
             free(g_lsm)
+            for _ in range(2 if plan.softcap else 0):  # through × cap and tanh
+                nxt = alloc(e_logits)
+                free(g_cast)
+                g_cast = nxt
+            free(tanh)
         else:
             g_cast = alloc(plan.head_transient)
         d_hidden = alloc(plan.hidden_grad)
@@ -134,9 +149,17 @@ def training_events(plan: StepPlan) -> tuple[tuple[int, int], ...]:
             d_hidden = nxt
         if fresh:
             grads += [alloc(n) for n in plan.embedding_grads]
+            if plan.tied_sum and grads:
+                # stacks/common.tied_embedding_extra: the head's gradient waits in the input buffer; the
+                # embedding's own gradient and their sum are new tensors, the sum becomes .grad
+                own = alloc(plan.tied_sum)
+                total = alloc(plan.tied_sum)
+                free(own, grads[0])
+                grads[0] = total
         free(d_hidden)
         # optimizer step
-        sizes = plan.head_grads + tuple(n for lg in plan.layer_grads for n in lg) + plan.embedding_grads
+        sizes = plan.model_order or (plan.head_grads + tuple(n for lg in plan.layer_grads for n in lg)
+                                     + plan.embedding_grads)
         if not states_made:
             for n in sizes:
                 for k in plan.state_per_grad:
@@ -240,6 +263,8 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
         attn -= (4 + e) * scores
     saved = split(parts.norms, hidden) + attn_tensors + split(attn, hidden) + split(parts.mlp, e * T * d.f)
     work = (e * T * d.f, e * T * d.f, hidden) + ((4 * scores, e * scores) if scores else ())
+    if gather:  # FSDP2 foreach_reduce: the unit's bf16 gradients and their reduce_dtype copy
+        work += (gather, int(gather * b_grad / _bytes_per(w.precision.params)))
     transient: tuple[int, ...] = ()
     if w.finetune == "qlora":
         transient = tuple(2 * n for n in layer_tensors[0] if n >= 1 << 16) if layer_tensors else ()
@@ -248,7 +273,8 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     head_transient = 0
     if head is not None:
         v = m.vocab_size // tp
-        hf_loss = any(x.key == "loss" and x.bytes == 4 * T * v for x in head.saved)
+        cap = e * T * v if m.final_logit_softcapping else 0
+        hf_loss = any(x.key == "loss" and x.bytes == 4 * T * v + cap for x in head.saved)
         head_saved = tuple(x.bytes for x in head.saved if not (hf_loss and x.key == "loss"))
         if hf_loss:
             logits = (e * T * v, 4 * T * v)
@@ -257,13 +283,18 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     foreach = 0.0
     if w.optimizer_impl == "foreach" and w.optimizer in ("adamw", "adamw-8bit"):
         foreach = _bytes_per(ws.precision.optimizer_states) / b_grad if b_grad else 0.0
+
     return StepPlan(
         weights=tuple(weights), persistent=tuple(persistent), layer_saved=(saved,) * len(layers),
         layer_grads=layer_grads, layer_grad_work=work, layer_gather=gather,
         recompute_input=e * T * h if w.recompute == "full" else 0, head_saved=head_saved, logits=logits,
         head_transient=head_transient, hidden_grad=hidden, head_grads=head_grads, embedding_grads=emb_grads,
         state_per_grad=_state_per_grad(ws, grad_dtype), foreach_temp=foreach,
-        grads_persist=sm.grads_whole_step, layer_transient=transient)
+        grads_persist=sm.grads_whole_step, layer_transient=transient,
+        model_order=(emb_grads + head_grads[:1] if m.tie_word_embeddings else emb_grads) +
+        tuple(n for lg in layer_grads for n in lg) + (head_grads[1:] if m.tie_word_embeddings else head_grads[::-1]),
+        softcap=bool(m.final_logit_softcapping) and logits[0] > 0,
+        tied_sum=head_grads[0] if full and m.tie_word_embeddings and shard.has_head and shard.has_embedding else 0)
 
 
 def stack_name(w) -> str:

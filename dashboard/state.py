@@ -268,8 +268,9 @@ PARAMS: tuple[Param, ...] = (
     # ---- overheads ------------------------------------------------------------------------------------------
     _p("frag", "float", None, "Fragmentation override (% of peak)", "overheads", lo=0.0, hi=100.0, step=0.5,
        fields=("overheads.fragmentation_pct",),
-       help="Empty: the calibrated model (a share of the long-lived states plus a share of the working set); "
-            "a number: a flat percentage of the peak allocated"),
+       help="Empty: training replays PyTorch's caching allocator over the step's tensors; inference uses a share "
+            "of the long-lived states plus a share of the working set (the two fields below); a number: a flat "
+            "percentage of the peak allocated"),
     _p("fst", "float", 2.6, "Fragmentation: % of long-lived states", "overheads", lo=0.0, hi=100.0, step=0.1,
        fields=("overheads.fragmentation_states_pct",), short="% of states"),
     _p("fwk", "float", 24.7, "Fragmentation: % of the working set", "overheads", lo=0.0, hi=100.0, step=0.1,
