@@ -18,6 +18,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_JSON = ROOT / "validation" / "published_comparison.json"
+GPU_JSON = ROOT / "validation" / "gpu_comparison.json"
 CALIBRATION_MD = ROOT / "validation" / "CALIBRATION.md"
 
 # The quantities a golden file measures, in display order, with what each is.
@@ -238,3 +239,27 @@ def timing_group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         groups.setdefault(r["Group"], []).append(abs(r["Error %"]))
     return [{"Group": g, "Timed cases": len(v), "Median |error| %": round(statistics.median(v), 1),
              "Worst |error| %": round(max(v), 1)} for g, v in groups.items()]
+
+
+def load_gpu_matrix(path: Path = GPU_JSON) -> dict:
+    """validation/gpu_comparison.json: the engine against the real-GPU goldens (python -m validation.gpu_compare)."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def gpu_group_rows(data: dict) -> list[dict[str, Any]]:
+    """Per training stack / model implementation / kind of run: peak allocated and nvidia-smi errors."""
+    return [{"Stack / implementation / kind": g["group"], "Runs": g["cases"], "Peak compared": g["peak_n"],
+             "Peak median |error| %": g["peak_median_pct"], "Peak worst |error| %": g["peak_worst_pct"],
+             "nvidia-smi median |error| %": g["smi_median_pct"], "nvidia-smi worst |error| %": g["smi_worst_pct"]}
+            for g in data["groups"]]
+
+
+def gpu_case_rows(data: dict) -> list[dict[str, Any]]:
+    return [{"Run": c["id"], "Group": c["group"], "Measured peak (GB)": _gb(c["measured_peak"]),
+             "Engine peak (GB)": _gb(c["engine_peak"]), "Peak error %": c["peak_err_pct"],
+             "Measured nvidia-smi (GB)": _gb(c["measured_smi"]), "Engine total (GB)": _gb(c["engine_smi"]),
+             "nvidia-smi error %": c["smi_err_pct"], "Not described yet": c["error"]} for c in data["cases"]]
+
+
+def _gb(v: int | None) -> float | None:
+    return None if v is None else round(v / 1e9, 2)

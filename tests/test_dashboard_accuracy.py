@@ -158,3 +158,12 @@ def test_step_time_section_is_validation_timing_compare(accuracy_page):
         assert 100 * want[name]["median_abs_error"] <= 20
     cases = next(d.value for d in accuracy_page.dataframe if "Measured (s)" in d.value.columns)
     assert len(cases) == len(rows)
+
+
+def test_the_gpu_matrix_is_shown_per_stack_as_the_committed_comparison(accuracy_page):
+    data = acc.load_gpu_matrix()
+    shown = next(d.value for d in accuracy_page.dataframe if "Stack / implementation / kind" in d.value.columns)
+    assert list(shown["Stack / implementation / kind"]) == [g["group"] for g in data["groups"]]
+    everything = dict(zip(shown["Stack / implementation / kind"], shown["nvidia-smi median |error| %"]))
+    assert everything["all"] == next(g["smi_median_pct"] for g in data["groups"] if g["group"] == "all")
+    assert {"hf-trainer / hf / train", "ddp / hf / train", "fsdp2 / hf / train"} <= set(everything)

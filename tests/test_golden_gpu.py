@@ -133,3 +133,10 @@ def test_every_golden_file_is_a_record():
         record = json.loads(path.read_text())
         assert {"id", "gpu", "env", "case", "status"} <= set(record), path
         assert path.stem == record["id"], path
+
+
+def test_the_committed_gpu_comparison_is_current():
+    """validation/gpu_comparison.json (the Accuracy page's GPU matrix) is what the engine gives now: after an
+    engine change, run `python -m validation.gpu_compare --write`."""
+    from validation.gpu_compare import JSON_PATH, build, dumps
+    assert JSON_PATH.read_text() == dumps(build()), "stale: python -m validation.gpu_compare --write"

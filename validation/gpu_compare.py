@@ -5,17 +5,22 @@ per group (stack / implementation / kind) and overall. Needs only the engine.
     .venv/bin/python -m validation.gpu_compare             # per case, then per group
     .venv/bin/python -m validation.gpu_compare --groups    # per group only
     .venv/bin/python -m validation.gpu_compare --argv ID   # the CLI command the engine is given for one case
+    .venv/bin/python -m validation.gpu_compare --write     # write validation/gpu_comparison.json (the Accuracy page)
+    .venv/bin/python -m validation.gpu_compare --check     # exit 1 if the committed JSON is not what this gives now
 
 Error = (engine − measured) / measured, in %; negative = the engine is low.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 
-from validation.gpu_cases import engine_inputs, full_argv, group_of, load_cases, measured
+from validation.gpu_cases import GOLDEN_GPU_DIR, engine_inputs, full_argv, group_of, load_cases, measured
+
+JSON_PATH = GOLDEN_GPU_DIR.parents[1] / "validation" / "gpu_comparison.json"
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,35 @@ def group_summary(selected: tuple[Row, ...] | None = None) -> dict[str, dict]:
     return {k: {"cases": v["cases"], "peak": stats(v["peak"]), "smi": stats(v["smi"])} for k, v in sorted(out.items())}
 
 
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def build() -> dict:
+    """What the Accuracy page shows: per group and per case, the engine against the GPU (errors in %)."""
+    all_rows = rows()
+    groups = [{"group": name, "cases": g["cases"], "peak_n": g["peak"]["n"],
+               "peak_median_pct": _round(g["peak"]["median"]), "peak_worst_pct": _round(g["peak"]["worst"]),
+               "smi_n": g["smi"]["n"], "smi_median_pct": _round(g["smi"]["median"]),
+               "smi_worst_pct": _round(g["smi"]["worst"])} for name, g in group_summary().items()]
+    peak = stats([r.peak_err_pct for r in all_rows if r.peak_err_pct is not None])
+    smi = stats([r.smi_err_pct for r in all_rows if r.smi_err_pct is not None])
+    groups.append({"group": "all", "cases": len(all_rows), "peak_n": peak["n"],
+                   "peak_median_pct": _round(peak["median"]), "peak_worst_pct": _round(peak["worst"]),
+                   "smi_n": smi["n"], "smi_median_pct": _round(smi["median"]), "smi_worst_pct": _round(smi["worst"])})
+    cases = [{"id": r.id, "group": r.group, "measured_peak": r.measured_peak, "engine_peak": r.engine_peak,
+              "peak_err_pct": _round(r.peak_err_pct), "measured_smi": r.measured_smi, "engine_smi": r.engine_smi,
+              "smi_err_pct": _round(r.smi_err_pct), "error": r.error} for r in all_rows]
+    return {"about": "The engine against the real-GPU goldens (tests/golden_gpu): peak allocated vs "
+                     "torch.cuda.max_memory_allocated, total vs nvidia-smi (device used). error = (engine − "
+                     "measured) / measured × 100.",
+            "generated_by": "python -m validation.gpu_compare --write", "groups": groups, "cases": cases}
+
+
+def dumps(data: dict) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
 def _pct(v: float | None) -> str:
     return "—" if v is None else f"{v:+.2f}%"
 
@@ -93,7 +127,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="engine vs real-GPU goldens")
     ap.add_argument("--groups", action="store_true", help="per-group table only")
     ap.add_argument("--argv", metavar="ID", help="print the CLI command for one case")
+    ap.add_argument("--write", action="store_true", help=f"write {JSON_PATH.name}")
+    ap.add_argument("--check", action="store_true", help=f"exit 1 if {JSON_PATH.name} is stale")
     args = ap.parse_args(argv)
+    if args.write or args.check:
+        text = dumps(build())
+        if args.check:
+            same = JSON_PATH.exists() and JSON_PATH.read_text() == text
+            print(f"{JSON_PATH.name}: {'up to date' if same else 'stale: run --write'}")
+            return 0 if same else 1
+        JSON_PATH.write_text(text)
+        print(f"wrote {JSON_PATH}")
+        return 0
     if args.argv:
         record = next(r for r in load_cases() if r["id"] == args.argv)
         print("python -m calculator " + " ".join(full_argv(record)))

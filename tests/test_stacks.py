@@ -1,0 +1,114 @@
+"""Each training stack's gradients, buckets and buffers (calculator/stacks/) against what the H200 measured
+(tests/golden_gpu/h200): the snapshots taken after the model is built (`after_build`) and after a whole step
+(`steady_before`: the optimizer state exists, the step's activations are gone) isolate them.
+
+- hf-trainer: gradients are born in backward and freed by zero_grad(set_to_none=True): a step leaves exactly the
+  optimizer state and the two cuBLAS workspaces behind; `set_to_none=False` leaves the gradients too.
+- ddp: the Reducer's buckets are allocated at wrap time, one gradient-sized buffer; with gradient_as_bucket_view the
+  gradients are those buckets.
+- fsdp2: fp32 shards are the parameters (no bf16 copy between steps), the step leaves fp32 AdamW state.
+- deepspeed, megatron: no GPU run of them is in the shared set (validation/gpu has the cases, unmeasured); their
+  buffers are held to the defaults of their source files.
+"""
+from __future__ import annotations
+
+import pytest
+
+from calculator import estimate
+from calculator.allocator import round_size
+from calculator.model import ModelSpec
+from calculator.parameters import model_tensor_shapes
+from calculator.presets import load_model
+from calculator.stacks import deepspeed
+from calculator.workload import RECIPES, Workload
+from validation.gpu_cases import engine_inputs, load_cases
+
+BY_ID = {r["id"]: r for r in load_cases()}
+CUBLAS_TRAINING = 2 * 32 * 2**20  # two cuBLAS workspaces (forward + autograd thread), 32 MiB each on Hopper
+
+
+def terms(record: dict) -> dict[str, int]:
+    model, workload = engine_inputs(record)
+    stage = estimate(model, workload, with_fits=False).stages[0]
+    out: dict[str, int] = {}
+    for t in stage.terms:
+        out[t.key] = out.get(t.key, 0) + t.bytes
+    return out
+
+
+def left_by_a_step(record: dict) -> int:
+    """Bytes a whole training step leaves allocated beyond the built model."""
+    return record["steady_before"]["allocated"] - record["after_build"]["allocated"]
+
+
+def _numel(shape) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
+def close(a: int, b: int, rel: float) -> bool:
+    return abs(a - b) <= rel * b
+
+
+@pytest.mark.parametrize("case", ["train_llama-3.1-8b_b1_s4096", "train_qwen3-0.6b_b4_s2048",
+                                  "train_llama-3.2-1b_b1_s4096"])
+def test_hf_trainer_frees_the_gradients_after_the_step(case):
+    r = BY_ID[case]
+    t = terms(r)
+    assert t["gradients"] == 0 or "alive at the peak" in case  # no gradient is a long-lived state
+    assert close(left_by_a_step(r), t["optimizer_states"] + CUBLAS_TRAINING, 1e-4), left_by_a_step(r)
+
+
+@pytest.mark.parametrize("case", ["train_llama-3.1-8b_b1_s4096", "train_qwen3-0.6b_b4_s2048"])
+def test_hf_trainer_with_set_to_none_false_keeps_every_gradient(case):
+    held, freed = BY_ID[case + "_persistent-grads"], BY_ID[case]
+    kept = held["steady_before"]["allocated"] - freed["steady_before"]["allocated"]
+    assert terms(held)["gradients"] == held["param_bytes"]  # bf16 gradients
+    model, _ = engine_inputs(held)
+    # byte for byte once each gradient is rounded up to the allocator's 512 B blocks (Qwen3's 256 B q/k norms)
+    assert kept == sum(round_size(2 * _numel(s)) for s in model_tensor_shapes(model))
+
+
+@pytest.mark.parametrize("case", ["train_llama-3.1-8b_b1_s4096_wrap-ddp", "train_llama-3.2-1b_b2_s4096_wrap-ddp"])
+def test_ddp_buckets_are_one_gradient_sized_buffer_from_wrap_time(case):
+    r = BY_ID[case]
+    buckets = r["after_build"]["allocated"] - r["param_bytes"]  # the wrap allocated them
+    t = terms(r)
+    assert close(t["gradients.ddp_buckets"], buckets, 1e-3), (t["gradients.ddp_buckets"], buckets)
+    assert t["gradients"] == 0  # param.grad: separate tensors, born in backward, freed after the step
+
+
+def test_ddp_bucket_view_gradients_are_the_buckets():
+    r = BY_ID["train_llama-3.2-1b_b2_s4096_wrap-ddp_bucket_view-True"]
+    t = terms(r)
+    assert "gradients.ddp_buckets" not in t
+    assert close(t["gradients"], r["after_build"]["allocated"] - r["param_bytes"], 1e-3)
+
+
+def test_fsdp2_keeps_fp32_shards_and_fp32_adam_state():
+    r = BY_ID["train_llama-3.2-1b_b2_s4096_wrap-fsdp2_recipe-amp-fp32_opt_impl-foreach"]
+    t = terms(r)
+    assert close(t["weights"], r["after_build"]["allocated"], 1e-4)  # fp32 shards = the parameters
+    assert t["weights"] == 4 * r["n_params"] and "master_weights" not in t
+    assert close(left_by_a_step(r), t["optimizer_states"] + CUBLAS_TRAINING, 1e-4)
+    assert t["sharding.fsdp2_root"] == 2 * (128256 * 2048 + 2048)  # tied embedding + final norm, gathered in bf16
+
+
+def test_deepspeed_zero3_buffers_follow_its_defaults():
+    m = load_model("llama-3.1-8b").spec
+    w = Workload(stack="deepspeed", precision=RECIPES["mixed-bf16"][1], parallel={"dp": 8, "zero": 3})
+    t = {x.key: x.bytes for x in estimate(m, w, with_fits=False).stages[0].terms}
+    assert t["sharding.ds_reduce_bucket"] == deepspeed.REDUCE_BUCKET_SIZE * 2  # bf16 gradients, allocated at init
+    n = 8_030_261_248
+    assert t["sharding.ds_fp32_grad"] == 4 * min(-(-n // 8), deepspeed.SUB_GROUP_SIZE)
+    assert t["sharding.prefetch"] == 2 * deepspeed.PREFETCH_BUCKET_SIZE
+
+
+def test_megatron_main_grad_buffer_is_fp32_for_every_parameter():
+    m: ModelSpec = load_model("llama-3.1-8b").spec
+    w = Workload(stack="megatron", precision=RECIPES["megatron"][1], parallel={"dp": 8})
+    t = {x.key: x.bytes for x in estimate(m, w, with_fits=False).stages[0].terms}
+    grads = sum(v for k, v in t.items() if k.startswith("gradients"))
+    assert grads == 4 * 8_030_261_248  # _ParamAndGradBuffer: fp32 main grads, never freed
