@@ -227,6 +227,29 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
     return LayerActivations(norms, attention, mlp)
 
 
+def matmul_output_widths(m: ModelSpec, d: Dims, moe: bool) -> list[int]:
+    """Widths of the aten.mm outputs of one decoder layer in call order (q, k, v or fused qkv; o; gate, up or
+    fused gate_up, down; MoE: the router, the routed experts run grouped matmuls, not aten.mm)."""
+    attn = [d.qd + 2 * d.kvd] if m.fused_qkv else [d.qd, d.kvd, d.kvd]
+    attn.append(d.h_sp)
+    if moe:
+        return attn + [m.num_experts]
+    if m.gated_mlp:
+        mlp = [2 * d.f] if m.fused_gate_up else [d.f, d.f]
+    else:
+        mlp = [d.f]
+    return attn + mlp + [d.h_sp]
+
+
+def op_selective_layer(m: ModelSpec, d: Dims, moe: bool = False) -> int:
+    """torchtitan's op-level selective AC (torchtitan/distributed/activation_checkpoint.py, `_custom_policy` over
+    torch.utils.checkpoint.create_selective_checkpoint_contexts): in each block the outputs of the SDPA kernel
+    (output + fp32 logsumexp) and of every other aten.mm — the 1st, 3rd, … (`mm_count % 2`) — are saved, the rest
+    recomputed in backward; the block's input is the checkpoint's own. e·T·(h + Σ kept mm widths + qd) + 4·a·T."""
+    kept = sum(matmul_output_widths(m, d, moe)[0::2])
+    return d.e * d.T * (d.h_sp + kept + d.qd) + 4 * d.a * d.T
+
+
 def full_recompute_layer(d: Dims) -> int:
     """Full (per-layer) recompute keeps only each layer's input: e·T·h (HF non-reentrant checkpoint; with
     sequence parallelism h/t per rank, Korthikanti et al. 2022 §5)."""

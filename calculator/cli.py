@@ -110,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--optimizer-dtype", choices=DTYPES)
         p.add_argument("--optimizer-impl", choices=["fused", "foreach", "for-loop"])
         p.add_argument("--activation-dtype", choices=["fp32", "bf16", "fp16"])
-        p.add_argument("--recompute", choices=["none", "selective", "full"])
+        p.add_argument("--recompute", choices=["none", "selective", "full", "op"],
+                       help="op: torchtitan's op-level selective AC (every other matmul output and the SDPA output kept)")
         p.add_argument("--attention", choices=["flash", "eager", "sdpa"],
                        help="flash: FlashAttention-2; sdpa: PyTorch SDPA (flash kernel, or with a padding / "
                             "sliding-window mask the efficient kernel); eager: transformers' matmul + softmax")

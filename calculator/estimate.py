@@ -288,16 +288,24 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         # PEFT without checkpointing: the first layer's input does not require grad, so its first norm saves nothing
         code = impls.module(w.impl)  # what the model's code keeps: transformers, Liger, compiled, Megatron/TE
         first_discount = int(flight * code.first_layer_without_input_grad(m, d)) if (
-            lora_ft and w.recompute != "full" and shard.has_embedding) else 0
+            lora_ft and w.recompute not in ("full", "op") and shard.has_embedding) else 0
         masked = sdpa.masked_layers(m, w, layers)  # SDPA layers with a padding or sliding-window mask
         dense_l = code.layer(m, w, d, moe=False) if n_dense else None
         moe_l = code.layer(m, w, d, moe=True) if n_moe else None
-        if w.recompute == "full":
-            per = act.full_recompute_layer(d)
-            t.add("activations.layers", "activations", "Layer inputs (full recompute)",
-                  int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
-                  f"{fl} × {len(layers)} × {d.e} × {d.T:,} × {d.h_sp:,}",
-                  "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
+        if w.recompute in ("full", "op"):
+            if w.recompute == "full":
+                per = act.full_recompute_layer(d)
+                t.add("activations.layers", "activations", "Layer inputs (full recompute)",
+                      int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
+                      f"{fl} × {len(layers)} × {d.e} × {d.T:,} × {d.h_sp:,}",
+                      "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
+            else:
+                per = act.op_selective_layer(m, d)
+                per_moe = act.op_selective_layer(m, d, moe=True) if n_moe else 0
+                t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
+                      "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
+                      "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",
+                      f"{fl} × ({n_dense} × {per:,} + {n_moe} × {per_moe:,}) B", "torchtitan-op-sac")
             if w.attention == "eager":
                 # the backward peaks in the attention's softmax backward: the layer's norms and attention part,
                 # plus fp32 gradients of the scores beyond the saved (4 + e) bytes per score
@@ -323,7 +331,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                          f"{fl} × {n_dense} × {per_dense:,} B")
                 t.add(f"activations.{key}", "activations", f"Activations: {name}", total, formula, subst, sources[i],
                       _exact_note(key, m, w))
-        input_grads = not lora_ft or w.recompute == "full"  # HF enables input grads for checkpointing
+        input_grads = not lora_ft or w.recompute in ("full", "op")  # HF enables input grads for checkpointing
         if shard.has_embedding:
             emb = act.embedding_saved(m, d, input_grads)
             if emb:

@@ -118,6 +118,12 @@ SOURCES: dict[str, Source] = {
         "torch.utils.checkpoint (non-reentrant), as used by transformers gradient_checkpointing_enable",
         "https://pytorch.org/docs/stable/checkpoint.html",
         "each checkpointed layer keeps only its input; one layer is recomputed at a time during backward"),
+    "torchtitan-op-sac": Source(
+        "torchtitan op-level selective activation checkpointing (torchtitan/distributed/activation_checkpoint.py "
+        "`_custom_policy`; torch.utils.checkpoint.create_selective_checkpoint_contexts)",
+        "https://github.com/pytorch/torchtitan/blob/main/torchtitan/distributed/activation_checkpoint.py",
+        "saves the outputs of aten.mm (every other one per block), of the SDPA kernels and of reduce-scatter; "
+        "recomputes the rest of the block in backward"),
     "pipeline-1f1b": Source(
         "Narayanan et al., Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM (2021)",
         "https://arxiv.org/abs/2104.04473",

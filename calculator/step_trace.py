@@ -201,6 +201,7 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     """The StepPlan of one GPU: `w` as given, `ws` as the stack holds the states, `parts` the engine's
     LayerActivations of one layer (full recompute: what one layer saves when it is recomputed), `head` the
     implementation's Head (None without one), `sm` the stack's StackMemory."""
+    from calculator import activations as act
     from calculator import lora
     from calculator.parameters import layer_shapes, model_tensor_shapes, norm_shapes
     p = ws.parallel
@@ -287,7 +288,8 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     return StepPlan(
         weights=tuple(weights), persistent=tuple(persistent), layer_saved=(saved,) * len(layers),
         layer_grads=layer_grads, layer_grad_work=work, layer_gather=gather,
-        recompute_input=e * T * h if w.recompute == "full" else 0, head_saved=head_saved, logits=logits,
+        recompute_input=(e * T * h if w.recompute == "full" else
+                         act.op_selective_layer(m, d) if w.recompute == "op" else 0), head_saved=head_saved, logits=logits,
         head_transient=head_transient, hidden_grad=hidden, head_grads=head_grads, embedding_grads=emb_grads,
         state_per_grad=_state_per_grad(ws, grad_dtype), foreach_temp=foreach,
         grads_persist=sm.grads_whole_step, layer_transient=transient,

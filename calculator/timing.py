@@ -142,6 +142,9 @@ def _train_stage_ops(m: ModelSpec, w: Workload, shard) -> list[Op]:
         ops += [o.scaled(n) for o in fwd]
         if w.recompute == "full":
             ops += [o.scaled(n) for o in recomputed(fwd)]
+        elif w.recompute == "op":  # every other matmul and the SDPA kernel are saved: the rest is replayed
+            ops += [o.scaled(n * (0.5 if o.kind == "matmul" else 0.0 if o.kind == "attention" else 1.0))
+                    for o in recomputed(fwd)]
         elif w.recompute == "selective":
             ops.append(attention_core(m, d, window, eager).scaled(n, phase="recompute"))
         ops += [o.scaled(n) for o in bwd]

@@ -15,7 +15,7 @@ from calculator.dtypes import Dtype
 Mode = Literal["train", "infer", "rl"]
 Engine = Literal["hf", "vllm", "sglang"]  # hf: transformers generate(); vllm / sglang: calculator/engines/
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "none"]
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "full", "op"]
 # flash: FlashAttention-2 (transformers flash_attention_2: no mask, unpads a padded batch); sdpa: PyTorch SDPA as
 # transformers calls it on CUDA (its flash kernel, or with a mask the efficient kernel: calculator/sdpa.py); eager
 Attention = Literal["flash", "eager", "sdpa"]

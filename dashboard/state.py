@@ -143,7 +143,7 @@ PARAMS: tuple[Param, ...] = (
        help="How PyTorch runs the optimizer step: fused (one kernel), foreach (multi-tensor; allocates "
             "full-size temporaries) or a for-loop"),
     # ---- recompute, attention, activation model -------------------------------------------------------------
-    _p("rc", "choice", "none", "Activation recompute", "recompute", options=("none", "selective", "full"),
+    _p("rc", "choice", "none", "Activation recompute", "recompute", options=("none", "selective", "full", "op"),
        fields=("recompute",)),
     _p("attn", "choice", "flash", "Attention kernel", "recompute", options=("flash", "eager", "sdpa"),
        fields=("attention",),

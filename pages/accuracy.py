@@ -126,6 +126,10 @@ if gpu is not None:
                                     "nvidia-smi error %": st.column_config.NumberColumn(format="%+.2f")})
     st.caption("Reproduce with `python -m validation.gpu_compare`; the allocator replay per run: "
                "`python -m validation.allocator_compare`.")
+    st.markdown("**Published runs of whole stacks** (max reserved as the stack logs it; each row's command is what "
+                "the engine was given)")
+    st.dataframe(list(acc.published_stack_rows()), hide_index=True, width="stretch", key="stack_rows",
+                 column_config={"Error %": st.column_config.NumberColumn(format="%+.1f")})
 
 # ---- published GPU measurements ----------------------------------------------------------------------------------
 st.subheader("Published GPU measurements", divider="gray")

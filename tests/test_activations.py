@@ -87,3 +87,16 @@ def test_loss_head_keeps_fp32_log_softmax():
     m = load_model("llama-3.1-8b").spec
     d = act.dims(m, Workload(seq_len=4096))
     assert act.loss_saved(m, d, m.vocab_size) == 4 * 4096 * 128256  # 1.96 GiB, measured-facts
+
+
+def test_op_level_selective_ac_keeps_every_other_matmul_and_the_sdpa_output():
+    """torchtitan's policy on Llama-3.1-8B: mm outputs q, k, v, o, gate, up, down; kept q, v, gate, down (the
+    1st, 3rd, 5th, 7th), the SDPA output and fp32 logsumexp, and the block input."""
+    from calculator.activations import dims, matmul_output_widths, op_selective_layer
+    from calculator.presets import load_model
+    from calculator.workload import Workload
+    m = load_model("llama-3.1-8b").spec
+    d = dims(m, Workload(micro_batch=2, seq_len=8192, recompute="op"))
+    assert matmul_output_widths(m, d, moe=False) == [4096, 1024, 1024, 4096, 14336, 14336, 4096]
+    T = 16384
+    assert op_selective_layer(m, d) == 2 * T * (4096 + (4096 + 1024 + 14336 + 4096) + 4096) + 4 * 32 * T

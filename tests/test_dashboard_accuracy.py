@@ -167,3 +167,12 @@ def test_the_gpu_matrix_is_shown_per_stack_as_the_committed_comparison(accuracy_
     everything = dict(zip(shown["Stack / implementation / kind"], shown["nvidia-smi median |error| %"]))
     assert everything["all"] == next(g["smi_median_pct"] for g in data["groups"] if g["group"] == "all")
     assert {"hf-trainer / hf / train", "ddp / hf / train", "fsdp2 / hf / train"} <= set(everything)
+
+
+def test_published_stack_rows_are_shown_with_their_command(accuracy_page):
+    from validation.published_stacks import compare
+    shown = next(d.value for d in accuracy_page.dataframe if "Command" in d.value.columns)
+    rows = compare()
+    assert list(shown["Row"]) == [r.id for r in rows]
+    assert list(shown["Error %"]) == [round(r.error_pct, 1) for r in rows]
+    assert all(c.startswith("python -m calculator estimate") and "--stack fsdp2" in c for c in shown["Command"])
