@@ -47,40 +47,38 @@ def allocation_size(n: int) -> int:
     return -(-n // ROUND_LARGE) * ROUND_LARGE
 
 
-@dataclass
 class _Block:
-    addr: int
-    size: int
-    segment: int
-    free: bool = True
-    prev: "_Block | None" = None
-    next: "_Block | None" = None
+    __slots__ = ("addr", "size", "segment", "free", "prev", "next")
+
+    def __init__(self, addr: int, size: int, segment: int, free: bool = True, prev=None, next=None):
+        self.addr, self.size, self.segment, self.free, self.prev, self.next = addr, size, segment, free, prev, next
 
 
 class _Pool:
+    __slots__ = ("small", "expandable", "free", "blocks", "tail", "top")
+
     def __init__(self, small: bool, expandable: bool):
         self.small, self.expandable = small, expandable
-        self.free: list[tuple[int, int, int]] = []  # (size, addr, id(block)) sorted: best fit, lowest address
-        self.blocks: dict[int, _Block] = {}
+        self.free: list[tuple[int, int]] = []  # (size, addr) sorted: best fit, lowest address first
+        self.blocks: dict[int, _Block] = {}  # free blocks by address
         self.tail: _Block | None = None  # expandable: the block at the mapped end
         self.top = 0  # next address
 
     def _add_free(self, b: _Block) -> None:
         b.free = True
-        self.blocks[id(b)] = b
-        insort(self.free, (b.size, b.addr, id(b)))
+        self.blocks[b.addr] = b
+        insort(self.free, (b.size, b.addr))
 
     def _take_free(self, b: _Block) -> None:
-        i = bisect_left(self.free, (b.size, b.addr, id(b)))
-        del self.free[i]
-        del self.blocks[id(b)]
+        del self.free[bisect_left(self.free, (b.size, b.addr))]
+        del self.blocks[b.addr]
         b.free = False
 
     def _split(self, b: _Block, size: int) -> _Block:
         rest = b.size - size
         if rest >= MIN_BLOCK if self.small else rest > SMALL_SIZE:
             r = _Block(b.addr + size, rest, b.segment, True, b, b.next)
-            if b.next:
+            if b.next is not None:
                 b.next.prev = r
             b.next, b.size = r, size
             if self.tail is b:
@@ -90,10 +88,12 @@ class _Pool:
 
     def malloc(self, size: int) -> tuple[_Block, int]:
         """The block for a rounded request, and the bytes newly reserved for it."""
-        i = bisect_left(self.free, (size, -1, -1))
-        if i < len(self.free):
-            b = self.blocks[self.free[i][2]]
-            self._take_free(b)
+        free = self.free
+        i = bisect_left(free, (size, -1))
+        if i < len(free):
+            _, addr = free.pop(i)
+            b = self.blocks.pop(addr)
+            b.free = False
             return self._split(b, size), 0
         if self.expandable:
             page = SMALL_BUFFER if self.small else LARGE_BUFFER
@@ -105,7 +105,7 @@ class _Pool:
             else:
                 grow = -(-size // page) * page
                 t = _Block(self.top, grow, 0, False, self.tail, None)
-                if self.tail:
+                if self.tail is not None:
                     self.tail.next = t
             self.top += grow
             self.tail = t
@@ -117,24 +117,24 @@ class _Pool:
 
     def release(self, b: _Block) -> None:
         """Free a block and merge it with free neighbours of its segment."""
-        for nb in (b.prev, b.next):
-            if nb is not None and nb.free and nb.segment == b.segment:
-                self._take_free(nb)
-                if nb is b.prev:
-                    nb.size += b.size
-                    nb.next = b.next
-                    if b.next:
-                        b.next.prev = nb
-                    if self.tail is b:
-                        self.tail = nb
-                    b = nb
-                else:
-                    b.size += nb.size
-                    b.next = nb.next
-                    if nb.next:
-                        nb.next.prev = b
-                    if self.tail is nb:
-                        self.tail = b
+        prev, nxt = b.prev, b.next
+        if nxt is not None and nxt.free and nxt.segment == b.segment:
+            self._take_free(nxt)
+            b.size += nxt.size
+            b.next = nxt.next
+            if nxt.next is not None:
+                nxt.next.prev = b
+            if self.tail is nxt:
+                self.tail = b
+        if prev is not None and prev.free and prev.segment == b.segment:
+            self._take_free(prev)
+            prev.size += b.size
+            prev.next = b.next
+            if b.next is not None:
+                b.next.prev = prev
+            if self.tail is b:
+                self.tail = prev
+            b = prev
         self._add_free(b)
 
 

@@ -387,7 +387,11 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                                                   and p.zero >= 3):
         for x in sm.at_peak:
             t.add(*x.__dict__.values())
-    if w.activation_model == "exact" and (dense_l or moe_l) and p.pp == 1:  # the replayed loop has no 1F1B
+    # The replayed loop is data parallel only (no 1F1B schedule, no TP/CP/EP buffers). It runs for one GPU and for a
+    # stack the user names (--stack fsdp2 --dp 8); a layout over several GPUs with the default stack keeps the
+    # calibrated shares: a replay costs tens of ms, too much for the planner's hundreds of layouts.
+    if w.activation_model == "exact" and (dense_l or moe_l) and p.pp == p.tp == p.cp == p.ep == 1 and (
+            p.world_size == 1 or w.stack is not None):
         t.plan = step_trace.training_plan(m, w, ws, shard, d, dense_l or moe_l, head, sm, _grad_dtype(ws))
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
