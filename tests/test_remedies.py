@@ -67,7 +67,11 @@ def test_levers_and_their_costs_on_one_gpu():
     assert offload.cost["step_time_s"] is None and "not in the step time" in offload.cost["text"]
     # pure data: nothing in the ranking that saves nothing or that the engine refuses
     assert all(r.saved_bytes > 0 for r in adv.remedies)
-    assert "recompute none → selective" in by and by["recompute none → selective"].saved_bytes < 1e9
+    # under FlashAttention selective recompute frees only the fp32 logsumexp (4·a·T per layer, 33.5 MB here); the
+    # caching allocator keeps those blocks reserved (calculator/allocator.py), so the total does not move: no remedy
+    sel = Workload(mode="train", seq_len=8192, gpu="h100-sxm", recompute="selective")
+    assert estimate(LLAMA_8B, sel).peak_allocated_bytes == adv.current.peak_allocated_bytes - 32 * 4 * 32 * 8192
+    assert "recompute none → selective" not in by
 
 
 def test_micro_batch_lever_keeps_the_global_batch():
