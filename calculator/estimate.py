@@ -391,7 +391,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     # stack the user names (--stack fsdp2 --dp 8); a layout over several GPUs with the default stack keeps the
     # calibrated shares: a replay costs tens of ms, too much for the planner's hundreds of layouts.
     if w.activation_model == "exact" and (dense_l or moe_l) and p.pp == p.tp == p.cp == p.ep == 1 and (
-            p.world_size == 1 or w.stack is not None):
+            p.world_size == 1 or w.stack is not None) and len(layers) <= step_trace.MAX_REPLAY_LAYERS:
         t.plan = step_trace.training_plan(m, w, ws, shard, d, dense_l or moe_l, head, sm, _grad_dtype(ws))
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)

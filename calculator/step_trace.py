@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 
+MAX_REPLAY_LAYERS = 256  # deeper models keep the calibrated shares: the replay grows with the layers (~100 events each)
+
+
 @dataclass(frozen=True)
 class StepPlan:
     """Everything the replay needs, as byte sizes (hashable: replays are cached)."""
