@@ -45,7 +45,9 @@ def covers(m, w: Workload) -> bool:
 
 
 def layout_covered(lay) -> bool:
-    """The layout's default stack is DeepSpeed (ZeRO ≥ 1) or Megatron-LM (TP, PP, CP or EP > 1)."""
+    """The layout's default stack is DeepSpeed (ZeRO ≥ 1 without PP) or Megatron-LM (TP, PP, CP or EP > 1, ZeRO 0)."""
+    if lay.pp > 1 and lay.zero >= 2:  # FSDP2 with pipeline stages (stacks.default_stack): estimate() prices it
+        return False
     return lay.zero > 0 or lay.tp > 1 or lay.pp > 1 or lay.cp > 1 or lay.ep > 1
 
 

@@ -122,6 +122,8 @@ def layouts_of(m: ModelSpec, w: Workload, n: int, max_tp: int = 8, max_micro_bat
                 for ep, etp in _expert_options(m, tp, dp * cp * tp):
                     zeros = (0,) if not train else ((3,) if p.offload_params else (
                         (0, 1, 2, 3) if dp * cp > 1 else (0,)))
+                    if pp > 1 and w.stack is None:  # Megatron-LM and DeepSpeed pipeline with ZeRO-1 at most;
+                        zeros = tuple(z for z in zeros if z < 2)  # FSDP2 + PP when stack fsdp2 is chosen
                     for zero in zeros:
                         for rc in recomputes:
                             for mb in mbs:

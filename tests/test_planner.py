@@ -179,3 +179,13 @@ def test_a_model_deeper_than_the_planner_plans_is_refused_before_any_estimate():
                                              f"{MAX_PLAN_LAYERS} layers .* has 10,000"):
             call()
         assert time.perf_counter() - start < 0.1
+
+
+def test_pipeline_layouts_pair_with_zero_1_at_most_unless_fsdp2_is_chosen():
+    """Megatron-LM and DeepSpeed pipeline with the distributed optimizer / ZeRO-1 at most; FSDP2 + PP
+    (torchtitan) is searched when the stack is named."""
+    m = load_model("llama-3.1-8b").spec
+    default = plans_for(m, Workload(seq_len=8192), 16, H100)
+    assert any(p.pp > 1 for p in default) and not any(p.pp > 1 and p.zero >= 2 for p in default)
+    fsdp = plans_for(m, Workload(seq_len=8192, stack="fsdp2"), 16, H100)
+    assert any(p.pp > 1 and p.zero >= 2 for p in fsdp)

@@ -74,9 +74,11 @@ def test_next_zero_stage_never_raises_per_gpu_memory(model, w, zero):
     higher = safe_estimate(model, dict(w, parallel=dict(w["parallel"], zero=zero + 1)))
     if lower is None or higher is None:
         return
-    lc, hc = lower.components, higher.components
-    states = ("weights", "master_weights", "gradients", "optimizer_states")
-    assert sum(hc[k] for k in states) <= sum(lc[k] for k in states)
+    states = {"weights", "master_weights", "gradients", "optimizer_states"}
+    for low, high in zip(lower.stages, higher.stages):  # stage by stage: the peak stage may change
+        def held(stage):
+            return sum(t.bytes for t in stage.terms if t.component in states)
+        assert held(high) <= held(low)
     if 1 <= zero and zero + 1 < 3:  # stage 1 adds DeepSpeed's reduce bucket, ZeRO-3 its gather buffers
         assert higher.peak_allocated_bytes <= lower.peak_allocated_bytes
 

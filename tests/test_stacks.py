@@ -112,3 +112,17 @@ def test_megatron_main_grad_buffer_is_fp32_for_every_parameter():
     t = {x.key: x.bytes for x in estimate(m, w, with_fits=False).stages[0].terms}
     grads = sum(v for k, v in t.items() if k.startswith("gradients"))
     assert grads == 4 * 8_030_261_248  # _ParamAndGradBuffer: fp32 main grads, never freed
+
+
+def test_deepspeed_refuses_zero_2_or_3_with_pipeline_stages_and_the_default_is_fsdp2():
+    """deepspeed/runtime/pipe/engine.py: the PipelineEngine asserts a ZeRO stage below 2; torchtitan composes
+    FSDP2 with pipeline stages, so that layout defaults to fsdp2."""
+    from calculator import InputError, stacks
+    m = load_model("llama-3.1-8b").spec
+    for zero in (2, 3):
+        with pytest.raises(InputError) as err:
+            estimate(m, Workload(stack="deepspeed", parallel={"pp": 2, "dp": 4, "zero": zero}), with_fits=False)
+        assert err.value.field == "stack" and "zero 1" in str(err.value)
+        assert stacks.default_stack(Workload(parallel={"pp": 2, "dp": 4, "zero": zero}).parallel) == "fsdp2"
+    ok = estimate(m, Workload(stack="deepspeed", parallel={"pp": 2, "dp": 4, "zero": 1}), with_fits=False)
+    assert ok.total_bytes > 0

@@ -22,10 +22,11 @@ LABELS: dict[str, str] = {name: m.LABEL for name, m in MODULES.items()}
 
 
 def default_stack(p) -> str:
-    """The stack a layout is usually run with: an FSDP hybrid-shard group → fsdp2; a ZeRO stage → deepspeed;
+    """The stack a layout is usually run with: an FSDP hybrid-shard group, or ZeRO-2/3 with pipeline parallelism
+    (torchtitan composes FSDP2 with PP; DeepSpeed's PipelineEngine refuses it) → fsdp2; a ZeRO stage → deepspeed;
     tensor / pipeline / context / expert parallelism or Megatron's distributed optimizer → megatron; data
     parallelism alone → ddp; one GPU → hf-trainer."""
-    if p.zero_shard_size:
+    if p.zero_shard_size or (p.pp > 1 and p.zero >= 2):
         return "fsdp2"
     if p.zero or p.offload_optimizer or p.offload_params:
         return "deepspeed"
@@ -39,7 +40,7 @@ def default_stack(p) -> str:
 def default_reason(p) -> str:
     """Why the default is what it is, for the page and the CLI."""
     name = default_stack(p)
-    return {"fsdp2": "an FSDP hybrid-shard group is set", "deepspeed": "a ZeRO stage / offload is set",
+    return {"fsdp2": "an FSDP hybrid-shard group, or ZeRO-2/3 with pipeline stages, is set", "deepspeed": "a ZeRO stage / offload is set",
             "megatron": "tensor, pipeline, context or expert parallelism (or the distributed optimizer) is set",
             "ddp": "data parallelism only", "hf-trainer": "one GPU"}[name]
 

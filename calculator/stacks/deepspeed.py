@@ -34,6 +34,9 @@ OVERLAP_COMM_STAGE_1_2 = False  # config.py overlap_comm_valid: true only for st
 
 
 def layout_problem(p) -> str:
+    if p.pp > 1 and p.zero >= 2:  # deepspeed/runtime/pipe/engine.py: PipelineEngine asserts stage < 2
+        return ("cannot combine ZeRO-2/3 with pipeline parallelism (its PipelineEngine refuses it): use zero 1 "
+                "with pp, or pp 1")
     return ""
 
 
