@@ -32,7 +32,7 @@ def _url_of(model, resolved):
 
 
 def run_advise(args, model, workload, resolved) -> int:
-    from calculator.cli import CliError, timing_inputs
+    from calculator.cli_parser import CliError, timing_inputs
     from calculator.remedies import advise
     if not workload.gpu:
         raise CliError("gpu: advise needs --gpu: a remedy is judged by whether the job fits a GPU")
@@ -59,7 +59,7 @@ def run_advise(args, model, workload, resolved) -> int:
 
 
 def run_sweep(args, model, workload) -> int:
-    from calculator.cli import CliError
+    from calculator.cli_parser import CliError
     from calculator.sweeps import sweep
     values = None
     if args.values:

@@ -15,7 +15,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 
 
 def run_export(args: argparse.Namespace, model, workload) -> int:
-    from calculator.cli import CliError
+    from calculator.cli_parser import CliError
     from calculator.exports import export
     out = export(model, workload, args.format)
     for line in out.warnings:  # what the framework cannot express: said, never dropped

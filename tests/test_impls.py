@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from calculator.cli import _parser, build_inputs, main
+from calculator.cli import build_inputs, main
+from calculator.cli_parser import build_parser
 from calculator.estimate import estimate
 from calculator.impls import liger
 from calculator.presets import load_model
@@ -30,7 +31,7 @@ def engine(record: dict, tmp_path, *extra: str):
     argv = ["estimate", "--model", str(config), "--mode", "train", "--batch", str(case["batch"]), "--seq",
             str(case["seq"]), "--recipe", case.get("recipe", "pure-bf16"), "--impl", case.get("impl", "hf"),
             "--recompute", case.get("recompute", "none"), *extra]
-    model, workload, _ = build_inputs(_parser().parse_args(argv))
+    model, workload, _ = build_inputs(build_parser().parse_args(argv))
     return estimate(model, workload, with_fits=False).stages[0]
 
 

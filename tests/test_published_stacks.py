@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from calculator import estimate
-from calculator.cli import _parser, build_inputs
+from calculator.cli import build_inputs
+from calculator.cli_parser import build_parser
 from validation.published_stacks import BOUND_PCT, argv_of, compare, read_rows, reserved_bytes
 
 ROWS = read_rows()
@@ -23,7 +24,7 @@ def test_op_level_selective_ac_is_what_torchtitan_ran():
     row = ROWS[0]
     argv = argv_of(row)
     argv[argv.index("--recompute") + 1] = "selective"
-    model, workload, _ = build_inputs(_parser().parse_args(argv))
+    model, workload, _ = build_inputs(build_parser().parse_args(argv))
     est = estimate(model, workload, with_fits=False)
     measured = float(row["value"]) * 2**30
     assert reserved_bytes(est.stages[0]) > 1.4 * measured

@@ -107,8 +107,9 @@ def full_argv(record: dict) -> list[str]:
 def engine_inputs(record: dict):
     """(ModelSpec, Workload) of a record, through the CLI's parser. Raises the CLI's errors (CliError,
     InputError, ConfigError, pydantic ValidationError) when the engine cannot describe the run yet."""
-    from calculator.cli import _parser, build_inputs
-    args = _parser().parse_args(full_argv(record))
+    from calculator.cli import build_inputs
+    from calculator.cli_parser import build_parser
+    args = build_parser().parse_args(full_argv(record))
     model, workload, _ = build_inputs(args)
     return model, workload
 

@@ -56,11 +56,12 @@ def reserved_bytes(stage) -> int:
 
 def compare(rows: list[dict[str, str]] | None = None) -> list[StackRow]:
     from calculator import estimate
-    from calculator.cli import _parser, build_inputs
+    from calculator.cli import build_inputs
+    from calculator.cli_parser import build_parser
     out = []
     for row in rows if rows is not None else read_rows():
         argv = argv_of(row)
-        model, workload, _ = build_inputs(_parser().parse_args(argv))
+        model, workload, _ = build_inputs(build_parser().parse_args(argv))
         est = estimate(model, workload, with_fits=False)
         measured = int(float(row["value"]) * UNITS[row["unit"]])
         out.append(StackRow(row["id"], row["source"], row["stack"], row["impl"], tuple(argv), measured,
