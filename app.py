@@ -298,15 +298,18 @@ def calculator() -> None:
     for note in result.notes:
         st.info(md_message(note), icon=":material/info:")
     from calculator.hardware import FIT_CARD_GPUS
-    others = [f for f in est.fits if f.gpu not in FIT_CARD_GPUS and f.gpu != values["gpu"]]
+    from calculator.presets import list_gpus
+    others = [g.id for g in list_gpus() if g.id not in FIT_CARD_GPUS and g.id != values["gpu"]]
     if others:
-        # Lazy: the table is built only while the expander is open (on_change="rerun" makes .open known).
+        # Lazy: the table (each card's "GPUs needed" a planner search) is built only while the expander is open
+        # (on_change="rerun" makes .open known).
         more = st.expander(f"{len(others)} more GPUs", on_change="rerun")  # no key: keyed state costs every widget
         if more.open:
+            others = est.fits_on(others)
             more.table(pd.DataFrame([{
                 "GPU": f.name, "Verdict": f.verdict, "Used": f"{f.utilization:.0%}",
                 f"Headroom ({unit})": format_bytes(f.headroom_bytes, unit),
-                "GPUs needed": "" if f.gpus_needed is None else str(f.gpus_needed),
+                "GPUs needed": "" if f.gpus_needed is None else str(f.gpus_needed), "Layout": f.layout,
                 "Note": f.note} for f in others]), hide_index=True)
 
     _examples()
@@ -365,7 +368,7 @@ def _top(result, values: dict, problems, unit_widget: bool) -> str:
             unit = field("unit", problems, label="Units (GB = 10⁹ B, GiB = 2³⁰ B)")
     else:
         unit = values["unit"]
-    fit = next((f for f in est.fits if f.gpu == values["gpu"]), None)
+    fit = next(iter(est.fits_on([values["gpu"]])), None)
     head.subheader(f"{md(est.model_name)}: {serving.MODE_TITLES.get(est.mode, est.mode)}")
     result_view.headline(est, fit, unit)
     st.container(key="summary").caption(result_view.summary_line(result, values))  # a screenshot says what it shows

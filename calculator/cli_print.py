@@ -22,7 +22,8 @@ def print_estimate(est, unit: str, resolved) -> None:
         print("stages: " + ", ".join(f"{s.stage}: {format_bytes(s.total_bytes, unit)}" for s in est.stages))
     for f in est.fits:
         print(f"  {f.name:<24} {f.verdict:<13} {f.utilization:6.1%}  headroom {format_bytes(f.headroom_bytes, unit)}"
-              + (f"  needs {f.gpus_needed} GPUs" if f.gpus_needed else "")
+              + (f"  needs {f.gpus_needed} GPUs" if f.gpus_needed else
+                 f"  no layout of up to {f.searched_gpus:,} GPUs fits" if f.searched_gpus else "")
               + (f" ({f.layout})" if f.layout else ""))
     if est.serving is not None:
         print_serving(est.serving, unit)

@@ -653,11 +653,11 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
 
 
 def planned_gpus(m: ModelSpec, w, gpu):
-    """The planner's fewest GPUs of this kind for the job (calculator.planner.gpus_needed), for the fit cards of
-    inference; training cards keep the sharding estimate of calculator.hardware.gpus_needed (the planner's search
-    over ZeRO, CP and EP costs up to seconds per GPU there without a fast byte model for training)."""
-    from calculator.planner import gpus_needed
-    return gpus_needed(m, w, gpu.id, getattr(gpu, "usable_bytes", gpu.memory_bytes))
+    """(plan, bound): the planner's fewest GPUs of this kind for the job and that layout
+    (calculator.planner.gpus_needed; None when no layout of up to `bound` GPUs fits), for the fit cards."""
+    from calculator.planner import card_bound, gpus_needed, layout_free
+    bound = card_bound(m, layout_free(w, gpu.id))
+    return gpus_needed(m, w, gpu.id, getattr(gpu, "usable_bytes", gpu.memory_bytes), bound), bound
 
 
 def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = True) -> Estimate:
@@ -688,7 +688,7 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
     check_stages(stages, m, w)
     worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
     fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
-                   None, partial(planned_gpus, m, w) if w.mode == "infer" else None) if with_fits else None
+                   None, partial(planned_gpus, m, w)) if with_fits else None
     assumptions = _assumptions(w.optimizer_impl, w.precision.activations, w.attention)
     counts = count_parameters(m)
     return Estimate(m.name, w.mode, counts.total, counts.active_per_token, stages, worst, fits, _warnings(m, w),

@@ -48,23 +48,27 @@ def gpus_needed(shardable: int, fixed: int, outside: int, used: int, capacity: i
     return n, f"≈ {n} GPUs with the model states sharded {n} ways (ZeRO-3 / TP)"
 
 
-def planned_fit(fit: Fit, plan) -> Fit:
+def planned_fit(fit: Fit, plan, bound: int = 4096) -> Fit:
     """The fit card with the planner's answer for GPUs needed: the fewest GPUs of this kind a real layout fits on
-    (calculator.planner.gpus_needed), that layout named; None and a note when no layout of up to 4,096 GPUs fits."""
+    (calculator.planner.gpus_needed), that layout named (Plan.card); None and a note when no layout of up to
+    `bound` GPUs fits."""
     if plan is None:
-        return fit._replace(gpus_needed=None, note=fit.note or "no layout of up to 4,096 of these GPUs fits the "
-                            "80% safe band: lower micro-batch or sequence")
+        return fit._replace(gpus_needed=None, searched_gpus=bound,
+                            note=fit.note or f"no layout of up to {bound:,} of these GPUs fits "
+                            "the 80% safe band: lower the micro-batch or the sequence (or recompute more)")
     par = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.etp,
            "zero": plan.zero, "pp_first_stage_layers": plan.pp_first_stage_layers,
-           "pp_last_stage_layers": plan.pp_last_stage_layers}
-    return fit._replace(gpus_needed=plan.gpus, layout=plan.short, layout_parallel=par)
+           "pp_last_stage_layers": plan.pp_last_stage_layers, "recompute": plan.recompute,
+           "micro_batch": plan.micro_batch}
+    return fit._replace(gpus_needed=plan.gpus, layout=plan.card, layout_parallel=par, searched_gpus=bound)
 
 
 def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, context_override: int | None,
-             frag_pct: float | None = None, needed=None) -> tuple[Fit, ...]:
-    """A fit card per GPU, re-pricing the CUDA context for each GPU unless the user fixed it. frag_pct: the
-    fragmentation as a share of the peak allocated (default: the stage's own). needed(gpu) -> Plan | None: the
-    planner's fewest GPUs for that GPU (without it, the sharding estimate of gpus_needed)."""
+             frag_pct: float | None = None, needed=None, only: frozenset | None = None) -> tuple[Fit, ...]:
+    """A fit card per GPU (of `only`, when given), re-pricing the CUDA context for each GPU unless the user fixed
+    it. frag_pct: the fragmentation as a share of the peak allocated (default: the stage's own).
+    needed(gpu) -> (Plan | None, bound): the planner's fewest GPUs for that GPU (without it, the sharding estimate
+    of gpus_needed)."""
     comps = stage.components
     if frag_pct is None:
         peak = stage.peak_allocated_bytes
@@ -76,9 +80,11 @@ def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, con
     outside_base = base - stage.peak_allocated_bytes - comps["fragmentation"]
     out = []
     for g in gpus:
+        if only is not None and g.id not in only:
+            continue
         ctx = context_override if context_override is not None else g.cuda_context_bytes
         used, cap = base + ctx, getattr(g, "usable_bytes", g.memory_bytes)  # what PyTorch can allocate
         n, note = gpus_needed(shardable, fixed, outside_base + ctx, used, cap, world_size, frag_pct)
         fit = Fit(g.id, g.name, cap, used, cap - used, used / cap, verdict(used, cap), n, note)
-        out.append(planned_fit(fit._replace(note=""), needed(g)) if needed is not None else fit)
+        out.append(planned_fit(fit._replace(note=""), *needed(g)) if needed is not None else fit)
     return tuple(out)

@@ -80,6 +80,20 @@ class Plan:
     def label(self) -> str:
         return f"{self.gpus} GPUs: {self.short}"
 
+    @property
+    def card(self) -> str:
+        """The layout as a fit card names it: serving 'TP8 × PP2'; training the degrees above one and the ZeRO
+        stage, 'TP2 × DP4, ZeRO-1' (the job's own micro-batch and recompute are kept, so not repeated)."""
+        if self.mode != "train":
+            return self.short
+        lay = self.layout
+        parts = [f"TP{lay.tp}"] if lay.tp > 1 else []
+        if lay.pp > 1:
+            parts.append(f"PP{lay.pp}" + (f" ({lay.pp_first}/…/{lay.pp_last} layers)" if lay.pp_first else ""))
+        parts += [f"{name}{n}" for name, n in (("DP", lay.dp), ("CP", lay.cp), ("EP", lay.ep)) if n > 1]
+        text = " × ".join(parts)
+        return (text or "one GPU") + (f", ZeRO-{lay.zero}" if lay.zero else "")
+
 
 def _timed(m: ModelSpec, w: Workload, plan: Plan, timing) -> Plan:
     """The plan with its step time, tokens/s and cost on the workload's GPU."""
@@ -155,14 +169,61 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
         out = [_plan(w, layouts[i], int(total[i]), int(peak[i]), capacity_bytes, bool(fits[i])) for i in keep]
         layouts = [layouts[i] for i in np.nonzero(~covered)[0]]
     for lay in layouts:
-        try:
-            est = estimate(m, workload_of(w, lay), with_fits=False)
-        except InputError:
-            continue
-        fits = _fits_engine(est, w) if est.serving is not None else est.total_bytes <= budget
+        if w.mode == "train" and w.engine == "hf":
+            got = _training_totals(m, w, lay)
+            if got is None:
+                continue
+            total, peak = got
+            fits = total <= budget
+        else:
+            try:
+                est = estimate(m, workload_of(w, lay), with_fits=False)
+            except InputError:
+                continue
+            total, peak = est.total_bytes, est.peak_allocated_bytes
+            fits = _fits_engine(est, w) if est.serving is not None else total <= budget
         if fits or include_unfit:
-            out.append(_plan(w, lay, est.total_bytes, est.peak_allocated_bytes, capacity_bytes, fits))
+            out.append(_plan(w, lay, total, peak, capacity_bytes, fits))
     return out
+
+
+def _training_totals(m: ModelSpec, w: Workload, lay: Layout) -> tuple[int, int] | None:
+    """(nvidia-smi total, peak allocated) of estimate() for a training layout; None when the engine refuses it.
+    A training estimate depends on the GPU only through its cuBLAS workspace (an allocation the caching allocator
+    replays) and its CUDA context (a line item added last), so layouts are estimated once per workspace size and
+    the context swapped: the fit cards of GPUs with the same workspace share every estimate."""
+    from calculator.estimate import _gpu
+    gpu = _gpu(w.gpu)
+    if gpu is None:
+        return _estimated(m, workload_of(w, lay))
+    ws = gpu.cublas_workspace_bytes
+    peer = next(g for g in _catalogue() if g.cublas_workspace_bytes == ws) if gpu.id in _catalogue_ids() else gpu
+    got = _estimated(m, workload_of(w.model_copy(update={"gpu": peer.id}), lay))
+    if got is None:
+        return None
+    ctx = w.overheads.cuda_context_bytes
+    shift = 0 if ctx is not None else gpu.cuda_context_bytes - peer.cuda_context_bytes
+    return got[0] + shift, got[1]
+
+
+@lru_cache(maxsize=1)
+def _catalogue() -> tuple:
+    from calculator.estimate import _all_gpus
+    return _all_gpus()
+
+
+@lru_cache(maxsize=1)
+def _catalogue_ids() -> frozenset:
+    return frozenset(g.id for g in _catalogue())
+
+
+@lru_cache(maxsize=16384)
+def _estimated(m: ModelSpec, w: Workload) -> tuple[int, int] | None:
+    try:
+        est = estimate(m, w, with_fits=False)
+    except InputError:
+        return None
+    return est.total_bytes, est.peak_allocated_bytes
 
 
 def _finish(m: ModelSpec, w: Workload, plans: list[Plan], limit: int | None, rank: str, timing,
@@ -241,12 +302,31 @@ def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_t
     return found
 
 
-def gpus_needed(m: ModelSpec, w: Workload, gpu_id: str, capacity_bytes: int, max_gpus: int = 4096,
+# How far the fit cards search: every count up to 4,096 GPUs where the fast byte model prices the layouts
+# (tens of ms a card); up to 512 where each layout is a full estimate() (LoRA, a stack you chose, offload, ...:
+# ~2 ms a layout for a 70B model, seconds a card at 4,096). The Planner page searches without this bound.
+CARD_MAX_GPUS = 4096
+CARD_MAX_GPUS_ESTIMATED = 512
+
+
+def card_bound(m: ModelSpec, w: Workload) -> int:
+    """The most GPUs a fit card's search tries for this job (CARD_MAX_GPUS, or CARD_MAX_GPUS_ESTIMATED for a
+    training job the fast byte model does not cover)."""
+    from calculator import planner_fast
+    if w.mode == "train" and not planner_fast.covers(m, layout_free(w, w.gpu)):
+        return CARD_MAX_GPUS_ESTIMATED
+    return CARD_MAX_GPUS
+
+
+def gpus_needed(m: ModelSpec, w: Workload, gpu_id: str, capacity_bytes: int, max_gpus: int | None = None,
                 max_tp: int = 8) -> Plan | None:
     """The fewest GPUs of one kind for which a real layout of this job fits (the job's micro-batch, recompute and
-    sequence; the parallel layout varied, mode-aware), and that layout; None when none of up to `max_gpus` does.
-    Cached: the fit cards ask for it on every GPU of the catalogue."""
-    return _gpus_needed(m, layout_free(w, gpu_id), capacity_bytes, max_gpus, max_tp)
+    sequence; the parallel layout varied, mode-aware: training TP × PP × DP × CP × EP × ZeRO, serving TP × PP × EP),
+    and that layout; None when none of up to `max_gpus` (default card_bound) does. Training keeps the planner's
+    batch semantics: each data-parallel rank runs the job's micro-batch. Cached: the fit cards ask for it on every
+    GPU they show."""
+    free = layout_free(w, gpu_id)
+    return _gpus_needed(m, free, capacity_bytes, max_gpus or card_bound(m, free), max_tp)
 
 
 LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "sequence_parallel", "schedule", "virtual_stages",

@@ -89,6 +89,7 @@ class Fit(NamedTuple):
     note: str = ""
     layout: str = ""  # the planner's layout at gpus_needed, e.g. "TP8 × PP2" ("" when none)
     layout_parallel: dict | None = None  # its degrees (tp, pp, dp, cp, ep, etp, zero, pp_first/last_stage_layers)
+    searched_gpus: int | None = None  # the planner searched layouts of up to this many GPUs (None: no search)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,20 @@ class Estimate:
     @cached_property
     def fits(self) -> tuple[Fit, ...]:
         """Fit cards for every GPU of the catalogue, computed on first use."""
-        return self.fit_cards() if self.fit_cards else ()
+        return self.fit_cards() if self.fit_cards else ()  # the planner's answers are cached: no search twice
+
+    def fits_on(self, gpu_ids) -> tuple[Fit, ...]:
+        """The fit cards of these GPUs only, in that order (unknown ids left out), each computed once: a card's
+        "GPUs needed" is a planner search, so a page that shows six cards pays for six, not the catalogue."""
+        if "fits" in self.__dict__:
+            by_gpu = {f.gpu: f for f in self.fits}
+            return tuple(by_gpu[g] for g in gpu_ids if g in by_gpu)
+        known = self.__dict__.setdefault("_fits_by_gpu", {})
+        missing = frozenset(g for g in gpu_ids if g not in known)
+        if missing and self.fit_cards:
+            for f in self.fit_cards(only=missing):
+                known[f.gpu] = f
+        return tuple(known[g] for g in gpu_ids if g in known)
 
     @property
     def peak(self) -> StageEstimate:

@@ -238,7 +238,7 @@ def estimate_rl(m: ModelSpec, w, estimate_fn, gpu, with_fits: bool = True):
                     train.warnings, train.assumptions + tuple(notes), rl=result)
 
 
-def _fit_cards(m: ModelSpec, w, estimate_fn) -> tuple:
+def _fit_cards(m: ModelSpec, w, estimate_fn, only: frozenset | None = None) -> tuple:
     """Per GPU of the catalogue: the whole step again on that GPU (the engine's pool follows its memory), then
     the 80% safe band on the peak phase."""
     from calculator.hardware import verdict
@@ -246,6 +246,8 @@ def _fit_cards(m: ModelSpec, w, estimate_fn) -> tuple:
     from calculator.result import Fit
     out = []
     for g in list_gpus():
+        if only is not None and g.id not in only:
+            continue
         est = estimate_rl(m, w.model_copy(update={"gpu": g.id}), estimate_fn, g, with_fits=False)
         used = est.total_bytes
         out.append(Fit(g.id, g.name, g.memory_bytes, used, g.memory_bytes - used, used / g.memory_bytes,

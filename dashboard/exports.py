@@ -167,7 +167,7 @@ def to_pdf(result, values: Mapping[str, Any], link: str, unit: str = "GB", png: 
             f"{s.stage}: {format_bytes(s.total_bytes, unit)}" for s in est.stages) + ".")),
         new_x="LMARGIN", new_y="NEXT")
     if gpu is not None:
-        fit = next((f for f in est.fits if f.gpu == gpu.id), None)
+        fit = next(iter(est.fits_on([gpu.id])), None)
         if fit is not None:
             r.font(9, True)
             pdf.cell(0, 5, r.t(f"{fit.name}: {fit.verdict} - {fit.utilization:.0%} of "

@@ -142,14 +142,17 @@ def layout_values(values: Mapping[str, Any], plan) -> dict[str, Any]:
 
 
 def fit_layout_values(values: Mapping[str, Any], fit) -> dict[str, Any]:
-    """The calculator view of a fit card's 'GPUs needed' layout (calculator.planner.gpus_needed) on that GPU."""
-    par = fit.layout_parallel or {}
-    out = dict(values)
-    out.update(gpu=fit.gpu, tp=par.get("tp", 1), pp=par.get("pp", 1), dp=par.get("dp", 1), cp=par.get("cp", 1),
-               ep=par.get("ep", 1), etp=par.get("etp") or 0, zero=str(par.get("zero", 0)),
-               ppf=par.get("pp_first_stage_layers") or 0, ppl=par.get("pp_last_stage_layers") or 0,
-               sched="1f1b", vpp=1)
-    return out
+    """The calculator view of a fit card's 'GPUs needed' layout (calculator.planner.gpus_needed) on that GPU: the
+    same view as the planner's row of that layout (layout_values)."""
+    from types import SimpleNamespace
+    par = dict(fit.layout_parallel or {})
+    plan = SimpleNamespace(tp=par.get("tp", 1), pp=par.get("pp", 1), dp=par.get("dp", 1), cp=par.get("cp", 1),
+                           ep=par.get("ep", 1), etp=par.get("etp"), zero=par.get("zero", 0),
+                           recompute=par.get("recompute", values.get("rc", "none")),
+                           micro_batch=par.get("micro_batch", values.get("mbs", 1)),
+                           pp_first_stage_layers=par.get("pp_first_stage_layers"),
+                           pp_last_stage_layers=par.get("pp_last_stage_layers"))
+    return {**layout_values(values, plan), "gpu": fit.gpu}
 
 
 # ---- the engine calls ------------------------------------------------------------------------------------------

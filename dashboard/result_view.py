@@ -77,7 +77,7 @@ def chart_and_cards(est, values: Mapping[str, Any], gpu, unit: str, layout_link=
         st.plotly_chart(breakdown_figure_cached(est, unit, gpu, height=CHART_HEIGHT, side_legend=True),
                         key="breakdown", config=plotly_config(values), theme=None)
     shown = [values["gpu"]] + [g for g in FIT_CARD_GPUS if g != values["gpu"]]
-    fits = [f for g in shown for f in est.fits if f.gpu == g]
+    fits = est.fits_on(shown)  # only these cards: each one's "GPUs needed" is a planner search
     with right:
         fit_cards(fits, unit, layout_link)
 
@@ -91,8 +91,8 @@ def fit_card_text(f, unit: str, link: str | None = None) -> str:
             f"{VERDICT_BADGE.get(f.verdict, f.verdict)} :{color}[**{f.utilization:.0%}** used]  \n:small["
             + (f"{head} free" if f.headroom_bytes >= 0 else f"short by {head}") + " · "
             + (f"needs **{f.gpus_needed}** GPU{'s' if f.gpus_needed > 1 else ''}" if f.gpus_needed
-               else "no layout fits")
-            + (f" ({md_link(f.layout, link)})" if f.layout and link else "") + "]")
+               else f"no layout of up to {f.searched_gpus:,} fits" if f.searched_gpus else "no layout fits")
+            + (f" ({md_link(f.layout, link)})" if f.layout and link and f.gpus_needed > 1 else "") + "]")
 
 
 def fit_cards(fits, unit: str, layout_link=None) -> None:

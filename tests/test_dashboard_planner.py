@@ -288,3 +288,27 @@ def test_uneven_stages_round_trip_through_the_links_of_remedies():
                            "etp": 1})
     values = {**state.DEFAULTS, "model": "deepseek-v3", **links.workload_values(w)}
     assert (values["ppf"], values["ppl"]) == (3, 2) and state.build_workload(values).parallel == w.parallel
+
+
+def test_training_fit_card_names_the_planners_layout_with_a_link_that_fits():
+    """Llama-3.1-70B full training at 4k: the H100 card names the planner's fewest GPUs and its layout; the link
+    opens the calculator on that layout, where the H100 card says it fits."""
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    for k, v in {"model": "llama-3.1-70b", "mode": "train", "seq": "4096", "gpu": "h100-sxm"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    fit = estimate(load_model("llama-3.1-70b").spec, Workload(seq_len=4096, gpu="h100-sxm")).fits_on(["h100-sxm"])[0]
+    card = plain(next(m.value for m in at.markdown if m.value.startswith("**H100 80GB SXM**")))
+    assert f"needs **{fit.gpus_needed}** GPUs" in card and f"[{fit.layout}](" in card and "≈" not in card
+    query = dict(parse_qsl(urlsplit(card.split(f"[{fit.layout}](")[1].split(")")[0]).query))
+    par = fit.layout_parallel
+    assert [int(query.get(k, 1)) for k in ("tp", "pp", "dp", "cp")] == [par[k] for k in ("tp", "pp", "dp", "cp")]
+    assert query.get("zero", "0") == str(par["zero"])
+    opened = AppTest.from_file(str(APP), default_timeout=60)
+    for k, v in query.items():
+        opened.query_params[k] = v
+    opened.run()
+    assert not opened.exception
+    there = next(m.value for m in opened.markdown if m.value.startswith("**H100 80GB SXM**"))
+    assert "fits" in there and "does not fit" not in there

@@ -5,6 +5,7 @@ import time
 import pytest
 
 from calculator import Workload, estimate
+from calculator.workload import Parallelism
 from calculator.cli import main
 from calculator.errors import InputError
 from calculator.planner import RANK_KEY, RECOMPUTE_COST, fewest_gpus, plans_for
@@ -189,3 +190,85 @@ def test_pipeline_layouts_pair_with_zero_1_at_most_unless_fsdp2_is_chosen():
     assert any(p.pp > 1 for p in default) and not any(p.pp > 1 and p.zero >= 2 for p in default)
     fsdp = plans_for(m, Workload(seq_len=8192, stack="fsdp2"), 16, H100)
     assert any(p.pp > 1 and p.zero >= 2 for p in fsdp)
+
+
+def _fitting_layouts(m, w, n: int, budget: float) -> list[Parallelism]:
+    """Every layout of exactly n GPUs that estimate() prices within `budget`, by brute force over the degrees
+    (TP up to a node of 8, PP dividing the layers, CP 1–8, DP the rest, ZeRO 0–3; pipelines with ZeRO-1 at most,
+    as Megatron-LM and DeepSpeed run them), the job's micro-batch and recompute."""
+    out = []
+    for tp in (1, 2, 4, 8):
+        for pp in range(1, n // tp + 1):
+            for cp in (1, 2, 4, 8):
+                if n % (tp * pp * cp) or m.num_hidden_layers % pp:
+                    continue
+                dp = n // (tp * pp * cp)
+                for zero in range(4 if pp == 1 else 2):
+                    if zero and dp * cp == 1:
+                        continue
+                    par = Parallelism(tp=tp, pp=pp, dp=dp, cp=cp, zero=zero, sequence_parallel=tp > 1,
+                                      num_microbatches=pp)
+                    try:
+                        est = estimate(m, w.model_copy(update={"parallel": par}), with_fits=False)
+                    except InputError:
+                        continue
+                    if est.total_bytes <= budget:
+                        out.append(par)
+    return out
+
+
+def test_training_fit_card_needs_the_fewest_gpus_a_real_layout_fits_on():
+    """Llama-3.1-70B, full training at 4k on H100: the card names N GPUs and a layout; that layout, estimated,
+    fits the 80% band; no layout of N/2 GPUs does (brute force over the degrees, estimate() on each)."""
+    m = load_model("llama-3.1-70b").spec
+    w = Workload(seq_len=4096, gpu="h100-sxm")
+    card = estimate(m, w).fits_on(["h100-sxm"])[0]
+    budget = 0.8 * get_gpu("h100-sxm").usable_bytes
+    n, par = card.gpus_needed, card.layout_parallel
+    assert card.verdict == "does not fit" and n == par["tp"] * par["pp"] * par["dp"] * par["cp"]
+    assert par["recompute"] == "none" and par["micro_batch"] == 1  # the job's own, not changed
+    laid = Parallelism(tp=par["tp"], pp=par["pp"], dp=par["dp"], cp=par["cp"], zero=par["zero"],
+                       sequence_parallel=par["tp"] > 1, num_microbatches=par["pp"])
+    assert estimate(m, w.model_copy(update={"parallel": laid}), with_fits=False).total_bytes <= budget
+    assert _fitting_layouts(m, w, n, budget)
+    assert not _fitting_layouts(m, w, n // 2, budget)
+    degrees = [f"{k.upper()}{par[k]}" for k in ("tp", "pp", "dp", "cp") if par[k] > 1]
+    assert card.layout == " × ".join(degrees) + (f", ZeRO-{par['zero']}" if par["zero"] else "")
+
+
+def test_training_fit_card_says_plainly_when_no_layout_fits():
+    m = load_model("llama-3.1-70b").spec
+    card = estimate(m, Workload(seq_len=131_072)).fits_on(["a100-40gb"])[0]
+    assert card.gpus_needed is None and not card.layout
+    assert card.note.startswith("no layout of up to 4,096 of these GPUs fits the 80% safe band")
+
+
+def test_fit_cards_share_estimates_across_gpus_byte_for_byte():
+    """Jobs the fast byte model does not cover (LoRA here) estimate each layout once per cuBLAS workspace size and
+    swap the CUDA context: equal to estimate() on each GPU."""
+    from calculator.hardware import FIT_CARD_GPUS
+    from calculator.planner import _training_totals
+    from calculator.planner_grid import Layout
+    m = load_model("llama-3.1-8b").spec
+    for gid in FIT_CARD_GPUS + ("v100-16gb", "l4"):
+        w = Workload(seq_len=2048, finetune="lora", gpu=gid)
+        for lay in (Layout(2, 1, 2, zero=1), Layout(1, 2, 2), Layout(4, 1, 1, cp=2)):
+            est = estimate(m, workload_of(w, lay), with_fits=False)
+            assert _training_totals(m, w, lay) == (est.total_bytes, est.peak_allocated_bytes), (gid, lay)
+
+
+def test_fit_cards_compute_only_the_gpus_asked_for():
+    m = load_model("llama-3.1-8b").spec
+    est = estimate(m, Workload(seq_len=8192, finetune="lora"))
+    two = est.fits_on(["h200", "a100-40gb", "no-such-gpu"])
+    assert [f.gpu for f in two] == ["h200", "a100-40gb"] and set(est.__dict__["_fits_by_gpu"]) == {"h200", "a100-40gb"}
+    assert {f.gpu: f for f in est.fits}["h200"] == two[0]  # the whole catalogue agrees
+
+
+def test_estimated_jobs_search_fewer_gpus_on_the_cards():
+    from calculator.planner import CARD_MAX_GPUS, CARD_MAX_GPUS_ESTIMATED, card_bound
+    m = load_model("llama-3.1-70b").spec
+    assert card_bound(m, Workload()) == CARD_MAX_GPUS and card_bound(m, Workload(mode="infer")) == CARD_MAX_GPUS
+    card = estimate(m, Workload(seq_len=131_072, stack="deepspeed")).fits_on(["a100-40gb"])[0]
+    assert card_bound(m, Workload(stack="deepspeed")) == CARD_MAX_GPUS_ESTIMATED
+    assert card.gpus_needed is None and f"up to {CARD_MAX_GPUS_ESTIMATED:,} of these GPUs" in card.note

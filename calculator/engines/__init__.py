@@ -85,11 +85,14 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
     return stages, min(results, key=lambda sv: sv.kv_pool_blocks)
 
 
-def fit_cards(m, w, shards, gpus, needed=None) -> tuple[Fit, ...]:
-    """Per GPU: the engine started on that GPU. fits: it starts and holds the batch's sequences at once; tight: it
-    starts but fewer sequences fit (the rest wait in the queue); does not fit: it refuses to start."""
+def fit_cards(m, w, shards, gpus, needed=None, only: frozenset | None = None) -> tuple[Fit, ...]:
+    """Per GPU (of `only`, when given): the engine started on that GPU. fits: it starts and holds the batch's
+    sequences at once; tight: it starts but fewer sequences fit (the rest wait in the queue); does not fit: it
+    refuses to start."""
     out = []
     for g in gpus:
+        if only is not None and g.id not in only:
+            continue
         stages, sv = run(m, w, shards, g)
         used = max(s.total_bytes for s in stages)
         if not sv.starts:
@@ -100,10 +103,10 @@ def fit_cards(m, w, shards, gpus, needed=None) -> tuple[Fit, ...]:
             verdict, note = "fits", f"{sv.max_concurrent_seqs:.1f} sequences of {sv.tokens_per_seq:,} tokens"
         fit = Fit(g.id, g.name, g.memory_bytes, used, g.memory_bytes - used, used / g.memory_bytes, verdict,
                   w.parallel.world_size if sv.starts else None, note)
-        out.append(planned_fit(fit, needed(g)) if needed is not None else fit)
+        out.append(planned_fit(fit, *needed(g)) if needed is not None else fit)
     return tuple(out)
 
 
 def fits_callable(m, w, shards, gpus, needed=None):
-    """needed(gpu) -> Plan | None: the planner's fewest GPUs of that kind (calculator.planner.gpus_needed)."""
+    """needed(gpu) -> (Plan | None, bound): the planner's fewest GPUs of that kind (calculator.planner.gpus_needed)."""
     return partial(fit_cards, m, w, shards, gpus, needed)
