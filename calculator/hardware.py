@@ -52,6 +52,9 @@ def planned_fit(fit: Fit, plan, bound: int = 4096) -> Fit:
     """The fit card with the planner's answer for GPUs needed: the fewest GPUs of this kind a real layout fits on
     (calculator.planner.gpus_needed), that layout named (Plan.card); None and a note when no layout of up to
     `bound` GPUs fits."""
+    if plan is None and bound == 0:
+        return fit._replace(gpus_needed=None, note=fit.note or "GPUs needed is not searched for models this deep "
+                            "(the planner lays out at most 256 layers)")
     if plan is None:
         return fit._replace(gpus_needed=None, searched_gpus=bound,
                             note=fit.note or f"no layout of up to {bound:,} of these GPUs fits "

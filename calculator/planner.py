@@ -32,7 +32,8 @@ from calculator.model import ModelSpec
 from calculator.planner_grid import MAX_PP, Layout, candidate_counts, layouts_of, workload_of
 from calculator.workload import Workload
 
-RECOMPUTE_COST = {"none": 0, "selective": 1, "full": 2}  # rank: prefer less recomputation
+RECOMPUTE_COST = {"none": 0, "selective": 1, "op": 1, "full": 2}  # rank: prefer less recomputation (op: torchtitan's
+# op-level selective AC, searched only as the job's own recompute, e.g. by the fit cards)
 # The planner estimates thousands of layouts and each estimate walks the layers: its time grows with the layer
 # count (llama-3.1-8b's shape on one core: 128 layers 1.7 s, 256 layers 4.6 s, 1,000 layers 22 s, 10,000 layers
 # over 5 minutes). The deepest published decoders have 126 (Llama-3.1-405B) to 128 layers; twice that is planned,
@@ -311,8 +312,10 @@ CARD_MAX_GPUS_ESTIMATED = 512
 
 def card_bound(m: ModelSpec, w: Workload) -> int:
     """The most GPUs a fit card's search tries for this job (CARD_MAX_GPUS, or CARD_MAX_GPUS_ESTIMATED for a
-    training job the fast byte model does not cover)."""
+    training job the fast byte model does not cover; 0, no search, past MAX_PLAN_LAYERS)."""
     from calculator import planner_fast
+    if m.num_hidden_layers > MAX_PLAN_LAYERS:
+        return 0  # too deep to plan in bounded time: no search
     if w.mode == "train" and not planner_fast.covers(m, layout_free(w, w.gpu)):
         return CARD_MAX_GPUS_ESTIMATED
     return CARD_MAX_GPUS
@@ -326,7 +329,7 @@ def gpus_needed(m: ModelSpec, w: Workload, gpu_id: str, capacity_bytes: int, max
     batch semantics: each data-parallel rank runs the job's micro-batch. Cached: the fit cards ask for it on every
     GPU they show."""
     free = layout_free(w, gpu_id)
-    return _gpus_needed(m, free, capacity_bytes, max_gpus or card_bound(m, free), max_tp)
+    return _gpus_needed(m, free, capacity_bytes, card_bound(m, free) if max_gpus is None else max_gpus, max_tp)
 
 
 LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "sequence_parallel", "schedule", "virtual_stages",

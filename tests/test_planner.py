@@ -272,3 +272,11 @@ def test_estimated_jobs_search_fewer_gpus_on_the_cards():
     card = estimate(m, Workload(seq_len=131_072, stack="deepspeed")).fits_on(["a100-40gb"])[0]
     assert card_bound(m, Workload(stack="deepspeed")) == CARD_MAX_GPUS_ESTIMATED
     assert card.gpus_needed is None and f"up to {CARD_MAX_GPUS_ESTIMATED:,} of these GPUs" in card.note
+
+
+def test_fit_cards_of_a_model_too_deep_to_plan_search_nothing():
+    from calculator.planner import MAX_PLAN_LAYERS
+    deep = load_model("llama-3.1-8b").spec.model_copy(update={"num_hidden_layers": MAX_PLAN_LAYERS + 1})
+    start = time.perf_counter()
+    card = estimate(deep, Workload(seq_len=1024)).fits_on(["h100-sxm"])[0]
+    assert card.gpus_needed is None and "256 layers" in card.note and time.perf_counter() - start < 5
