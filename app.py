@@ -201,6 +201,7 @@ def calculator() -> None:
               + stacks.LABELS[stack_now])
         field("zg", problems, disabled=not train or stack_now not in ("hf-trainer", "ddp", "fsdp2"))
         field("bview", problems, disabled=not train or stack_now != "ddp")
+        field("drp", problems, disabled=not train or stack_now != "ddp")
         field("zero", problems, disabled=not train)
         field("dopt", problems, disabled=not train)
         field("offo", problems, disabled=not train)

@@ -54,6 +54,7 @@ def gen_workload(rng: random.Random) -> dict:
         "stack": lambda: rng.choice([None, "hf-trainer", "ddp", "fsdp2", "deepspeed", "megatron"]),
         "zero_grad_set_to_none": lambda: rng.random() < 0.7,
         "ddp_bucket_view": lambda: rng.random() < 0.3,
+        "ddp_rebuild_peak": lambda: rng.random() < 0.3,
         "expandable_segments": lambda: rng.random() < 0.3,
         "engine": lambda: rng.choice(["hf", "vllm", "sglang"]) if mode != "train" else "hf",
         "gpu": lambda: rng.choice([None, "h100-sxm", "h200", "a100-80gb", "rtx-4090", "nope"]),

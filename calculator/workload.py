@@ -245,6 +245,9 @@ class Workload(BaseModel):
     # and born again in the next backward; False zeroes them in place and keeps them for the whole step.
     zero_grad_set_to_none: bool = True
     ddp_bucket_view: bool = False  # DistributedDataParallel(gradient_as_bucket_view=True): grads are bucket views
+    # DDP's one bucket rebuild (iteration 2) can keep the first iteration's flat bucket alive through that forward
+    # and loss backward (NCCL's stash, freed by its 100 ms watchdog: timing-dependent): True counts it (worst case)
+    ddp_rebuild_peak: bool = False
     # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow in place, far less reserved-but-unused memory
     expandable_segments: bool = False
     # Serving engine (inference) and RL post-training (mode "rl").

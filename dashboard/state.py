@@ -171,6 +171,9 @@ PARAMS: tuple[Param, ...] = (
             "again in backward; zeros: zeroed in place, held for the whole step"),
     _p("bview", "bool", False, "DDP gradient_as_bucket_view", "parallel", fields=("ddp_bucket_view",),
        help="DDP only: gradients are views into DDP's buckets instead of a second copy"),
+    _p("drp", "bool", False, "DDP: count the rebuild's held bucket", "parallel", fields=("ddp_rebuild_peak",),
+       help="DDP only: iteration 2 can keep the first iteration's flat bucket (every gradient) alive through its "
+            "forward, until NCCL's watchdog frees it — timing-dependent; on counts that worst case"),
     _p("zero", "choice", "0", "ZeRO / FSDP stage", "parallel", options=("0", "1", "2", "3"),
        fields=("parallel.zero",), help="1 shards optimizer states, 2 also gradients, 3 also parameters"),
     _p("zsh", "int", 0, "ZeRO shard group (0 = DP × CP)", "parallel", lo=0, hi=1_000_000,
@@ -703,7 +706,8 @@ def build_workload(values: Mapping[str, Any]):
         weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]), quant_method=v["qm"],
         parallel=parallel, overheads=overheads, gpu=v["gpu"] or None,
         stack=None if v["stack"] == AUTO else v["stack"], zero_grad_set_to_none=v["zg"] == "none",
-        ddp_bucket_view=bool(v["bview"]), expandable_segments=bool(v["exps"]),
+        ddp_bucket_view=bool(v["bview"]), ddp_rebuild_peak=bool(v["drp"]),
+        expandable_segments=bool(v["exps"]),
         engine=v["eng"], serving=serving, rl=rl,
         expert_weight_dtype=None if v["ewdt"] == AUTO else v["ewdt"]), "", "mode")
     if problems:

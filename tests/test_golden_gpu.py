@@ -27,11 +27,15 @@ TRAINING = ("train", "trainer", "lora", "qlora")
 # Owners (issue 13): model implementations, padded masks, QLoRA kbit prep, LLM.int8 — the `impl` helper; configs —
 # the configs work; stacks, gradients, buffers, allocator and device — calculator/stacks/.
 PEAK_GAPS: list[tuple[str, object]] = [
-    ("DDP on Llama-3.2-1B held a second bucket set through iteration 2's forward (-6.3%): DDP rebuilds its buckets "
-     "there (distributed.py _pre_forward -> reducer _rebuild_buckets -> initialize_buckets allocates new ones) and "
-     "the old set was still alive; what held it is not pinned down (a candidate: ProcessGroupNCCL keeping the last "
-     "all-reduce's inputs until its watchdog cleans the finished work up, so the fast 1B step (0.18 s) saw it and the "
-     "8B one (0.46 s, exact today) did not). Timing-dependent as far as we know, so not modelled",
+    ("DDP on Llama-3.2-1B held the first iteration's flat bucket (2,471,628,800 B = every bf16 gradient) through "
+     "iteration 2's forward and loss backward (-6.3%); the 8B run freed it. Source (PyTorch ~2.11): distributed.py "
+     "_ddp_init_helper gives iteration 1 one bucket ([sys.maxsize], find_unused_parameters=False); _pre_forward of "
+     "iteration 2 -> reducer.cpp rebuild_buckets -> sync_bucket_indices (2 broadcasts) -> initialize_buckets "
+     "(buckets_.clear(), then at::empty per 25 MiB bucket). ProcessGroupNCCL.cpp collective() stashed that bucket on "
+     "the all-reduce's TensorShelf (asyncOp); DDP waits on the future, never work.wait(), so only Watchdog::runLoop "
+     "(polls every 100 ms) hands the shelf to shelvesToUnstash_, emptied by the next workEnqueue. Freed at the rebuild "
+     "only if a poll fell between iteration 1's all-reduce and the rebuild's broadcasts: ~10 ms of opt.step at 1B, "
+     "~70 ms at 8B. Timing, not a rule: not fitted; --ddp-rebuild-peak counts it (calculator/stacks/ddp.py)",
      lambda c: c.get("wrap") == "ddp" and c["config"] == "llama-3.2-1b.json"),
 ]
 # nvidia-smi = peak allocated + the caching allocator's reserved − allocated (replayed: calculator/allocator.py over

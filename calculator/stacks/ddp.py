@@ -1,15 +1,20 @@
 """PyTorch DistributedDataParallel (torch/nn/parallel/distributed.py + torch/csrc/distributed/c10d/reducer.cpp).
 
 At wrap time the Reducer allocates gradient buckets covering every parameter that requires a gradient
-(`Reducer::initialize_buckets`: one flat tensor per bucket, in the parameters' dtype; `bucket_cap_mb` = 25 MiB per
-bucket and 1 MiB for the first only changes how they are cut, not their sum). They live as long as the model:
-`after_build` of the H200 DDP cases holds exactly twice the parameter bytes. In backward each gradient is copied
-into its bucket and all-reduced there, then copied back to `param.grad`:
+(`Reducer::initialize_buckets`: one flat tensor per bucket, in the parameters' dtype). With the defaults
+(`find_unused_parameters=False`) the first iteration has ONE bucket holding every parameter (`_ddp_init_helper`:
+`bucket_size_limits = [sys.maxsize]`); at iteration 2's forward (`_pre_forward` → `reducer._rebuild_buckets()`) it
+is replaced by buckets of `bucket_cap_mb` = 25 MiB (1 MiB for the first) in gradient-ready order. Their sum is the
+same: `after_build` of the H200 DDP cases holds exactly twice the parameter bytes. In backward each gradient is
+copied into its bucket and all-reduced there, then copied back to `param.grad`:
 - `gradient_as_bucket_view=False` (default): `param.grad` is a separate tensor, born in backward and freed by
   `zero_grad(set_to_none=True)` — the buckets are an extra gradient-sized buffer;
 - `gradient_as_bucket_view=True`: `param.grad` is a view into its bucket — the buckets are the gradients.
 Initialising the process group creates an NCCL communicator even at world size 1 (~0.5–0.6 GB outside PyTorch's
 allocator on the H200).
+
+The one bucket rebuild can hold the first iteration's flat bucket one iteration longer: see
+`first_bucket_held_at_rebuild` (counted when `Workload.ddp_rebuild_peak` is set; a note otherwise).
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from calculator.stacks.common import StackContext, StackMemory, line
 NAME = "ddp"
 LABEL = "PyTorch DistributedDataParallel (gradient buckets allocated at wrap time)"
 SOURCE = "ddp-buckets"
+REBUILD_SOURCE = "ddp-rebuild-hold"
 
 
 def layout_problem(p) -> str:
@@ -32,14 +38,48 @@ def states_workload(w):
     return w
 
 
+def first_bucket_held_at_rebuild(grad_bytes: int) -> int:
+    """Bytes of the first iteration's flat bucket that can outlive DDP's bucket rebuild, up to iteration 2's
+    forward/backward peak (PyTorch ≥ 2.8 over NCCL).
+
+    - distributed.py `_ddp_init_helper`: with find_unused_parameters=False the first iteration has one bucket of
+      every trainable parameter (`[sys.maxsize]`); reducer.cpp `rebuild_buckets` (called from `_pre_forward` of
+      iteration 2) broadcasts the new bucket indices (`sync_bucket_indices`), then `initialize_buckets` drops the old
+      buckets (`buckets_.clear()`) and allocates the new ones (`at::empty` per bucket).
+    - ProcessGroupNCCL.cpp `collective()`: an async all-reduce (the Reducer's, via `_AllReduceBySumCommHook`) stashes
+      its tensor on the Work's TensorShelf; only `WorkNCCL::wait()` unstashes it, and DDP waits on the Work's future
+      instead (`finalize_backward`: `bucket.future_work->wait()`). The watchdog thread (`Watchdog::runLoop`, every
+      `kWatchdogThreadSleepMillis` = 100 ms) moves a completed Work's shelf to `shelvesToUnstash_`, which the next
+      collective's `workEnqueue` empties (pytorch/pytorch#148590, #150398).
+    So the old flat bucket is freed at the rebuild only if the watchdog polled between iteration 1's all-reduce
+    finishing on the GPU and the rebuild's broadcasts; otherwise it stays alive through iteration 2's forward and
+    loss backward, until the first all-reduce enqueued after the next poll (bucket 0 of the rebuilt order, during the
+    last decoder layer's backward). Whether it does depends on that window against the 100 ms poll: a timing, not a
+    rule. Its size is every trainable parameter's gradient bytes."""
+    return grad_bytes
+
+
 def memory(ctx: StackContext) -> StackMemory:
     w = ctx.w
     groups = {"dp": 1} if w.parallel.dp * w.parallel.cp == 1 else {}
+    held = first_bucket_held_at_rebuild(ctx.grad_bytes)
+    rebuild_note = (f"iteration 2 can also hold the first iteration's flat bucket ({held / 1e9:.2f} GB) through its "
+                    f"forward and loss backward (NCCL's stash, freed by its watchdog: timing-dependent); "
+                    f"--ddp-rebuild-peak counts it")
+    at_peak = ()
+    if w.ddp_rebuild_peak:
+        at_peak = (line("transient.ddp_rebuild_hold", "transient", "DDP's first-iteration bucket held past the rebuild",
+                        held, "N_gpu × b_grad (one flat bucket of every trainable parameter)", f"{held:,} B",
+                        REBUILD_SOURCE, "iteration 2 only: freed at the first all-reduce after the NCCL watchdog's "
+                        "next poll; whether it is held depends on timing (the worst case is counted)"),)
+        rebuild_note = "iteration 2's held first bucket is counted (transient)"
     if w.ddp_bucket_view:
-        return StackMemory(grads_whole_step=True, nccl_communicators=groups,
-                           gradient_note="views into DDP's buckets (gradient_as_bucket_view=True), allocated at wrap")
+        return StackMemory(grads_whole_step=True, nccl_communicators=groups, at_peak=at_peak,
+                           gradient_note="views into DDP's buckets (gradient_as_bucket_view=True), allocated at wrap; "
+                                         + rebuild_note)
     buckets = line("gradients.ddp_buckets", "gradients", f"DDP gradient buckets ({ctx.grad_dtype})", ctx.grad_bytes,
                    "N_gpu × b_grad (every trainable parameter in some 25 MiB bucket)",
-                   f"{ctx.grad_bytes:,} B", SOURCE, "allocated when the model is wrapped; held for the whole run")
-    return StackMemory(grads_whole_step=not w.zero_grad_set_to_none, persistent=(buckets,),
+                   f"{ctx.grad_bytes:,} B", SOURCE, "allocated when the model is wrapped; held for the whole run; "
+                   + rebuild_note)
+    return StackMemory(grads_whole_step=not w.zero_grad_set_to_none, persistent=(buckets,), at_peak=at_peak,
                        nccl_communicators=groups)
