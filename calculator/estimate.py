@@ -400,8 +400,10 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
     fp32_adapters = w.finetune != "full" and w.lora_adapter_dtype == "fp32"
+    chunk = min(n_opt, sm.step_chunk or n_opt)  # DeepSpeed ZeRO-3: one sub-group at a time
     step = 0 if (w.activation_model == "textbook" or p.offload_optimizer) else tr.optimizer_step_transient(
-        n_opt, largest_tensor, ws, upcast_grads=not fp32_adapters) + born
+        chunk, largest_tensor, ws, upcast_grads=not fp32_adapters,
+        cast_source=nbytes(chunk, _grad_dtype(ws)) if sm.step_flattens else 0) + born
     t.phases = [(states, states + fwd_bwd), (states, states + step)]
     t.timeline = [("model states", states, states), ("forward: tensors saved", states, states + saved),
                   ("backward: peak", states, states + fwd_bwd), ("optimizer step", states, states + step)]

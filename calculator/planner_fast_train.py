@@ -183,23 +183,30 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
         return np.where(on & ~single, sharded_n, shard_total)
     n_w, n_o, n_g = sharded(3, False), sharded(1, True), sharded(2, False)
     out = {}
+    largest = params.largest_tensor(m) // tp
     for name, is_megatron in (("megatron", True), ("deepspeed", False)):
         prec = _states_precision(w, is_megatron)
         ws = w.model_copy(update={"precision": prec})
         out[name] = (tr.weight_bytes(n_w, prec.params) + tr.master_weight_bytes(n_o, prec.master_weights)
                      + tr.gradient_bytes(n_g, prec.grads)
                      + tr.optimizer_state_bytes(n_o, tensors, w.optimizer, prec.optimizer_states),
-                     tr.optimizer_step_transient(n_o, params.largest_tensor(m) // tp, ws, upcast_grads=True), prec)
+                     tr.optimizer_step_transient(n_o, largest, ws, upcast_grads=True), prec)
     states = np.where(megatron, out["megatron"][0], out["deepspeed"][0])
     step = np.where(megatron, out["megatron"][1], out["deepspeed"][1])
+    # ZeRO-3 steps one sub-group at a time (stacks/deepspeed.py): one sub-group's fp32 gradients, beside the larger of
+    # its flattened bf16 copy and the optimizer's temporaries
+    ds_prec = out["deepspeed"][2]
+    sub_group = np.minimum(n_o, ds.SUB_GROUP_SIZE)
+    z3_step = tr.optimizer_step_transient(sub_group, largest, w.model_copy(update={"precision": ds_prec}),
+                                          upcast_grads=True, cast_source=nbytes(sub_group, ds_prec.grads))
+    step = np.where(zero >= 3, z3_step, step)
 
     # ---- the stack's buffers (calculator/stacks/deepspeed.py; Megatron has none beyond its gradient buffer) ----
     prec = out["deepspeed"][2]
     g = prec.grads
     module = -(-params.count_parameters(m).largest_module // tp)
     ahead = np.maximum(0, np.minimum(ds.MAX_LIVE_PARAMETERS, module + ds.PREFETCH_BUCKET_SIZE) - module)
-    z3_persistent = nbytes(ds.REDUCE_BUCKET_SIZE, g) + nbytes(
-        np.minimum(-(-shard_total // dense_group), ds.SUB_GROUP_SIZE), prec.master_weights or "fp32")
+    z3_persistent = nbytes(ds.REDUCE_BUCKET_SIZE, g)
     z3_at_peak = 2 * nbytes(module, prec.params) + nbytes(ahead, prec.params)
     z12_at_peak = (2 if ds.OVERLAP_COMM_STAGE_1_2 else 1) * nbytes(ds.REDUCE_BUCKET_SIZE, g)
     states = states + np.where(zero >= 3, z3_persistent, 0)

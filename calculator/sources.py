@@ -188,7 +188,7 @@ SOURCES: dict[str, Source] = {
         "DeepSpeed ZeRO (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py, config.py)",
         "https://github.com/deepspeedai/DeepSpeed/tree/master/deepspeed/runtime/zero",
         "reduce (IPG) bucket of reduce_bucket_size elements, contiguous gradient partition, stage-3 prefetch "
-        "bucket and max live parameters, fp32 gradient buffer of the largest sub-group"),
+        "bucket and max live parameters, the stage-3 step's fp32 gradients one sub-group at a time"),
     "megatron-grad-buffer": Source(
         "Megatron-Core param_and_grad_buffer.py / distributed_data_parallel.py",
         "https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/distributed/param_and_grad_buffer.py",

@@ -17,6 +17,8 @@ the reserved memory the first left behind).
   `_init_group`: exp_avg and exp_avg_sq `zeros_like(p)`), after the backward, into whatever blocks the
   activations left free; the foreach implementation materialises `_foreach_sqrt(exp_avg_sqs)`, one temporary per
   parameter (torch/optim/adamw.py `_multi_tensor_adamw`); the fused one none. zero_grad frees the gradients.
+  DeepSpeed ZeRO-3 steps sub-group by sub-group instead: the flattened bf16 gradients, their fp32 copy (the bf16
+  one freed), the states and temporaries of that sub-group, the fp32 copy freed (`step_groups`).
 A layer's saved tensors are its parts (norms, attention, MLP) cut into tensors of the layer's own widths (e·T·h,
 e·T·f, eager scores a·b·s·s_kv), the part's remainder as one more tensor.
 """
@@ -53,6 +55,11 @@ class StepPlan:
     tied_sum: int = 0  # tied embeddings: the embedding backward's V×h gradient and its sum with the head's
     model_order: tuple[int, ...] = ()  # trainable tensors' gradient bytes in model.parameters() order
     softcap: bool = False  # final logit soft-capping (Gemma-2): logits / cap, tanh (saved), × cap
+    # DeepSpeed ZeRO-3 steps one sub-group at a time (stacks/deepspeed.py): per sub-group, the bytes of its flattened
+    # low-precision gradients, of their fp32 copy and of the optimizer's temporaries (its states: state_per_grad ×
+    # the first)
+    step_groups: tuple[tuple[int, int, int], ...] = ()
+    init_transient: int = 0  # allocated and freed after the persistent buffers (ZeRO-3's init gradient buffer)
 
 
 def split(total: int, unit: int) -> tuple[int, ...]:
@@ -86,6 +93,7 @@ def training_events(plan: StepPlan) -> tuple[tuple[int, int], ...]:
         alloc(n)
     for n in plan.persistent:
         alloc(n)
+    free(alloc(plan.init_transient))
     grads: list[int] = []
     states_made = False
     n_layers = len(plan.layer_saved)
@@ -163,12 +171,22 @@ def training_events(plan: StepPlan) -> tuple[tuple[int, int], ...]:
         # optimizer step
         sizes = plan.model_order or (plan.head_grads + tuple(n for lg in plan.layer_grads for n in lg)
                                      + plan.embedding_grads)
+        if plan.step_groups:  # stage3.py step: _prepare_sub_group → _optimizer_step → _release_sub_group
+            for flat, fp32, temp in plan.step_groups:
+                a = alloc(flat)
+                b = alloc(fp32)
+                free(a)
+                if not states_made:
+                    for k in plan.state_per_grad:
+                        alloc(int(flat * k))
+                free(alloc(temp), b)
+            states_made = True
         if not states_made:
             for n in sizes:
                 for k in plan.state_per_grad:
                     alloc(int(n * k))
             states_made = True
-        if plan.foreach_temp:
+        if plan.foreach_temp and not plan.step_groups:
             free(*[alloc(int(n * plan.foreach_temp)) for n in sizes])
         if plan.grads_persist:
             persistent_grads = grads
@@ -287,6 +305,13 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     foreach = 0.0
     if w.optimizer_impl == "foreach" and w.optimizer in ("adamw", "adamw-8bit"):
         foreach = _bytes_per(ws.precision.optimizer_states) / b_grad if b_grad else 0.0
+    step_groups: tuple[tuple[int, int, int], ...] = ()
+    if sm.step_chunk and full:
+        n_part = -(-shard.total // p.shard_group)
+        b_master = _bytes_per(ws.precision.master_weights or "fp32")
+        b_state = _bytes_per(ws.precision.optimizer_states)
+        step_groups = tuple((int(n * b_grad), int(n * b_master), int(n * b_state) if foreach else 0)
+                            for n in split(n_part, sm.step_chunk))
 
     return StepPlan(
         weights=tuple(weights), persistent=tuple(persistent), layer_saved=(saved,) * len(layers),
@@ -298,7 +323,8 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
         grads_persist=sm.grads_whole_step, layer_transient=transient,
         model_order=(emb_grads + head_grads[:1] if m.tie_word_embeddings else emb_grads) +
         tuple(n for lg in layer_grads for n in lg) + (head_grads[1:] if m.tie_word_embeddings else head_grads[::-1]),
-        softcap=bool(m.final_logit_softcapping) and logits[0] > 0,
+        softcap=bool(m.final_logit_softcapping) and logits[0] > 0, step_groups=step_groups,
+        init_transient=sm.init_transient if full else 0,
         tied_sum=head_grads[0] if full and m.tie_word_embeddings and shard.has_head and shard.has_embedding else 0)
 
 

@@ -79,11 +79,14 @@ def adafactor_factored_fraction(shapes: list[tuple[int, ...]]) -> float:
     return kept / total if total else 0.0
 
 
-def optimizer_step_transient(n_params: int, largest_tensor: int, w: Workload, upcast_grads: bool = True) -> int:
-    """Temporaries of one optimizer step. foreach AdamW allocates a full-size sqrt(exp_avg_sq) list
-    (torch/optim/adam.py _multi_tensor_adam); the for-loop path one tensor's worth; fused kernels none.
-    With fp32 master weights the low-precision gradients are upcast to the master dtype before the step (not when
-    the trained tensors have no master copy: `upcast_grads=False`)."""
+def optimizer_step_transient(n_params: int, largest_tensor: int, w: Workload, upcast_grads: bool = True,
+                             cast_source: int = 0) -> int:
+    """Temporaries of one optimizer step over `n_params` elements. foreach AdamW allocates a full-size
+    sqrt(exp_avg_sq) list (torch/optim/adam.py _multi_tensor_adam); the for-loop path one tensor's worth; fused
+    kernels none. With fp32 master weights the low-precision gradients are upcast to the master dtype before the
+    step (not when the trained tensors have no master copy: `upcast_grads=False`). `cast_source`: a copy the cast
+    reads from, freed before the optimizer runs (DeepSpeed ZeRO-3 flattens a sub-group's gradients first,
+    stage3.py _prepare_fp32_grad_for_sub_group), so it and the optimizer's temporaries are never alive together."""
     p = w.precision
     state_dtype = "fp32" if w.optimizer == "adamw-8bit" else p.optimizer_states
     if w.optimizer in ("adamw", "adamw-8bit", "adafactor"):
@@ -97,4 +100,4 @@ def optimizer_step_transient(n_params: int, largest_tensor: int, w: Workload, up
     upcast = 0
     if upcast_grads and p.master_weights and p.grads != p.master_weights and w.optimizer != "none":
         upcast = nbytes(n_params, p.master_weights)
-    return sqrt_temp + upcast
+    return upcast + (sqrt_temp + cast_source + abs(sqrt_temp - cast_source)) // 2  # the larger (ints or arrays)

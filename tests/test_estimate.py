@@ -84,14 +84,15 @@ def test_zero_stages_shard_by_dp(llama8b, zero, sharded):
 
 def test_zero3_adds_the_gather_of_the_largest_module_and_its_prefetch(llama8b):
     """DeepSpeed ZeRO-3 gathers module by module, up to stage3_prefetch_bucket_size (5e7) elements ahead; its
-    reduce bucket (5e8 elements) and the fp32 gradient buffer of the largest sub-group are held for the run."""
+    reduce bucket (5e8 elements) is held for the run; the fp32 gradient buffer initialize_optimizer_states allocates
+    is freed before it returns (stage3.py), so it is no term."""
     e = estimate(llama8b, Workload(parallel={"dp": 8, "zero": 3}), with_fits=False)
     terms = {t.key: t.bytes for t in e.terms}
     embedding = 128256 * 4096  # the largest module (the LM head is the same size)
     assert terms["sharding.gather"] == 2 * (2 * embedding)  # the module and its gradient, bf16
     assert terms["sharding.prefetch"] == 2 * 50_000_000  # stage3_prefetch_bucket_size elements ahead, bf16
     assert terms["sharding.ds_reduce_bucket"] == 2 * 500_000_000
-    assert terms["sharding.ds_fp32_grad"] == 4 * min(-(-LLAMA8B // 8), 1_000_000_000)  # sub_group_size cap
+    assert "sharding.ds_fp32_grad" not in terms
 
 
 def test_tensor_parallel_shards_model_states(llama8b):

@@ -163,7 +163,7 @@ def test_zero3_model_states_equal_deepspeed_exactly(model, N):
     """ZeRO-3, no offload: the engine's sharded model states are DeepSpeed's 18P/N to the byte, plus torch AdamW's
     4-byte step per parameter tensor (DeepSpeed's FusedAdam keeps one step per group), and its gathered module is
     DeepSpeed's 4·LL (fp16 param + fp16 grad of the largest layer). The runtime buffers the estimator leaves out
-    (reduce bucket, fp32 gradient buffer, prefetch) are separate terms (calculator/stacks/deepspeed.py)."""
+    (reduce bucket, prefetch) are separate terms (calculator/stacks/deepspeed.py)."""
     P, LL = pub.T5[model]
     assert P % N == 0
     e = pub.deepspeed_engine(model, N, 3)

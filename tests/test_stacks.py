@@ -149,9 +149,24 @@ def test_deepspeed_zero3_buffers_follow_its_defaults():
     w = Workload(stack="deepspeed", precision=RECIPES["mixed-bf16"][1], parallel={"dp": 8, "zero": 3})
     t = {x.key: x.bytes for x in estimate(m, w, with_fits=False).stages[0].terms}
     assert t["sharding.ds_reduce_bucket"] == deepspeed.REDUCE_BUCKET_SIZE * 2  # bf16 gradients, allocated at init
-    n = 8_030_261_248
-    assert t["sharding.ds_fp32_grad"] == 4 * min(-(-n // 8), deepspeed.SUB_GROUP_SIZE)
+    assert "sharding.ds_fp32_grad" not in t  # initialize_optimizer_states frees its buffer before returning
     assert t["sharding.prefetch"] == 2 * deepspeed.PREFETCH_BUCKET_SIZE
+
+
+def test_deepspeed_zero3_steps_one_sub_group_at_a_time():
+    """stage3.py step: each sub-group's bf16 gradients are flattened, cast to fp32 (the bf16 copy freed) and
+    stepped, then released: the step holds one sub-group's fp32 gradients (+ the larger of its bf16 copy and the
+    foreach temporaries), not the whole partition's."""
+    m = load_model("qwen2.5-32b").spec
+    n_part = -(-32_763_876_352 // 8)  # 4.1e9 elements per GPU: five sub-groups of at most 1e9
+    sub = deepspeed.SUB_GROUP_SIZE
+    for impl, temps in (("fused", 2 * sub), ("foreach", 4 * sub)):
+        w = Workload(stack="deepspeed", precision=RECIPES["mixed-bf16"][1], parallel={"dp": 8, "zero": 3},
+                     optimizer_impl=impl, micro_batch=1, seq_len=256)
+        e = estimate(m, w, with_fits=False)
+        step = {name: alloc - long for name, long, alloc in e.stages[0].phases}["optimizer step"]
+        assert step == 4 * sub + temps  # fp32 copy of one sub-group + max(bf16 copy, sqrt temp)
+        assert 4 * n_part > 4 * sub + temps  # the whole partition's upcast would be larger
 
 
 def test_megatron_main_grad_buffer_is_fp32_for_every_parameter():

@@ -619,7 +619,7 @@ def deepspeed_engine(model: str, N: int, stage: int) -> dict[str, int]:
     c = e.components
     states = c["weights"] + c["master_weights"] + c["gradients"] + c["optimizer_states"]
     # the estimator's largest-layer term is the gathered module and its gradient; DeepSpeed's runtime buffers
-    # (reduce bucket, fp32 gradient buffer, prefetch: calculator/stacks/deepspeed.py) are not in the estimator
+    # (reduce bucket, prefetch: calculator/stacks/deepspeed.py) are not in the estimator
     return {"model_states": states, "gather": sum(t.bytes for t in e.terms if t.key == "sharding.gather")}
 
 

@@ -50,7 +50,12 @@ class StackMemory:
     persistent: tuple[Line, ...] = ()  # buffers held for the whole step
     at_peak: tuple[Line, ...] = ()  # buffers alive at the loss backward (the usual forward/backward peak)
     layer_backward: int = 0  # bytes alive only while one layer is back-propagated (FSDP2 unit gather + grads)
-    step_extra: int = 0  # bytes alive only during the optimizer step (DeepSpeed's fp32 gradient partition)
+    # The optimizer step, when the stack runs it piece by piece: at most this many elements are upcast and updated at
+    # once (0: all of this GPU's); `step_flattens`: each piece's gradients are first flattened into one copy in the
+    # gradient dtype, cast to the master dtype, and the copy freed (DeepSpeed ZeRO-3's sub-groups)
+    step_chunk: int = 0
+    step_flattens: bool = False
+    init_transient: int = 0  # bytes allocated and freed at set-up, before the first step: only a cached block
     step_note: str = ""
     gradient_note: str = ""  # how the gradients term is held (e.g. views into DDP's buckets)
     nccl_communicators: dict[str, int] = field(default_factory=dict)  # beyond the parallel layout's groups

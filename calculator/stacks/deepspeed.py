@@ -10,9 +10,14 @@ Buffers besides the model states, with DeepSpeed's defaults (`reduce_bucket_size
   contiguous `grads_in_partition` (1/d of them) and frees it. The step flattens the partition's gradients and casts
   them to fp32 (`single_grad_partition`), the engine's gradient upcast.
 - stage 3: the IPG bucket is allocated once at init (`reduce_bucket_size` elements, persistent); gradients live in
-  `grad_partitions_flat_buffer` (1/d, persistent); `initialize_optimizer_states` keeps an fp32 gradient buffer of
-  the largest sub-group (min(N/d, sub_group_size) elements) as the fp32 partitions' `.grad`; parameters are
-  gathered module by module with up to `stage3_prefetch_bucket_size` elements prefetched ahead.
+  `grad_partitions_flat_buffer` (1/d, persistent); parameters are gathered module by module with up to
+  `stage3_prefetch_bucket_size` elements prefetched ahead. `initialize_optimizer_states` allocates an fp32 buffer
+  of the largest sub-group (min(N/d, sub_group_size) elements) as the fp32 partitions' `.grad` and sets every
+  `.grad` back to None before it returns (so since DeepSpeed 0.3.13, ZeRO-Infinity): freed at init, it only
+  leaves a cached block. The step runs one sub-group at a time (`step` → `_prepare_fp32_grad_for_sub_group`):
+  that sub-group's gradients are flattened into one bf16 copy, cast to an fp32 copy (the bf16 one freed), the
+  optimizer steps it and `_release_sub_group` drops it — so the step's upcast and optimizer temporaries cover one
+  sub-group, not the whole partition.
 HF's integration writes "auto" values scaled to the model (reduce_bucket_size = h², prefetch = 0.9·h²); the engine
 uses DeepSpeed's own defaults.
 """
@@ -57,12 +62,7 @@ def memory(ctx: StackContext) -> StackMemory:
         bucket = line("sharding.ds_reduce_bucket", "sharding_buffers", f"ZeRO-3 gradient reduce bucket ({g})",
                       nbytes(REDUCE_BUCKET_SIZE, g), "reduce_bucket_size × b_grad (allocated at init)",
                       f"{REDUCE_BUCKET_SIZE:,} × {nbytes(1, g)} B", SOURCE)
-        n_part = -(-ctx.shard.total // p.shard_group)
-        fp32_grad = min(n_part, SUB_GROUP_SIZE)
-        master = prec.master_weights or "fp32"
-        grad_buf = line("sharding.ds_fp32_grad", "sharding_buffers", f"ZeRO-3 {master} gradient buffer of the largest "
-                        "sub-group", nbytes(fp32_grad, master), "min(N_gpu/d, sub_group_size) × b_master",
-                        f"{fp32_grad:,} × {nbytes(1, master)} B", SOURCE, "initialize_optimizer_states")
+        sub_group = min(-(-ctx.shard.total // p.shard_group), SUB_GROUP_SIZE)
         module = largest_module(m, p.tp)
         b = nbytes(1, prec.params)
         gather = line("sharding.gather", "sharding_buffers", "Gathered largest module and its unsharded gradient",
@@ -73,7 +73,9 @@ def memory(ctx: StackContext) -> StackMemory:
         prefetch = line("sharding.prefetch", "sharding_buffers", "Prefetched parameters (stage3_prefetch_bucket_size)",
                         nbytes(ahead, prec.params), "min(max_live − M, prefetch_bucket) × b_param",
                         f"{ahead:,} × {b} B", SOURCE)
-        return StackMemory(grads_whole_step=True, persistent=(bucket, grad_buf), at_peak=(gather, prefetch))
+        return StackMemory(grads_whole_step=True, persistent=(bucket,), at_peak=(gather, prefetch),
+                           step_chunk=SUB_GROUP_SIZE, step_flattens=True,
+                           init_transient=nbytes(sub_group, prec.master_weights or "fp32"))
     buffers = 2 if OVERLAP_COMM_STAGE_1_2 else 1
     ipg = line("sharding.ds_reduce_bucket", "sharding_buffers", f"ZeRO gradient reduce bucket ({g})",
                buffers * nbytes(REDUCE_BUCKET_SIZE, g), "reduce_bucket_size × b_grad (during backward)",
