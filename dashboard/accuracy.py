@@ -267,9 +267,11 @@ def _gb(v: int | None) -> float | None:
 
 @lru_cache(maxsize=1)
 def published_stack_rows() -> tuple[dict[str, Any], ...]:
-    """torchtitan's published FSDP2 runs against the engine with the stack named (validation/published_stacks.py)."""
+    """torchtitan's FSDP2 and ms-swift's DeepSpeed / Megatron-SWIFT published runs against the engine with the stack
+    named (validation/published_stacks.py)."""
     from validation.published_stacks import compare
     return tuple({"Row": r.id, "Source": r.source, "Stack": r.stack, "Implementation": r.impl,
+                  "Figure": r.figure if r.comparable else f"{r.figure}, not held to the bound",
                   "Measured reserved (GiB)": round(r.measured / 2**30, 1),
                   "Engine reserved (GiB)": round(r.estimated / 2**30, 1), "Error %": round(r.error_pct, 1),
                   "Command": "python -m calculator " + " ".join(r.argv)} for r in compare())

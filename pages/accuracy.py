@@ -126,8 +126,8 @@ if gpu is not None:
                                     "nvidia-smi error %": st.column_config.NumberColumn(format="%+.2f")})
     st.caption("Reproduce with `python -m validation.gpu_compare`; the allocator replay per run: "
                "`python -m validation.allocator_compare`.")
-    st.markdown("**Published runs of whole stacks** (max reserved as the stack logs it; each row's command is what "
-                "the engine was given)")
+    st.markdown("**Published runs of whole stacks** (torchtitan, ms-swift: max reserved as the stack logs it; each "
+                "row's command is what the engine was given; a *capacity* figure is the card's whole memory)")
     st.dataframe(list(acc.published_stack_rows()), hide_index=True, width="stretch", key="stack_rows",
                  column_config={"Error %": st.column_config.NumberColumn(format="%+.1f")})
 

@@ -175,4 +175,7 @@ def test_published_stack_rows_are_shown_with_their_command(accuracy_page):
     rows = compare()
     assert list(shown["Row"]) == [r.id for r in rows]
     assert list(shown["Error %"]) == [round(r.error_pct, 1) for r in rows]
-    assert all(c.startswith("python -m calculator estimate") and "--stack fsdp2" in c for c in shown["Command"])
+    assert all(c.startswith("python -m calculator estimate") and f"--stack {r.stack}" in c
+               for c, r in zip(shown["Command"], rows))
+    assert {r.stack for r in rows} >= {"fsdp2", "deepspeed", "megatron"}
+    assert list(shown["Figure"]).count("measured, not held to the bound") == sum(not r.comparable for r in rows)
