@@ -266,6 +266,7 @@ def calculator() -> None:
             with top.container():
                 unit = _top(result, drawn, problems, unit_widget=unit is None) or unit
     page["recomputed"] = False
+    widgets.clear_adjusted()  # the notes of inputs put back in range were shown under them in this run
     lazy.keep(drawn, collected, page["held"])
 
     # ---- the Hugging Face model, or why it could not be used ----------------------------------------------
@@ -326,7 +327,7 @@ def calculator() -> None:
     from dashboard import advice_view
     advice_view.sections(result, drawn, unit, gpu, _link(drawn).split("?")[0])
 
-    for w in ((context_note,) if context_note else ()) + est.warnings:
+    for w in est.warnings:  # (the sequence beyond the model's context is said once, under its field)
         st.warning(md_message(w), icon=":material/warning:")
     if est.assumptions:
         with st.expander("Assumptions of this estimate"):

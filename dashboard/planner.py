@@ -86,10 +86,8 @@ def check_own_keys(query: Mapping[str, Any]) -> OwnKeys:
         raw = (raw[-1] if raw else "") if isinstance(raw, list) else raw
         try:
             _, note = state.read_value(p, raw)
-        except state.Unsafe as exc:
+        except ValueError as exc:  # (Unsafe too) removed from the URL: the widget has no range of its own
             drop.append(p.key)
-            note = f"{exc}; the default ({state.format_default(p)}) is used"
-        except ValueError as exc:
             note = f"{exc}; the default ({state.format_default(p)}) is used"
         if note:
             notes[p.key] = f"{p.key}={cut(raw)}: {note}"

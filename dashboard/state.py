@@ -431,7 +431,7 @@ def read_value(p: Param, raw: str, choices: Iterable[str] | None = None) -> tupl
     if p.kind == "int":
         num = int(num)
     if (p.lo is not None and num < p.lo) or (p.hi is not None and num > p.hi):
-        raise ValueError(f"outside {p.lo:g}–{p.hi:g}")
+        raise ValueError(f"outside {bound(p.lo)}–{bound(p.hi)}")
     return num, note
 
 
@@ -482,13 +482,23 @@ def check_query_params(query: Mapping[str, str | list[str]],
         try:
             values[key], note = read_value(p, raw, choices(key) if p.kind == "choice" else None)
             if note:
-                ignored.append(f"{key}={cut(raw)}: {note}")
-        except Unsafe as exc:
-            drop.append(key)
-            ignored.append(f"{key}={cut(raw)}: {exc}; the default ({format_default(p)}) is used")
-        except ValueError as exc:
-            ignored.append(f"{key}={cut(raw)}: {exc}; the default ({format_default(p)}) is used")
+                ignored.append(f"{p.label} ({key}={cut(raw)}): {note}")
+        except ValueError as exc:  # Unsafe too. The page removes the value from the URL before its widget reads
+            drop.append(key)  # it: number inputs have no range of their own (dashboard.widgets), so it would stay
+            ignored.append(f"{p.label} ({key}={cut(raw)}): {exc}; the default ({format_default(p)}) is used "
+                           f"and shown{_what_to_enter(p)}")
     return LinkCheck(values, tuple(ignored), version, tuple(unknown), tuple(unknown + drop))
+
+
+def bound(x: float) -> str:
+    """A range end as people read it: 4,096, 100,000,000, 0.5."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def _what_to_enter(p: Param) -> str:
+    if p.kind in ("int", "float") and p.lo is not None and p.hi is not None:
+        return f" — enter {'a whole number' if p.kind == 'int' else 'a number'} from {bound(p.lo)} to {bound(p.hi)}"
+    return ""
 
 
 def format_default(p: Param) -> str:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard.lazy import LAZY_KEYS
 from dashboard.safe_text import md_message
-from dashboard.state import BY_KEY, options
+from dashboard.state import BY_KEY, bound, options
 
 SLIDERS = {"mbs"}
 TEXT_AREAS = {"cfg"}  # other text keys are one-line inputs
@@ -18,6 +18,42 @@ RADIOS = {"mode", "ft", "unit", "zero", "rc", "attn", "act", "sched"}
 
 
 _DRAWN: ContextVar[dict | None] = ContextVar("drawn", default=None)
+ADJUSTED = "_adjusted"  # session state: {key: note} for inputs the last change put back in range (shown once)
+
+
+
+
+def out_of_range_note(p, value: float) -> tuple[float | int, str] | None:
+    """(the value used, the note) when `value` lies outside the range of input `p` (a dashboard.state.Param), else
+    None. The nearest allowed value is used; the note names the field, what was entered and what to enter."""
+    if value is None or p.lo is None or p.hi is None or p.lo <= value <= p.hi:
+        return None
+    used = p.lo if value < p.lo else p.hi
+    used = int(used) if p.kind == "int" else float(used)
+    side = "below the smallest" if value < p.lo else "above the largest"
+    return used, (f"{p.label}: {bound(value)} is {side} value allowed; {bound(used)} is used (the field shows "
+                  f"it) — enter {'a whole number' if p.kind == 'int' else 'a value'} from {bound(p.lo)} to "
+                  f"{bound(p.hi)}")
+
+
+def _keep_in_range(key: str, then: Callable | None) -> None:
+    """on_change of a number input: a value out of range is replaced by the nearest allowed one before the script
+    runs, so the field shows the value the numbers use, with a note under it. The widget has no min / max of its
+    own: Streamlit's would keep showing the rejected number while the page computed with the previous one."""
+    got = out_of_range_note(BY_KEY[key], st.session_state.get(key))
+    notes = st.session_state.setdefault(ADJUSTED, {})
+    if got is None:
+        notes.pop(key, None)
+    else:
+        st.session_state[key], notes[key] = got
+    if then is not None:
+        then()
+
+
+def clear_adjusted() -> None:
+    """After a run has shown the notes of inputs put back in range: they are said once."""
+    if st.session_state.get(ADJUSTED):
+        st.session_state[ADJUSTED] = {}
 
 
 def start_collecting() -> tuple[dict, Any]:
@@ -66,12 +102,16 @@ def field(key: str, problems: Mapping[str, list[str]], *, disabled: bool = False
             value = box.slider(label, min_value=float(p.lo), max_value=float(p.hi), value=p.default,
                                step=float(p.step or 1), **kw)
     elif p.kind == "int":
-        value = box.number_input(label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1, **kw)
+        kw["on_change"], kw["args"] = _keep_in_range, (key, on_change)
+        value = box.number_input(label, value=p.default, step=1, **kw)
     else:
-        value = box.number_input(label, min_value=float(p.lo), max_value=float(p.hi), value=p.default,
-                                 step=float(p.step or 1), **kw)
+        kw["on_change"], kw["args"] = _keep_in_range, (key, on_change)
+        value = box.number_input(label, value=p.default, step=float(p.step or 1), **kw)
     if caption:
         box.caption(caption)
+    adjusted = st.session_state.get(ADJUSTED)
+    if adjusted and key in adjusted:
+        box.warning(md_message(adjusted[key]), icon=":material/warning:")
     for msg in problems.get(key, ()):
         box.error(md_message(msg), icon=":material/error:")  # engine messages can quote the link's values
     drawn = _DRAWN.get()

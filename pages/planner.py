@@ -12,6 +12,7 @@ import streamlit as st
 
 from dashboard import planner, state
 from dashboard.safe_text import md, md_link, md_lines, md_message
+from dashboard.widgets import out_of_range_note
 
 PAGE_PATH = "planner"
 
@@ -27,14 +28,19 @@ def _fits(key: tuple, _values: dict) -> planner.Fits:
     return planner.what_fits(_values)
 
 
-def _forget_note(key: str) -> None:
-    st.session_state.get(LINK_NOTES, {}).pop(key, None)
+def _keep_in_range(p: state.Param) -> None:
+    """A typed value out of range is replaced by the nearest allowed one, with a note (the field shows the value
+    used; Streamlit's own min / max would keep showing the rejected number)."""
+    notes = st.session_state.setdefault(LINK_NOTES, {})
+    notes.pop(p.key, None)
+    got = out_of_range_note(p, st.session_state.get(p.key))
+    if got is not None:
+        st.session_state[p.key], notes[p.key] = got
 
 
 def _number(p: state.Param, container) -> int:
-    return container.number_input(p.label, min_value=int(p.lo), max_value=int(p.hi), value=p.default, step=1,
-                                  key=p.key, bind="query-params", help=p.help, width=260,
-                                  on_change=_forget_note, args=(p.key,))
+    return container.number_input(p.label, value=p.default, step=1, key=p.key, bind="query-params", help=p.help,
+                                  width=260, on_change=_keep_in_range, args=(p,))
 
 
 st.title("Parallel layout planner")

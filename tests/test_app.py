@@ -228,7 +228,10 @@ def test_invalid_link_values_are_listed_in_a_warning_and_ignored():
               "dp": "inf"})
     assert len(at.warning) == 1
     text = plain(at.warning[0].value)  # the values are shown escaped (dashboard.safe_text)
-    for needle in ("tp=abc:", "mbs=100000:", "gpu=h900:", "colour=red:", "opt=adam9:", "dp=inf:"):
+    for needle in ("Tensor parallel (TP) (tp=abc): not a number; the default (1) is used and shown — enter a whole "
+                   "number from 1 to 4,096", "Micro-batch size (mbs=100000): outside 1–256", "GPU (gpu=h900):",
+                   "colour=red: unknown parameter", "Optimizer (opt=adam9): not one of adamw,",
+                   "Data parallel (DP) (dp=inf):"):  # each names the field, the value, and what is used instead
         assert needle in text
     assert "seq" not in text  # the valid one is used, not reported
     assert at.number_input(key="tp").value == 1 and at.selectbox(key="gpu").value == GPU

@@ -180,7 +180,7 @@ def test_inputs_the_engine_refuses_show_an_error_not_numbers():
 
 def test_bad_link_values_are_reported():
     at = open_planner({"model": "qwen2.5-7b", "tp": "abc", "pgpus": "8"})
-    assert any("tp=abc:" in plain(w.value) for w in at.warning)
+    assert any("Tensor parallel (TP) (tp=abc): not a number" in plain(w.value) for w in at.warning)
     assert len(table(at)) > 0
 
 

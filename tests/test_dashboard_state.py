@@ -70,13 +70,16 @@ def test_invalid_values_are_reported(query, key, reason):
     link = state.check_query_params(query)
     assert key not in link.values
     assert len(link.ignored) == 1
-    assert link.ignored[0].startswith(f"{key}=") and reason in link.ignored[0]
+    named = f"{state.BY_KEY[key].label} ({key}=" if key in state.BY_KEY else f"{key}="  # the field, then the value
+    assert link.ignored[0].startswith(named) and reason in link.ignored[0]
+    if key in state.BY_KEY:  # removed from the URL: the widget shows the value used, not the rejected one
+        assert key in link.drop_keys and "is used and shown" in link.ignored[0]
 
 
 def test_values_are_read_the_way_the_bound_widget_reads_them():
     link = state.check_query_params({"tp": "2.5", "pp": " 3", "dp": "+4", "seq": "1_000", "cp": ["2", "4"]})
     assert link.values == {"tp": 2, "pp": 3, "dp": 4, "seq": 1000, "cp": 4}
-    assert any(n.startswith("tp=2.5:") and "read as 2" in n for n in link.ignored)
+    assert any(n.startswith("Tensor parallel (TP) (tp=2.5):") and "read as 2" in n for n in link.ignored)
     assert any(n.startswith("cp given 2 times") for n in link.ignored)
     assert link.drop_keys == ()
 

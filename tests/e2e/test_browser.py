@@ -133,3 +133,22 @@ def test_more_gpus_table_is_built_when_its_expander_opens(page, app_url, wait):
     expect(expander.get_by_test_id("stTable")).to_have_count(1)
     wait(page)
     expect(expander.get_by_test_id("stTable")).to_be_visible()
+
+
+def test_a_typed_value_out_of_range_shows_the_value_used(page, app_url, wait):
+    # Streamlit's own min / max would keep "0" in the field while the page computed with the previous value: the
+    # page puts it back in range, the field shows it, one warning under it names the field and the range.
+    page.goto(f"{app_url}/?tp=2&v=1")
+    wait(page)
+    before = _total(page).inner_text()
+    field = page.get_by_test_id("stNumberInput").filter(has_text="DP").first.locator("input")
+    field.fill("0")
+    field.press("Enter")
+    wait(page)
+    expect(field).to_have_value("1")
+    expect(page.get_by_test_id("stAlertContentWarning").filter(has_text="Data parallel (DP)")).to_have_count(1)
+    expect(page.get_by_test_id("stAlertContentWarning").filter(has_text="Data parallel (DP)")).to_contain_text(
+        "0 is below the smallest value allowed; 1 is used")
+    expect(_total(page)).to_have_text(before)
+    expect(_total(page)).to_have_text(format_bytes(estimate(
+        load_model("llama-3.1-8b").spec, Workload(parallel=Parallelism(tp=2), gpu="h100-sxm")).total_bytes))
