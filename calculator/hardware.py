@@ -89,5 +89,10 @@ def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, con
         used, cap = base + ctx, getattr(g, "usable_bytes", g.memory_bytes)  # what PyTorch can allocate
         n, note = gpus_needed(shardable, fixed, outside_base + ctx, used, cap, world_size, frag_pct)
         fit = Fit(g.id, g.name, cap, used, cap - used, used / cap, verdict(used, cap), n, note)
-        out.append(planned_fit(fit._replace(note=""), *needed(g)) if needed is not None else fit)
+        plan, bound = needed(g) if needed is not None else (None, None)
+        if bound is None:  # not searched for a card: the sharding estimate stands
+            out.append(fit._replace(note=f"{fit.note}; the Planner page searches real layouts for this job")
+                       if fit.note and needed is not None else fit)
+        else:
+            out.append(planned_fit(fit._replace(note=""), plan, bound))
     return tuple(out)

@@ -303,21 +303,21 @@ def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_t
     return found
 
 
-# How far the fit cards search: every count up to 4,096 GPUs where the fast byte model prices the layouts
-# (tens of ms a card); up to 512 where each layout is a full estimate() (LoRA, a stack you chose, offload, ...:
-# ~2 ms a layout for a 70B model, seconds a card at 4,096). The Planner page searches without this bound.
+# How far the fit cards search: every count up to 4,096 GPUs where the fast byte model prices the layouts (tens of
+# ms a card). A training job it does not cover (LoRA, a stack you chose, offload, ...) would be a full estimate()
+# per layout: seconds to a minute a card for a large MoE model (DeepSeek-V3 with LoRA: 33 s for the catalogue), so
+# its cards keep the sharding estimate and the Planner page searches it. The Planner page has no count bound.
 CARD_MAX_GPUS = 4096
-CARD_MAX_GPUS_ESTIMATED = 512
 
 
-def card_bound(m: ModelSpec, w: Workload) -> int:
-    """The most GPUs a fit card's search tries for this job (CARD_MAX_GPUS, or CARD_MAX_GPUS_ESTIMATED for a
-    training job the fast byte model does not cover; 0, no search, past MAX_PLAN_LAYERS)."""
+def card_bound(m: ModelSpec, w: Workload) -> int | None:
+    """The most GPUs a fit card's search tries for this job: CARD_MAX_GPUS; 0 (no search) past MAX_PLAN_LAYERS;
+    None (no search, the sharding estimate) for a training job the fast byte model does not cover."""
     from calculator import planner_fast
     if m.num_hidden_layers > MAX_PLAN_LAYERS:
         return 0  # too deep to plan in bounded time: no search
     if w.mode == "train" and not planner_fast.covers(m, layout_free(w, w.gpu)):
-        return CARD_MAX_GPUS_ESTIMATED
+        return None
     return CARD_MAX_GPUS
 
 

@@ -28,7 +28,7 @@ def head(m, w, d) -> Head:
                   "4·T·V/t" + (" + e·T·V/t (softcap tanh)" if m.final_logit_softcapping else ""),
                   f"4 × {d.T:,} × {v:,}", "hf-loss")),
         ws, "Logits and their gradients during the loss backward", "(2·e + 4)·T·V/t",
-        f"{ws // (d.T * v)} × {d.T:,} × {v:,}", "hf-loss", ws)
+        f"{ws // max(1, d.T * v)} × {d.T:,} × {v:,}", "hf-loss", ws)
 
 
 def first_layer_without_input_grad(m, d) -> int:
