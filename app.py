@@ -202,6 +202,7 @@ def calculator() -> None:
         field("zg", problems, disabled=not train or stack_now not in ("hf-trainer", "ddp", "fsdp2"))
         field("bview", problems, disabled=not train or stack_now != "ddp")
         field("drp", problems, disabled=not train or stack_now != "ddp")
+        field("dsa", problems, disabled=not train or stack_now != "deepspeed")
         field("zero", problems, disabled=not train)
         field("dopt", problems, disabled=not train)
         field("offo", problems, disabled=not train)

@@ -55,6 +55,7 @@ def gen_workload(rng: random.Random) -> dict:
         "zero_grad_set_to_none": lambda: rng.random() < 0.7,
         "ddp_bucket_view": lambda: rng.random() < 0.3,
         "ddp_rebuild_peak": lambda: rng.random() < 0.3,
+        "ds_auto_buckets": lambda: rng.random() < 0.3,
         "expandable_segments": lambda: rng.random() < 0.3,
         "engine": lambda: rng.choice(["hf", "vllm", "sglang"]) if mode != "train" else "hf",
         "gpu": lambda: rng.choice([None, "h100-sxm", "h200", "a100-80gb", "rtx-4090", "nope"]),

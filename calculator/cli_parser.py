@@ -29,7 +29,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "pp_last_stage_layers": ("parallel", "pp_last_stage_layers"),
     "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
     "gpu": ("gpu",), "stack": ("stack",), "bucket_view": ("ddp_bucket_view",), "impl": ("impl",),
-    "ddp_rebuild_peak": ("ddp_rebuild_peak",),
+    "ddp_rebuild_peak": ("ddp_rebuild_peak",), "ds_auto_buckets": ("ds_auto_buckets",),
     "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",),
     "lora_targets": ("lora_targets",), "qlora_keeps_inputs": ("qlora_keeps_inputs",), "kbit_prep": ("kbit_prep",),
     "padded_batch": ("padded_batch",),
@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--ddp-rebuild-peak", action="store_true", default=None,
                        help="DDP: count the first iteration's flat bucket held through iteration 2's forward (NCCL "
                             "stash until its watchdog polls; timing-dependent, the worst case)")
+        p.add_argument("--ds-auto-buckets", action="store_true", default=None,
+                       help="DeepSpeed: a ds_config with \"auto\" buckets, as HF's integration fills them "
+                            "(reduce_bucket_size h², stage3_prefetch_bucket_size 0.9·h²); default: DeepSpeed's own")
         p.add_argument("--expandable-segments", action="store_true", default=None,
                        help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
         p.add_argument("--finetune", choices=["full", "lora", "qlora"], help="full fine-tuning or adapters")

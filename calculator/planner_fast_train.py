@@ -205,10 +205,10 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     prec = out["deepspeed"][2]
     g = prec.grads
     module = -(-params.count_parameters(m).largest_module // tp)
-    ahead = np.maximum(0, np.minimum(ds.MAX_LIVE_PARAMETERS, module + ds.PREFETCH_BUCKET_SIZE) - module)
-    z3_persistent = nbytes(ds.REDUCE_BUCKET_SIZE, g)
+    ahead = np.maximum(0, np.minimum(ds.MAX_LIVE_PARAMETERS, module + ds.prefetch_bucket_size(m, w)) - module)
+    z3_persistent = nbytes(ds.reduce_bucket_size(m, w), g)
     z3_at_peak = 2 * nbytes(module, prec.params) + nbytes(ahead, prec.params)
-    z12_at_peak = (2 if ds.OVERLAP_COMM_STAGE_1_2 else 1) * nbytes(ds.REDUCE_BUCKET_SIZE, g)
+    z12_at_peak = (2 if ds.OVERLAP_COMM_STAGE_1_2 else 1) * nbytes(ds.reduce_bucket_size(m, w), g)
     states = states + np.where(zero >= 3, z3_persistent, 0)
     at_peak = np.where(zero >= 3, z3_at_peak, np.where(zero >= 1, z12_at_peak, 0))
     o = w.overheads

@@ -248,6 +248,10 @@ class Workload(BaseModel):
     # DDP's one bucket rebuild (iteration 2) can keep the first iteration's flat bucket alive through that forward
     # and loss backward (NCCL's stash, freed by its 100 ms watchdog: timing-dependent): True counts it (worst case)
     ddp_rebuild_peak: bool = False
+    # DeepSpeed config with "auto" buckets, as HF's integration fills them (transformers/integrations/deepspeed.py
+    # trainer_config_finalize: reduce_bucket_size = h², stage3_prefetch_bucket_size = 0.9·h²) — the ds_config.json most
+    # HF Trainer / accelerate / ms-swift / LLaMA-Factory users run; False: DeepSpeed's own defaults (5e8 / 5e7)
+    ds_auto_buckets: bool = False
     # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow in place, far less reserved-but-unused memory
     expandable_segments: bool = False
     # Serving engine (inference) and RL post-training (mode "rl").

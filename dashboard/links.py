@@ -35,7 +35,7 @@ def workload_values(w) -> dict[str, Any]:
         "act": w.activation_model, "kvdt": w.kv_dtype, "wdt": w.weight_dtype or state.AUTO,
         "qgs": w.quant_group_size, "qm": w.quant_method,
         "stack": w.stack or state.AUTO, "zg": "none" if w.zero_grad_set_to_none else "zeros",
-        "bview": w.ddp_bucket_view, "drp": w.ddp_rebuild_peak, "exps": w.expandable_segments,
+        "bview": w.ddp_bucket_view, "drp": w.ddp_rebuild_peak, "dsa": w.ds_auto_buckets, "exps": w.expandable_segments,
         "zero": str(p.zero), "zsh": _zero_if_none(p.zero_shard_size), "dopt": p.distributed_optimizer,
         "offo": p.offload_optimizer, "offp": p.offload_params, "tp": p.tp, "sp": p.sequence_parallel, "pp": p.pp,
         "sched": p.schedule, "vpp": p.virtual_stages, "mb": _zero_if_none(p.num_microbatches), "dp": p.dp,

@@ -174,6 +174,9 @@ PARAMS: tuple[Param, ...] = (
     _p("drp", "bool", False, "DDP: count the rebuild's held bucket", "parallel", fields=("ddp_rebuild_peak",),
        help="DDP only: iteration 2 can keep the first iteration's flat bucket (every gradient) alive through its "
             "forward, until NCCL's watchdog frees it — timing-dependent; on counts that worst case"),
+    _p("dsa", "bool", False, "DeepSpeed: \"auto\" buckets (HF)", "parallel", fields=("ds_auto_buckets",),
+       help="DeepSpeed only: a ds_config.json with \"auto\" bucket sizes, as HF Trainer / accelerate fill them "
+            "(reduce_bucket_size = h², stage-3 prefetch = 0.9·h²); off: DeepSpeed's defaults (5e8 / 5e7 elements)"),
     _p("zero", "choice", "0", "ZeRO / FSDP stage", "parallel", options=("0", "1", "2", "3"),
        fields=("parallel.zero",), help="1 shards optimizer states, 2 also gradients, 3 also parameters"),
     _p("zsh", "int", 0, "ZeRO shard group (0 = DP × CP)", "parallel", lo=0, hi=1_000_000,
@@ -716,7 +719,7 @@ def build_workload(values: Mapping[str, Any]):
         weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]), quant_method=v["qm"],
         parallel=parallel, overheads=overheads, gpu=v["gpu"] or None,
         stack=None if v["stack"] == AUTO else v["stack"], zero_grad_set_to_none=v["zg"] == "none",
-        ddp_bucket_view=bool(v["bview"]), ddp_rebuild_peak=bool(v["drp"]),
+        ddp_bucket_view=bool(v["bview"]), ddp_rebuild_peak=bool(v["drp"]), ds_auto_buckets=bool(v["dsa"]),
         expandable_segments=bool(v["exps"]),
         engine=v["eng"], serving=serving, rl=rl,
         expert_weight_dtype=None if v["ewdt"] == AUTO else v["ewdt"]), "", "mode")

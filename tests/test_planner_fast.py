@@ -59,6 +59,8 @@ TRAIN_JOBS = [
                                  overheads={"fragmentation_pct": 5.0, "nccl_bytes_per_group": 10**8})),
     ("mixtral-8x7b", Workload(seq_len=2048, micro_batch=2, impl="compile", optimizer="sgd-momentum",
                               recompute="selective", gpu="h100-sxm", parallel={"num_microbatches": 16})),
+    ("qwen2.5-14b", Workload(seq_len=8192, micro_batch=1, recompute="full", ds_auto_buckets=True,
+                             optimizer_impl="foreach", gpu="a100-80gb")),  # ms-swift's ZeRO runs (HF "auto")
     ("gemma-2-9b", Workload(seq_len=8192, gpu="l40s", overheads={"include_comm_buffers": False,
                                                                   "cuda_context_bytes": 3 * 10**8})),
 ]

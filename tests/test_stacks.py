@@ -153,6 +153,22 @@ def test_deepspeed_zero3_buffers_follow_its_defaults():
     assert t["sharding.prefetch"] == 2 * deepspeed.PREFETCH_BUCKET_SIZE
 
 
+def test_deepspeed_auto_buckets_are_what_hf_integration_writes():
+    """transformers/integrations/deepspeed.py trainer_config_finalize fills "auto" with reduce_bucket_size = h² and
+    stage3_prefetch_bucket_size = int(0.9·h²): the ds_config.json of HF Trainer, accelerate and ms-swift."""
+    m = load_model("qwen2.5-7b").spec  # h = 3584
+    for zero, key in ((2, "sharding.ds_reduce_bucket"), (3, "sharding.ds_reduce_bucket")):
+        w = Workload(stack="deepspeed", precision=RECIPES["mixed-bf16"][1], parallel={"dp": 4, "zero": zero},
+                     ds_auto_buckets=True, micro_batch=1, seq_len=512)
+        t = {x.key: x.bytes for x in estimate(m, w, with_fits=False).stages[0].terms}
+        assert t[key] == 2 * 3584 ** 2
+    module = 152_064 * 3584  # the embedding, the largest module
+    assert t["sharding.prefetch"] == 2 * (min(deepspeed.MAX_LIVE_PARAMETERS, module + int(0.9 * 3584 ** 2)) - module)
+    from calculator.exports import deepspeed as export
+    zero = __import__("json").loads(export.build(m, w).text)["zero_optimization"]
+    assert zero["reduce_bucket_size"] == 3584 ** 2 and zero["stage3_prefetch_bucket_size"] == int(0.9 * 3584 ** 2)
+
+
 def test_deepspeed_zero3_steps_one_sub_group_at_a_time():
     """stage3.py step: each sub-group's bf16 gradients are flattened, cast to fp32 (the bf16 copy freed) and
     stepped, then released: the step holds one sub-group's fp32 gradients (+ the larger of its bf16 copy and the

@@ -61,7 +61,7 @@ def argv_of(row: dict[str, str]) -> list[str]:
     for flag in ("tp", "ep", "etp"):
         if row.get(flag, "1") not in ("", "1"):
             argv += [f"--{flag}", row[flag]]
-    for flag in ("sequence_parallel", "distributed_optimizer", "expandable_segments"):
+    for flag in ("sequence_parallel", "distributed_optimizer", "expandable_segments", "ds_auto_buckets"):
         if row.get(flag) == "true":
             argv.append("--" + flag.replace("_", "-"))
     return argv

@@ -80,10 +80,10 @@ def build(m, w) -> Export:
                   "and optimizer state over data parallelism)")
     zero: dict = {"stage": stage}
     if stage:
-        zero.update(reduce_bucket_size=ds_stack.REDUCE_BUCKET_SIZE, contiguous_gradients=True,
+        zero.update(reduce_bucket_size=ds_stack.reduce_bucket_size(m, w), contiguous_gradients=True,
                     overlap_comm=stage >= 3 or ds_stack.OVERLAP_COMM_STAGE_1_2)
     if stage >= 3:
-        zero.update(stage3_prefetch_bucket_size=ds_stack.PREFETCH_BUCKET_SIZE,
+        zero.update(stage3_prefetch_bucket_size=ds_stack.prefetch_bucket_size(m, w),
                     stage3_max_live_parameters=ds_stack.MAX_LIVE_PARAMETERS, sub_group_size=ds_stack.SUB_GROUP_SIZE)
     if p.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}

@@ -18,8 +18,10 @@ Buffers besides the model states, with DeepSpeed's defaults (`reduce_bucket_size
   that sub-group's gradients are flattened into one bf16 copy, cast to an fp32 copy (the bf16 one freed), the
   optimizer steps it and `_release_sub_group` drops it — so the step's upcast and optimizer temporaries cover one
   sub-group, not the whole partition.
-HF's integration writes "auto" values scaled to the model (reduce_bucket_size = h², prefetch = 0.9·h²); the engine
-uses DeepSpeed's own defaults.
+A ds_config with "auto" buckets (`Workload.ds_auto_buckets`) gets the values HF's integration writes, scaled to the
+model (transformers/integrations/deepspeed.py `trainer_config_finalize`: reduce_bucket_size = h², stage-3
+prefetch = int(0.9·h²); its persistence threshold 10·h keeps only norms and biases gathered: not counted); without
+it, DeepSpeed's own defaults.
 """
 from __future__ import annotations
 
@@ -49,6 +51,16 @@ def states_workload(w):
     return w
 
 
+def reduce_bucket_size(m, w) -> int:
+    """Elements of the gradient reduce (IPG) bucket: h² with HF's "auto", else DeepSpeed's default."""
+    return m.hidden_size ** 2 if w.ds_auto_buckets else REDUCE_BUCKET_SIZE
+
+
+def prefetch_bucket_size(m, w) -> int:
+    """Elements ZeRO-3 prefetches ahead: int(0.9·h²) with HF's "auto", else DeepSpeed's default."""
+    return int(0.9 * m.hidden_size ** 2) if w.ds_auto_buckets else PREFETCH_BUCKET_SIZE
+
+
 def largest_module(m, tp: int) -> int:
     """The largest single module (a linear, the embedding or the LM head): what ZeRO-3 gathers at once."""
     return -(-count_parameters(m).largest_module // tp)
@@ -58,10 +70,12 @@ def memory(ctx: StackContext) -> StackMemory:
     m, w = ctx.m, ctx.w
     p, prec = w.parallel, w.precision
     g = ctx.grad_dtype
+    reduce = reduce_bucket_size(m, ctx.original or w)
+    auto = " (HF auto: h²)" if w.ds_auto_buckets else ""
     if p.zero >= 3:
         bucket = line("sharding.ds_reduce_bucket", "sharding_buffers", f"ZeRO-3 gradient reduce bucket ({g})",
-                      nbytes(REDUCE_BUCKET_SIZE, g), "reduce_bucket_size × b_grad (allocated at init)",
-                      f"{REDUCE_BUCKET_SIZE:,} × {nbytes(1, g)} B", SOURCE)
+                      nbytes(reduce, g), f"reduce_bucket_size{auto} × b_grad (allocated at init)",
+                      f"{reduce:,} × {nbytes(1, g)} B", SOURCE)
         sub_group = min(-(-ctx.shard.total // p.shard_group), SUB_GROUP_SIZE)
         module = largest_module(m, p.tp)
         b = nbytes(1, prec.params)
@@ -69,7 +83,7 @@ def memory(ctx: StackContext) -> StackMemory:
                       2 * nbytes(module, prec.params), "M × b_param + M × b_param (M = largest module; autograd's "
                       "gradient is in the parameter's dtype until it is reduce-scattered)",
                       f"2 × {module:,} × {b} B", SOURCE)
-        ahead = max(0, min(MAX_LIVE_PARAMETERS, module + PREFETCH_BUCKET_SIZE) - module)
+        ahead = max(0, min(MAX_LIVE_PARAMETERS, module + prefetch_bucket_size(m, w)) - module)
         prefetch = line("sharding.prefetch", "sharding_buffers", "Prefetched parameters (stage3_prefetch_bucket_size)",
                         nbytes(ahead, prec.params), "min(max_live − M, prefetch_bucket) × b_param",
                         f"{ahead:,} × {b} B", SOURCE)
@@ -78,6 +92,6 @@ def memory(ctx: StackContext) -> StackMemory:
                            init_transient=nbytes(sub_group, prec.master_weights or "fp32"))
     buffers = 2 if OVERLAP_COMM_STAGE_1_2 else 1
     ipg = line("sharding.ds_reduce_bucket", "sharding_buffers", f"ZeRO gradient reduce bucket ({g})",
-               buffers * nbytes(REDUCE_BUCKET_SIZE, g), "reduce_bucket_size × b_grad (during backward)",
-               f"{REDUCE_BUCKET_SIZE:,} × {nbytes(1, g)} B", SOURCE, "setup_buckets → _release_ipg_buffers")
+               buffers * nbytes(reduce, g), f"reduce_bucket_size{auto} × b_grad (during backward)",
+               f"{reduce:,} × {nbytes(1, g)} B", SOURCE, "setup_buckets → _release_ipg_buffers")
     return StackMemory(grads_whole_step=True, at_peak=(ipg,) if p.zero else ())
