@@ -30,7 +30,6 @@ from calculator.parameters import count_parameters, model_tensor_shapes
 from calculator.result import ALLOCATED_COMPONENTS, Estimate, StageEstimate, Term
 from calculator import stacks
 from calculator import step_trace
-from calculator.allocator import replay
 from calculator.stacks.common import StackContext, backward_peak, layer_grad_params, tied_embedding_extra
 
 
@@ -97,7 +96,7 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
               "frag% × peak allocated", f"{o.fragmentation_pct:g}% × {peak_allocated:,} B", "allocator",
               "reserved − allocated in PyTorch's caching allocator, as a flat share you set")
     elif t.plan is not None:
-        r = replay(step_trace.training_events(t.plan), w.expandable_segments)
+        r = step_trace.replayed(t.plan, w.expandable_segments)
         # a peak the replay does not reach (a transient it does not order) lands in blocks the replay left free
         frag = max(0, r.peak_reserved - max(r.peak_allocated, peak_allocated))
         t.add("fragmentation", "fragmentation", "Allocator: reserved − allocated", frag,

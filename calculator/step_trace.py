@@ -26,34 +26,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import count
 
 
 MAX_REPLAY_LAYERS = 256  # deeper models keep the calibrated shares: the replay grows with the layers (~100 events each)
 
 
-@dataclass(frozen=True)
-class StepPlan:
-    """Everything the replay needs, as byte sizes (hashable: replays are cached)."""
+@dataclass(frozen=True, eq=False)
+class ModelTensors:
+    """The step's tensors that depend on the model, its layout and precision only, not on the batch or sequence:
+    built once per (model, shard, precision) and shared by every plan of it (compared by identity, so a plan's
+    hash costs nothing for the hundreds of parameter tensors)."""
 
     weights: tuple[int, ...]  # every parameter tensor (and frozen base tensor), build order
-    persistent: tuple[int, ...]  # buffers allocated after the build and kept (master weights, DDP buckets)
-    layer_saved: tuple[tuple[int, ...], ...]  # per layer: its saved tensors in allocation order
+    masters: tuple[int, ...]  # fp32 master copies, after the build
     layer_grads: tuple[tuple[int, ...], ...]  # per layer: its parameters' gradients (trainable only)
-    layer_grad_work: tuple[int, ...]  # input-gradient tensors alive while one layer is back-propagated
+    head_grads: tuple[int, ...]  # LM head (untied) / final norm gradients
+    embedding_grads: tuple[int, ...]
+    model_order: tuple[int, ...]  # trainable tensors' gradient bytes in model.parameters() order
+    layer_transient: tuple[int, ...]  # allocated and freed one at a time in each layer's forward and backward
     layer_gather: int  # FSDP2: the unit's gathered parameters during its forward and backward
+    tied_sum: int  # tied embeddings: the embedding backward's V×h gradient and its sum with the head's
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Everything the replay needs, as byte sizes (hashable and cheap to hash: replays are cached by plan)."""
+
+    tensors: ModelTensors
+    persistent: tuple[int, ...]  # the stack's buffers allocated after the master weights and kept (DDP buckets)
+    n_layers: int
+    layer_saved: tuple[int, ...]  # one layer's saved tensors in allocation order (every layer saves the same)
+    layer_grad_work: tuple[int, ...]  # input-gradient tensors alive while one layer is back-propagated
     recompute_input: int  # full recompute: the layer input each layer keeps (0: no recompute)
     head_saved: tuple[int, ...]  # final norm + LM-head input
     logits: tuple[int, int]  # (model-dtype logits, fp32 logits) bytes of transformers' loss; (0, 0): other head
     head_transient: int  # another head's working set at the loss (one tensor)
     hidden_grad: int  # e·T·h: the gradient flowing between layers
-    head_grads: tuple[int, ...]  # LM head (untied) / final norm gradients
-    embedding_grads: tuple[int, ...]
     state_per_grad: tuple[float, ...]  # optimizer state tensors per trainable tensor, bytes per gradient byte
     foreach_temp: float  # foreach: temporary bytes per gradient byte during the step (0: fused)
     grads_persist: bool  # gradients never freed (zero_grad(set_to_none=False), bucket views)
-    layer_transient: tuple[int, ...] = ()  # allocated and freed one at a time in each layer's forward and backward
-    tied_sum: int = 0  # tied embeddings: the embedding backward's V×h gradient and its sum with the head's
-    model_order: tuple[int, ...] = ()  # trainable tensors' gradient bytes in model.parameters() order
     softcap: bool = False  # final logit soft-capping (Gemma-2): logits / cap, tanh (saved), × cap
     # DeepSpeed ZeRO-3 steps one sub-group at a time (stacks/deepspeed.py): per sub-group, the bytes of its flattened
     # low-precision gradients, of their fp32 copy and of the optimizer's temporaries (its states: state_per_grad ×
@@ -72,114 +84,137 @@ def split(total: int, unit: int) -> tuple[int, ...]:
     return (unit,) * n + ((rest,) if rest else ())
 
 
-@lru_cache(maxsize=128)
-def training_events(plan: StepPlan) -> tuple[tuple[int, int], ...]:
+@lru_cache(maxsize=256)
+def replayed(plan: StepPlan, expandable: bool):
+    """The caching allocator (calculator/allocator.py) over the plan's build and two steps."""
+    from calculator.allocator import replay
+    return replay(training_events(plan), expandable)
+
+
+def training_events(plan: StepPlan) -> list[tuple[int, int]]:
     """Build + two training steps as allocator events ((id, bytes) allocates, (id, 0) frees)."""
     ev: list[tuple[int, int]] = []
-    counter = [0]
+    put = ev.append
+    ids = count(1)
 
-    def alloc(n: int) -> int:
-        counter[0] += 1
+    def alloc(n) -> int:
         if n > 0:
-            ev.append((counter[0], int(n)))
-        return counter[0] if n > 0 else 0
+            k = next(ids)
+            put((k, int(n)))
+            return k
+        return 0
 
-    def free(*keys: int) -> None:
+    def allocs(sizes) -> list[int]:
+        out = []
+        for n in sizes:
+            if n > 0:
+                k = next(ids)
+                put((k, int(n)))
+                out.append(k)
+            else:
+                out.append(0)
+        return out
+
+    def free(keys) -> None:
         for k in keys:
             if k:
-                ev.append((k, 0))
+                put((k, 0))
 
-    for n in plan.weights:
-        alloc(n)
-    for n in plan.persistent:
-        alloc(n)
-    free(alloc(plan.init_transient))
+    t = plan.tensors
+    gather, transient, saved_sizes, recompute = t.layer_gather, t.layer_transient, plan.layer_saved, \
+        plan.recompute_input
+    allocs(t.weights)
+    allocs(t.masters)
+    allocs(plan.persistent)
+    free((alloc(plan.init_transient),))
     grads: list[int] = []
     states_made = False
-    n_layers = len(plan.layer_saved)
+    n_layers = plan.n_layers
     persistent_grads: list[int] = []
+    e_logits, f_logits = plan.logits
     for _step in range(2):
         # forward
         saved: list[list[int]] = []
         for i in range(n_layers):
-            g = alloc(plan.layer_gather)
-            for n in plan.layer_transient:
-                free(alloc(n))
-            if plan.recompute_input:
-                keep = [alloc(plan.recompute_input)]
-                tmp = [alloc(n) for n in plan.layer_saved[i]]
-                free(*tmp)
+            g = alloc(gather)
+            for n in transient:
+                free((alloc(n),))
+            if recompute:
+                keep = [alloc(recompute)]
+                free(allocs(saved_sizes))
             else:
-                keep = [alloc(n) for n in plan.layer_saved[i]]
-            free(g)
+                keep = allocs(saved_sizes)
+            if g:
+                put((g, 0))
             saved.append(keep)
-        head = [alloc(n) for n in plan.head_saved]
-        e_logits, f_logits = plan.logits
+        head = allocs(plan.head_saved)
         if e_logits:
             logits = alloc(e_logits)
             tanh = 0
             if plan.softcap:  # transformers Gemma2ForCausalLM: logits / cap, tanh, × cap
                 scaled = alloc(e_logits)
-                free(logits)
+                free((logits,))
                 tanh = alloc(e_logits)
-                free(scaled)
+                free((scaled,))
                 logits = alloc(e_logits)
             upcast = alloc(f_logits)
             lsm = alloc(f_logits)
-            free(upcast, logits)
+            free((upcast, logits))
             # backward of the loss
             g_nll = alloc(f_logits)
             g_lsm = alloc(f_logits)
-            free(g_nll, lsm)
+            free((g_nll, lsm))
             g_cast = alloc(e_logits)
-            free(g_lsm)
+            free((g_lsm,))
             for _ in range(2 if plan.softcap else 0):  # through × cap and tanh
                 nxt = alloc(e_logits)
-                free(g_cast)
+                free((g_cast,))
                 g_cast = nxt
-            free(tanh)
+            free((tanh,))
         else:
             g_cast = alloc(plan.head_transient)
         d_hidden = alloc(plan.hidden_grad)
         fresh = not persistent_grads
         if fresh:
-            grads += [alloc(n) for n in plan.head_grads]
-        free(g_cast, *head)
+            grads += allocs(t.head_grads)
+        free((g_cast,))
+        free(head)
         for i in reversed(range(n_layers)):
-            g = alloc(plan.layer_gather)
-            if plan.recompute_input:
-                saved[i] += [alloc(n) for n in plan.layer_saved[i]]
-            for n in plan.layer_transient:
-                free(alloc(n))
-            work = [alloc(n) for n in plan.layer_grad_work]
+            g = alloc(gather)
+            if recompute:
+                saved[i] += allocs(saved_sizes)
+            for n in transient:
+                free((alloc(n),))
+            work = allocs(plan.layer_grad_work)
             if fresh:
-                grads += [alloc(n) for n in plan.layer_grads[i]]
-            free(*saved[i], *work, g)
+                grads += allocs(t.layer_grads[i])
+            free(saved[i])
+            free(work)
+            free((g,))
             nxt = alloc(plan.hidden_grad)
-            free(d_hidden)
+            free((d_hidden,))
             d_hidden = nxt
         if fresh:
-            grads += [alloc(n) for n in plan.embedding_grads]
-            if plan.tied_sum and grads:
+            grads += allocs(t.embedding_grads)
+            if t.tied_sum and grads:
                 # stacks/common.tied_embedding_extra: the head's gradient waits in the input buffer; the
                 # embedding's own gradient and their sum are new tensors, the sum becomes .grad
-                own = alloc(plan.tied_sum)
-                total = alloc(plan.tied_sum)
-                free(own, grads[0])
+                own = alloc(t.tied_sum)
+                total = alloc(t.tied_sum)
+                free((own, grads[0]))
                 grads[0] = total
-        free(d_hidden)
+        free((d_hidden,))
         # optimizer step
-        sizes = plan.model_order or (plan.head_grads + tuple(n for lg in plan.layer_grads for n in lg)
-                                     + plan.embedding_grads)
+        sizes = t.model_order or (t.head_grads + tuple(n for lg in t.layer_grads for n in lg) + t.embedding_grads)
         if plan.step_groups:  # stage3.py step: _prepare_sub_group → _optimizer_step → _release_sub_group
             for flat, fp32, temp in plan.step_groups:
                 a = alloc(flat)
                 b = alloc(fp32)
-                free(a)
+                free((a,))
                 if not states_made:
                     for k in plan.state_per_grad:
                         alloc(int(flat * k))
-                free(alloc(temp), b)
+                free((alloc(temp), b))
             states_made = True
         if not states_made:
             for n in sizes:
@@ -187,13 +222,13 @@ def training_events(plan: StepPlan) -> tuple[tuple[int, int], ...]:
                     alloc(int(n * k))
             states_made = True
         if plan.foreach_temp and not plan.step_groups:
-            free(*[alloc(int(n * plan.foreach_temp)) for n in sizes])
+            free([alloc(int(n * plan.foreach_temp)) for n in sizes])
         if plan.grads_persist:
             persistent_grads = grads
         else:
-            free(*grads)
+            free(grads)
             grads = []
-    return tuple(ev)
+    return ev
 
 
 # ---- the plan of one GPU's step, from the engine's terms ----------------------------------------------------
@@ -218,30 +253,33 @@ def _state_per_grad(w, grad_dtype: str) -> tuple[float, ...]:
             "adafactor": (b / 64,)}.get(w.optimizer, ())
 
 
-def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepPlan:
-    """The StepPlan of one GPU: `w` as given, `ws` as the stack holds the states, `parts` the engine's
-    LayerActivations of one layer (full recompute: what one layer saves when it is recomputed), `head` the
-    implementation's Head (None without one), `sm` the stack's StackMemory."""
-    from calculator import activations as act
+@lru_cache(maxsize=64)
+def _layer_tensors(m, tp: int, moe: bool) -> tuple[int, ...]:
+    """Elements of each parameter tensor of a dense (or MoE) decoder layer on one TP rank."""
+    from calculator.parameters import layer_shapes
+    layer = next((i for i in range(m.num_hidden_layers) if m.layer_is_moe(i) == moe), None)
+    if layer is None:
+        return ()
+    return tuple(_numel(s) // (tp if len(s) > 1 else 1) for g in layer_shapes(m, layer).values() for s in g)
+
+
+@lru_cache(maxsize=256)
+def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, params: str, master: str | None,
+                  grad_dtype: str, tp: int, shard_d: int, grad_shard: int, gather_dtype: str | None) -> ModelTensors:
+    """The ModelTensors of one GPU's shard (`gather_dtype`: FSDP2's gathered unit dtype, None without FSDP2)."""
     from calculator import lora
-    from calculator.parameters import layer_shapes, model_tensor_shapes, norm_shapes
-    p = ws.parallel
-    tp, shard_d = p.tp, (p.shard_group if p.zero >= 3 else 1)
-    grad_shard = p.shard_group if p.zero >= 2 else 1
-    e, T = d.e, d.T
-    b_param = _bytes_per(ws.precision.params)
+    from calculator.parameters import norm_shapes
+    b_param = _bytes_per(params)
     b_grad = _bytes_per(grad_dtype)
-    full = w.finetune == "full"
+    full = finetune == "full"
     layers = range(shard.first_layer, shard.last_layer)
-
-    def split_tp(shape) -> int:
-        return _numel(shape) // (tp if len(shape) > 1 else 1)
-
-    layer_tensors = [[split_tp(s) for g in layer_shapes(m, i).values() for s in g] for i in layers]
-    emb = [split_tp((m.vocab_size, m.hidden_size))] if shard.has_embedding else []
-    head_w = ([split_tp((m.vocab_size, m.hidden_size))] if shard.has_head and not m.tie_word_embeddings else []) + \
+    kinds = {False: list(_layer_tensors(m, tp, False)), True: list(_layer_tensors(m, tp, True))}
+    layer_tensors = [kinds[m.layer_is_moe(i)] for i in layers]
+    vocab_w = m.vocab_size * m.hidden_size // tp
+    emb = [vocab_w] if shard.has_embedding else []
+    head_w = ([vocab_w] if shard.has_head and not m.tie_word_embeddings else []) + \
         ([_numel(s) for s in norm_shapes(m.hidden_size, m.norm_type)] if shard.has_head else [])
-    if w.finetune == "qlora":  # 4-bit linears: packed bytes + fp32 absmax per 64, frozen norms/embeddings in bf16
+    if finetune == "qlora":  # 4-bit linears: packed bytes + fp32 absmax per 64, frozen norms/embeddings in bf16
         weights = [int(n * b_param) for n in emb]
         for lt in layer_tensors:
             weights += [n // 2 if n >= 1 << 16 else int(n * b_param) for n in lt]
@@ -250,31 +288,58 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     else:
         weights = [int(n * b_param) // shard_d for n in emb + [x for lt in layer_tensors for x in lt] + head_w]
     if full:
-        layer_grads = tuple(tuple(int(n * b_grad) // grad_shard for n in lt) for lt in layer_tensors)
+        per_kind = {k: tuple(int(n * b_grad) // grad_shard for n in v) for k, v in kinds.items()}
+        layer_grads = tuple(per_kind[m.layer_is_moe(i)] for i in layers)
         head_grads = tuple(int(n * b_grad) // grad_shard for n in (
-            head_w if not m.tie_word_embeddings else [split_tp((m.vocab_size, m.hidden_size))] + head_w[-1:])
+            head_w if not m.tie_word_embeddings else [vocab_w] + head_w[-1:])
             if shard.has_head)
         emb_grads = tuple(int(n * b_grad) // grad_shard for n in emb) if not (
             m.tie_word_embeddings and shard.has_head) else ()
     else:
         adapters = []
         for i in layers:
-            adapters.append(tuple(int(r * b_grad) for _, a, o in lora.adapted_linears(m, w.lora_targets,
+            adapters.append(tuple(int(r * b_grad) for _, a, o in lora.adapted_linears(m, lora_targets,
                                                                                         m.layer_is_moe(i))
-                                  for r in (w.lora_rank * a, w.lora_rank * o)))
+                                  for r in (lora_rank * a, lora_rank * o)))
         layer_grads, head_grads, emb_grads = tuple(adapters), (), ()
         weights += [n for lg in adapters for n in lg]
+    masters = ()
+    if master and full:
+        ratio = _bytes_per(master) / b_param
+        masters = tuple(int(n * ratio) for n in weights)
+    gather = int(max(sum(lt) for lt in layer_tensors) * _bytes_per(gather_dtype)) if (
+        gather_dtype and layer_tensors) else 0
+    transient: tuple[int, ...] = ()
+    if finetune == "qlora":
+        transient = tuple(2 * n for n in layer_tensors[0] if n >= 1 << 16) if layer_tensors else ()
+    return ModelTensors(
+        weights=tuple(weights), masters=masters, layer_grads=layer_grads, head_grads=head_grads,
+        embedding_grads=emb_grads,
+        model_order=(emb_grads + head_grads[:1] if m.tie_word_embeddings else emb_grads) +
+        tuple(n for lg in layer_grads for n in lg) + (head_grads[1:] if m.tie_word_embeddings else head_grads[::-1]),
+        layer_transient=transient, layer_gather=gather,
+        tied_sum=head_grads[0] if full and m.tie_word_embeddings and shard.has_head and shard.has_embedding else 0)
+
+
+def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepPlan:
+    """The StepPlan of one GPU: `w` as given, `ws` as the stack holds the states, `parts` the engine's
+    LayerActivations of one layer (full recompute: what one layer saves when it is recomputed), `head` the
+    implementation's Head (None without one), `sm` the stack's StackMemory."""
+    from calculator import activations as act
+    p = ws.parallel
+    tp = p.tp
+    e, T = d.e, d.T
+    b_grad = _bytes_per(grad_dtype)
+    fsdp2 = stack_name(w) == "fsdp2"
+    t = model_tensors(m, shard, w.finetune, w.lora_rank, w.lora_targets, ws.precision.params,
+                      ws.precision.master_weights, grad_dtype, tp, p.shard_group if p.zero >= 3 else 1,
+                      p.shard_group if p.zero >= 2 else 1, w.precision.params if fsdp2 else None)
     persistent = []
-    if ws.precision.master_weights and full:
-        ratio = _bytes_per(ws.precision.master_weights) / b_param
-        persistent += [int(n * ratio) for n in weights]
     for x in sm.persistent:
-        persistent += list(split(x.bytes, 25 << 20))
+        persistent += split(x.bytes, 25 << 20)
     for x in sm.at_peak:  # FSDP2's root unit: gathered through the step
         persistent.append(x.bytes)
-    gather = 0
-    if stack_name(w) == "fsdp2" and layer_tensors:
-        gather = int(max(sum(lt) for lt in layer_tensors) * _bytes_per(w.precision.params))
+    gather = t.layer_gather
     h = d.h_sp
     hidden = e * T * h
     scores = d.a * d.b * d.s * d.s_kv if (w.attention == "eager" and w.recompute != "selective") else 0
@@ -287,9 +352,6 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     work = (e * T * d.f, e * T * d.f, hidden) + ((4 * scores, e * scores) if scores else ())
     if gather:  # FSDP2 foreach_reduce: the unit's bf16 gradients and their reduce_dtype copy
         work += (gather, int(gather * b_grad / _bytes_per(w.precision.params)))
-    transient: tuple[int, ...] = ()
-    if w.finetune == "qlora":
-        transient = tuple(2 * n for n in layer_tensors[0] if n >= 1 << 16) if layer_tensors else ()
     logits = (0, 0)
     head_saved: tuple[int, ...] = ()
     head_transient = 0
@@ -305,6 +367,7 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     foreach = 0.0
     if w.optimizer_impl == "foreach" and w.optimizer in ("adamw", "adamw-8bit"):
         foreach = _bytes_per(ws.precision.optimizer_states) / b_grad if b_grad else 0.0
+    full = w.finetune == "full"
     step_groups: tuple[tuple[int, int, int], ...] = ()
     if sm.step_chunk and full:
         n_part = -(-shard.total // p.shard_group)
@@ -312,20 +375,15 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
         b_state = _bytes_per(ws.precision.optimizer_states)
         step_groups = tuple((int(n * b_grad), int(n * b_master), int(n * b_state) if foreach else 0)
                             for n in split(n_part, sm.step_chunk))
-
     return StepPlan(
-        weights=tuple(weights), persistent=tuple(persistent), layer_saved=(saved,) * len(layers),
-        layer_grads=layer_grads, layer_grad_work=work, layer_gather=gather,
+        tensors=t, persistent=tuple(persistent), n_layers=shard.last_layer - shard.first_layer, layer_saved=saved,
+        layer_grad_work=work,
         recompute_input=(e * T * h if w.recompute == "full" else
-                         act.op_selective_layer(m, d) if w.recompute == "op" else 0), head_saved=head_saved, logits=logits,
-        head_transient=head_transient, hidden_grad=hidden, head_grads=head_grads, embedding_grads=emb_grads,
-        state_per_grad=_state_per_grad(ws, grad_dtype), foreach_temp=foreach,
-        grads_persist=sm.grads_whole_step, layer_transient=transient,
-        model_order=(emb_grads + head_grads[:1] if m.tie_word_embeddings else emb_grads) +
-        tuple(n for lg in layer_grads for n in lg) + (head_grads[1:] if m.tie_word_embeddings else head_grads[::-1]),
+                         act.op_selective_layer(m, d) if w.recompute == "op" else 0), head_saved=head_saved,
+        logits=logits, head_transient=head_transient, hidden_grad=hidden, state_per_grad=_state_per_grad(ws, grad_dtype),
+        foreach_temp=foreach, grads_persist=sm.grads_whole_step,
         softcap=bool(m.final_logit_softcapping) and logits[0] > 0, step_groups=step_groups,
-        init_transient=sm.init_transient if full else 0,
-        tied_sum=head_grads[0] if full and m.tie_word_embeddings and shard.has_head and shard.has_embedding else 0)
+        init_transient=sm.init_transient if full else 0)
 
 
 def stack_name(w) -> str:

@@ -58,3 +58,21 @@ def test_on_the_h200_the_replay_reproduces_reserved_minus_allocated():
         replayed = sum(t.bytes for t in stage.terms if t.component == "fragmentation")
         slack = meas["peak_reserved"] - meas["peak_allocated"]
         assert abs(replayed - slack) <= 0.1 * slack + 0.1e9, (r["id"], replayed, slack)
+
+
+def test_the_fast_replay_equals_the_block_by_block_one():
+    """replay() runs the rules on ints and dicts; the block-by-block reference_replay is the rules as written."""
+    import random
+    from calculator.allocator import reference_replay
+    rng = random.Random(0)
+    for _ in range(400):
+        ev, live, k = [], [], 0
+        for _ in range(rng.randint(1, 60)):
+            if live and rng.random() < 0.45:
+                ev.append((live.pop(rng.randrange(len(live))), 0))
+            else:
+                k += 1
+                ev.append((k, rng.choice([rng.randint(1, 4096), rng.randint(1, 2 * MiB), rng.randint(MiB, 12 * MiB),
+                                          rng.randint(1, 200 * MiB), rng.choice([MiB, 10 * MiB, 20 * MiB])])))
+                live.append(k)
+        assert replay(tuple(ev)) == reference_replay(tuple(ev)), ev
