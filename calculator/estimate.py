@@ -27,7 +27,8 @@ from calculator.parallel import (StageShard, check_divisibility, communicators, 
 from calculator import parameters as params
 from calculator.bounds import check_stages
 from calculator.parameters import count_parameters, model_tensor_shapes
-from calculator.result import ALLOCATED_COMPONENTS, Estimate, StageEstimate, Term
+from calculator.result import ALLOCATED_COMPONENTS, Estimate, LazyStage, StageEstimate, Term
+from calculator import pipeline_stages
 from calculator import stacks
 from calculator import step_trace
 from calculator.stacks.common import StackContext, backward_peak, layer_grad_params, tied_embedding_extra
@@ -688,9 +689,9 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
         return Estimate(m.name, w.mode, counts.total, counts.active_per_token, stages, worst, fits, _warnings(m, w),
                         serving.notes, serving=serving)
     build = _stage_training if w.mode == "train" else _stage_inference
-    stages = tuple(build(m, w, s, gpu) for s in shards)
-    check_stages(stages, m, w)
-    worst = max(range(len(stages)), key=lambda i: stages[i].total_bytes)
+    stages = pipeline_stages.build(build, m, w, shards, gpu)
+    check_stages([s for s in stages if not isinstance(s, LazyStage)], m, w)
+    worst = max((i for i, s in enumerate(stages) if not isinstance(s, LazyStage)), key=lambda i: stages[i].total_bytes)
     fits = partial(fits_for, stages[worst], _all_gpus(), p.world_size, w.overheads.cuda_context_bytes,
                    None, partial(planned_gpus, m, w)) if with_fits else None
     assumptions = _assumptions(w.optimizer_impl, w.precision.activations, w.attention)

@@ -72,6 +72,38 @@ class StageEstimate:
         return out
 
 
+class LazyStage:
+    """A pipeline stage the engine computes on first read: a middle stage whose layers, parameters and layer kinds
+    equal those of an earlier stage's (calculator/pipeline_stages.py) holds fewer micro-batches in flight and so no
+    more memory; its figures are built only when something reads them. Reads like the StageEstimate it becomes."""
+
+    __slots__ = ("stage", "layers", "_build", "_real")
+
+    def __init__(self, stage: int, layers: tuple[int, int], build: Callable[[], StageEstimate]):
+        self.stage, self.layers, self._build, self._real = stage, layers, build, None
+
+    def force(self) -> StageEstimate:
+        if self._real is None:
+            self._real, self._build = self._build(), None
+        return self._real
+
+    def __getattr__(self, name: str):
+        return getattr(self.force(), name)
+
+    def __eq__(self, other) -> bool:
+        return self.force() == (other.force() if isinstance(other, LazyStage) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.force())
+
+    def __repr__(self) -> str:
+        return repr(self.force())
+
+    def __reduce__(self):
+        real = self.force()
+        return StageEstimate, tuple(getattr(real, f) for f in StageEstimate.__dataclass_fields__)
+
+
 Verdict = Literal["fits", "tight", "does not fit"]
 
 
@@ -141,8 +173,9 @@ class Estimate:
     @property
     def peak_allocated_bytes(self) -> int:
         """The highest allocated peak over the pipeline stages (what torch.cuda.max_memory_allocated reports on the
-        busiest GPU); not always the stage with the highest nvidia-smi total, whose fragmentation may differ."""
-        return max(s.peak_allocated_bytes for s in self.stages)
+        busiest GPU); not always the stage with the highest nvidia-smi total, whose fragmentation may differ. A
+        LazyStage is left out: the earlier stage of its content holds at least as much."""
+        return max(s.peak_allocated_bytes for s in self.stages if not isinstance(s, LazyStage))
 
     @property
     def total_bytes(self) -> int:

@@ -1,0 +1,51 @@
+"""The pipeline stages of one estimate, each content computed once (a PP=16 job has three distinct stages, not 16).
+
+A stage's memory depends on its position only through the micro-batches it holds in flight (1F1B: p − r,
+calculator.parallel.in_flight_microbatches) and on everything else through its content: its layers (count and,
+layer by layer, whether each has routed experts and sliding-window attention), its parameter shard and whether it
+holds the embedding or the LM head. So:
+- inference (no micro-batches in flight): a stage with the content of an earlier one is that stage, renumbered;
+- training: the first stage of each content is computed; a later one with the same content holds fewer
+  micro-batches in flight and no more memory (the same argument as calculator/planner_stages.candidate_stages),
+  so it is a LazyStage, computed when read, and never the most loaded stage.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from calculator.parallel import StageShard
+from calculator.result import LazyStage, StageEstimate
+
+
+@lru_cache(maxsize=256)
+def _layer_kinds(m) -> tuple[tuple[bool, bool], ...]:
+    """(routed experts, sliding window) of every decoder layer."""
+    return tuple((m.layer_is_moe(i), m.layer_is_sliding(i)) for i in range(m.num_hidden_layers))
+
+
+def content(m, shard: StageShard) -> tuple:
+    """Everything a stage's memory depends on but its position."""
+    return (shard.dense, shard.experts, shard.tensors, shard.largest_unit, shard.has_embedding, shard.has_head,
+            shard.moe_layers, shard.layer_linear, _layer_kinds(m)[shard.first_layer:shard.last_layer])
+
+
+def build(stage_of, m, w, shards: list[StageShard], gpu) -> tuple:
+    """stage_of(m, w, shard, gpu) for the first stage of each content; the others reuse (inference) or defer
+    (training) it."""
+    if len(shards) == 1:
+        return (stage_of(m, w, shards[0], gpu),)
+    seen: dict[tuple, StageEstimate] = {}
+    out = []
+    for shard in shards:
+        key = content(m, shard)
+        first = seen.get(key)
+        if first is None:
+            first = seen[key] = stage_of(m, w, shard, gpu)
+            out.append(first)
+        elif w.mode == "train":
+            out.append(LazyStage(shard.stage, (shard.first_layer, shard.last_layer),
+                                 lambda shard=shard: stage_of(m, w, shard, gpu)))
+        else:
+            out.append(StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), first.terms,
+                                     first.peak_allocated_bytes, first.total_bytes, first.host_terms, first.phases))
+    return tuple(out)
