@@ -211,6 +211,8 @@ def _replay_fixed_segments(events) -> Replay:
                                                     -(-size // ROUND_LARGE) * ROUND_LARGE)
                 addr = top
                 top += block + _GAP
+                if top > _MASK:  # beyond 2^64 B (no real job): the block-by-block replay has no address limit
+                    return reference_replay(events)
                 reserved += block
                 if reserved > peak_r:
                     peak_r = reserved
