@@ -7,8 +7,9 @@ stages, EP, expert TP) and, for the NCCL buffers, the number of process groups o
 is priced once per distinct stage content (layers, MoE and sliding-window layers, parameters) with the engine's
 formula functions (estimate._stage_inference term by term without its formula text: weights with their
 quantization scales, KV cache, the prefill / decode working set, cuBLAS workspace, the calibrated fragmentation
-over the two phases, the CUDA context), and the grid is then one numpy gather plus the communicators' bytes per
-layout.
+over the two phases, the CUDA context): what depends on the local shapes once per (TP, EP, expert TP), what
+depends on the layers once per content (stage contents from Python prefix sums; a model whose middle layers are
+alike has three contents per split, not PP). A layout is then one dictionary look-up plus its communicators' bytes.
 
 Not covered (planner.evaluate falls back to estimate() layout by layout): RL, the training layouts
 planner_fast_train does not cover (its docstring), the serving engines vLLM / SGLang (a fit there is the engine starting and holding the batch, not a byte total), generic
@@ -17,6 +18,7 @@ networks and the textbook activation model.
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import accumulate
 
 import numpy as np
 
@@ -42,41 +44,68 @@ def _gpu(w: Workload):
     return gpu_of(w.gpu)
 
 
-def _stage_parts(m: ModelSpec, w: Workload, par, shard) -> tuple[int, int | None]:
+class _Shape:
+    """What an inference stage's sum depends on besides its layers and parameters: the local shapes of one
+    (TP, EP, expert TP), priced once by the engine's functions."""
+
+    def __init__(self, m: ModelSpec, w: Workload, par):
+        self.tp = par.tp
+        self.kvh = kv_heads_per_rank(m, par.tp)
+        self.per_tok = inf.kv_bytes_per_token_per_layer(m, self.kvh, w.kv_dtype)
+        d = act.dims(m, w.model_copy(update={"parallel": par}))
+        rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
+        wdt = w.weight_dtype or w.precision.params
+        self.llm_int8 = w.quant_method == "llm-int8" and wdt == "int8"
+        mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, par.expert_tp)
+        if self.llm_int8 and m.gated_mlp and not m.is_moe:
+            mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
+        attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
+                                           w.attention == "eager")
+        self.working = max(mlp, attn)
+        self.decode = inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // par.tp)
+
+
+@lru_cache(maxsize=64)
+def _cached_tokens(m: ModelSpec, total_tokens: int) -> tuple[int, ...]:
+    """Tokens each decoder layer caches (calculator.inference.cached_tokens)."""
+    return tuple(inf.cached_tokens(m, i, total_tokens) for i in range(m.num_hidden_layers))
+
+
+@lru_cache(maxsize=64)
+def _cached_token_sums(m: ModelSpec, total_tokens: int) -> tuple[int, ...]:
+    """Prefix sums of _cached_tokens."""
+    return (0, *accumulate(_cached_tokens(m, total_tokens)))
+
+
+def _stage_parts(m: ModelSpec, w: Workload, shape: _Shape, first_layer: int, last_layer: int, total: int,
+                 quantizable: int) -> tuple[int, int | None]:
     """(allocated bytes but the cuBLAS workspace, reserved bytes of the calibrated fragmentation model or None) of
-    one inference stage: estimate.py's _stage_inference and _overheads, term by term, without building the formula
-    text (5-10× faster; held equal by the tests)."""
+    one inference stage (layers [first_layer, last_layer), `total` parameters of which `quantizable` in the layers'
+    linears): estimate.py's _stage_inference and _overheads, term by term, without building the formula text
+    (held equal by the tests)."""
     wdt = w.weight_dtype or w.precision.params
-    n_layers = shard.last_layer - shard.first_layer
-    layers = range(shard.first_layer, shard.last_layer)
-    quantizable = shard.layer_linear
+    n_layers = last_layer - first_layer
     qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size, w.quant_method)
-    llm_int8 = w.quant_method == "llm-int8" and wdt == "int8"
-    if llm_int8:  # bitsandbytes: an fp32 scale per output row
-        out_rows = params.layer_linear_out_rows(m) * n_layers // (m.num_hidden_layers * par.tp)
+    if shape.llm_int8:  # bitsandbytes: an fp32 scale per output row
+        out_rows = params.layer_linear_out_rows(m) * n_layers // (m.num_hidden_layers * shape.tp)
         qbytes = inf.llm_int8_weight_bytes(quantizable, out_rows)
-    weights = qbytes + nbytes(shard.total - quantizable, w.precision.params)
+    weights = qbytes + nbytes(total - quantizable, w.precision.params)
     transient = 0
     if w.quant_method == "gptq" and wdt in ("int4", "int8"):
-        in_rows = params.layer_linear_in_rows(m) * n_layers // (m.num_hidden_layers * par.tp)
-        g_idx, kernel_buffer = inf.gptq_extras(in_rows, params.largest_layer_linear(m) // par.tp, wdt)
+        in_rows = params.layer_linear_in_rows(m) * n_layers // (m.num_hidden_layers * shape.tp)
+        g_idx, kernel_buffer = inf.gptq_extras(in_rows, params.largest_layer_linear(m) // shape.tp, wdt)
         weights += g_idx
         transient += int(kernel_buffer)
     weights = int(weights)
-    kvh = kv_heads_per_rank(m, par.tp)
-    kv = int(inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + w.gen_tokens, kvh, w.kv_dtype))
-    per_tok = inf.kv_bytes_per_token_per_layer(m, kvh, w.kv_dtype)
-    lw = w.model_copy(update={"parallel": par})
-    d = act.dims(m, lw)
-    rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
-    mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, par.expert_tp)
-    if llm_int8 and m.gated_mlp and not m.is_moe:
-        mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
-    attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
-                                       w.attention == "eager")
+    per_tok, batch = shape.per_tok, w.micro_batch
+    if type(per_tok) is int:  # exact in integers: Σ_layers b·c_i·p = b·p·Σ c_i
+        cached = _cached_token_sums(m, w.seq_len + w.gen_tokens)
+        kv = batch * per_tok * (cached[last_layer] - cached[first_layer])
+    else:  # fractional bytes per token: the engine's own float sum, layer by layer
+        kv = int(sum(batch * c * per_tok for c in _cached_tokens(m, w.seq_len + w.gen_tokens)[first_layer:last_layer]))
     prompt_kv = n_layers * w.micro_batch * w.seq_len * per_tok
-    prefill_peak = prompt_kv + max(mlp, attn)
-    decode_peak = kv + inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // par.tp)
+    prefill_peak = prompt_kv + shape.working
+    decode_peak = kv + shape.decode
     working = int(max(prefill_peak, decode_peak) - kv)
     reserved = None
     if w.overheads.fragmentation_pct is None:
@@ -119,41 +148,66 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     if w.mode == "train":
         from calculator import planner_fast_train
         return planner_fast_train.totals(m, w, layouts)
-    from calculator import planner_stages as stages
     from calculator.planner_grid import workload_of
+    from calculator.planner_stages import python_prefix
     gpu = _gpu(w)
-    keys: dict[tuple, int] = {}
-    # (tp, ep, etp, stage content) -> parts; layout key -> its distinct stage contents
+    # content -> parts, shared by every GPU the fit cards ask about; shapes and stage bounds -> content
     priced = _priced(m, w.model_copy(update={"gpu": None}))
-    key_of = np.empty(len(layouts), dtype=np.int64)
-    groups = np.empty(len(layouts), dtype=np.int64)
-    per_key: list[tuple[int, int]] = []
+    on_gpu: dict[tuple, tuple[int, int]] = {}
+    per_key: dict[tuple, tuple[int, int]] = {}
+    o = w.overheads
+    nccl = o.nccl_bytes_per_group if o.include_comm_buffers else 0
+    n = len(layouts)
+    total = np.empty(n, dtype=np.int64)
+    peak = np.empty(n, dtype=np.int64)
     for i, lay in enumerate(layouts):
-        key = (lay.tp, lay.pp, lay.ep, lay.etp, lay.pp_first, lay.pp_last)
-        k = keys.get(key)
-        if k is None:
-            contents = priced.get(key)
-            if contents is None:  # a stage's bytes depend on its content only: price each content once
-                par = workload_of(w, lay).parallel
-                bounds = stages.boundaries(m, lay) if lay.pp > 1 else [0, m.num_hidden_layers]
-                contents = priced[key] = []
-                for s in range(lay.pp):
-                    c = (lay.tp, lay.ep, lay.etp) + stages.content(m, lay, s, bounds)
-                    if c not in priced:
-                        priced[c] = _stage_parts(m, w, par, stages.shard(m, lay, s, bounds))
-                    if c not in contents:
-                        contents.append(c)
+        tp, pp, ep, etp = lay.tp, lay.pp, lay.ep, lay.etp
+        key = (tp, pp, ep, etp, lay.pp_first, lay.pp_last)
+        worst = per_key.get(key)
+        if worst is None:
+            skey = ("shape", tp, ep, etp)
+            shape = priced.get(skey)
+            if shape is None:  # a stage's bytes depend on its shape and content only: price each once
+                shape = priced[skey] = _Shape(m, w, workload_of(w, lay).parallel)
+            prefix = python_prefix(m, tp, ep, etp) if pp > 1 else None
             worst = (0, 0)
             best_peak = 0
-            for c in contents:
-                stage_bytes = _on_gpu(w, gpu, priced[c])
+            for c in _contents(m, lay, prefix):
+                parts = priced.get((tp, ep, etp) + c[0])
+                if parts is None:
+                    parts = priced[(tp, ep, etp) + c[0]] = _stage_parts(m, w, shape, *c[1])
+                stage_bytes = on_gpu.get(parts)
+                if stage_bytes is None:
+                    stage_bytes = on_gpu[parts] = _on_gpu(w, gpu, parts)
                 worst = max(worst, stage_bytes)
                 best_peak = max(best_peak, stage_bytes[1])
-            k = keys[key] = len(per_key)
-            per_key.append((worst[0], best_peak))
-        key_of[i] = k
-        groups[i] = (lay.tp > 1) + (lay.pp > 1) + (lay.dp * lay.cp > 1) + (lay.cp > 1) + (lay.ep > 1)
-    table = np.array(per_key, dtype=np.int64)
-    o = w.overheads
-    comm = groups * o.nccl_bytes_per_group if o.include_comm_buffers else np.zeros(len(layouts), dtype=np.int64)
-    return table[key_of, 0] + comm, table[key_of, 1], np.ones(len(layouts), dtype=bool)
+            worst = per_key[key] = (worst[0], best_peak)
+        groups = (tp > 1) + (pp > 1) + (lay.dp * lay.cp > 1) + (lay.cp > 1) + (ep > 1)
+        total[i] = worst[0] + groups * nccl
+        peak[i] = worst[1]
+    return total, peak, np.ones(n, dtype=bool)
+
+
+def _contents(m: ModelSpec, lay, prefix):
+    """(content key, (first layer, last layer, parameters, quantizable)) of each distinct stage content of a
+    layout (calculator/planner_stages.py: stage shards from prefix sums over the layers)."""
+    if lay.pp == 1:
+        from calculator.parallel import stage_shards
+        from calculator.workload import Parallelism
+        s = stage_shards(m, Parallelism(tp=lay.tp, ep=lay.ep, etp=lay.etp))[0]
+        return [(("whole",), (s.first_layer, s.last_layer, s.total, s.layer_linear))]
+    from calculator.planner_stages import python_boundaries, uniform_middle
+    bounds = python_boundaries(m, lay)
+    out, seen = [], set()
+    last = lay.pp - 1
+    # the middle stages are even: with every middle layer alike, stage 1 stands for all of them
+    stages = (0, 1, last) if last > 1 and uniform_middle(m, lay.tp, lay.ep, lay.etp) else range(lay.pp)
+    for s in stages:
+        a, b = bounds[s], bounds[s + 1]
+        lo, hi = prefix[a], prefix[b]
+        diff = (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4], hi[5] - lo[5])
+        c = (b - a, s == 0, s == last) + diff
+        if c not in seen:
+            seen.add(c)
+            out.append((c, (a, b, diff[0] + diff[1], diff[4])))
+    return out

@@ -9,6 +9,7 @@ that layout. With pp = 1 the head is not copied: stage_shards is asked directly.
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import accumulate
 from types import SimpleNamespace
 
 import numpy as np
@@ -71,3 +72,25 @@ def candidate_stages(m: ModelSpec, lay, bounds: list[int]) -> list[int]:
             seen.add(c)
             out.append(s)
     return out + [lay.pp - 1]
+
+
+@lru_cache(maxsize=256)
+def python_prefix(m: ModelSpec, tp: int, ep: int, etp: int | None) -> list[tuple[int, ...]]:
+    """_per_layer's prefix sums as Python ints (a stage's content in a few integer subtractions)."""
+    return [tuple(row) for row in _per_layer(m, tp, ep, etp)[0].tolist()]
+
+
+def python_boundaries(m: ModelSpec, lay) -> list[int]:
+    """boundaries() without numpy."""
+    sizes = stage_layer_counts(m.num_hidden_layers, SimpleNamespace(
+        pp=lay.pp, pp_first_stage_layers=lay.pp_first, pp_last_stage_layers=lay.pp_last))
+    return [0, *accumulate(sizes)]
+
+
+@lru_cache(maxsize=256)
+def uniform_middle(m: ModelSpec, tp: int, ep: int, etp: int | None) -> bool:
+    """Whether every decoder layer but the first (with the embedding) and the last (with the head) has the same
+    row: then every middle stage of a split holds the same content (the middle stages are even)."""
+    prefix = python_prefix(m, tp, ep, etp)
+    rows = {tuple(b - a for a, b in zip(prefix[i], prefix[i + 1])) for i in range(1, len(prefix) - 2)}
+    return len(rows) <= 1
