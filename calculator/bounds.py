@@ -61,17 +61,21 @@ def check_plausible(figures: dict[str, int], inputs: str) -> None:
 
 
 def check_stages(stages, model, w) -> None:
-    """Refuse an estimate whose per-GPU figures exceed the physical bound, naming the inputs that produced it."""
-    if hasattr(model, "total_params"):
-        size = f"{model.total_params:,} parameters"
-    else:
-        size = (f"{model.num_hidden_layers:,} layers, hidden size {model.hidden_size:,}, "
-                f"vocabulary {model.vocab_size:,}")
-    inputs = (f"micro_batch={w.micro_batch:,}, seq_len={w.seq_len:,}, gen_tokens={w.gen_tokens:,} "
-              f"with a model of {size}")
+    """Refuse an estimate whose per-GPU figures exceed the physical bound, naming the inputs that produced it (the
+    message is built only then)."""
     for s in stages:
-        check_plausible({f"pipeline stage {s.stage}'s total": s.total_bytes,
-                         f"pipeline stage {s.stage}'s host RAM": s.host_bytes}, inputs)
+        total, host = s.total_bytes, s.host_bytes
+        if 0 <= total <= MAX_RESULT_BYTES and 0 <= host <= MAX_RESULT_BYTES:
+            continue
+        if hasattr(model, "total_params"):
+            size = f"{model.total_params:,} parameters"
+        else:
+            size = (f"{model.num_hidden_layers:,} layers, hidden size {model.hidden_size:,}, "
+                    f"vocabulary {model.vocab_size:,}")
+        inputs = (f"micro_batch={w.micro_batch:,}, seq_len={w.seq_len:,}, gen_tokens={w.gen_tokens:,} "
+                  f"with a model of {size}")
+        check_plausible({f"pipeline stage {s.stage}'s total": total, f"pipeline stage {s.stage}'s host RAM": host},
+                        inputs)
 
 
 # ---- messages ----------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ Gradients are persistent buffers (DDP, Megatron and DeepSpeed keep them for the 
 from __future__ import annotations
 
 from functools import lru_cache, partial
+from types import SimpleNamespace
 
 from calculator import activations as act
 from calculator import autocast
@@ -64,6 +65,13 @@ class _Terms:
             self.items.append(Term(key, component, label, n, formula, substituted, source, note))
             by = self.by_component
             by[component] = by[component] + n if component in by else n
+
+    def extend(self, terms: tuple[Term, ...]) -> None:
+        """Terms built (and filtered by add) before."""
+        self.items.extend(terms)
+        by = self.by_component
+        for x in terms:
+            by[x.component] = by[x.component] + x.bytes if x.component in by else x.bytes
 
     def total(self, components: frozenset[str] | None = None) -> int:
         if components is None:
@@ -191,6 +199,15 @@ def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, i
     return n_o, params.largest_tensor(m) // p.tp
 
 
+@lru_cache(maxsize=256)
+def _states_of_shard(m: ModelSpec, parallel, precision, optimizer: str, shard: StageShard) -> tuple:
+    """(terms, params held, largest tensor) of _model_states: the same for every batch and sequence, built once."""
+    t = _Terms()
+    n_o, largest = _model_states(t, m, SimpleNamespace(parallel=parallel, precision=precision, optimizer=optimizer),
+                                 shard)
+    return tuple(t.items), n_o, largest
+
+
 def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
     """LoRA / QLoRA: the frozen base (QLoRA: NF4 linears) plus trainable adapters with their master weights,
     gradients and optimizer state (Hu et al. 2021; Dettmers et al. 2023)."""
@@ -243,7 +260,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     ws = stack.states_workload(w)  # the model states as the stack holds them (FSDP2: fp32 shards)
     p = ws.parallel
     if w.finetune == "full":
-        n_opt, largest_tensor = _model_states(t, m, ws, shard)
+        terms, n_opt, largest_tensor = _states_of_shard(m, p, ws.precision, ws.optimizer, shard)
+        t.extend(terms)
     else:
         n_opt, largest_tensor = _lora_model_states(t, m, ws, shard)
     if p.offload_optimizer or p.offload_params:
