@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import count
+from typing import NamedTuple
 
 
 MAX_REPLAY_LAYERS = 256  # deeper models keep the calibrated shares: the replay grows with the layers (~100 events each)
@@ -49,9 +50,8 @@ class ModelTensors:
     tied_sum: int  # tied embeddings: the embedding backward's V×h gradient and its sum with the head's
 
 
-@dataclass(frozen=True)
-class StepPlan:
-    """Everything the replay needs, as byte sizes (hashable and cheap to hash: replays are cached by plan)."""
+class StepPlan(NamedTuple):
+    """Everything the replay needs, as byte sizes (a tuple, cheap to hash: replays are cached by plan)."""
 
     tensors: ModelTensors
     persistent: tuple[int, ...]  # the stack's buffers allocated after the master weights and kept (DDP buckets)
