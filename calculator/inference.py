@@ -2,6 +2,9 @@
 prefill working set."""
 from __future__ import annotations
 
+from functools import lru_cache
+from itertools import accumulate
+
 from calculator.dtypes import nbytes
 from calculator.model import ModelSpec
 
@@ -69,9 +72,21 @@ def cached_tokens(m: ModelSpec, layer: int, total_tokens: int) -> int:
     return total_tokens
 
 
+@lru_cache(maxsize=256)
+def _windowed_layers_before(m: ModelSpec) -> tuple[int, ...]:
+    """Prefix counts of the layers whose cache the sliding window caps (cached_tokens)."""
+    return (0, *accumulate(bool(m.layer_is_sliding(i) and m.sliding_window) for i in range(m.num_hidden_layers)))
+
+
 def kv_cache_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, kv_heads: int, dtype: str) -> int:
     """KV cache of the given layers: Σ_layers batch × cached tokens × per-token bytes."""
     per_token = kv_bytes_per_token_per_layer(m, kv_heads, dtype)
+    if type(per_token) is int and isinstance(layers, range) and layers.step == 1:  # the same sum, in integers
+        before = _windowed_layers_before(m)
+        windowed = before[max(layers.stop, layers.start)] - before[layers.start]
+        full = len(layers) - windowed
+        window = min(total_tokens, m.sliding_window) if windowed else 0
+        return batch * per_token * (full * total_tokens + windowed * window)
     return sum(batch * cached_tokens(m, i, total_tokens) * per_token for i in layers)
 
 
