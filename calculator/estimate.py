@@ -102,7 +102,7 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
     if o.fragmentation_pct is not None:
         frag = int(peak_allocated * o.fragmentation_pct / 100)
         t.add("fragmentation", "fragmentation", "Allocator fragmentation (flat)", frag,
-              "frag% × peak allocated", f"{o.fragmentation_pct:g}% × {peak_allocated:,} B", "allocator",
+              "frag% × peak allocated", ("{:g}% × {:,} B", o.fragmentation_pct, peak_allocated), "allocator",
               "reserved − allocated in PyTorch's caching allocator, as a flat share you set")
     elif t.plan is not None:
         r = step_trace.replayed(t.plan, w.expandable_segments)
@@ -110,8 +110,8 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
         frag = max(0, r.peak_reserved - max(r.peak_allocated, peak_allocated))
         t.add("fragmentation", "fragmentation", "Allocator: reserved − allocated", frag,
               "max reserved (replayed over build + two steps) − max(replayed, estimated peak allocated)",
-              f"{r.peak_reserved:,} − max({r.peak_allocated:,}, {peak_allocated:,}) B" + (" (expandable segments)" if w.expandable_segments
-                                                                 else ""),
+              ("{:,} − max({:,}, {:,}) B{}", r.peak_reserved, r.peak_allocated, peak_allocated,
+               " (expandable segments)" if w.expandable_segments else ""),
               "caching-allocator", "PyTorch's caching allocator rules (segments of 2 / 20 MiB or the request "
               "rounded to 2 MiB, best-fit reuse of freed blocks, splitting, no release without empty_cache) over "
               "the step's tensors in the order they are allocated and freed")
@@ -123,22 +123,22 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
         frag = max(0, int(reserved) - peak_allocated)
         t.add("fragmentation", "fragmentation", "Allocator fragmentation", frag,
               "max over phases (allocated + a × long-lived + b × working set) − peak allocated",
-              f"{o.fragmentation_states_pct:g}% × {states:,} + {o.fragmentation_working_pct:g}% × {working:,} B"
-              + (f" at the phase whose reserved memory is highest" if len(phases) > 1 else ""),
+              ("{:g}% × {:,} + {:g}% × {:,} B{}", o.fragmentation_states_pct, states, o.fragmentation_working_pct,
+               working, " at the phase whose reserved memory is highest" if len(phases) > 1 else ""),
               "allocator-calibration", "reserved − allocated: the churn of short-lived blocks fragments far more "
               "than long-lived states (fit to published nvidia-smi figures; an upper value with FlashAttention)")
     if o.include_comm_buffers and comm_groups:
         n = len(comm_groups)
         names = ", ".join(f"{k}={v}" for k, v in comm_groups.items())
         t.add("comm_buffers", "comm_buffers", f"NCCL buffers ({names})", n * o.nccl_bytes_per_group,
-              "n_communicators × buffer per communicator", f"{n} × {o.nccl_bytes_per_group:,} B", "nccl")
+              "n_communicators × buffer per communicator", ("{} × {:,} B", n, o.nccl_bytes_per_group), "nccl")
     if o.cuda_context_bytes is not None:
         ctx, where = o.cuda_context_bytes, "set by you"
     elif gpu is not None:
         ctx, where = gpu.cuda_context_bytes, f"typical on {gpu.name}"
     else:
         ctx, where = DEFAULT_CUDA_CONTEXT_BYTES, "default; pick a GPU for its own value"
-    t.add("cuda_context", "cuda_context", "CUDA context", ctx, "C_ctx", f"{ctx:,} B ({where})", "cuda-context")
+    t.add("cuda_context", "cuda_context", "CUDA context", ctx, "C_ctx", ("{:,} B ({})", ctx, where), "cuda-context")
 
 
 def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
@@ -286,7 +286,6 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     layers = range(shard.first_layer, shard.last_layer)
     n_moe = shard.moe_layers
     n_dense = len(layers) - n_moe
-    fl = f"{flight:g}"
     recompute_ws = loss_ws = 0
     dense_l = moe_l = head = None
     if w.activation_model == "textbook":
@@ -294,13 +293,13 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", int(flight * len(layers) * per),
               "m_inflight × L_stage × s·b·h·(34 + 5·a·s/h)" if w.recompute == "none" else
               ("m_inflight × L_stage × 34·s·b·h" if w.recompute == "selective" else "m_inflight × L_stage × 2·s·b·h"),
-              f"{fl} × {len(layers)} × {per:,} B", "korthikanti")
+              ("{:g} × {} × {:,} B", flight, len(layers), per), "korthikanti")
     elif w.activation_model == "fujii":
         per_dense, per_moe = act.fujii_layer(m, w, False), act.fujii_layer(m, w, True) if n_moe else 0
         t.add("activations.layers", "activations", "Activations (Fujii et al.)",
               int(flight * (n_dense * per_dense + n_moe * per_moe)),
               "m_inflight × L_stage × s·b·h·(12 + 4k/a + 8f/h) / (t·c)",
-              f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B", "fujii")
+              ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe), "fujii")
     else:
         lora_ft = w.finetune != "full"
         # PEFT without checkpointing: the first layer's input does not require grad, so its first norm saves nothing
@@ -315,7 +314,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                 per = act.full_recompute_layer(d)
                 t.add("activations.layers", "activations", "Layer inputs (full recompute)",
                       int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
-                      f"{fl} × {len(layers)} × {d.e} × {d.T:,} × {d.h_sp:,}",
+                      ("{:g} × {} × {} × {:,} × {:,}", flight, len(layers), d.e, d.T, d.h_sp),
                       "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
             else:
                 per = act.op_selective_layer(m, d)
@@ -323,7 +322,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                 t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
                       "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
                       "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",
-                      f"{fl} × ({n_dense} × {per:,} + {n_moe} × {per_moe:,}) B", "torchtitan-op-sac")
+                      ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per, n_moe, per_moe), "torchtitan-op-sac")
             if w.attention == "eager":
                 # the backward peaks in the attention's softmax backward: the layer's norms and attention part,
                 # plus fp32 gradients of the scores beyond the saved (4 + e) bytes per score
@@ -341,12 +340,12 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                 per_dense = dense_l[i] if dense_l else 0  # LayerActivations = (norms, attention, mlp)
                 per_moe = moe_l[i] if moe_l else 0
                 total = int(flight * (n_dense * per_dense + n_moe * per_moe))
-                formula = f"m_inflight × L_stage × A_{key}(T={d.T:,})"
+                formula = _ACTIVATION_FORMULA[key].format(d.T)
                 if i == 0 and first_discount:
                     total -= first_discount
                     formula += " − first layer's input norm (no input grads)"
-                subst = (f"{fl} × ({n_dense} × {per_dense:,} + {n_moe} × {per_moe:,}) B" if n_moe else
-                         f"{fl} × {n_dense} × {per_dense:,} B")
+                subst = (("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe) if n_moe
+                         else ("{:g} × {} × {:,} B", flight, n_dense, per_dense))
                 t.add(f"activations.{key}", "activations", f"Activations: {name}", total, formula, subst, sources[i],
                       _exact_note(key, m, w))
         input_grads = not lora_ft or w.recompute in ("full", "op")  # HF enables input grads for checkpointing
@@ -354,31 +353,33 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             emb = act.embedding_saved(m, d, input_grads)
             if emb:
                 t.add("activations.embedding", "activations", "Embedding dropout mask", int(flight * emb),
-                      "m_inflight × T·h × 1 B", f"{fl} × {emb:,} B", "hf-llama")
+                      "m_inflight × T·h × 1 B", ("{:g} × {:,} B", flight, emb), "hf-llama")
         shared = act.rotary_saved(m, d)
         if shared:
             t.add("activations.rotary", "activations", "RoPE cos/sin tables", int(flight * shared),
-                  "m_inflight × 2·s·d_head·e", f"{fl} × 2 × {d.s:,} × {shared // (2 * d.s * d.e)} × {d.e}", "hf-llama")
+                  "m_inflight × 2·s·d_head·e", ("{:g} × 2 × {:,} × {} × {}", flight, d.s, shared // (2 * d.s * d.e), d.e),
+                  "hf-llama")
         if w.attention == "eager" and w.recompute != "none" and not m.is_mla:
             mask = act.eager_mask_saved(d)
             t.add("activations.mask", "activations", "Causal mask (input of the recomputed calls)", int(flight * mask),
-                  "m_inflight × e·b·s·s", f"{fl} × {d.e} × {d.b} × {d.s:,} × {d.s_kv:,}", "hf-checkpointing")
+                  "m_inflight × e·b·s·s", ("{:g} × {} × {} × {:,} × {:,}", flight, d.e, d.b, d.s, d.s_kv),
+                  "hf-checkpointing")
         elif masked and w.recompute == "full":
             n_masks = sdpa.mask_tensors(m, w, layers)
             t.add("activations.mask", "activations", "4-D attention masks (inputs of the recomputed calls)",
                   int(flight * n_masks * sdpa.mask_bytes(d)), "m_inflight × masks × 1 B × b·s·s",
-                  f"{fl} × {n_masks} × {d.b} × {d.s:,} × {d.s_kv:,}", "sdpa-mask")
+                  ("{:g} × {} × {} × {:,} × {:,}", flight, n_masks, d.b, d.s, d.s_kv), "sdpa-mask")
         elif masked:
             per = sdpa.masked_layer_extra(d, m, w.recompute == "selective")
             t.add("activations.sdpa_mask", "activations", "SDPA with a mask: bias and repeated k/v per masked layer",
                   int(flight * masked * per), "m_inflight × L_masked × (e·b·s·s + e·T·2·(qd − kvd) if repeated)",
-                  f"{fl} × {masked} × {per:,} B", "sdpa-mask",
+                  ("{:g} × {} × {:,} B", flight, masked, per), "sdpa-mask",
                   "padded batch" if w.padded_batch else f"sliding-window layers ({m.sliding_window:,} < {w.seq_len:,})")
         if w.finetune == "full" and autocast.applies(w):
             head_w = -(-m.vocab_size * m.hidden_size // p.tp) if shard.has_head else 0
             copies = autocast.weight_copy_bytes(shard.layer_linear, head_w, d.e)
             t.add("activations.autocast_weights", "activations", "bf16 weight copies cached by autocast",
-                  copies, "e × (N_layer_linear + V·h/t)", f"{d.e} × ({shard.layer_linear:,} + {head_w:,})",
+                  copies, "e × (N_layer_linear + V·h/t)", ("{} × ({:,} + {:,})", d.e, shard.layer_linear, head_w),
                   "torch-autocast", "kept by each linear from the forward to its backward")
         head = code.head(m, w, d) if shard.has_head else None
         if head:
@@ -390,7 +391,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         freed = t.by_component.get("logits", 0)
         if recompute_ws and recompute_ws - freed > loss_ws:
             t.add("transient.recompute", "transient", "One layer recomputed during backward", recompute_ws - freed,
-                  "activations of one layer − the loss head's (freed by then)", f"{recompute_ws:,} − {freed:,} B",
+                  "activations of one layer − the loss head's (freed by then)", ("{:,} − {:,} B", recompute_ws, freed),
                   "hf-checkpointing", f"exceeds the loss backward's {loss_ws:,} B")
         elif loss_ws:
             t.add("transient.loss", "transient", head.transient_label, loss_ws, head.transient_formula,
@@ -427,7 +428,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                   ("backward: peak", states, states + fwd_bwd), ("optimizer step", states, states + step)]
     if step > fwd_bwd:
         t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
-              "max(0, step temporaries − fwd/bwd working set)", f"{step:,} − {fwd_bwd:,} B", "torch-adamw",
+              "max(0, step temporaries − fwd/bwd working set)", ("{:,} − {:,} B", step, fwd_bwd), "torch-adamw",
               f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if ws.precision.master_weights and ws.precision.grads != ws.precision.master_weights else ''}"
               + (" + every gradient (born in backward, freed after the step)" if born else ""))
     return _finish(t, w, shard, gpu, sm.nccl_communicators)
@@ -445,7 +446,7 @@ def _cublas(t: _Terms, w, gpu, threads: int) -> None:
     each = o.cublas_workspace_bytes if o.cublas_workspace_bytes is not None else (
         gpu.cublas_workspace_bytes if gpu is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES)
     t.add("transient.cublas", "transient", "cuBLAS workspaces", threads * each, "threads × W_cublas",
-          f"{threads} × {each:,} B", "cublas-workspace",
+          ("{} × {:,} B", threads, each), "cublas-workspace",
           "forward thread + autograd's backward thread" if threads == 2 else "one thread")
 
 
@@ -476,10 +477,9 @@ def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, s
     peak = backward_peak(loss_peak=loss_peak, activations=acts, layer_acts=layer_acts, layer_grads=layer_grads,
                          head_grads=head_g, embedding_grads=emb_g, tied_extra=tied, recompute_ws=int(flight * recompute_ws),
                          layer_backward=sm.layer_backward)
-    where = ", ".join(f"{name} {b / 1e9:.2f} GB" for name, b in peak.positions)
     t.add("gradients", "gradients", f"Gradients ({_grad_dtype(w)}) alive at the peak", peak.bytes - loss_peak,
           "max(loss, first layer, last layer, embedding backward) − loss backward",
-          f"{grads:,} B in all, born in backward; peak at the {peak.position} ({where})", stacks.module(w).SOURCE,
+          partial(_born_text, grads, peak), stacks.module(w).SOURCE,
           "no gradient exists during the forward pass: each is born as its layer is back-propagated and "
           "zero_grad(set_to_none=True) frees all after the step", keep=True)
     return peak.bytes
@@ -498,6 +498,14 @@ _NOTES = {
 }
 
 
+_ACTIVATION_FORMULA = {k: f"m_inflight × L_stage × A_{k}(T={{:,}})" for k in ("norms", "attention", "mlp")}
+
+
+def _born_text(grads: int, peak) -> str:
+    where = ", ".join(f"{name} {b / 1e9:.2f} GB" for name, b in peak.positions)
+    return f"{grads:,} B in all, born in backward; peak at the {peak.position} ({where})"
+
+
 def _exact_note(key: str, m: ModelSpec, w) -> str:
     if w.impl != "hf" and key in ("norms", "mlp") and not m.is_moe:
         return impls.FUSED_NOTES[key]
@@ -514,7 +522,7 @@ def _finish(t: _Terms, w, shard: StageShard, gpu, extra_groups: dict[str, int] |
         pct = w.overheads.textbook_overhead_pct
         t.add("framework_overhead", "framework_overhead", f"Framework overhead (flat {pct:g}%)",
               int(peak * pct / 100), "overhead% × (weights + grads + optimizer + activations)",
-              f"{pct:g}% × {peak:,} B", "textbook-overhead")
+              ("{:g}% × {:,} B", pct, peak), "textbook-overhead")
     else:
         _overheads(t, w, gpu, peak, {**communicators(w.parallel), **(extra_groups or {})})
     return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total(),
@@ -539,7 +547,7 @@ def _offload(t: _Terms, w, shard: StageShard) -> None:
         t.items.insert(0, Term("weights", "weights", "Weights (offloaded to host)", 0, "0", "0", "zero-offload"))
     unit = shard.largest_unit
     t.add("transient.grad_offload", "transient", "Gradients of one unit before the copy to host",
-          nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)", f"{unit:,} × {_b(w.precision.grads)}",
+          nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)", ("{:,} × {}", unit, _b(w.precision.grads)),
           "zero-offload")
 
 
@@ -562,7 +570,7 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         qbytes += g_idx
     t.add("weights", "weights", f"Weights ({wdt} layers, {w.precision.params} embeddings/norms)", qbytes + rbytes,
           "N_linear × b_w (+ scales per group) + N_other × b_param",
-          f"{quantizable:,} × {_b(wdt)} (+ scales) + {rest:,} × {_b(w.precision.params)}",
+          ("{:,} × {} (+ scales) + {:,} × {}", quantizable, _b(wdt), rest, _b(w.precision.params)),
           "llm-int8" if llm_int8 else ("quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math"))
     kvh = kv_heads_per_rank(m, p.tp)
     total_tokens = w.seq_len + w.gen_tokens
@@ -570,20 +578,22 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     per_tok = inf.kv_bytes_per_token_per_layer(m, kvh, w.kv_dtype)
     if m.is_mla:
         formula = "b × tokens × L_stage × (kv_lora_rank + rope_dim) × b_kv"
-        subst = f"{w.micro_batch} × {total_tokens:,} × {len(layers)} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {_b(w.kv_dtype)}"
+        subst = ("{} × {:,} × {} × ({} + {}) × {}", w.micro_batch, total_tokens, len(layers), m.kv_lora_rank,
+                 m.qk_rope_head_dim, _b(w.kv_dtype))
         src = "mla"
     else:
         formula = "b × Σ_layers min(tokens, window) × 2 × kv_heads × head_dim × b_kv"
-        subst = f"{w.micro_batch} × {total_tokens:,} tokens × {len(layers)} layers × {per_tok:,} B/token/layer"
+        subst = ("{} × {:,} tokens × {} layers × {:,} B/token/layer{}", w.micro_batch, total_tokens, len(layers),
+                 per_tok, "")
         if any(m.layer_is_sliding(i) for i in layers):
-            subst += f" (sliding layers capped at {m.sliding_window:,})"
+            subst = subst[:-1] + (f" (sliding layers capped at {m.sliding_window:,})",)
             src = "sliding-window"
         else:
             src = "kv-cache"
     t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
     if gptq and kernel_buffer:
         t.add("transient.gptq_buffer", "transient", "GPTQ 4-bit kernel dequantization buffer", kernel_buffer,
-              "2 B × max(in × out)", f"2 × {kernel_buffer // 2:,}", "quantization",
+              "2 B × max(in × out)", ("2 × {:,}", kernel_buffer // 2), "quantization",
               "exllama keeps one fp16 buffer of the largest quantized linear per GPU")
     d = act.dims(m, w)
     rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
@@ -604,11 +614,11 @@ def _stage_inference(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     if prefill_peak >= decode_peak:
         t.add("activations.prefill", "activations", f"Prefill working set (at the last layer's {phase})", extra,
               "prompt KV + max(MLP phase, attention phase) − final KV",
-              f"{prompt_kv:,} + max({mlp:,}, {attn:,}) − {kv:,} B", "kv-cache",
+              ("{:,} + max({:,}, {:,}) − {:,} B", prompt_kv, mlp, attn, kv), "kv-cache",
               "MLP phase: 4·e·T·h + 3·e·T·f + RoPE; eager attention adds (e + 8) B per score and the causal mask")
     else:
         t.add("activations.decode", "activations", "Decode working set (one token, fp32 logits)", extra,
-              "b·(4·e·h + 3·e·f + V·(e + 4))", f"{decode_peak - kv:,} B", "kv-cache")
+              "b·(4·e·h + 3·e·f + V·(e + 4))", ("{:,} B", decode_peak - kv), "kv-cache")
     _cublas(t, w, gpu, threads=1)
     loaded = weights + t.by_component.get("transient", 0)  # weights + cuBLAS workspace (+ GPTQ's buffer)
     t.timeline = [("weights loaded", loaded, loaded), ("prefill: peak", loaded + prompt_kv, loaded + prefill_peak)]

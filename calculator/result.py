@@ -33,17 +33,55 @@ COMPONENT_LABELS: dict[str, str] = {
 ALLOCATED_COMPONENTS = frozenset(COMPONENTS[:9])
 
 
-class Term(NamedTuple):
-    """One line of the breakdown (a NamedTuple: cheap to build, immutable)."""
-
-    key: str  # unique id, e.g. "optimizer_states.adamw"
-    component: str  # one of COMPONENTS
+class _TermFields(NamedTuple):
+    key: str
+    component: str
     label: str
     bytes: int
-    formula: str  # with named symbols
-    substituted: str  # the same with values
-    source: str  # key into calculator.sources.SOURCES
+    formula: str
+    text: Any  # the substituted formula: a str, or (template, *values) / a function formatted on first read
+    source: str
     note: str = ""
+
+
+def _text(text) -> str:
+    if text.__class__ is str:
+        return text
+    if text.__class__ is tuple:
+        return text[0].format(*text[1:])
+    return text()
+
+
+class Term(_TermFields):
+    """One line of the breakdown (a NamedTuple: cheap to build, immutable): key (unique id, e.g.
+    "optimizer_states"), component (one of COMPONENTS), label, integer bytes, formula (with named symbols),
+    substituted (the same with values), source (key into calculator.sources.SOURCES), note.
+
+    The engine may give `substituted` as (template, *values) or as a function: the text is formatted when read,
+    so the sums, the planner and the fit cards never format numbers nobody shows. Iteration, equality, _asdict
+    and _replace see the text."""
+
+    __slots__ = ()
+    _fields = ("key", "component", "label", "bytes", "formula", "substituted", "source", "note")
+
+    @property
+    def substituted(self) -> str:
+        return _text(self[5])
+
+    def __iter__(self):
+        return iter((self[0], self[1], self[2], self[3], self[4], _text(self[5]), self[6], self[7]))
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, tuple) else NotImplemented
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return "Term(" + ", ".join(f"{k}={v!r}" for k, v in zip(self._fields, self)) + ")"
 
 
 @dataclass(frozen=True)

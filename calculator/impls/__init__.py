@@ -40,7 +40,7 @@ class HeadTerm(NamedTuple):
     label: str
     bytes: int
     formula: str
-    substituted: str
+    substituted: str | tuple  # a str, or (template, *values) formatted when read (calculator.result.Term)
     source: str
 
 
@@ -51,7 +51,7 @@ class Head(NamedTuple):
     transient: int  # live at the head's peak beyond the saved tensors
     transient_label: str
     transient_formula: str
-    transient_substituted: str
+    transient_substituted: str | tuple
     transient_source: str
     # The first backward peak on its own (live beyond the saved tensors) and the parameters whose gradients a loop
     # that frees them after each step (zero_grad(set_to_none=True)) already holds there: none at transformers' loss

@@ -23,12 +23,12 @@ def head(m, w, d) -> Head:
     loss = act.loss_saved(m, d, m.vocab_size)
     ws = act.loss_transient(d, m.vocab_size)
     return Head(
-        (HeadTerm("final_norm", "Final norm + LM-head input", norm, "norm copies + e·T·h", f"{norm:,} B", "hf-llama"),
+        (HeadTerm("final_norm", "Final norm + LM-head input", norm, "norm copies + e·T·h", ("{:,} B", norm), "hf-llama"),
          HeadTerm("loss", "fp32 log-softmax saved by the loss", loss,
                   "4·T·V/t" + (" + e·T·V/t (softcap tanh)" if m.final_logit_softcapping else ""),
-                  f"4 × {d.T:,} × {v:,}", "hf-loss")),
+                  ("4 × {:,} × {:,}", d.T, v), "hf-loss")),
         ws, "Logits and their gradients during the loss backward", "(2·e + 4)·T·V/t",
-        f"{ws // max(1, d.T * v)} × {d.T:,} × {v:,}", "hf-loss", ws)
+        ("{} × {:,} × {:,}", ws // max(1, d.T * v), d.T, v), "hf-loss", ws)
 
 
 def first_layer_without_input_grad(m, d) -> int:
