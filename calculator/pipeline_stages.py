@@ -11,9 +11,9 @@ holds the embedding or the LM head. So:
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
-from calculator.parallel import StageShard
+from calculator.parallel import StageShard, stage_shards
 from calculator.result import LazyStage, StageEstimate
 
 
@@ -23,10 +23,19 @@ def _layer_kinds(m) -> tuple[tuple[bool, bool], ...]:
     return tuple((m.layer_is_moe(i), m.layer_is_sliding(i)) for i in range(m.num_hidden_layers))
 
 
-def content(m, shard: StageShard) -> tuple:
-    """Everything a stage's memory depends on but its position."""
+def content(m, shard: StageShard, kinds: tuple | None = None) -> tuple:
+    """Everything a stage's memory depends on but its position (`kinds`: _layer_kinds(m), when at hand)."""
+    kinds = _layer_kinds(m) if kinds is None else kinds
     return (shard.dense, shard.experts, shard.tensors, shard.largest_unit, shard.has_embedding, shard.has_head,
-            shard.moe_layers, shard.layer_linear, _layer_kinds(m)[shard.first_layer:shard.last_layer])
+            shard.moe_layers, shard.layer_linear, kinds[shard.first_layer:shard.last_layer])
+
+
+@lru_cache(maxsize=256)
+def first_of_content(m, p) -> tuple[int, ...]:
+    """For each pipeline stage of layout `p`, the first stage with the same content."""
+    kinds = _layer_kinds(m)
+    seen: dict[tuple, int] = {}
+    return tuple(seen.setdefault(content(m, shard, kinds), shard.stage) for shard in stage_shards(m, p))
 
 
 def build(stage_of, m, w, shards: list[StageShard], gpu) -> tuple:
@@ -34,18 +43,15 @@ def build(stage_of, m, w, shards: list[StageShard], gpu) -> tuple:
     (training) it."""
     if len(shards) == 1:
         return (stage_of(m, w, shards[0], gpu),)
-    seen: dict[tuple, StageEstimate] = {}
-    out = []
-    for shard in shards:
-        key = content(m, shard)
-        first = seen.get(key)
-        if first is None:
-            first = seen[key] = stage_of(m, w, shard, gpu)
-            out.append(first)
-        elif w.mode == "train":
-            out.append(LazyStage(shard.stage, (shard.first_layer, shard.last_layer),
-                                 lambda shard=shard: stage_of(m, w, shard, gpu)))
+    train = w.mode == "train"
+    out: list = []
+    for shard, first in zip(shards, first_of_content(m, w.parallel)):
+        if first == shard.stage:
+            out.append(stage_of(m, w, shard, gpu))
+        elif train:
+            out.append(LazyStage(shard.stage, (shard.first_layer, shard.last_layer), partial(stage_of, m, w, shard, gpu)))
         else:
-            out.append(StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), first.terms,
-                                     first.peak_allocated_bytes, first.total_bytes, first.host_terms, first.phases))
+            s = out[first]
+            out.append(StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), s.terms,
+                                     s.peak_allocated_bytes, s.total_bytes, s.host_terms, s.phases))
     return tuple(out)
