@@ -96,6 +96,11 @@ def _all_gpus() -> tuple:
 _LONG_LIVED = frozenset({"weights", "master_weights", "gradients", "optimizer_states", "kv_cache"})
 
 
+@lru_cache(maxsize=256)
+def _nccl_label(groups: tuple[tuple[str, int], ...]) -> str:
+    return "NCCL buffers (" + ", ".join(f"{k}={v}" for k, v in groups) + ")"
+
+
 def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, int]) -> None:
     """Line items outside the tensors: allocator fragmentation, NCCL communicators, CUDA context."""
     o = w.overheads
@@ -129,8 +134,7 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
               "than long-lived states (fit to published nvidia-smi figures; an upper value with FlashAttention)")
     if o.include_comm_buffers and comm_groups:
         n = len(comm_groups)
-        names = ", ".join(f"{k}={v}" for k, v in comm_groups.items())
-        t.add("comm_buffers", "comm_buffers", f"NCCL buffers ({names})", n * o.nccl_bytes_per_group,
+        t.add("comm_buffers", "comm_buffers", _nccl_label(tuple(comm_groups.items())), n * o.nccl_bytes_per_group,
               "n_communicators × buffer per communicator", ("{} × {:,} B", n, o.nccl_bytes_per_group), "nccl")
     if o.cuda_context_bytes is not None:
         ctx, where = o.cuda_context_bytes, "set by you"
@@ -524,7 +528,8 @@ def _finish(t: _Terms, w, shard: StageShard, gpu, extra_groups: dict[str, int] |
               int(peak * pct / 100), "overhead% × (weights + grads + optimizer + activations)",
               ("{:g}% × {:,} B", pct, peak), "textbook-overhead")
     else:
-        _overheads(t, w, gpu, peak, {**communicators(w.parallel), **(extra_groups or {})})
+        _overheads(t, w, gpu, peak, {**communicators(w.parallel), **extra_groups} if extra_groups else
+                   communicators(w.parallel))
     return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total(),
                          tuple(t.host), tuple(t.timeline))
 

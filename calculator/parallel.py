@@ -186,7 +186,8 @@ def kv_heads_per_rank(m: ModelSpec, tp: int) -> int:
     return max(m.kv_heads // tp, 1)
 
 
+@lru_cache(maxsize=512)
 def communicators(p: Parallelism) -> dict[str, int]:
-    """The process groups of size > 1 one GPU belongs to (each allocates NCCL buffers)."""
+    """The process groups of size > 1 one GPU belongs to (each allocates NCCL buffers). Cached: do not modify."""
     groups = {"tp": p.tp, "pp": p.pp, "dp": p.dp * p.cp, "cp": p.cp, "ep": p.ep}
     return {k: v for k, v in groups.items() if v > 1}

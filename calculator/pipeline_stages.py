@@ -49,7 +49,8 @@ def build(stage_of, m, w, shards: list[StageShard], gpu) -> tuple:
         if first == shard.stage:
             out.append(stage_of(m, w, shard, gpu))
         elif train:
-            out.append(LazyStage(shard.stage, (shard.first_layer, shard.last_layer), partial(stage_of, m, w, shard, gpu)))
+            out.append(LazyStage(shard.stage, (shard.first_layer, shard.last_layer),
+                                 partial(stage_of, m, w, shard, gpu)))
         else:
             s = out[first]
             out.append(StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), s.terms,

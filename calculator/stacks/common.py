@@ -25,7 +25,7 @@ class Line:
     label: str
     bytes: int
     formula: str
-    substituted: str
+    substituted: str | tuple  # a str, or (template, *values) formatted when read (calculator.result.Term)
     source: str
     note: str = ""
 
@@ -61,7 +61,7 @@ class StackMemory:
     nccl_communicators: dict[str, int] = field(default_factory=dict)  # beyond the parallel layout's groups
 
 
-def line(key: str, component: str, label: str, n: int, formula: str, substituted: str, source: str,
+def line(key: str, component: str, label: str, n: int, formula: str, substituted: str | tuple, source: str,
          note: str = "") -> Line:
     return Line(key, component, label, int(n), formula, substituted, source, note)
 

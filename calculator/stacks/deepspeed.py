@@ -75,23 +75,23 @@ def memory(ctx: StackContext) -> StackMemory:
     if p.zero >= 3:
         bucket = line("sharding.ds_reduce_bucket", "sharding_buffers", f"ZeRO-3 gradient reduce bucket ({g})",
                       nbytes(reduce, g), f"reduce_bucket_size{auto} × b_grad (allocated at init)",
-                      f"{reduce:,} × {nbytes(1, g)} B", SOURCE)
+                      ("{:,} × {} B", reduce, nbytes(1, g)), SOURCE)
         sub_group = min(-(-ctx.shard.total // p.shard_group), SUB_GROUP_SIZE)
         module = largest_module(m, p.tp)
         b = nbytes(1, prec.params)
         gather = line("sharding.gather", "sharding_buffers", "Gathered largest module and its unsharded gradient",
                       2 * nbytes(module, prec.params), "M × b_param + M × b_param (M = largest module; autograd's "
                       "gradient is in the parameter's dtype until it is reduce-scattered)",
-                      f"2 × {module:,} × {b} B", SOURCE)
+                      ("2 × {:,} × {} B", module, b), SOURCE)
         ahead = max(0, min(MAX_LIVE_PARAMETERS, module + prefetch_bucket_size(m, w)) - module)
         prefetch = line("sharding.prefetch", "sharding_buffers", "Prefetched parameters (stage3_prefetch_bucket_size)",
                         nbytes(ahead, prec.params), "min(max_live − M, prefetch_bucket) × b_param",
-                        f"{ahead:,} × {b} B", SOURCE)
+                        ("{:,} × {} B", ahead, b), SOURCE)
         return StackMemory(grads_whole_step=True, persistent=(bucket,), at_peak=(gather, prefetch),
                            step_chunk=SUB_GROUP_SIZE, step_flattens=True,
                            init_transient=nbytes(sub_group, prec.master_weights or "fp32"))
     buffers = 2 if OVERLAP_COMM_STAGE_1_2 else 1
     ipg = line("sharding.ds_reduce_bucket", "sharding_buffers", f"ZeRO gradient reduce bucket ({g})",
                buffers * nbytes(reduce, g), f"reduce_bucket_size{auto} × b_grad (during backward)",
-               f"{reduce:,} × {nbytes(1, g)} B", SOURCE, "setup_buckets → _release_ipg_buffers")
+               ("{:,} × {} B", reduce, nbytes(1, g)), SOURCE, "setup_buckets → _release_ipg_buffers")
     return StackMemory(grads_whole_step=True, at_peak=(ipg,) if p.zero else ())
