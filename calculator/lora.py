@@ -63,7 +63,8 @@ def adapter_tensors(m: ModelSpec, targets: str, moe_layer: bool) -> int:
 def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int, rank: int, h: int, f: int,
                      tp: int, eager: bool = False, fp32_adapters: bool = False,
                      base_keeps_inputs: bool = False) -> tuple[int, int, int]:
-    """Saved activations of a LoRA layer relative to full fine-tuning, as (norms delta, MLP delta, adapters),
+    """Saved activations of a LoRA layer relative to full fine-tuning, as (norms delta, MLP delta, attention delta:
+the adapters less the frozen q/k norms),
     traced with peft 0.21 on transformers 5.23 (validation/README.md, LoRA):
     frozen norm weights keep no normalised copy (−e·T·h per RMSNorm, −4·T·h for Gemma's fp32 one; the per-head q and
     k norms of Qwen3 / Gemma-3 likewise, −e·T·(qd + kvd): H200 Qwen3-8B LoRA q,v +3.57% → 0.0%); a pre-norm
@@ -80,11 +81,12 @@ def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int
     adapted = adapted_linears(m, targets, moe_layer)
     names = {n for n, _, _ in adapted}
     norms = -m.norms_per_layer * frozen_norm_copy(m, e) * T * h
-    if m.qk_norm and not m.is_mla:  # Qwen3 / Gemma-3 per-head q and k norms are frozen too
-        norms -= frozen_norm_copy(m, e) * T * (m.q_dim + m.kv_dim) // tp
-    adapters = e * T * rank * len(names)
+    # Qwen3 / Gemma-3 per-head q and k norms are frozen too: saved with the attention (activations.qk_norm_saved),
+    # so their copy comes off the attention term
+    qk_norms = frozen_norm_copy(m, e) * T * (m.q_dim + m.kv_dim) // tp if m.qk_norm and not m.is_mla else 0
+    adapters = e * T * rank * len(names) - qk_norms
     if fp32_adapters:
-        adapters = 4 * T * sum(i for _, i, _ in adapted) // tp + 4 * T * rank * len(names)
+        adapters = 4 * T * sum(i for _, i, _ in adapted) // tp + 4 * T * rank * len(names) - qk_norms
     if base_keeps_inputs:
         return norms, 0, adapters
     reads_attn_norm = bool(names & {"q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj", "kv_a_proj_with_mqa"})

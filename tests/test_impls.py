@@ -157,3 +157,14 @@ def test_cli_refuses_an_unknown_impl_in_one_line(capsys):
     code = main(["estimate", "--model", "llama-3.2-1b", "--impl", "unsloth"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--impl" in err and "liger" in err
+
+
+def test_a_vocabulary_smaller_than_tp_prices_the_loss_head_without_dividing_by_zero():
+    """benchmarks/fuzz.py: vocab_size 1 at TP 2 left no column on the rank (V/t = 0): hf's formula text and Liger's
+    FLCE chunk size divided by it."""
+    from calculator.model import ModelSpec
+    m = ModelSpec(name="tiny-vocab", hidden_size=1024, num_hidden_layers=2, num_attention_heads=16,
+                  num_key_value_heads=8, intermediate_size=4096, vocab_size=1, family="llama")
+    for impl in ("hf", "liger"):
+        e = estimate(m, Workload(impl=impl, parallel={"tp": 2}), with_fits=False)
+        assert e.total_bytes > 0

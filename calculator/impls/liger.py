@@ -40,7 +40,7 @@ def layer(m, w, d, moe: bool):
 def flce_chunk_rows(T: int, h: int, vocab: int) -> int:
     """Rows of logits FLCE materialises at a time: next_pow2(⌈T / ⌈V/h⌉⌉), at most T
     (fused_linear_cross_entropy_forward: inc_factor, chunk_size)."""
-    inc = -(-vocab // h)
+    inc = max(1, -(-vocab // h))  # a vocabulary smaller than TP leaves no column on this rank: one chunk
     rows = -(-T // inc)
     return min(1 << (rows - 1).bit_length(), T)
 
