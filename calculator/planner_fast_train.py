@@ -102,6 +102,7 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     gpu = _gpu(w.gpu)
     n = len(layouts)
     covered = np.fromiter((layout_covered(l) for l in layouts), dtype=bool, count=n)
+    job = w.model_copy(update={"gpu": None})  # what a local shape depends on: the fit cards ask once per GPU kind
     shard_keys: dict[tuple, int] = {}
     shard_rows: list[list] = []  # per stage: dense, experts, tensors, n_layers, n_moe, has_emb, has_head, total, pos
     shape_keys: dict[tuple, int] = {}
@@ -115,13 +116,13 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         k = shard_keys.get(skey)
         if k is None:
             k = shard_keys[skey] = len(shard_rows)
-            shard_rows.append(_shard_rows(m, lay))
+            shard_rows.append(_cached(_SHARD_ROWS, (m, skey), lambda: _shard_rows(m, lay)))
         lay_shard[i] = k
         akey = (lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.etp)
         a = shape_keys.get(akey)
         if a is None:
             a = shape_keys[akey] = len(shapes)
-            shapes.append(_Shape(m, workload_of(w, lay)))
+            shapes.append(_cached(_SHAPES, (m, job, akey), lambda: _Shape(m, workload_of(w, lay))))
         lay_shape[i] = a
     idx = np.nonzero(covered)[0]
     total = np.zeros(n, dtype=np.int64)
@@ -130,6 +131,21 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         t, p = _rows(m, w, layouts, idx, lay_shard[idx], lay_shape[idx], shard_rows, shapes, gpu)
         total[idx], peak[idx] = t, p
     return total, peak, covered
+
+
+# Shards and local shapes outlive one call: the fit cards search the same job on every GPU kind, count by count.
+_SHARD_ROWS: dict = {}
+_SHAPES: dict = {}
+_CACHE_ENTRIES = 4096
+
+
+def _cached(cache: dict, key, build):
+    value = cache.get(key)
+    if value is None:
+        if len(cache) >= _CACHE_ENTRIES:
+            cache.clear()  # bounded: a server sees many models
+        value = cache[key] = build()
+    return value
 
 
 def _shard_rows(m: ModelSpec, lay) -> list[tuple]:
