@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping
 
 import streamlit as st
 
-from dashboard.state import ARCH_KEYS, BY_KEY, DTYPE_KEYS, PARAMS, to_query
+from dashboard.params import ARCH_KEYS, BY_KEY, DTYPE_KEYS, PARAMS
+from dashboard.query import to_query
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "arch": ARCH_KEYS,

@@ -9,7 +9,8 @@ import streamlit as st
 
 from dashboard.lazy import LAZY_KEYS
 from dashboard.safe_text import md_message
-from dashboard.state import BY_KEY, bound, options
+from dashboard.params import BY_KEY, options
+from dashboard.query import bound
 
 SLIDERS = {"mbs"}
 TEXT_AREAS = {"cfg"}  # other text keys are one-line inputs
