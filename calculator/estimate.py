@@ -690,12 +690,11 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
 def planned_gpus(m: ModelSpec, w, gpu):
     """(plan, bound): the planner's fewest GPUs of this kind for the job and that layout
     (calculator.planner.gpus_needed; None when no layout of up to `bound` GPUs fits), for the fit cards;
-    (None, None) when the job is not searched for a card (calculator.planner.card_bound)."""
+    (None, None) when the search for the card would be too large (calculator.planner.CARD_LAYOUT_BUDGET)."""
     from calculator.planner import card_bound, gpus_needed, layout_free
     bound = card_bound(m, layout_free(w, gpu.id))
-    if bound is None:  # no fast byte model for this job: the card keeps the sharding estimate
-        return None, None
-    return gpus_needed(m, w, gpu.id, getattr(gpu, "usable_bytes", gpu.memory_bytes), bound), bound
+    plan = gpus_needed(m, w, gpu.id, getattr(gpu, "usable_bytes", gpu.memory_bytes), bound)
+    return (None, None) if isinstance(plan, str) else (plan, bound)  # OVER_BUDGET: the sharding estimate stands
 
 
 def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = True) -> Estimate:

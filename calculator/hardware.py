@@ -90,9 +90,12 @@ def fits_for(stage: StageEstimate, gpus: Iterable[GPULike], world_size: int, con
         n, note = gpus_needed(shardable, fixed, outside_base + ctx, used, cap, world_size, frag_pct)
         fit = Fit(g.id, g.name, cap, used, cap - used, used / cap, verdict(used, cap), n, note)
         plan, bound = needed(g) if needed is not None else (None, None)
-        if bound is None:  # not searched for a card: the sharding estimate stands
-            out.append(fit._replace(note=f"{fit.note}; the Planner page searches real layouts for this job")
-                       if fit.note and needed is not None else fit)
+        if bound is None and needed is not None and fit.note:  # the card's search was too large (LoRA, a named
+            # stack, ... on a large model, priced layout by layout) and the job does not fit as laid out
+            out.append(fit._replace(gpus_needed=None, note="too many layouts to price for a card: the Planner "
+                                    "page searches this job's layouts"))
+        elif bound is None:
+            out.append(fit)
         else:
             out.append(planned_fit(fit._replace(note=""), plan, bound))
     return tuple(out)

@@ -269,12 +269,20 @@ def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 
 
 
 def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_tp: int,
-            max_micro_batch: int | None, search: str) -> list[Plan]:
+            max_micro_batch: int | None, search: str, max_layouts: int | None = None) -> list[Plan]:
     """Probe 1, 2, 4, 8, … GPUs for the first power of two P where a layout fits, then find the fewest of the
     candidate counts above P/2 (whole nodes): one by one for serving, by bisection for training (a count where a
-    layout fits leaves one at every larger count: more ranks to shard over). Counts below P/2 are not tried."""
+    layout fits leaves one at every larger count: more ranks to shard over). Counts below P/2 are not tried.
+    _OverBudget when more than `max_layouts` layouts would be estimated."""
+    spent = 0
+
     def at(n: int) -> list[Plan]:
-        return evaluate(m, w, list(layouts_of(m, w, n, max_tp, max_micro_batch, search)), capacity_bytes)
+        nonlocal spent
+        layouts = list(layouts_of(m, w, n, max_tp, max_micro_batch, search))
+        spent += len(layouts)
+        if max_layouts is not None and spent > max_layouts:
+            raise _OverBudget
+        return evaluate(m, w, layouts, capacity_bytes)
     if w.mode != "train":  # a serving replica: TP × PP GPUs (DP replicas hold the same per GPU)
         max_gpus = min(max_gpus, max_tp * MAX_PP)
     probe, found = 1, []
@@ -304,28 +312,37 @@ def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_t
 
 
 # How far the fit cards search: every count up to 4,096 GPUs where the fast byte model prices the layouts (tens of
-# ms a card). A training job it does not cover (LoRA, a stack you chose, offload, ...) would be a full estimate()
-# per layout: seconds to a minute a card for a large MoE model (DeepSeek-V3 with LoRA: 33 s for the catalogue), so
-# its cards keep the sharding estimate and the Planner page searches it. The Planner page has no count bound.
+# ms a card); up to 512 where each layout is a full estimate() (LoRA, a stack you chose, offload, ...), and then at
+# most CARD_LAYOUT_BUDGET layouts a card: a large MoE model costs milliseconds a layout (DeepSeek-V3 with LoRA took
+# 33 s for the catalogue without a budget), so past it the card keeps the sharding estimate and says the Planner
+# page searches the job. The Planner page has neither bound.
 CARD_MAX_GPUS = 4096
+CARD_MAX_GPUS_ESTIMATED = 512
+CARD_LAYOUT_BUDGET = 200
+OVER_BUDGET = "over budget"  # _gpus_needed's answer when a card's search would pass CARD_LAYOUT_BUDGET
 
 
-def card_bound(m: ModelSpec, w: Workload) -> int | None:
-    """The most GPUs a fit card's search tries for this job: CARD_MAX_GPUS; 0 (no search) past MAX_PLAN_LAYERS;
-    None (no search, the sharding estimate) for a training job the fast byte model does not cover."""
+class _OverBudget(Exception):
+    pass
+
+
+def card_bound(m: ModelSpec, w: Workload) -> int:
+    """The most GPUs a fit card's search tries for this job (CARD_MAX_GPUS, or CARD_MAX_GPUS_ESTIMATED for a
+    training job the fast byte model does not cover; 0, no search, past MAX_PLAN_LAYERS)."""
     from calculator import planner_fast
     if m.num_hidden_layers > MAX_PLAN_LAYERS:
         return 0  # too deep to plan in bounded time: no search
     if w.mode == "train" and not planner_fast.covers(m, layout_free(w, w.gpu)):
-        return None
+        return CARD_MAX_GPUS_ESTIMATED
     return CARD_MAX_GPUS
 
 
 def gpus_needed(m: ModelSpec, w: Workload, gpu_id: str, capacity_bytes: int, max_gpus: int | None = None,
-                max_tp: int = 8) -> Plan | None:
+                max_tp: int = 8) -> Plan | None | str:
     """The fewest GPUs of one kind for which a real layout of this job fits (the job's micro-batch, recompute and
     sequence; the parallel layout varied, mode-aware: training TP × PP × DP × CP × EP × ZeRO, serving TP × PP × EP),
-    and that layout; None when none of up to `max_gpus` (default card_bound) does. Training keeps the planner's
+    and that layout; None when none of up to `max_gpus` (default card_bound) does; OVER_BUDGET when the job is
+    estimated layout by layout and the search would pass CARD_LAYOUT_BUDGET layouts. Training keeps the planner's
     batch semantics: each data-parallel rank runs the job's micro-batch. Cached: the fit cards ask for it on every
     GPU they show."""
     free = layout_free(w, gpu_id)
@@ -347,5 +364,10 @@ def layout_free(w: Workload, gpu_id: str) -> Workload:
 def _gpus_needed(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_tp: int) -> Plan | None:
     if w.mode == "rl":
         return None
-    found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, None, "layout")
+    from calculator import planner_fast
+    budget = None if w.mode != "train" or planner_fast.covers(m, w) else CARD_LAYOUT_BUDGET
+    try:
+        found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, None, "layout", budget)
+    except _OverBudget:
+        return OVER_BUDGET
     return min(found, key=rank_key("memory")) if found else None

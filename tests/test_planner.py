@@ -265,22 +265,27 @@ def test_fit_cards_compute_only_the_gpus_asked_for():
     assert {f.gpu: f for f in est.fits}["h200"] == two[0]  # the whole catalogue agrees
 
 
-def test_jobs_without_the_fast_byte_model_keep_the_sharding_estimate_on_their_cards():
-    """A full estimate() per layout is seconds to a minute a card for a large MoE model (benchmarks/fuzz.py: DeepSeek-V3
-    with LoRA, Qwen3-235B under a named stack ran past 30 s): such cards are not searched."""
-    from calculator.planner import CARD_MAX_GPUS, card_bound
+def test_jobs_priced_layout_by_layout_search_a_bounded_number_of_layouts_on_a_card():
+    """Without the fast byte model (LoRA, a stack you chose, ...) each layout is a full estimate(): a card searches
+    up to CARD_MAX_GPUS_ESTIMATED GPUs and CARD_LAYOUT_BUDGET layouts (benchmarks/fuzz.py: DeepSeek-V3 with LoRA
+    and Qwen3-235B under a named stack ran past 30 s without them); past the budget the card says so."""
+    from calculator.planner import CARD_LAYOUT_BUDGET, CARD_MAX_GPUS, CARD_MAX_GPUS_ESTIMATED, card_bound
+    from calculator.planner_grid import Layout, layouts_of, workload_of
     m = load_model("llama-3.1-70b").spec
     assert card_bound(m, Workload()) == CARD_MAX_GPUS and card_bound(m, Workload(mode="infer")) == CARD_MAX_GPUS
-    assert card_bound(m, Workload(stack="deepspeed")) is None and card_bound(m, Workload(finetune="lora")) is None
-    est = estimate(m, Workload(seq_len=2048, stack="deepspeed"))
-    card = est.fits_on(["h200"])[0]
-    assert card.layout == "" and card.searched_gpus is None
-    assert card.gpus_needed is not None and card.gpus_needed > 1  # the sharding estimate's count
-    assert card.note.startswith(f"≈ {card.gpus_needed} GPUs") and "Planner page" in card.note
+    assert card_bound(m, Workload(stack="deepspeed")) == CARD_MAX_GPUS_ESTIMATED
+    lora = Workload(finetune="lora", gpu="a100-80gb")
+    card = estimate(m, lora).fits_on(["a100-80gb"])[0]
+    assert card.gpus_needed == 8 and card.layout == "TP8"
+    assert estimate(m, workload_of(lora, Layout(8, 1, 1)), with_fits=False).total_bytes <= 0.8 * card.capacity_bytes
+    assert not any(estimate(m, workload_of(lora, lay), with_fits=False).total_bytes <= 0.8 * card.capacity_bytes
+                   for lay in layouts_of(m, lora, 4, search="layout"))
     big = load_model("deepseek-v3").spec
     start = time.perf_counter()
-    estimate(big, Workload(finetune="lora")).fits
+    cards = estimate(big, Workload(finetune="lora")).fits
     assert time.perf_counter() - start < 5  # was 33 s
+    h100 = {f.gpu: f for f in cards}["h100-sxm"]
+    assert h100.gpus_needed is None and "Planner page" in h100.note and CARD_LAYOUT_BUDGET == 200
 
 
 def test_fit_cards_of_a_model_too_deep_to_plan_search_nothing():
