@@ -454,6 +454,12 @@ def _cublas(t: _Terms, w, gpu, threads: int) -> None:
           "forward thread + autograd's backward thread" if threads == 2 else "one thread")
 
 
+@lru_cache(maxsize=256)
+def _layer_grad_bytes(m: ModelSpec, first: int, last: int, tp: int, expert_split: int, per_param: float) -> tuple:
+    """Gradient bytes of each decoder layer of a stage (`per_param` bytes per parameter on this GPU)."""
+    return tuple(int(n * per_param) for n in layer_grad_params(m, first, last, tp, expert_split))
+
+
 def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, sm, grads: int, loss_peak: int,
                                 recompute_ws: int, flight: float) -> int:
     """Gradients created in backward and freed after the step (stacks/common.backward_peak): the gradients line
@@ -466,8 +472,7 @@ def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, s
                       ("norms", "attention", "mlp", "layers"))
     layer_acts = (layer_total // n_layers,) * n_layers if n_layers else ()
     if w.finetune == "full":
-        layer_grads = tuple(int(n * per_param) for n in layer_grad_params(m, shard.first_layer, shard.last_layer,
-                                                                          p.tp, p.ep * p.expert_tp))
+        layer_grads = _layer_grad_bytes(m, shard.first_layer, shard.last_layer, p.tp, p.ep * p.expert_tp, per_param)
         counts = count_parameters(m)
         head = (counts.final_norm + -(-(counts.lm_head or counts.embedding) // p.tp)) if shard.has_head else 0
         emb = -(-counts.embedding // p.tp) if shard.has_embedding and not (m.tie_word_embeddings and shard.has_head) \

@@ -29,6 +29,13 @@ from functools import lru_cache
 from itertools import count
 from typing import NamedTuple
 
+from calculator import activations as act
+from calculator import lora
+from calculator import stacks
+from calculator.allocator import replay
+from calculator.dtypes import DTYPE_BITS
+from calculator.parameters import layer_shapes, norm_shapes
+
 
 MAX_REPLAY_LAYERS = 256  # deeper models keep the calibrated shares: the replay grows with the layers (~100 events each)
 
@@ -87,7 +94,6 @@ def split(total: int, unit: int) -> tuple[int, ...]:
 @lru_cache(maxsize=256)
 def replayed(plan: StepPlan, expandable: bool):
     """The caching allocator (calculator/allocator.py) over the plan's build and two steps."""
-    from calculator.allocator import replay
     return replay(training_events(plan), expandable)
 
 
@@ -241,22 +247,25 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 
 def _bytes_per(dtype: str | None) -> float:
-    from calculator.dtypes import DTYPE_BITS
     return DTYPE_BITS[dtype] / 8 if dtype else 0.0
 
 
 def _state_per_grad(w, grad_dtype: str) -> tuple[float, ...]:
     """Optimizer state tensors created per trainable tensor, as bytes per gradient byte."""
+    return _states_per_grad_byte(w.optimizer, w.precision.optimizer_states, grad_dtype)
+
+
+@lru_cache(maxsize=64)
+def _states_per_grad_byte(optimizer: str, states_dtype: str | None, grad_dtype: str) -> tuple[float, ...]:
     g = _bytes_per(grad_dtype)
-    b = _bytes_per(w.precision.optimizer_states) / g if g else 0.0
+    b = _bytes_per(states_dtype) / g if g else 0.0
     return {"adamw": (b, b), "adamw-8bit": (1 / g, 1 / g), "sgd-momentum": (b,), "lion": (b,),
-            "adafactor": (b / 64,)}.get(w.optimizer, ())
+            "adafactor": (b / 64,)}.get(optimizer, ())
 
 
 @lru_cache(maxsize=64)
 def _layer_tensors(m, tp: int, moe: bool) -> tuple[int, ...]:
     """Elements of each parameter tensor of a dense (or MoE) decoder layer on one TP rank."""
-    from calculator.parameters import layer_shapes
     layer = next((i for i in range(m.num_hidden_layers) if m.layer_is_moe(i) == moe), None)
     if layer is None:
         return ()
@@ -267,8 +276,6 @@ def _layer_tensors(m, tp: int, moe: bool) -> tuple[int, ...]:
 def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, params: str, master: str | None,
                   grad_dtype: str, tp: int, shard_d: int, grad_shard: int, gather_dtype: str | None) -> ModelTensors:
     """The ModelTensors of one GPU's shard (`gather_dtype`: FSDP2's gathered unit dtype, None without FSDP2)."""
-    from calculator import lora
-    from calculator.parameters import norm_shapes
     b_param = _bytes_per(params)
     b_grad = _bytes_per(grad_dtype)
     full = finetune == "full"
@@ -325,7 +332,6 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
     """The StepPlan of one GPU: `w` as given, `ws` as the stack holds the states, `parts` the engine's
     LayerActivations of one layer (full recompute: what one layer saves when it is recomputed), `head` the
     implementation's Head (None without one), `sm` the stack's StackMemory."""
-    from calculator import activations as act
     p = ws.parallel
     tp = p.tp
     e, T = d.e, d.T
@@ -387,5 +393,4 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
 
 
 def stack_name(w) -> str:
-    from calculator import stacks
     return stacks.resolve(w)
