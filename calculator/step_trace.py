@@ -32,7 +32,7 @@ from typing import NamedTuple
 from calculator import activations as act
 from calculator import lora
 from calculator import stacks
-from calculator.allocator import replay
+from calculator.allocator import fixed_segments, replay
 from calculator.dtypes import DTYPE_BITS
 from calculator.parameters import layer_shapes, norm_shapes
 
@@ -93,38 +93,45 @@ def split(total: int, unit: int) -> tuple[int, ...]:
 
 @lru_cache(maxsize=256)
 def replayed(plan: StepPlan, expandable: bool):
-    """The caching allocator (calculator/allocator.py) over the plan's build and two steps."""
-    return replay(training_events(plan), expandable)
+    """The caching allocator (calculator/allocator.py) over the plan's build and two steps, driven tensor by tensor
+    (no event list) without expandable segments."""
+    if expandable:
+        return replay(training_events(plan), True)
+    alloc, release, peaks = fixed_segments()
+    try:
+        _run_step(plan, alloc, release)
+    except OverflowError:  # addresses past 2^64 B (no real job): the block-by-block replay
+        return replay(training_events(plan))
+    return peaks()
 
 
 def training_events(plan: StepPlan) -> list[tuple[int, int]]:
     """Build + two training steps as allocator events ((id, bytes) allocates, (id, 0) frees)."""
     ev: list[tuple[int, int]] = []
-    put = ev.append
     ids = count(1)
 
-    def alloc(n) -> int:
-        if n > 0:
-            k = next(ids)
-            put((k, int(n)))
-            return k
-        return 0
+    def take(n: int) -> int:
+        k = next(ids)
+        ev.append((k, n))
+        return k
 
-    def allocs(sizes) -> list[int]:
-        out = []
-        for n in sizes:
-            if n > 0:
-                k = next(ids)
-                put((k, int(n)))
-                out.append(k)
-            else:
-                out.append(0)
-        return out
+    _run_step(plan, take, lambda k: ev.append((k, 0)))
+    return ev
+
+
+def _run_step(plan: StepPlan, take, give) -> None:
+    """The build and two steps: take(bytes) -> a tensor, give(tensor) frees it."""
+
+    def alloc(n):
+        return take(int(n)) if n > 0 else 0
+
+    def allocs(sizes) -> list:
+        return [take(int(n)) if n > 0 else 0 for n in sizes]
 
     def free(keys) -> None:
         for k in keys:
             if k:
-                put((k, 0))
+                give(k)
 
     t = plan.tensors
     gather, transient, saved_sizes, recompute = t.layer_gather, t.layer_transient, plan.layer_saved, \
@@ -151,7 +158,7 @@ def training_events(plan: StepPlan) -> list[tuple[int, int]]:
             else:
                 keep = allocs(saved_sizes)
             if g:
-                put((g, 0))
+                give(g)
             saved.append(keep)
         head = allocs(plan.head_saved)
         if e_logits:
@@ -234,7 +241,6 @@ def training_events(plan: StepPlan) -> list[tuple[int, int]]:
         else:
             free(grads)
             grads = []
-    return ev
 
 
 # ---- the plan of one GPU's step, from the engine's terms ----------------------------------------------------
