@@ -44,6 +44,9 @@ def _b(dtype: str | None) -> str:
     return f"{bits // 8} B" if bits % 8 == 0 else f"{bits / 8:g} B"
 
 
+_new_term = tuple.__new__  # Term(...) without the NamedTuple constructor's Python frame
+
+
 class _Terms:
     """Collects the terms of one stage."""
 
@@ -62,9 +65,9 @@ class _Terms:
             source: str, note: str = "", keep: bool = False) -> None:
         if nbytes_ or component == "weights" or keep:
             n = int(nbytes_)
-            self.items.append(Term(key, component, label, n, formula, substituted, source, note))
+            self.items.append(_new_term(Term, (key, component, label, n, formula, substituted, source, note)))
             by = self.by_component
-            by[component] = by[component] + n if component in by else n
+            by[component] = by.get(component, 0) + n
 
     def extend(self, terms: tuple[Term, ...]) -> None:
         """Terms built (and filtered by add) before."""
@@ -259,9 +262,8 @@ def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[i
 
 def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     t = _Terms()
-    w = lora.kbit_prepared(w)  # QLoRA's prepare_model_for_kbit_training: fp32 non-4-bit weights and activations
-    stack = stacks.module(w)
-    ws = stack.states_workload(w)  # the model states as the stack holds them (FSDP2: fp32 shards)
+    shared = pipeline_stages.shared_by_stages(m, w)
+    w, stack, ws, d, code = shared.w, shared.stack, shared.ws, shared.d, shared.code
     p = ws.parallel
     if w.finetune == "full":
         terms, n_opt, largest_tensor = _states_of_shard(m, p, ws.precision, ws.optimizer, shard)
@@ -285,7 +287,6 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         _cublas(t, w, gpu, threads=2)
     states = t.total(_LONG_LIVED) + sum(x.bytes for x in sm.persistent if x.component not in _LONG_LIVED) + \
         t.by_component.get("transient", 0)
-    d = act.dims(m, w)
     flight = in_flight_microbatches(p, shard.stage)
     layers = range(shard.first_layer, shard.last_layer)
     n_moe = shard.moe_layers
@@ -307,12 +308,11 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     else:
         lora_ft = w.finetune != "full"
         # PEFT without checkpointing: the first layer's input does not require grad, so its first norm saves nothing
-        code = impls.module(w.impl)  # what the model's code keeps: transformers, Liger, compiled, Megatron/TE
         first_discount = int(flight * code.first_layer_without_input_grad(m, d)) if (
             lora_ft and w.recompute not in ("full", "op") and shard.has_embedding) else 0
         masked = sdpa.masked_layers(m, w, layers)  # SDPA layers with a padding or sliding-window mask
-        dense_l = code.layer(m, w, d, moe=False) if n_dense else None
-        moe_l = code.layer(m, w, d, moe=True) if n_moe else None
+        dense_l = shared.layer(False) if n_dense else None
+        moe_l = shared.layer(True) if n_moe else None
         if w.recompute in ("full", "op"):
             if w.recompute == "full":
                 per = act.full_recompute_layer(d)
@@ -326,7 +326,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                 t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
                       "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
                       "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",
-                      ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per, n_moe, per_moe), "torchtitan-op-sac")
+                      ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per, n_moe, per_moe),
+                      "torchtitan-op-sac")
             if w.attention == "eager":
                 # the backward peaks in the attention's softmax backward: the layer's norms and attention part,
                 # plus fp32 gradients of the scores beyond the saved (4 + e) bytes per score
@@ -340,7 +341,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             attn_src = "mla" if m.is_mla else ("hf-eager-attention" if w.attention == "eager" else "flash-attention")
             code_src = impls.SOURCES[w.impl]
             sources = ("pipeline-1f1b" if p.pp > 1 else code_src, attn_src, "hf-moe" if n_moe else code_src)
-            for i, (name, key) in enumerate((("norms", "norms"), ("attention", "attention"), ("MLP", "mlp"))):
+            for i, (key, term_key, label) in enumerate(_ACTIVATION_PARTS):
                 per_dense = dense_l[i] if dense_l else 0  # LayerActivations = (norms, attention, mlp)
                 per_moe = moe_l[i] if moe_l else 0
                 total = int(flight * (n_dense * per_dense + n_moe * per_moe))
@@ -350,8 +351,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                     formula += " − first layer's input norm (no input grads)"
                 subst = (("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe) if n_moe
                          else ("{:g} × {} × {:,} B", flight, n_dense, per_dense))
-                t.add(f"activations.{key}", "activations", f"Activations: {name}", total, formula, subst, sources[i],
-                      _exact_note(key, m, w))
+                t.add(term_key, "activations", label, total, formula, subst, sources[i], _exact_note(key, m, w))
         input_grads = not lora_ft or w.recompute in ("full", "op")  # HF enables input grads for checkpointing
         if shard.has_embedding:
             emb = act.embedding_saved(m, d, input_grads)
@@ -361,7 +361,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         shared = act.rotary_saved(m, d)
         if shared:
             t.add("activations.rotary", "activations", "RoPE cos/sin tables", int(flight * shared),
-                  "m_inflight × 2·s·d_head·e", ("{:g} × 2 × {:,} × {} × {}", flight, d.s, shared // (2 * d.s * d.e), d.e),
+                  "m_inflight × 2·s·d_head·e",
+                  ("{:g} × 2 × {:,} × {} × {}", flight, d.s, shared // (2 * d.s * d.e), d.e),
                   "hf-llama")
         if w.attention == "eager" and w.recompute != "none" and not m.is_mla:
             mask = act.eager_mask_saved(d)
@@ -395,7 +396,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         freed = t.by_component.get("logits", 0)
         if recompute_ws and recompute_ws - freed > loss_ws:
             t.add("transient.recompute", "transient", "One layer recomputed during backward", recompute_ws - freed,
-                  "activations of one layer − the loss head's (freed by then)", ("{:,} − {:,} B", recompute_ws, freed),
+                  "activations of one layer − the loss head's (freed by then)",
+                  ("{:,} − {:,} B", recompute_ws, freed),
                   "hf-checkpointing", f"exceeds the loss backward's {loss_ws:,} B")
         elif loss_ws:
             t.add("transient.loss", "transient", head.transient_label, loss_ws, head.transient_formula,
@@ -507,6 +509,9 @@ _NOTES = {
 }
 
 
+_ACTIVATION_PARTS = (("norms", "activations.norms", "Activations: norms"),
+                     ("attention", "activations.attention", "Activations: attention"),
+                     ("mlp", "activations.mlp", "Activations: MLP"))
 _ACTIVATION_FORMULA = {k: f"m_inflight × L_stage × A_{k}(T={{:,}})" for k in ("norms", "attention", "mlp")}
 
 
@@ -557,7 +562,8 @@ def _offload(t: _Terms, w, shard: StageShard) -> None:
         t.items.insert(0, Term("weights", "weights", "Weights (offloaded to host)", 0, "0", "0", "zero-offload"))
     unit = shard.largest_unit
     t.add("transient.grad_offload", "transient", "Gradients of one unit before the copy to host",
-          nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)", ("{:,} × {}", unit, _b(w.precision.grads)),
+          nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)",
+          ("{:,} × {}", unit, _b(w.precision.grads)),
           "zero-offload")
 
 

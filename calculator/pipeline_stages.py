@@ -8,11 +8,16 @@ holds the embedding or the LM head. So:
 - training: the first stage of each content is computed; a later one with the same content holds fewer
   micro-batches in flight and no more memory (the same argument as calculator/planner_stages.candidate_stages),
   so it is a LazyStage, computed when read, and never the most loaded stage.
+The stages of one training estimate share what does not depend on the stage (SharedByStages).
 """
 from __future__ import annotations
 
 from functools import lru_cache, partial
 
+from calculator import activations as act
+from calculator import impls
+from calculator import lora
+from calculator import stacks
 from calculator.parallel import StageShard, stage_shards
 from calculator.result import LazyStage, StageEstimate
 
@@ -56,3 +61,35 @@ def build(stage_of, m, w, shards: list[StageShard], gpu) -> tuple:
             out.append(StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), s.terms,
                                      s.peak_allocated_bytes, s.total_bytes, s.host_terms, s.phases))
     return tuple(out)
+
+
+class SharedByStages:
+    """What every pipeline stage of one training estimate shares: the workload as QLoRA's preparation leaves it, the
+    stack and the workload it counts the states in, the local shapes, the model code and its layers."""
+
+    def __init__(self, m: ModelSpec, w):
+        self.w = lora.kbit_prepared(w)  # QLoRA's prepare_model_for_kbit_training: fp32 non-4-bit weights, activations
+        self.stack = stacks.module(self.w)
+        self.ws = self.stack.states_workload(self.w)  # the model states as the stack holds them (FSDP2: fp32 shards)
+        self.d = act.dims(m, self.w)
+        self.code = impls.module(self.w.impl)  # what the model's code keeps: transformers, Liger, compiled, Megatron/TE
+        self.m, self.layers = m, {}
+
+    def layer(self, moe: bool):
+        got = self.layers.get(moe)
+        if got is None:
+            got = self.layers[moe] = self.code.layer(self.m, self.w, self.d, moe=moe)
+        return got
+
+
+_last_shared: tuple = (None, None, None)  # (model, workload, SharedByStages): one estimate's stages in a row
+
+
+def shared_by_stages(m: ModelSpec, w) -> SharedByStages:
+    global _last_shared
+    last = _last_shared  # one read: another thread may replace it, never half of it
+    if last[0] is m and last[1] is w:
+        return last[2]
+    shared = SharedByStages(m, w)
+    _last_shared = (m, w, shared)
+    return shared

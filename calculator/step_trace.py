@@ -392,7 +392,8 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
         layer_grad_work=work,
         recompute_input=(e * T * h if w.recompute == "full" else
                          act.op_selective_layer(m, d) if w.recompute == "op" else 0), head_saved=head_saved,
-        logits=logits, head_transient=head_transient, hidden_grad=hidden, state_per_grad=_state_per_grad(ws, grad_dtype),
+        logits=logits, head_transient=head_transient, hidden_grad=hidden,
+        state_per_grad=_state_per_grad(ws, grad_dtype),
         foreach_temp=foreach, grads_persist=sm.grads_whole_step,
         softcap=bool(m.final_logit_softcapping) and logits[0] > 0, step_groups=step_groups,
         init_transient=sm.init_transient if full else 0)
