@@ -193,7 +193,7 @@ def _training_totals(m: ModelSpec, w: Workload, lay: Layout) -> tuple[int, int] 
     A training estimate depends on the GPU only through its cuBLAS workspace (an allocation the caching allocator
     replays) and its CUDA context (a line item added last), so layouts are estimated once per workspace size and
     the context swapped: the fit cards of GPUs with the same workspace share every estimate."""
-    from calculator.estimate import _gpu
+    from calculator.stage_terms import _gpu
     gpu = _gpu(w.gpu)
     if gpu is None:
         return _estimated(m, workload_of(w, lay))
@@ -209,7 +209,7 @@ def _training_totals(m: ModelSpec, w: Workload, lay: Layout) -> tuple[int, int] 
 
 @lru_cache(maxsize=1)
 def _catalogue() -> tuple:
-    from calculator.estimate import _all_gpus
+    from calculator.stage_terms import _all_gpus
     return _all_gpus()
 
 

@@ -97,7 +97,7 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     Rows with covered False hold zeros: the caller estimates those layouts with estimate()."""
     if not covers(m, w) or not layouts:
         return None
-    from calculator.estimate import _gpu
+    from calculator.stage_terms import _gpu
     from calculator.planner_grid import workload_of
     gpu = _gpu(w.gpu)
     n = len(layouts)
@@ -187,7 +187,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     microbatches = np.maximum(ppr, p0.num_microbatches or 1)
     flight = np.where(ppr == 1, 1.0, np.minimum(ppr - stage, microbatches).astype(np.float64))
 
-    # ---- model states (estimate._model_states, with the stack's precision) ----
+    # ---- model states (stage_training._model_states, with the stack's precision) ----
     megatron = zero == 0  # covered layouts: ZeRO 0 runs Megatron-LM, ZeRO 1-3 DeepSpeed
     dense_group = dp * cp
     expert_group = np.maximum(1, (dp * cp * tp) // (ep * etp))
@@ -232,7 +232,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
         gpu.cublas_workspace_bytes if gpu is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES)
     states = states + 2 * cublas
 
-    # ---- activations, loss head and the backward's transient (estimate._stage_training, exact model) ----
+    # ---- activations, loss head and the backward's transient (stage_training._stage_training, exact model) ----
     shape = lay_shape[owner]
 
     def of_shape(get, dtype=np.int64):
@@ -252,7 +252,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     fwd_bwd = acts + logits + backward + at_peak
     peak = states + np.maximum(fwd_bwd, step)
 
-    # ---- overheads (estimate._overheads) ----
+    # ---- overheads (stage_terms._overheads) ----
     if o.fragmentation_pct is not None:
         frag = (peak * o.fragmentation_pct / 100).astype(np.int64)
     else:

@@ -2,9 +2,9 @@
 moment is the peak.
 
     training   model states → forward (tensors saved for backward) → backward peak → optimizer step
-               (calculator.estimate._stage_training: peak allocated = states + max(fwd/bwd, optimizer step))
+               (calculator.stage_training._stage_training: peak allocated = states + max(fwd/bwd, optimizer step))
     generate() weights loaded → prefill peak (last layer, whole prompt cached) → decode at token 1, gen/2, gen
-               (calculator.estimate._stage_inference: peak = weights + max(prefill, decode at the last token))
+               (calculator.stage_inference._stage_inference: peak = weights + max(prefill, decode at the last token))
     vLLM/SGLang weights loaded → profile run (the activation peak it measures) → serving (KV pool, CUDA graphs
                and a batch's activations, all inside the budget) (calculator/engines)
     RL         rollout → scoring → training, nvidia-smi totals per phase (calculator.rl)

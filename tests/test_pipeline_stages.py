@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from calculator import Workload, estimate
-from calculator.estimate import _stage_inference, _stage_training, _gpu
+from calculator.stage_inference import _stage_inference
+from calculator.stage_terms import _gpu
+from calculator.stage_training import _stage_training
 from calculator.parallel import stage_shards
 from calculator.presets import load_model
 from calculator.result import LazyStage

@@ -1,0 +1,421 @@
+"""One pipeline stage of a training step (calculator.estimate assembles the stages):
+model states (weights + master + gradients + optimizer, sharded by the layout and the stack)
+  + max(forward/backward: saved activations + loss head + transients, optimizer step transients)
+  + the stack's buffers at the peak; gradients born in backward where the stack frees them; CPU offload."""
+
+from functools import lru_cache, partial
+from types import SimpleNamespace
+
+from calculator import activations as act
+from calculator import autocast
+from calculator import sdpa
+from calculator import impls
+from calculator import lora
+from calculator import inference as inf
+from calculator import training as tr
+from calculator.dtypes import nbytes
+from calculator.model import ModelSpec
+from calculator.parallel import (StageShard, in_flight_microbatches)
+from calculator import parameters as params
+from calculator.parameters import count_parameters, model_tensor_shapes
+from calculator.result import StageEstimate, Term
+from calculator import pipeline_stages
+from calculator import stacks
+from calculator import step_trace
+from calculator.stacks.common import StackContext, backward_peak, layer_grad_params, tied_embedding_extra
+
+
+from calculator.stage_terms import _LONG_LIVED, _Terms, _b, _cublas, _finish
+
+
+def _model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
+    """Weights, master weights, gradients and optimizer state of one GPU; returns (params held, largest tensor)."""
+    p, prec = w.parallel, w.precision
+    dense_group = p.shard_group
+    expert_group = max(1, (p.dp * p.cp * p.tp) // (p.ep * p.expert_tp))
+    if p.zero_shard_size:
+        expert_group = min(expert_group, p.zero_shard_size)
+
+    def sharded(stage_min: int, label: str) -> tuple[int, str, str]:
+        """Params of this GPU after ZeRO/FSDP at `stage_min`, with formula pieces."""
+        on = p.zero >= stage_min or (label == "opt" and p.distributed_optimizer)
+        if not on or (dense_group == 1 and expert_group == 1):
+            return shard.total, "N_gpu", f"{shard.total:,}"
+        n = -(-shard.dense // dense_group) + -(-shard.experts // expert_group)
+        if shard.experts:
+            return n, "N_dense/d + N_experts/d_exp", f"{shard.dense:,}/{dense_group} + {shard.experts:,}/{expert_group}"
+        return n, "N_gpu / d", f"{shard.total:,} / {dense_group}"
+
+    n_w, f_w, s_w = sharded(3, "w")
+    t.add("weights", "weights", f"Weights ({prec.params})", tr.weight_bytes(n_w, prec.params),
+          f"{f_w} × b_param", f"{s_w} × {_b(prec.params)}",
+          ("fsdp" if p.zero_shard_size else "zero") if p.zero >= 3 else "transformer-math")
+    n_o, f_o, s_o = sharded(1, "opt")
+    src_o = "megatron-distopt" if p.distributed_optimizer else ("zero" if p.zero else "mixed-precision")
+    if prec.master_weights:
+        t.add("master_weights", "master_weights", f"Master weights ({prec.master_weights})",
+              tr.master_weight_bytes(n_o, prec.master_weights), f"{f_o} × b_master",
+              f"{s_o} × {_b(prec.master_weights)}", src_o)
+    n_g, f_g, s_g = sharded(2, "g")
+    t.add("gradients", "gradients", f"Gradients ({prec.grads})", tr.gradient_bytes(n_g, prec.grads),
+          f"{f_g} × b_grad", f"{s_g} × {_b(prec.grads)}", "zero" if p.zero >= 2 else (
+              "megatron-memory" if prec.grads == "fp32" and prec.params != "fp32" else "transformer-math"))
+    frac = tr.adafactor_factored_fraction(model_tensor_shapes(m)) if w.optimizer == "adafactor" else 1.0
+    opt_bytes = tr.optimizer_state_bytes(n_o, shard.tensors, w.optimizer, prec.optimizer_states, frac)
+    b_opt, o = _b(prec.optimizer_states), w.optimizer
+    whole = o == "adamw-8bit" and n_o == count_parameters(m).total  # every tensor unsplit on this GPU
+    if whole:
+        opt_bytes = tr.bnb_adamw8bit_state_bytes(model_tensor_shapes(m))
+    if o == "adamw":
+        formula, subst, src = ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {b_opt} + 4 B × {shard.tensors}",
+                               "torch-adamw")
+    elif o == "adamw-8bit" and whole:
+        formula, subst, src = ("Σ_tensors (2·n + 8·⌈n/256⌉, or 8·n under 4096 elements) + 2 KiB of maps",
+                               f"{n_o:,} params in {shard.tensors} tensors", "bnb-8bit")
+    elif o == "adamw-8bit":
+        formula, subst, src = ("2 × (N × 1 B + ⌈N/256⌉ × 4 B) + 4 B × n_tensors",
+                               f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {shard.tensors}", "bnb-8bit")
+    elif o in ("sgd-momentum", "lion"):
+        formula, subst, src = ("N × b_opt", f"{s_o} × {b_opt}", "sgd" if o == "sgd-momentum" else "lion")
+    elif o == "adafactor":
+        formula, subst, src = ("N × φ × b_opt + 4 B × n_tensors (φ = factored elements per param)",
+                               f"{s_o} × {frac:.5f} × {b_opt} + 4 B × {shard.tensors}", "adafactor")
+    else:  # sgd without momentum, or no optimizer
+        formula, subst, src = ("0", "0", "sgd")
+    t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt_bytes, formula, subst, src)
+    return n_o, params.largest_tensor(m) // p.tp
+
+
+@lru_cache(maxsize=256)
+def _states_of_shard(m: ModelSpec, parallel, precision, optimizer: str, shard: StageShard) -> tuple:
+    """(terms, params held, largest tensor) of _model_states: the same for every batch and sequence, built once."""
+    t = _Terms()
+    n_o, largest = _model_states(t, m, SimpleNamespace(parallel=parallel, precision=precision, optimizer=optimizer),
+                                 shard)
+    return tuple(t.items), n_o, largest
+
+
+def _lora_model_states(t: _Terms, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
+    """LoRA / QLoRA: the frozen base (QLoRA: NF4 linears) plus trainable adapters with their master weights,
+    gradients and optimizer state (Hu et al. 2021; Dettmers et al. 2023)."""
+    p, prec = w.parallel, w.precision
+    moe_layers = shard.moe_layers
+    dense_layers = (shard.last_layer - shard.first_layer) - moe_layers
+    per_dense = lora.adapter_params(m, w.lora_rank, w.lora_targets, False)
+    per_moe = lora.adapter_params(m, w.lora_rank, w.lora_targets, True) if moe_layers else 0
+    n_t = -(-(dense_layers * per_dense + moe_layers * per_moe) // p.tp)
+    tensors = dense_layers * lora.adapter_tensors(m, w.lora_targets, False) + (
+        moe_layers * lora.adapter_tensors(m, w.lora_targets, True) if moe_layers else 0)
+    zero3 = p.zero >= 3 and p.shard_group > 1
+    g = p.shard_group if zero3 else 1
+    if w.finetune == "qlora":
+        linear, rest = shard.layer_linear, shard.total - shard.layer_linear
+        base = inf.quantized_weight_bytes(linear, "nf4", 64) + nbytes(rest, prec.params)
+        t.add("weights", "weights", f"Frozen base weights (NF4 linears, {prec.params} embeddings/norms)",
+              -(-base // g), "N_linear × 0.5 B + ⌈N_linear/64⌉ × 4 B + N_other × b_param" + (" / d" if zero3 else ""),
+              f"{linear:,} × 0.5 B + absmax + {rest:,} × {_b(prec.params)}" + (f" / {g}" if zero3 else ""),
+              "peft-kbit" if w.kbit_prep else "quantization",
+              "prepare_model_for_kbit_training cast every non-4-bit weight to fp32" if w.kbit_prep else "")
+    else:
+        t.add("weights", "weights", f"Frozen base weights ({prec.params})", -(-nbytes(shard.total, prec.params) // g),
+              "N_gpu × b_param" + (" / d" if zero3 else ""), f"{shard.total:,} × {_b(prec.params)}"
+              + (f" / {g}" if zero3 else ""), "transformer-math")
+    fp32 = w.lora_adapter_dtype == "fp32"  # PEFT's autocast_adapter_dtype: adapters, grads in fp32, no master
+    a_dtype, g_dtype, master = ("fp32", "fp32", None) if fp32 else (prec.params, prec.grads, prec.master_weights)
+    t.add("weights.adapters", "weights", f"LoRA adapters (r = {w.lora_rank}, {w.lora_targets}, {a_dtype})",
+          nbytes(n_t, a_dtype), "Σ_adapted r·(in + out) × b_adapter",
+          f"{n_t:,} × {_b(a_dtype)}", "lora")
+    n_o = -(-n_t // p.shard_group) if (p.zero >= 1 or p.distributed_optimizer) else n_t
+    n_g = -(-n_t // p.shard_group) if p.zero >= 2 else n_t
+    if master:
+        t.add("master_weights", "master_weights", f"Adapter master weights ({master})",
+              nbytes(n_o, master), "N_trainable × b_master", f"{n_o:,} × {_b(master)}", "mixed-precision")
+    t.add("gradients", "gradients", f"Adapter gradients ({g_dtype})", nbytes(n_g, g_dtype),
+          "N_trainable × b_grad", f"{n_g:,} × {_b(g_dtype)}", "lora")
+    t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer}, adapters only)",
+          tr.optimizer_state_bytes(n_o, tensors, w.optimizer, prec.optimizer_states), "per optimizer, N_trainable",
+          f"{n_o:,} trainable params, {tensors} tensors", "lora")
+    largest = max((w.lora_rank * max(i, o) for _, i, o in lora.adapted_linears(m, w.lora_targets, False)),
+                  default=0)
+    return n_o, largest
+
+
+def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
+    t = _Terms()
+    shared = pipeline_stages.shared_by_stages(m, w)
+    w, stack, ws, d, code = shared.w, shared.stack, shared.ws, shared.d, shared.code
+    p = ws.parallel
+    if w.finetune == "full":
+        terms, n_opt, largest_tensor = _states_of_shard(m, p, ws.precision, ws.optimizer, shard)
+        t.extend(terms)
+    else:
+        n_opt, largest_tensor = _lora_model_states(t, m, ws, shard)
+    if p.offload_optimizer or p.offload_params:
+        _offload(t, ws, shard)
+    grads = born = t.by_component.get("gradients", 0)
+    sm = stack.memory(StackContext(m, ws, shard, grads, _grad_dtype(ws), original=w))
+    if sm.grads_whole_step:
+        born = 0
+        if sm.gradient_note:
+            t.items = [x._replace(note=sm.gradient_note) if x.component == "gradients" else x for x in t.items]
+    else:  # born in backward, freed after the step: counted where the backward is, not with the states
+        t.items = [x for x in t.items if x.component != "gradients"]
+        t.by_component["gradients"] = 0
+    for x in sm.persistent:
+        t.add(*x.__dict__.values())
+    if w.activation_model != "textbook":  # the textbook model has a flat overhead instead
+        _cublas(t, w, gpu, threads=2)
+    states = t.total(_LONG_LIVED) + sum(x.bytes for x in sm.persistent if x.component not in _LONG_LIVED) + \
+        t.by_component.get("transient", 0)
+    flight = in_flight_microbatches(p, shard.stage)
+    layers = range(shard.first_layer, shard.last_layer)
+    n_moe = shard.moe_layers
+    n_dense = len(layers) - n_moe
+    recompute_ws = loss_ws = 0
+    dense_l = moe_l = head = None
+    if w.activation_model == "textbook":
+        per = act.textbook_layer(m, w)
+        t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", int(flight * len(layers) * per),
+              "m_inflight × L_stage × s·b·h·(34 + 5·a·s/h)" if w.recompute == "none" else
+              ("m_inflight × L_stage × 34·s·b·h" if w.recompute == "selective" else "m_inflight × L_stage × 2·s·b·h"),
+              ("{:g} × {} × {:,} B", flight, len(layers), per), "korthikanti")
+    elif w.activation_model == "fujii":
+        per_dense, per_moe = act.fujii_layer(m, w, False), act.fujii_layer(m, w, True) if n_moe else 0
+        t.add("activations.layers", "activations", "Activations (Fujii et al.)",
+              int(flight * (n_dense * per_dense + n_moe * per_moe)),
+              "m_inflight × L_stage × s·b·h·(12 + 4k/a + 8f/h) / (t·c)",
+              ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe), "fujii")
+    else:
+        lora_ft = w.finetune != "full"
+        # PEFT without checkpointing: the first layer's input does not require grad, so its first norm saves nothing
+        first_discount = int(flight * code.first_layer_without_input_grad(m, d)) if (
+            lora_ft and w.recompute not in ("full", "op") and shard.has_embedding) else 0
+        masked = sdpa.masked_layers(m, w, layers)  # SDPA layers with a padding or sliding-window mask
+        dense_l = shared.layer(False) if n_dense else None
+        moe_l = shared.layer(True) if n_moe else None
+        if w.recompute in ("full", "op"):
+            if w.recompute == "full":
+                per = act.full_recompute_layer(d)
+                t.add("activations.layers", "activations", "Layer inputs (full recompute)",
+                      int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
+                      ("{:g} × {} × {} × {:,} × {:,}", flight, len(layers), d.e, d.T, d.h_sp),
+                      "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
+            else:
+                per = act.op_selective_layer(m, d)
+                per_moe = act.op_selective_layer(m, d, moe=True) if n_moe else 0
+                t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
+                      "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
+                      "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",
+                      ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per, n_moe, per_moe),
+                      "torchtitan-op-sac")
+            if w.attention == "eager":
+                # the backward peaks in the attention's softmax backward: the layer's norms and attention part,
+                # plus fp32 gradients of the scores beyond the saved (4 + e) bytes per score
+                recompute_ws = max(x.norms + x.attention for x in (dense_l, moe_l) if x is not None) + (
+                    (8 - d.e) * d.a * d.b * d.s * d.s_kv)
+            else:
+                recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
+            if masked:  # a masked layer recomputes SDPA's efficient kernel with its bias
+                recompute_ws += sdpa.masked_layer_extra(d, m, False)
+        else:
+            attn_src = "mla" if m.is_mla else ("hf-eager-attention" if w.attention == "eager" else "flash-attention")
+            code_src = impls.SOURCES[w.impl]
+            sources = ("pipeline-1f1b" if p.pp > 1 else code_src, attn_src, "hf-moe" if n_moe else code_src)
+            for i, (key, term_key, label) in enumerate(_ACTIVATION_PARTS):
+                per_dense = dense_l[i] if dense_l else 0  # LayerActivations = (norms, attention, mlp)
+                per_moe = moe_l[i] if moe_l else 0
+                total = int(flight * (n_dense * per_dense + n_moe * per_moe))
+                formula = _ACTIVATION_FORMULA[key].format(d.T)
+                if i == 0 and first_discount:
+                    total -= first_discount
+                    formula += " − first layer's input norm (no input grads)"
+                subst = (("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe) if n_moe
+                         else ("{:g} × {} × {:,} B", flight, n_dense, per_dense))
+                t.add(term_key, "activations", label, total, formula, subst, sources[i], _exact_note(key, m, w))
+        input_grads = not lora_ft or w.recompute in ("full", "op")  # HF enables input grads for checkpointing
+        if shard.has_embedding:
+            emb = act.embedding_saved(m, d, input_grads)
+            if emb:
+                t.add("activations.embedding", "activations", "Embedding dropout mask", int(flight * emb),
+                      "m_inflight × T·h × 1 B", ("{:g} × {:,} B", flight, emb), "hf-llama")
+        shared = act.rotary_saved(m, d)
+        if shared:
+            t.add("activations.rotary", "activations", "RoPE cos/sin tables", int(flight * shared),
+                  "m_inflight × 2·s·d_head·e",
+                  ("{:g} × 2 × {:,} × {} × {}", flight, d.s, shared // (2 * d.s * d.e), d.e),
+                  "hf-llama")
+        if w.attention == "eager" and w.recompute != "none" and not m.is_mla:
+            mask = act.eager_mask_saved(d)
+            t.add("activations.mask", "activations", "Causal mask (input of the recomputed calls)", int(flight * mask),
+                  "m_inflight × e·b·s·s", ("{:g} × {} × {} × {:,} × {:,}", flight, d.e, d.b, d.s, d.s_kv),
+                  "hf-checkpointing")
+        elif masked and w.recompute == "full":
+            n_masks = sdpa.mask_tensors(m, w, layers)
+            t.add("activations.mask", "activations", "4-D attention masks (inputs of the recomputed calls)",
+                  int(flight * n_masks * sdpa.mask_bytes(d)), "m_inflight × masks × 1 B × b·s·s",
+                  ("{:g} × {} × {} × {:,} × {:,}", flight, n_masks, d.b, d.s, d.s_kv), "sdpa-mask")
+        elif masked:
+            per = sdpa.masked_layer_extra(d, m, w.recompute == "selective")
+            t.add("activations.sdpa_mask", "activations", "SDPA with a mask: bias and repeated k/v per masked layer",
+                  int(flight * masked * per), "m_inflight × L_masked × (e·b·s·s + e·T·2·(qd − kvd) if repeated)",
+                  ("{:g} × {} × {:,} B", flight, masked, per), "sdpa-mask",
+                  "padded batch" if w.padded_batch else f"sliding-window layers ({m.sliding_window:,} < {w.seq_len:,})")
+        if w.finetune == "full" and autocast.applies(w):
+            head_w = -(-m.vocab_size * m.hidden_size // p.tp) if shard.has_head else 0
+            copies = autocast.weight_copy_bytes(shard.layer_linear, head_w, d.e)
+            t.add("activations.autocast_weights", "activations", "bf16 weight copies cached by autocast",
+                  copies, "e × (N_layer_linear + V·h/t)", ("{} × ({:,} + {:,})", d.e, shard.layer_linear, head_w),
+                  "torch-autocast", "kept by each linear from the forward to its backward")
+        head = code.head(m, w, d) if shard.has_head else None
+        if head:
+            for h in head.saved:
+                t.add(f"logits.{h.key}", "logits", h.label, h.bytes, h.formula, h.substituted, h.source)
+            loss_ws = head.transient
+        # Backward peaks either at the loss (logits and their gradients) or, with full recompute, while one layer
+        # is recomputed — by then the loss head's saved tensors are freed.
+        freed = t.by_component.get("logits", 0)
+        if recompute_ws and recompute_ws - freed > loss_ws:
+            t.add("transient.recompute", "transient", "One layer recomputed during backward", recompute_ws - freed,
+                  "activations of one layer − the loss head's (freed by then)",
+                  ("{:,} − {:,} B", recompute_ws, freed),
+                  "hf-checkpointing", f"exceeds the loss backward's {loss_ws:,} B")
+        elif loss_ws:
+            t.add("transient.loss", "transient", head.transient_label, loss_ws, head.transient_formula,
+                  head.transient_substituted, head.transient_source,
+                  f"one recomputed layer needs {max(0, recompute_ws - freed):,} B" if recompute_ws else "")
+    if w.finetune == "qlora":
+        dq = 2 * params.largest_layer_linear(m) // p.tp
+        t.add("transient.dequant", "transient", "bf16 dequantization of one 4-bit linear", dq,
+              "2 B × max(in × out)", f"2 × {dq // 2:,}", "quantization",
+              "bitsandbytes dequantizes each NF4 weight to bf16 for its matmul, one linear at a time")
+    if w.activation_model != "textbook" and not (stacks.resolve(w) == "deepspeed" and p.shard_group == 1
+                                                  and p.zero >= 3):
+        for x in sm.at_peak:
+            t.add(*x.__dict__.values())
+    # The replayed loop is data parallel only (no 1F1B schedule, no TP/CP/EP buffers). It runs for one GPU and for a
+    # stack the user names (--stack fsdp2 --dp 8); a layout over several GPUs with the default stack keeps the
+    # calibrated shares: a replay costs tens of ms, too much for the planner's hundreds of layouts.
+    if w.activation_model == "exact" and (dense_l or moe_l) and p.pp == p.tp == p.cp == p.ep == 1 and (
+            p.world_size == 1 or w.stack is not None) and len(layers) <= step_trace.MAX_REPLAY_LAYERS:
+        t.plan = step_trace.training_plan(m, w, ws, shard, d, dense_l or moe_l, head, sm, _grad_dtype(ws))
+    fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
+    saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
+    if born:
+        fwd_bwd = _gradients_born_in_backward(t, m, ws, shard, sm, born, fwd_bwd, recompute_ws, flight)
+    # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
+    # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
+    fp32_adapters = w.finetune != "full" and w.lora_adapter_dtype == "fp32"
+    chunk = min(n_opt, sm.step_chunk or n_opt)  # DeepSpeed ZeRO-3: one sub-group at a time
+    step = 0 if (w.activation_model == "textbook" or p.offload_optimizer) else tr.optimizer_step_transient(
+        chunk, largest_tensor, ws, upcast_grads=not fp32_adapters,
+        cast_source=nbytes(chunk, _grad_dtype(ws)) if sm.step_flattens else 0) + born
+    t.phases = [(states, states + fwd_bwd), (states, states + step)]
+    t.timeline = [("model states", states, states), ("forward: tensors saved", states, states + saved),
+                  ("backward: peak", states, states + fwd_bwd), ("optimizer step", states, states + step)]
+    if step > fwd_bwd:
+        t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
+              "max(0, step temporaries − fwd/bwd working set)", ("{:,} − {:,} B", step, fwd_bwd), "torch-adamw",
+              f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if ws.precision.master_weights and ws.precision.grads != ws.precision.master_weights else ''}"
+              + (" + every gradient (born in backward, freed after the step)" if born else ""))
+    return _finish(t, w, shard, gpu, sm.nccl_communicators)
+
+
+def _grad_dtype(w) -> str:
+    return "fp32" if w.finetune != "full" and w.lora_adapter_dtype == "fp32" else w.precision.grads
+
+
+@lru_cache(maxsize=256)
+def _layer_grad_bytes(m: ModelSpec, first: int, last: int, tp: int, expert_split: int, per_param: float) -> tuple:
+    """Gradient bytes of each decoder layer of a stage (`per_param` bytes per parameter on this GPU)."""
+    return tuple(int(n * per_param) for n in layer_grad_params(m, first, last, tp, expert_split))
+
+
+def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, sm, grads: int, loss_peak: int,
+                                recompute_ws: int, flight: float) -> int:
+    """Gradients created in backward and freed after the step (stacks/common.backward_peak): the gradients line
+    holds what is alive at the forward/backward peak beyond the loss backward. Returns the new fwd/bwd peak."""
+    p = w.parallel
+    per_param = grads / shard.total if shard.total else 0.0  # gradient bytes per parameter on this GPU
+    acts = t.by_component.get("activations", 0)
+    n_layers = shard.last_layer - shard.first_layer
+    layer_total = sum(x.bytes for x in t.items if x.key.startswith("activations.") and x.key.split(".")[1] in
+                      ("norms", "attention", "mlp", "layers"))
+    layer_acts = (layer_total // n_layers,) * n_layers if n_layers else ()
+    if w.finetune == "full":
+        layer_grads = _layer_grad_bytes(m, shard.first_layer, shard.last_layer, p.tp, p.ep * p.expert_tp, per_param)
+        counts = count_parameters(m)
+        head = (counts.final_norm + -(-(counts.lm_head or counts.embedding) // p.tp)) if shard.has_head else 0
+        emb = -(-counts.embedding // p.tp) if shard.has_embedding and not (m.tie_word_embeddings and shard.has_head) \
+            else 0
+        tied = tied_embedding_extra(m, p.tp, _grad_dtype(w), w.precision.params == w.precision.activations) if (
+            shard.has_head and shard.has_embedding) else 0
+        head_g, emb_g = int(head * per_param), int(emb * per_param)
+    else:  # adapters only: spread over the layers
+        layer_grads = (grads // max(n_layers, 1),) * n_layers
+        head_g = emb_g = tied = 0
+    peak = backward_peak(loss_peak=loss_peak, activations=acts, layer_acts=layer_acts, layer_grads=layer_grads,
+                         head_grads=head_g, embedding_grads=emb_g, tied_extra=tied, recompute_ws=int(flight * recompute_ws),
+                         layer_backward=sm.layer_backward)
+    t.add("gradients", "gradients", f"Gradients ({_grad_dtype(w)}) alive at the peak", peak.bytes - loss_peak,
+          "max(loss, first layer, last layer, embedding backward) − loss backward",
+          partial(_born_text, grads, peak), stacks.module(w).SOURCE,
+          "no gradient exists during the forward pass: each is born as its layer is back-propagated and "
+          "zero_grad(set_to_none=True) frees all after the step", keep=True)
+    return peak.bytes
+
+
+_NOTES = {
+    "norms": "HF RMSNorm keeps an fp32 copy of its input (4 B/elem) plus the normalised input: ~12·s·b·h per layer "
+             "in bf16, not the textbook 4",
+    "flash": "FlashAttention: q, k, v unexpanded (GQA), output, fp32 logsumexp — no s² term",
+    "eager": "eager: expanded k/v and the a·b·s² scores in fp32 + model dtype",
+    "sdpa": "SDPA: FlashAttention's tensors without a mask; a masked layer adds its bias and repeated k/v (below)",
+    "selective": "selective recompute: the attention core is recomputed; its inputs q, k, v stay saved",
+    "moe": "MoE: every token is copied to its top-k experts",
+    "gated": "gated MLP: gate, up, activation and product (4·e·T·f)",
+    "plain": "plain MLP: fc1 output and activation output",
+}
+
+
+_ACTIVATION_PARTS = (("norms", "activations.norms", "Activations: norms"),
+                     ("attention", "activations.attention", "Activations: attention"),
+                     ("mlp", "activations.mlp", "Activations: MLP"))
+_ACTIVATION_FORMULA = {k: f"m_inflight × L_stage × A_{k}(T={{:,}})" for k in ("norms", "attention", "mlp")}
+
+
+def _born_text(grads: int, peak) -> str:
+    where = ", ".join(f"{name} {b / 1e9:.2f} GB" for name, b in peak.positions)
+    return f"{grads:,} B in all, born in backward; peak at the {peak.position} ({where})"
+
+
+def _exact_note(key: str, m: ModelSpec, w) -> str:
+    if w.impl != "hf" and key in ("norms", "mlp") and not m.is_moe:
+        return impls.FUSED_NOTES[key]
+    if key == "norms":
+        return _NOTES["norms"]
+    if key == "attention":
+        return _NOTES["selective" if w.recompute == "selective" else w.attention]
+    return _NOTES["moe" if m.is_moe else ("gated" if m.gated_mlp else "plain")]
+
+
+def _offload(t: _Terms, w, shard: StageShard) -> None:
+    """ZeRO-Offload (Ren et al. 2021) / FSDP CPUOffload: gradients, fp32 master weights and optimizer state live in
+    host RAM and the optimizer steps on the CPU; with ZeRO-3 the parameters too (ZeRO-Infinity). The GPU keeps
+    the gradients of one unit until they are copied out."""
+    p = w.parallel
+    moved = {"master_weights", "optimizer_states", "gradients"} | ({"weights"} if p.offload_params else set())
+    keep = []
+    for term in t.items:
+        if term.component in moved:
+            t.host.append(term._replace(component="host", note="in host RAM (offloaded)"))
+            t.by_component[term.component] -= term.bytes
+        else:
+            keep.append(term)
+    t.items = keep
+    if p.offload_params:  # keep a (zero) weights line so the breakdown still names it
+        t.items.insert(0, Term("weights", "weights", "Weights (offloaded to host)", 0, "0", "0", "zero-offload"))
+    unit = shard.largest_unit
+    t.add("transient.grad_offload", "transient", "Gradients of one unit before the copy to host",
+          nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)",
+          ("{:,} × {}", unit, _b(w.precision.grads)),
+          "zero-offload")
