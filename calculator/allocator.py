@@ -156,11 +156,10 @@ def replay(events, expandable: bool = False) -> Replay:
     return reference_replay(events, True) if expandable else _replay_fixed_segments(events)
 
 
-
-
 def reference_replay(events, expandable: bool = False) -> Replay:
     """The replay block by block (_Pool, _Block): the rules as written above; replay() runs the same rules faster
-    without expandable segments (tests/test_allocator.py holds the two equal)."""
+    without expandable segments (calculator/allocator_fast.py; tests/test_allocator.py and
+    tests/test_allocator_fast.py hold the two equal)."""
     pools = (_Pool(True, expandable), _Pool(False, expandable))
     live: dict[int, tuple[_Pool, _Block]] = {}
     allocated = reserved = peak_a = peak_r = 0
@@ -181,88 +180,18 @@ def reference_replay(events, expandable: bool = False) -> Replay:
     return Replay(peak_a, peak_r)
 
 
-_GAP = MIN_BLOCK  # address gap between segments: blocks that touch belong to one segment (merge never crosses)
-_SHIFT = 64  # a free block is one int, size << 64 | address: sorted by size, then address (best fit, lowest first)
-_MASK = (1 << _SHIFT) - 1
-
-
-def fixed_segments():
-    """`reference_replay`'s allocator without expandable segments, driven call by call and ~5× faster, on plain ints
-    and dicts: (alloc(n) -> block, free(block), peaks() -> Replay). Each pool keeps its free blocks as a sorted list
-    of size << 64 | address and two dicts (address -> size, end -> address); a block is (address, size, pool). The
-    same rules: best fit, split, merge with free neighbours of the segment. alloc raises OverflowError past 2^64 B."""
-    free_lists: tuple[list[int], list[int]] = ([], [])  # small pool, large pool
-    starts: tuple[dict[int, int], dict[int, int]] = ({}, {})  # free block address -> size
-    ends: tuple[dict[int, int], dict[int, int]] = ({}, {})  # free block end -> address
-    top = allocated = reserved = peak_a = peak_r = 0
-
-    def alloc(n: int) -> tuple[int, int, int]:
-        nonlocal top, allocated, reserved, peak_a, peak_r
-        size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
-        small = size <= SMALL_SIZE
-        pool = 0 if small else 1
-        free = free_lists[pool]
-        i = bisect_left(free, size << _SHIFT)
-        if i < len(free):
-            k = free.pop(i)
-            block, addr = k >> _SHIFT, k & _MASK
-            del starts[pool][addr], ends[pool][addr + block]
-        else:
-            block = SMALL_BUFFER if small else (LARGE_BUFFER if size < MIN_LARGE_ALLOC else
-                                                -(-size // ROUND_LARGE) * ROUND_LARGE)
-            addr = top
-            top += block + _GAP
-            if top > _MASK:
-                raise OverflowError("allocator addresses past 2^64 B")
-            reserved += block
-            if reserved > peak_r:
-                peak_r = reserved
-        rest = block - size
-        if rest >= MIN_BLOCK if small else rest > SMALL_SIZE:
-            r = addr + size
-            starts[pool][r] = rest
-            ends[pool][r + rest] = r
-            insort(free, rest << _SHIFT | r)
-            block = size
-        allocated += block
-        if allocated > peak_a:
-            peak_a = allocated
-        return addr, block, pool
-
-    def release(b: tuple[int, int, int]) -> None:
-        nonlocal allocated
-        addr, block, pool = b
-        allocated -= block
-        free, start, end = free_lists[pool], starts[pool], ends[pool]
-        nxt = start.pop(addr + block, None)
-        if nxt is not None:  # the next block of the segment is free: merge
-            del free[bisect_left(free, nxt << _SHIFT | addr + block)], end[addr + block + nxt]
-            block += nxt
-        prev = end.pop(addr, None)
-        if prev is not None:  # the previous one too
-            del free[bisect_left(free, (addr - prev) << _SHIFT | prev)], start[prev]
-            block += addr - prev
-            addr = prev
-        start[addr] = block
-        end[addr + block] = addr
-        insort(free, block << _SHIFT | addr)
-
-    def peaks() -> Replay:
-        return Replay(peak_a, peak_r)
-
-    return alloc, release, peaks
-
-
 def _replay_fixed_segments(events) -> Replay:
-    """`reference_replay` without expandable segments (fixed_segments); past 2^64 B of addresses, the reference."""
-    alloc, release, peaks = fixed_segments()
-    live: dict[int, tuple[int, int, int]] = {}
+    """`reference_replay` without expandable segments (calculator/allocator_fast.py); past 2^64 B of addresses, the
+    reference."""
+    from calculator.allocator_fast import FixedSegments  # it imports this module's constants
+    a = FixedSegments()
+    live: dict[int, int] = {}
     try:
         for key, n in events:
             if n:
-                live[key] = alloc(n)
+                live[key] = a.alloc(n)
             else:
-                release(live.pop(key))
+                a.free_one(live.pop(key))
     except OverflowError:
         return reference_replay(events)
-    return peaks()
+    return a.peaks()

@@ -1,24 +1,7 @@
-"""The order in which a training step allocates and frees its tensors, built from the engine's own terms, for the
-caching-allocator replay (calculator/allocator.py): reserved − allocated depends on which freed block each new
-tensor lands in, not only on the peak sum.
+"""The plan of a training step's tensors, built from the engine's own terms, and the caching-allocator replay over it
+(calculator/allocator.py): reserved − allocated depends on which freed block each new tensor lands in, not only on
+the peak sum. The order in which the step allocates and frees them is calculator/step_order.py.
 
-The loop is the one a user runs on one GPU (HF Trainer / accelerate / a plain PyTorch loop; DDP and FSDP2 add
-their buffers): the model is built, then two steps of forward, backward, `opt.step()` and
-`opt.zero_grad(set_to_none=True)` (the shared H200 protocol: the measured figure is the second, steady step, with
-the reserved memory the first left behind).
-- forward: each layer's saved tensors in layer order (full recompute: only its input, the rest allocated and
-  freed); transformers' loss (transformers/loss/loss_utils.py ForCausalLMLoss): model-dtype logits, their fp32
-  upcast, the fp32 log-softmax kept for backward; the upcast and the logits are freed when the loss returns;
-- backward (torch/csrc/autograd): the NLL gradient (fp32), the log-softmax gradient (fp32), its cast back, the
-  LM head's input gradient and weight gradient; then per layer in reverse (recomputed first under full
-  recompute) the MLP and attention input gradients, the layer's parameter gradients (born on first use,
-  torch/csrc/autograd/functions/accumulate_grad.h), its saved tensors freed; the embedding gradient last;
-- step: the first `opt.step()` creates the optimizer state lazily, param by param (torch/optim/adamw.py
-  `_init_group`: exp_avg and exp_avg_sq `zeros_like(p)`), after the backward, into whatever blocks the
-  activations left free; the foreach implementation materialises `_foreach_sqrt(exp_avg_sqs)`, one temporary per
-  parameter (torch/optim/adamw.py `_multi_tensor_adamw`); the fused one none. zero_grad frees the gradients.
-  DeepSpeed ZeRO-3 steps sub-group by sub-group instead: the flattened bf16 gradients, their fp32 copy (the bf16
-  one freed), the states and temporaries of that sub-group, the fp32 copy freed (`step_groups`).
 A layer's saved tensors are its parts (norms, attention, MLP) cut into tensors of the layer's own widths (e·T·h,
 e·T·f, eager scores a·b·s·s_kv), the part's remainder as one more tensor.
 """
@@ -26,15 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import count
 from typing import NamedTuple
 
 from calculator import activations as act
 from calculator import lora
 from calculator import stacks
-from calculator.allocator import fixed_segments, replay
+from calculator.allocator import replay
+from calculator.allocator_fast import FixedSegments
 from calculator.dtypes import DTYPE_BITS
 from calculator.parameters import layer_shapes, norm_shapes
+from calculator.step_order import run_step, training_events
 
 
 MAX_REPLAY_LAYERS = 256  # deeper models keep the calibrated shares: the replay grows with the layers (~100 events each)
@@ -55,6 +39,7 @@ class ModelTensors:
     layer_transient: tuple[int, ...]  # allocated and freed one at a time in each layer's forward and backward
     layer_gather: int  # FSDP2: the unit's gathered parameters during its forward and backward
     tied_sum: int  # tied embeddings: the embedding backward's V×h gradient and its sum with the head's
+    periods: tuple[int, ...] = ()  # tensors per layer in `weights` and `masters` (dense, MoE): the build's repeats
 
 
 class StepPlan(NamedTuple):
@@ -94,153 +79,15 @@ def split(total: int, unit: int) -> tuple[int, ...]:
 @lru_cache(maxsize=256)
 def replayed(plan: StepPlan, expandable: bool):
     """The caching allocator (calculator/allocator.py) over the plan's build and two steps, driven tensor by tensor
-    (no event list) without expandable segments."""
+    (no event list) without expandable segments (calculator/allocator_fast.py)."""
     if expandable:
         return replay(training_events(plan), True)
-    alloc, release, peaks = fixed_segments()
+    a = FixedSegments()
     try:
-        _run_step(plan, alloc, release)
+        run_step(plan, a)
     except OverflowError:  # addresses past 2^64 B (no real job): the block-by-block replay
         return replay(training_events(plan))
-    return peaks()
-
-
-def training_events(plan: StepPlan) -> list[tuple[int, int]]:
-    """Build + two training steps as allocator events ((id, bytes) allocates, (id, 0) frees)."""
-    ev: list[tuple[int, int]] = []
-    ids = count(1)
-
-    def take(n: int) -> int:
-        k = next(ids)
-        ev.append((k, n))
-        return k
-
-    _run_step(plan, take, lambda k: ev.append((k, 0)))
-    return ev
-
-
-def _run_step(plan: StepPlan, take, give) -> None:
-    """The build and two steps: take(bytes) -> a tensor, give(tensor) frees it."""
-
-    def alloc(n):
-        return take(int(n)) if n > 0 else 0
-
-    def allocs(sizes) -> list:
-        return [take(int(n)) if n > 0 else 0 for n in sizes]
-
-    def free(keys) -> None:
-        for k in keys:
-            if k:
-                give(k)
-
-    t = plan.tensors
-    gather, transient, saved_sizes, recompute = t.layer_gather, t.layer_transient, plan.layer_saved, \
-        plan.recompute_input
-    allocs(t.weights)
-    allocs(t.masters)
-    allocs(plan.persistent)
-    free((alloc(plan.init_transient),))
-    grads: list[int] = []
-    states_made = False
-    n_layers = plan.n_layers
-    persistent_grads: list[int] = []
-    e_logits, f_logits = plan.logits
-    for _step in range(2):
-        # forward
-        saved: list[list[int]] = []
-        for i in range(n_layers):
-            g = alloc(gather)
-            for n in transient:
-                free((alloc(n),))
-            if recompute:
-                keep = [alloc(recompute)]
-                free(allocs(saved_sizes))
-            else:
-                keep = allocs(saved_sizes)
-            if g:
-                give(g)
-            saved.append(keep)
-        head = allocs(plan.head_saved)
-        if e_logits:
-            logits = alloc(e_logits)
-            tanh = 0
-            if plan.softcap:  # transformers Gemma2ForCausalLM: logits / cap, tanh, × cap
-                scaled = alloc(e_logits)
-                free((logits,))
-                tanh = alloc(e_logits)
-                free((scaled,))
-                logits = alloc(e_logits)
-            upcast = alloc(f_logits)
-            lsm = alloc(f_logits)
-            free((upcast, logits))
-            # backward of the loss
-            g_nll = alloc(f_logits)
-            g_lsm = alloc(f_logits)
-            free((g_nll, lsm))
-            g_cast = alloc(e_logits)
-            free((g_lsm,))
-            for _ in range(2 if plan.softcap else 0):  # through × cap and tanh
-                nxt = alloc(e_logits)
-                free((g_cast,))
-                g_cast = nxt
-            free((tanh,))
-        else:
-            g_cast = alloc(plan.head_transient)
-        d_hidden = alloc(plan.hidden_grad)
-        fresh = not persistent_grads
-        if fresh:
-            grads += allocs(t.head_grads)
-        free((g_cast,))
-        free(head)
-        for i in reversed(range(n_layers)):
-            g = alloc(gather)
-            if recompute:
-                saved[i] += allocs(saved_sizes)
-            for n in transient:
-                free((alloc(n),))
-            work = allocs(plan.layer_grad_work)
-            if fresh:
-                grads += allocs(t.layer_grads[i])
-            free(saved[i])
-            free(work)
-            free((g,))
-            nxt = alloc(plan.hidden_grad)
-            free((d_hidden,))
-            d_hidden = nxt
-        if fresh:
-            grads += allocs(t.embedding_grads)
-            if t.tied_sum and grads:
-                # stacks/common.tied_embedding_extra: the head's gradient waits in the input buffer; the
-                # embedding's own gradient and their sum are new tensors, the sum becomes .grad
-                own = alloc(t.tied_sum)
-                total = alloc(t.tied_sum)
-                free((own, grads[0]))
-                grads[0] = total
-        free((d_hidden,))
-        # optimizer step
-        sizes = t.model_order or (t.head_grads + tuple(n for lg in t.layer_grads for n in lg) + t.embedding_grads)
-        if plan.step_groups:  # stage3.py step: _prepare_sub_group → _optimizer_step → _release_sub_group
-            for flat, fp32, temp in plan.step_groups:
-                a = alloc(flat)
-                b = alloc(fp32)
-                free((a,))
-                if not states_made:
-                    for k in plan.state_per_grad:
-                        alloc(int(flat * k))
-                free((alloc(temp), b))
-            states_made = True
-        if not states_made:
-            for n in sizes:
-                for k in plan.state_per_grad:
-                    alloc(int(n * k))
-            states_made = True
-        if plan.foreach_temp and not plan.step_groups:
-            free([alloc(int(n * plan.foreach_temp)) for n in sizes])
-        if plan.grads_persist:
-            persistent_grads = grads
-        else:
-            free(grads)
-            grads = []
+    return a.peaks()
 
 
 # ---- the plan of one GPU's step, from the engine's terms ----------------------------------------------------
@@ -298,8 +145,10 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
             weights += [n // 2 if n >= 1 << 16 else int(n * b_param) for n in lt]
             weights += [n // 16 for n in lt if n >= 1 << 16]
         weights += [int(n * b_param) for n in head_w]
+        periods = tuple(len(v) + sum(n >= 1 << 16 for n in v) for v in kinds.values() if v)
     else:
         weights = [int(n * b_param) // shard_d for n in emb + [x for lt in layer_tensors for x in lt] + head_w]
+        periods = tuple(len(v) for v in kinds.values() if v)
     if full:
         per_kind = {k: tuple(int(n * b_grad) // grad_shard for n in v) for k, v in kinds.items()}
         layer_grads = tuple(per_kind[m.layer_is_moe(i)] for i in layers)
@@ -331,7 +180,8 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
         model_order=(emb_grads + head_grads[:1] if m.tie_word_embeddings else emb_grads) +
         tuple(n for lg in layer_grads for n in lg) + (head_grads[1:] if m.tie_word_embeddings else head_grads[::-1]),
         layer_transient=transient, layer_gather=gather,
-        tied_sum=head_grads[0] if full and m.tie_word_embeddings and shard.has_head and shard.has_embedding else 0)
+        tied_sum=head_grads[0] if full and m.tie_word_embeddings and shard.has_head and shard.has_embedding else 0,
+        periods=periods)
 
 
 def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepPlan:

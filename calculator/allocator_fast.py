@@ -1,0 +1,262 @@
+"""calculator/allocator.py's caching allocator without expandable segments, on plain ints, driven in bulk, with an
+exact fast-forward of a repeated allocation-only block (a model's layers being built, the first forward).
+
+The rules are reference_replay's (c10/cuda/CUDACachingAllocator.cpp): 512 B rounding (`round_size`), the small pool
+for requests of at most 1 MiB in 2 MiB segments, the large pool in 20 MiB segments below 10 MiB and the request
+rounded to 2 MiB above (`get_allocation_size`), best fit — the smallest free block that holds the request, the
+lowest address on ties (`get_free_block`: `pool.blocks.lower_bound` over blocks ordered by size, then address) —,
+a split when the rest is at least 512 B (small pool) or more than 1 MiB (large pool) (`should_split`), a freed block
+merged with the free neighbours of its own segment (`try_merge_blocks`); reserved memory never shrinks (no
+`empty_cache()`), so its peak is its final value. tests/test_allocator_fast.py holds the results equal.
+
+Representation. A block is one int, `size << 64 | address`, its key: a pool's free blocks are a sorted list of keys
+(the first key ≥ `request << 64` is the best fit) and two dicts for the merges (address -> size, end -> address).
+A handle is the key of the granted block; its pool follows from its size (a small-pool block is at most 1 MiB: it
+is split unless the rest is 0; a large-pool one is more). Each pool has its own address space, new segments placed
+at its top in creation order with a 512 B gap so blocks of two segments never touch: the decisions depend on
+addresses only through the order of one pool's free blocks and adjacency within a segment, both the same as in
+reference_replay's single address space, so the peaks are the same.
+
+Fast-forward (`allocs_repeated`, the proof). A block of requests is allocated k times in a row, nothing freed in
+between. Let m be its smallest large-pool request (rounded). Suppose every free large-pool block is smaller than m
+when a repetition starts. Then (1) no large request of the repetition can take one of those blocks (best fit needs
+size ≥ request ≥ m), and nothing is freed, so none of them changes: the large pool's evolution during the
+repetition involves only the segments the repetition creates at the top, and is the evolution of the same requests
+in an empty large pool (`_LargeRun`), every address shifted by the top: the same handles, the same free blocks left
+in those segments, the same reserved, allocated and top deltas. (2) If every free block left by that run is smaller
+than m too, the next repetition starts in the same condition, so by induction every later repetition is the first
+shifted by its top. The small pool's requests are allocated one by one (they share 2 MiB segments across
+repetitions, so they do not repeat); the pools share nothing but the totals, and with nothing freed allocated only
+grows, so its peak is its value at the end of each repetition whatever the order between the pools.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+from calculator.allocator import (LARGE_BUFFER, MIN_BLOCK, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE,
+                                  Replay)
+
+GAP = MIN_BLOCK  # address gap between segments: blocks that touch belong to one segment (merge never crosses)
+SHIFT = 64  # a block is size << 64 | address: sorted by size, then address (best fit, lowest address first)
+MASK = (1 << SHIFT) - 1
+
+
+class FixedSegments:
+    """The allocator's state (free blocks of both pools, their tops, allocated, reserved, peak allocated) and its
+    calls: alloc / allocs / allocs_repeated grant handles, free / frees return them, peaks() -> Replay. A call
+    raises OverflowError when a pool's addresses pass 2^64 B (no real job; the caller falls back to the reference)."""
+
+    __slots__ = ("free", "starts", "ends", "tops", "allocated", "reserved", "peak")
+
+    def __init__(self) -> None:
+        self.free: tuple[list[int], list[int]] = ([], [])  # small pool, large pool: sorted keys
+        self.starts: tuple[dict[int, int], dict[int, int]] = ({}, {})  # free block address -> size
+        self.ends: tuple[dict[int, int], dict[int, int]] = ({}, {})  # free block end -> address
+        self.tops = [0, 0]
+        self.allocated = self.reserved = self.peak = 0
+
+    def peaks(self) -> Replay:
+        return Replay(self.peak, self.reserved)
+
+    def alloc(self, n: int) -> int:
+        """One tensor of n bytes (0 or less: none, handle 0)."""
+        return self.allocs((n,))[0] if n > 0 else 0
+
+    def free_one(self, h: int) -> None:
+        if h:
+            self.frees((h,))
+
+    def allocs(self, sizes) -> list[int]:
+        """Tensors of `sizes` bytes allocated in order (0 or less: none, handle 0); their handles."""
+        out: list[int] = []
+        push = out.append
+        frees, starts, ends, tops = self.free, self.starts, self.ends, self.tops
+        allocated, peak, reserved = self.allocated, self.peak, self.reserved
+        for n in sizes:
+            if n <= 0:
+                push(0)
+                continue
+            size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
+            pool = 0 if size <= SMALL_SIZE else 1
+            free = frees[pool]
+            i = bisect_left(free, size << SHIFT)
+            if i < len(free):  # best fit
+                k = free.pop(i)
+                block, addr = k >> SHIFT, k & MASK
+                del starts[pool][addr], ends[pool][addr + block]
+            else:  # cudaMalloc a new segment
+                block = SMALL_BUFFER if not pool else (LARGE_BUFFER if size < MIN_LARGE_ALLOC else
+                                                       -(-size // ROUND_LARGE) * ROUND_LARGE)
+                addr = tops[pool]
+                if addr + block > MASK:
+                    raise OverflowError("allocator addresses past 2^64 B")
+                tops[pool] = addr + block + GAP
+                reserved += block
+            rest = block - size
+            if rest > SMALL_SIZE if pool else rest >= MIN_BLOCK:  # should_split
+                r = addr + size
+                starts[pool][r] = rest
+                ends[pool][r + rest] = r
+                insort(free, rest << SHIFT | r)
+                block = size
+            allocated += block
+            if allocated > peak:
+                peak = allocated
+            push(block << SHIFT | addr)
+        self.allocated, self.peak, self.reserved = allocated, peak, reserved
+        return out
+
+    def frees(self, handles) -> None:
+        """Free each handle (0: none), merging it with the free neighbours of its segment."""
+        frees, starts, ends = self.free, self.starts, self.ends
+        allocated = self.allocated
+        for h in handles:
+            if not h:
+                continue
+            block, addr = h >> SHIFT, h & MASK
+            allocated -= block
+            pool = 0 if block <= SMALL_SIZE else 1
+            free, start, end = frees[pool], starts[pool], ends[pool]
+            nxt = start.pop(addr + block, None)
+            if nxt is not None:  # the next block of the segment is free: merge
+                del free[bisect_left(free, nxt << SHIFT | addr + block)], end[addr + block + nxt]
+                block += nxt
+            prev = end.pop(addr, None)
+            if prev is not None:  # the previous one too
+                del free[bisect_left(free, (addr - prev) << SHIFT | prev)], start[prev]
+                block += addr - prev
+                addr = prev
+            start[addr] = block
+            end[addr + block] = addr
+            insort(free, block << SHIFT | addr)
+        self.allocated = allocated
+
+    def allocs_repeated(self, block, k: int, keep: bool = True) -> list[list[int]]:
+        """`block` (tensor sizes) allocated k times in a row, nothing freed: each repetition's handles (none unless
+        `keep`). Exactly allocs(block) k times; the large pool's part fast-forwarded once every free large block is
+        smaller than the block's smallest large request (the proof in the module docstring)."""
+        run = _LargeRun.of(tuple(block))
+        out: list[list[int]] = []
+        large = self.free[1]
+        done = 0
+        while done < k and (run is None or (large and large[-1] >> SHIFT >= run.smallest)):
+            got = self.allocs(block)  # a free large block could take a request: allocate one by one
+            if keep:
+                out.append(got)
+            done += 1
+        reps = k - done
+        if not reps:
+            return out
+        assert run is not None
+        top = self.tops[1]
+        if top + reps * run.top > MASK:
+            raise OverflowError("allocator addresses past 2^64 B")
+        tops = range(top, top + reps * run.top, run.top)  # each repetition's large-pool top
+        # the small pool's requests of every repetition, in their order (the pools share nothing; the peak of an
+        # allocation-only stretch is its end)
+        small_sizes = run.small_sizes
+        if small_sizes and small_sizes.count(small_sizes[0]) == len(small_sizes):
+            small = self.allocs_small_same(small_sizes[0], len(small_sizes) * reps, keep)
+        else:
+            small = self.allocs(small_sizes * reps) if small_sizes else []
+        if keep:
+            n_small, small_at = len(run.small_sizes), run.small_at
+            for r, t in enumerate(tops):
+                handles = [h + t if h else 0 for h in run.handles]  # the run's blocks, shifted by the top
+                for j, i in enumerate(small_at):
+                    handles[i] = small[r * n_small + j]
+                out.append(handles)
+        # the free blocks each repetition leaves in its own segments
+        self.starts[1].update({a + t: n for t in tops for a, n in run.left})
+        self.ends[1].update({a + n + t: a + t for t in tops for a, n in run.left})
+        large += [(n << SHIFT | a) + t for t in tops for a, n in run.left]
+        large.sort()
+        self.tops[1] = top + reps * run.top
+        self.allocated += reps * run.allocated
+        self.reserved += reps * run.reserved
+        if self.allocated > self.peak:
+            self.peak = self.allocated
+        return out
+
+    def allocs_small_same(self, n: int, count: int, keep: bool = True) -> list[int]:
+        """`count` small-pool tensors of n bytes in a row, nothing freed: exactly allocs([n] * count), a block at a
+        time. The best fit b of size B takes the first; its remainder B − size is smaller than b and than every
+        other free block that holds the request (b was the smallest), so while it holds one it takes the next: b
+        serves min(count, B // size) requests at consecutive addresses, the rest (B mod size, if any) left free,
+        split since it is a multiple of 512 B (`should_split`). Handles only if `keep`."""
+        size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
+        assert 0 < size <= SMALL_SIZE
+        free, start, end, tops = self.free[0], self.starts[0], self.ends[0], self.tops
+        out: list[int] = []
+        while count:
+            i = bisect_left(free, size << SHIFT)
+            if i < len(free):
+                k = free.pop(i)
+                block, addr = k >> SHIFT, k & MASK
+                del start[addr], end[addr + block]
+            else:
+                block, addr = SMALL_BUFFER, tops[0]
+                if addr + block > MASK:
+                    raise OverflowError("allocator addresses past 2^64 B")
+                tops[0] = addr + block + GAP
+                self.reserved += block
+            q = min(count, block // size)
+            if keep:
+                out += range(size << SHIFT | addr, size << SHIFT | addr + q * size, size)
+            rest = block - q * size
+            if rest >= MIN_BLOCK:
+                r = addr + q * size
+                start[r] = rest
+                end[r + rest] = r
+                insort(free, rest << SHIFT | r)
+            self.allocated += q * size
+            count -= q
+        if self.allocated > self.peak:
+            self.peak = self.allocated
+        return out
+
+    def allocs_runs(self, sizes: tuple[int, ...], periods: tuple[int, ...]) -> None:
+        """Allocate `sizes` in order (handles not kept); a block of one of `periods` sizes repeated back to back
+        goes through allocs_repeated."""
+        i, n, done = 0, len(sizes), 0
+        while i < n:
+            for p in periods:
+                chunk = sizes[i:i + p]
+                j = i
+                while p > 0 and j + 2 * p <= n and sizes[j + p:j + 2 * p] == chunk:
+                    j += p
+                if j > i:
+                    self.allocs(sizes[done:i])
+                    self.allocs_repeated(chunk, (j - i) // p + 1, keep=False)
+                    i = done = j + p
+                    break
+            else:
+                i += 1
+        self.allocs(sizes[done:])
+
+
+class _LargeRun:
+    """One repetition of a block's large-pool requests in an empty large pool: its handles by position (0 where the
+    request is small or none), the free blocks it leaves (address, size), its top, reserved and allocated deltas; the
+    block's small requests and their positions. None (of) when the block has no large request or leaves a free block that a later
+    repetition could take (one at least its smallest large request)."""
+
+    __slots__ = ("handles", "left", "top", "reserved", "allocated", "smallest", "small_sizes", "small_at")
+
+    @staticmethod
+    def of(block: tuple[int, ...]) -> _LargeRun | None:
+        large = [n for n in block if n > SMALL_SIZE]  # a request of more than 1 MiB rounds to the large pool
+        if not large:
+            return None
+        scratch = FixedSegments()
+        got = scratch.allocs([n if n > SMALL_SIZE else 0 for n in block])
+        smallest = min(-(-n // MIN_BLOCK) * MIN_BLOCK for n in large)
+        if scratch.free[1] and scratch.free[1][-1] >> SHIFT >= smallest:
+            return None
+        run = _LargeRun()
+        run.handles, run.top = got, scratch.tops[1]
+        run.left = [(key & MASK, key >> SHIFT) for key in scratch.free[1]]  # (address, size)
+        run.reserved, run.allocated, run.smallest = scratch.reserved, scratch.allocated, smallest
+        run.small_at = [i for i, n in enumerate(block) if 0 < n <= SMALL_SIZE]
+        run.small_sizes = [block[i] for i in run.small_at]
+        return run
