@@ -46,12 +46,13 @@ class FixedSegments:
     calls: alloc / allocs / allocs_repeated grant handles, free / frees return them, peaks() -> Replay. A call
     raises OverflowError when a pool's addresses pass 2^64 B (no real job; the caller falls back to the reference)."""
 
-    __slots__ = ("free", "starts", "ends", "tops", "allocated", "reserved", "peak")
+    __slots__ = ("free", "starts", "ends", "pools", "tops", "allocated", "reserved", "peak")
 
     def __init__(self) -> None:
         self.free: tuple[list[int], list[int]] = ([], [])  # small pool, large pool: sorted keys
         self.starts: tuple[dict[int, int], dict[int, int]] = ({}, {})  # free block address -> size
         self.ends: tuple[dict[int, int], dict[int, int]] = ({}, {})  # free block end -> address
+        self.pools = tuple(zip(self.free, self.starts, self.ends))  # per pool: (free, starts, ends)
         self.tops = [0, 0]
         self.allocated = self.reserved = self.peak = 0
 
@@ -66,24 +67,53 @@ class FixedSegments:
         if h:
             self.frees((h,))
 
+    def alloc_free(self, n: int) -> None:
+        """A tensor of n bytes allocated and freed at once (a transient): exactly free_one(alloc(n)). The best fit b
+        is carved at its start and its rest (if split) stays free next to it; freeing the carve merges it back, and
+        b's neighbours are not free (free blocks that touch are merged), so b is as before: only the peak moves.
+        With no fit, the new segment is left as one free block."""
+        if n <= 0:
+            return
+        size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
+        pool = size > SMALL_SIZE
+        free, start, end = self.pools[pool]
+        i = bisect_left(free, size << SHIFT)
+        if i < len(free):
+            block = free[i] >> SHIFT
+        else:
+            block = SMALL_BUFFER if not pool else (LARGE_BUFFER if size < MIN_LARGE_ALLOC else
+                                                   -(-size // ROUND_LARGE) * ROUND_LARGE)
+            addr = self.tops[pool]
+            if addr + block > MASK:
+                raise OverflowError("allocator addresses past 2^64 B")
+            self.tops[pool] = addr + block + GAP
+            self.reserved += block
+            start[addr] = block
+            end[addr + block] = addr
+            insort(free, block << SHIFT | addr)
+        rest = block - size
+        granted = size if (rest > SMALL_SIZE if pool else rest >= MIN_BLOCK) else block
+        if self.allocated + granted > self.peak:
+            self.peak = self.allocated + granted
+
     def allocs(self, sizes) -> list[int]:
         """Tensors of `sizes` bytes allocated in order (0 or less: none, handle 0); their handles."""
         out: list[int] = []
         push = out.append
-        frees, starts, ends, tops = self.free, self.starts, self.ends, self.tops
+        pools, tops = self.pools, self.tops
         allocated, peak, reserved = self.allocated, self.peak, self.reserved
         for n in sizes:
             if n <= 0:
                 push(0)
                 continue
             size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
-            pool = 0 if size <= SMALL_SIZE else 1
-            free = frees[pool]
+            pool = size > SMALL_SIZE
+            free, start, end = pools[pool]
             i = bisect_left(free, size << SHIFT)
             if i < len(free):  # best fit
                 k = free.pop(i)
                 block, addr = k >> SHIFT, k & MASK
-                del starts[pool][addr], ends[pool][addr + block]
+                del start[addr], end[addr + block]
             else:  # cudaMalloc a new segment
                 block = SMALL_BUFFER if not pool else (LARGE_BUFFER if size < MIN_LARGE_ALLOC else
                                                        -(-size // ROUND_LARGE) * ROUND_LARGE)
@@ -95,8 +125,8 @@ class FixedSegments:
             rest = block - size
             if rest > SMALL_SIZE if pool else rest >= MIN_BLOCK:  # should_split
                 r = addr + size
-                starts[pool][r] = rest
-                ends[pool][r + rest] = r
+                start[r] = rest
+                end[r + rest] = r
                 insort(free, rest << SHIFT | r)
                 block = size
             allocated += block
@@ -108,15 +138,14 @@ class FixedSegments:
 
     def frees(self, handles) -> None:
         """Free each handle (0: none), merging it with the free neighbours of its segment."""
-        frees, starts, ends = self.free, self.starts, self.ends
+        pools = self.pools
         allocated = self.allocated
         for h in handles:
             if not h:
                 continue
             block, addr = h >> SHIFT, h & MASK
             allocated -= block
-            pool = 0 if block <= SMALL_SIZE else 1
-            free, start, end = frees[pool], starts[pool], ends[pool]
+            free, start, end = pools[block > SMALL_SIZE]
             nxt = start.pop(addr + block, None)
             if nxt is not None:  # the next block of the segment is free: merge
                 del free[bisect_left(free, nxt << SHIFT | addr + block)], end[addr + block + nxt]

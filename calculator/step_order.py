@@ -46,6 +46,9 @@ class _Events:
         if key:
             self.events.append((key, 0))
 
+    def alloc_free(self, n: int) -> None:
+        self.free_one(self.alloc(n))
+
     def allocs(self, sizes) -> list[int]:
         return [self.alloc(n) for n in sizes]
 
@@ -78,7 +81,8 @@ def _ints(sizes) -> tuple[int, ...]:
 
 def run_step(plan: StepPlan, a) -> None:
     """The build and two steps on an allocator `a` (allocator_fast.FixedSegments, or _Events): alloc / allocs /
-    allocs_repeated / allocs_runs grant handles (0: no tensor), free_one / frees return them. Sizes are ints."""
+    allocs_repeated / allocs_runs grant handles (0: no tensor), free_one / frees return them, alloc_free is a
+    transient (allocated and freed at once). Sizes are ints."""
     t = plan.tensors
     saved_sizes, work_sizes, head_sizes = _ints(plan.layer_saved), _ints(plan.layer_grad_work), \
         _ints(plan.head_saved)
@@ -87,7 +91,7 @@ def run_step(plan: StepPlan, a) -> None:
     a.allocs_runs(t.weights, t.periods)
     a.allocs_runs(t.masters, t.periods)
     a.allocs(_ints(plan.persistent))
-    a.free_one(a.alloc(_int(plan.init_transient)))
+    a.alloc_free(_int(plan.init_transient))
     grads: list[int] = []
     states_made = False
     n_layers = plan.n_layers
@@ -99,7 +103,7 @@ def run_step(plan: StepPlan, a) -> None:
             for i in range(n_layers):
                 g = a.alloc(gather)
                 for n in transient:
-                    a.free_one(a.alloc(n))
+                    a.alloc_free(n)
                 if recompute:
                     keep = [a.alloc(recompute)]
                     a.frees(a.allocs(saved_sizes))
@@ -146,7 +150,7 @@ def run_step(plan: StepPlan, a) -> None:
             if recompute:
                 saved[i] += a.allocs(saved_sizes)
             for n in transient:
-                a.free_one(a.alloc(n))
+                a.alloc_free(n)
             work = a.allocs(work_sizes)
             if fresh:
                 grads += a.allocs(t.layer_grads[i])
@@ -175,7 +179,8 @@ def run_step(plan: StepPlan, a) -> None:
                 a.free_one(low)
                 if not states_made:
                     a.allocs([int(flat * k) for k in plan.state_per_grad])
-                a.frees((a.alloc(temp), high))
+                a.alloc_free(temp)
+                a.free_one(high)
             states_made = True
         if not states_made:
             a.allocs([int(n * k) for n in sizes for k in plan.state_per_grad])

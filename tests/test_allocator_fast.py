@@ -86,6 +86,17 @@ def test_equal_small_runs_are_allocations_one_at_a_time(prefix, n, count):
     assert _state(a) == _state(b)
 
 
+def test_a_transient_leaves_the_free_blocks_as_they_were_or_one_new_segment():
+    rng = random.Random(3)
+    for _ in range(300):
+        fast, slow = FixedSegments(), FixedSegments()
+        _random_state(rng, fast, slow)
+        n = rng.choice([0, rng.randint(1, 1 << 20), rng.randint(MiB, 12 * MiB), rng.randint(10 * MiB, 80 * MiB)])
+        fast.alloc_free(n)
+        slow.free_one(slow.alloc(n))
+        assert _state(fast) == _state(slow)
+
+
 def test_runs_of_layers_are_allocations_one_at_a_time():
     rng = random.Random(2)
     for _ in range(100):
