@@ -1,7 +1,7 @@
-"""The published-measurement comparison (validation/published.py): every comparable row within its group's
-measured error bound, the DeepSpeed estimator rows reproduced where the engine counts the same thing, the
-committed validation/published_comparison.json equal to what the module produces now, and the bounds table of
-validation/CALIBRATION.md equal to the bounds the module enforces."""
+"""The published-measurement comparison (validation/published.py and the published_*.py modules it drives): every
+comparable row within its group's measured error bound, the DeepSpeed estimator rows reproduced where the engine
+counts the same thing, the committed validation/published_comparison.json equal to what the module produces now,
+and the bounds table of validation/CALIBRATION.md equal to the bounds the module enforces."""
 from __future__ import annotations
 
 import csv
@@ -13,6 +13,12 @@ import pytest
 
 from calculator.parameters import count_parameters
 from validation import published as pub
+from validation.published_bert import BERT_TRACED, bert_fragmentation, trace_bert
+from validation.published_deepspeed import STAND_INS, T5, _ds_case, deepspeed_engine, deepspeed_formula
+from validation.published_litgpt import LITGPT_LORA_RANK
+from validation.published_models import EXPECTED_PARAMETERS, model_spec
+from validation.published_qwen import qwen_spec
+from validation.published_rows import ERROR_BOUNDS_PCT, UNITS, measured_bytes, read_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_MD = ROOT / "validation" / "CALIBRATION.md"
@@ -21,7 +27,7 @@ MARGIN_PCT = 1.0  # a bound may exceed the worst measured |error| of its group b
 
 @pytest.fixture(scope="module")
 def rows():
-    return pub.read_rows()
+    return read_rows()
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +110,9 @@ def test_comparable_rows_within_the_measured_bounds(comparisons):
     for c in comparisons:
         if not c.comparable:
             continue
-        assert c.group in pub.ERROR_BOUNDS_PCT, f"row {c.id}: group {c.group!r} has no bound"
-        if abs(c.error_pct) > pub.ERROR_BOUNDS_PCT[c.group]:
-            out.append(f"row {c.id} ({c.config}): error {c.error_pct:+.2f}% beyond ±{pub.ERROR_BOUNDS_PCT[c.group]}%")
+        assert c.group in ERROR_BOUNDS_PCT, f"row {c.id}: group {c.group!r} has no bound"
+        if abs(c.error_pct) > ERROR_BOUNDS_PCT[c.group]:
+            out.append(f"row {c.id} ({c.config}): error {c.error_pct:+.2f}% beyond ±{ERROR_BOUNDS_PCT[c.group]}%")
     assert not out, "\n".join(out)
 
 
@@ -115,11 +121,11 @@ def test_bounds_are_not_looser_than_measured_plus_margin(comparisons):
     for c in comparisons:
         if c.comparable:
             worst[c.group] = max(worst.get(c.group, 0.0), abs(c.error_pct))
-    assert set(worst) == set(pub.ERROR_BOUNDS_PCT)
-    for group, bound in pub.ERROR_BOUNDS_PCT.items():
+    assert set(worst) == set(ERROR_BOUNDS_PCT)
+    for group, bound in ERROR_BOUNDS_PCT.items():
         assert bound <= worst[group] + MARGIN_PCT, (
             f"{group}: bound {bound}% but the worst row is now {worst[group]:.2f}%: tighten the bound in "
-            f"validation/published.py and validation/CALIBRATION.md")
+            f"validation/published_rows.py and validation/CALIBRATION.md")
 
 
 def test_calibration_md_states_the_same_bounds():
@@ -128,7 +134,7 @@ def test_calibration_md_states_the_same_bounds():
     for m in re.finditer(r"^\|\s*([^|]+?)\s*\|\s*\d+\s*\|[^|]*\|\s*([\d.]+)\s*\|\s*±\s*([\d.]+)\s*%\s*\|\s*$", text,
                          re.M):
         stated[m.group(1)] = float(m.group(3))
-    assert stated == pub.ERROR_BOUNDS_PCT
+    assert stated == ERROR_BOUNDS_PCT
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -139,10 +145,10 @@ def test_calibration_md_states_the_same_bounds():
 @pytest.mark.parametrize("rid", ["695", "696", "697", "698", "699", "700", "701", "702"])
 def test_deepspeed_formula_reproduces_the_published_value(rows, rid):
     row = next(r for r in rows if r["id"] == rid)
-    model, N, stage, opt, par = pub._ds_case(row)
-    P, LL = pub.T5[model]
-    value = pub.deepspeed_formula(stage, P, LL, N, opt, par)
-    unit = pub.UNITS[row["unit"]]
+    model, N, stage, opt, par = _ds_case(row)
+    P, LL = T5[model]
+    value = deepspeed_formula(stage, P, LL, N, opt, par)
+    unit = UNITS[row["unit"]]
     if ">>20" in row["unit"]:  # printed as bytes >> 20 (floor)
         assert value >> 20 == int(row["value"])
         return
@@ -152,9 +158,9 @@ def test_deepspeed_formula_reproduces_the_published_value(rows, rid):
 
 @pytest.mark.parametrize("model", ["t5-large", "t5-3b"])
 def test_stand_ins_have_the_t5_parameter_count_and_largest_unit(model):
-    P, LL = pub.T5[model]
-    counts = count_parameters(pub.STAND_INS[model])
-    assert counts.total == P == pub.EXPECTED_PARAMETERS[model]
+    P, LL = T5[model]
+    counts = count_parameters(STAND_INS[model])
+    assert counts.total == P == EXPECTED_PARAMETERS[model]
     assert counts.largest_module == counts.embedding == LL
 
 
@@ -164,25 +170,25 @@ def test_zero3_model_states_equal_deepspeed_exactly(model, N):
     4-byte step per parameter tensor (DeepSpeed's FusedAdam keeps one step per group), and its gathered module is
     DeepSpeed's 4·LL (fp16 param + fp16 grad of the largest layer). The runtime buffers the estimator leaves out
     (reduce bucket, prefetch) are separate terms (calculator/stacks/deepspeed.py)."""
-    P, LL = pub.T5[model]
+    P, LL = T5[model]
     assert P % N == 0
-    e = pub.deepspeed_engine(model, N, 3)
-    tensors = count_parameters(pub.STAND_INS[model]).tensors
+    e = deepspeed_engine(model, N, 3)
+    tensors = count_parameters(STAND_INS[model]).tensors
     assert e["model_states"] == 18 * P // N + 4 * tensors
     assert e["gather"] == 4 * LL
-    ds = pub.deepspeed_formula(3, P, LL, N, False, False)
+    ds = deepspeed_formula(3, P, LL, N, False, False)
     assert e["model_states"] + e["gather"] - ds == 4 * tensors
 
 
 def test_zero2_differs_from_deepspeed_by_the_unpartitioned_fp16_gradients():
     """ZeRO-2: DeepSpeed's estimate keeps 4P on every GPU (fp16 params + a full fp16 gradient copy); the engine
     shards the gradients, so it is exactly 2P lower (less the AdamW step counters)."""
-    P, LL = pub.T5["t5-3b"]
-    e = pub.deepspeed_engine("t5-3b", 8, 2)
-    tensors = count_parameters(pub.STAND_INS["t5-3b"]).tensors
+    P, LL = T5["t5-3b"]
+    e = deepspeed_engine("t5-3b", 8, 2)
+    tensors = count_parameters(STAND_INS["t5-3b"]).tensors
     assert e["gather"] == 0
     assert e["model_states"] == 2 * P + 16 * P // 8 + 4 * tensors
-    assert pub.deepspeed_formula(2, P, LL, 8, False, False) - e["model_states"] == 2 * P - 4 * tensors
+    assert deepspeed_formula(2, P, LL, 8, False, False) - e["model_states"] == 2 * P - 4 * tensors
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -193,23 +199,23 @@ def test_zero2_differs_from_deepspeed_by_the_unpartitioned_fp16_gradients():
 @pytest.mark.parametrize("key", ["Llama-2-7B", "Llama-2-13B", "Llama-2-70B", "CodeLlama-34B", "StableLM-Alpha-3B",
                                  "Falcon-40B (litgpt, untied lm_head)", "phi-1.5"])
 def test_inline_configs_count_the_published_parameters(key):
-    expected = pub.EXPECTED_PARAMETERS[key]
-    total = count_parameters(pub.model_spec(key)).total
+    expected = EXPECTED_PARAMETERS[key]
+    total = count_parameters(model_spec(key)).total
     assert total == expected
 
 
 def test_quantised_qwen_72b_uses_the_padded_mlp():
-    assert pub.qwen_spec("Qwen2.5-72B-Instruct", "AWQ").intermediate_size == 29696
-    assert pub.qwen_spec("Qwen2.5-72B-Instruct", "BF16").intermediate_size == 29568
+    assert qwen_spec("Qwen2.5-72B-Instruct", "AWQ").intermediate_size == 29696
+    assert qwen_spec("Qwen2.5-72B-Instruct", "BF16").intermediate_size == 29568
 
 
 def test_units_are_read_as_the_notes_say(rows):
     by_id = {r["id"]: r for r in rows}
-    assert pub.measured_bytes(by_id["332"]) == round(0.97 * 2**30)  # Qwen: GiB
-    assert pub.measured_bytes(by_id["159"]) == round(13.52e9)  # litgpt: /1e9
-    assert pub.measured_bytes(by_id["66"]) == 1343 * 2**20  # nvidia-smi MiB
-    assert pub.measured_bytes(by_id["106"]) == round(4.82e9)
-    assert pub.measured_bytes(by_id["120"]) is None  # OOM
+    assert measured_bytes(by_id["332"]) == round(0.97 * 2**30)  # Qwen: GiB
+    assert measured_bytes(by_id["159"]) == round(13.52e9)  # litgpt: /1e9
+    assert measured_bytes(by_id["66"]) == 1343 * 2**20  # nvidia-smi MiB
+    assert measured_bytes(by_id["106"]) == round(4.82e9)
+    assert measured_bytes(by_id["120"]) is None  # OOM
 
 
 def test_calibrated_context_is_the_catalogue_v100_constant():
@@ -224,18 +230,18 @@ def test_litgpt_lora_uses_the_published_adapter_size(rows):
     from calculator import lora
     by_id = {r["id"]: r for r in rows}
     for rid, key in (("106", "phi-1.5"), ("111", "StableLM-Alpha-3B"), ("116", "Llama-2-7B"), ("121", "Llama-2-13B")):
-        spec = pub.model_spec(key)
-        trainable = spec.num_hidden_layers * lora.adapter_params(spec, pub.LITGPT_LORA_RANK, "qv", False)
+        spec = model_spec(key)
+        trainable = spec.num_hidden_layers * lora.adapter_params(spec, LITGPT_LORA_RANK, "qv", False)
         assert f"{trainable:,}" in by_id[rid]["notes"], (rid, trainable)
 
 
 def test_bert_trace_reproduces_the_recorded_peak():
     pytest.importorskip("transformers")
-    assert pub.trace_bert(1, 512, False, "adamw") == pub.BERT_TRACED["57"]
+    assert trace_bert(1, 512, False, "adamw") == BERT_TRACED["57"]
 
 
 def test_bert_fragmentation_fit_explains_every_row_within_20_mib():
-    frag = pub.bert_fragmentation()
+    frag = bert_fragmentation()
     assert 0 < frag["a_states"] < 0.05 and 0.2 < frag["b_working"] < 0.3
     for r in frag["rows"]:
         assert abs(r["slack"] - r["fit_slack"]) < 20 * 2**20, r
