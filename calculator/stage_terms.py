@@ -36,7 +36,9 @@ class _Terms:
         self.host: list[Term] = []  # moved to CPU RAM by offloading
         # the step's moments for the timeline: (name, long-lived bytes, allocated bytes), in order
         self.timeline: list[tuple[str, int, int]] = []
-        self.plan = None  # the step's allocation order (calculator/step_trace.py) for the allocator replay
+        # (key, build): the step's allocation order (calculator/step_trace.StepPlan) for the allocator replay,
+        # built by build() when the replay of `key` is not cached
+        self.plan = None
 
     def add(self, key: str, component: str, label: str, nbytes_: int, formula: str, substituted: str,
             source: str, note: str = "", keep: bool = False) -> None:
@@ -73,6 +75,22 @@ def _all_gpus() -> tuple:
     return tuple(list_gpus())
 
 
+_REPLAYS: dict = {}  # (model, workload, shard) -> step_trace.Replay, the newest 1024
+_MAX_REPLAYS = 1024
+
+
+def _replayed(key: tuple, build_plan):
+    """The caching allocator replayed over the step plan of `key` (calculator/step_trace.replayed). The plan is a
+    function of the key, so a replay seen before needs neither the plan nor the replay again."""
+    r = _REPLAYS.get(key)
+    if r is None:
+        r = step_trace.replayed(build_plan(), key[1].expandable_segments)  # key: (model, workload, shard)
+        if len(_REPLAYS) >= _MAX_REPLAYS:
+            _REPLAYS.pop(next(iter(_REPLAYS)), None)
+        _REPLAYS[key] = r
+    return r
+
+
 _LONG_LIVED = frozenset({"weights", "master_weights", "gradients", "optimizer_states", "kv_cache"})
 
 
@@ -90,7 +108,7 @@ def _overheads(t: _Terms, w, gpu, peak_allocated: int, comm_groups: dict[str, in
               "frag% × peak allocated", ("{:g}% × {:,} B", o.fragmentation_pct, peak_allocated), "allocator",
               "reserved − allocated in PyTorch's caching allocator, as a flat share you set")
     elif t.plan is not None:
-        r = step_trace.replayed(t.plan, w.expandable_segments)
+        r = _replayed(*t.plan)
         # a peak the replay does not reach (a transient it does not order) lands in blocks the replay left free
         frag = max(0, r.peak_reserved - max(r.peak_allocated, peak_allocated))
         t.add("fragmentation", "fragmentation", "Allocator: reserved − allocated", frag,

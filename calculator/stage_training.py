@@ -297,11 +297,14 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     # calibrated shares: a replay costs tens of ms, too much for the planner's hundreds of layouts.
     if w.activation_model == "exact" and (dense_l or moe_l) and p.pp == p.tp == p.cp == p.ep == 1 and (
             p.world_size == 1 or w.stack is not None) and len(layers) <= step_trace.MAX_REPLAY_LAYERS:
-        t.plan = step_trace.training_plan(m, w, ws, shard, d, dense_l or moe_l, head, sm, _grad_dtype(ws))
+        # the plan is a function of (model, workload, shard): replays are cached on that key, the plan built on a miss
+        t.plan = ((m, w, shard), partial(step_trace.training_plan, m, w, ws, shard, d, dense_l or moe_l, head, sm,
+                                         _grad_dtype(ws)))
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
     if born:
-        fwd_bwd = _gradients_born_in_backward(t, m, ws, shard, sm, born, fwd_bwd, recompute_ws, flight)
+        layer_total = sum(x.bytes for x in t.items if x.key in _LAYER_ACTIVATION_KEYS)
+        fwd_bwd = _gradients_born_in_backward(t, m, ws, shard, sm, born, fwd_bwd, recompute_ws, flight, layer_total)
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
     fp32_adapters = w.finetune != "full" and w.lora_adapter_dtype == "fp32"
@@ -325,37 +328,37 @@ def _grad_dtype(w) -> str:
 
 
 @lru_cache(maxsize=256)
-def _layer_grad_bytes(m: ModelSpec, first: int, last: int, tp: int, expert_split: int, per_param: float) -> tuple:
-    """Gradient bytes of each decoder layer of a stage (`per_param` bytes per parameter on this GPU)."""
-    return tuple(int(n * per_param) for n in layer_grad_params(m, first, last, tp, expert_split))
+def _gradient_layout(m: ModelSpec, first: int, last: int, has_head: bool, has_embedding: bool, tp: int,
+                     expert_split: int, per_param: float, tied_in_place: bool, grad_dtype: str) -> tuple[int, ...]:
+    """(all layers', last layer's, LM head's, embedding's, tied-sum) gradient bytes of a stage on one GPU, at
+    `per_param` bytes per parameter: what the backward peak needs of the gradients (none depends on the batch)."""
+    layer_grads = [int(n * per_param) for n in layer_grad_params(m, first, last, tp, expert_split)]
+    counts = count_parameters(m)
+    head = (counts.final_norm + -(-(counts.lm_head or counts.embedding) // tp)) if has_head else 0
+    emb = -(-counts.embedding // tp) if has_embedding and not (m.tie_word_embeddings and has_head) else 0
+    tied = tied_embedding_extra(m, tp, grad_dtype, tied_in_place) if has_head and has_embedding else 0
+    return sum(layer_grads), (layer_grads[-1] if layer_grads else 0), int(head * per_param), int(emb * per_param), tied
 
 
 def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, sm, grads: int, loss_peak: int,
-                                recompute_ws: int, flight: float) -> int:
+                                recompute_ws: int, flight: float, layer_total: int) -> int:
     """Gradients created in backward and freed after the step (stacks/common.backward_peak): the gradients line
-    holds what is alive at the forward/backward peak beyond the loss backward. Returns the new fwd/bwd peak."""
+    holds what is alive at the forward/backward peak beyond the loss backward (`layer_total`: the decoder layers'
+    activations). Returns the new fwd/bwd peak."""
     p = w.parallel
     per_param = grads / shard.total if shard.total else 0.0  # gradient bytes per parameter on this GPU
-    acts = t.by_component.get("activations", 0)
     n_layers = shard.last_layer - shard.first_layer
-    layer_total = sum(x.bytes for x in t.items if x.key.startswith("activations.") and x.key.split(".")[1] in
-                      ("norms", "attention", "mlp", "layers"))
-    layer_acts = (layer_total // n_layers,) * n_layers if n_layers else ()
     if w.finetune == "full":
-        layer_grads = _layer_grad_bytes(m, shard.first_layer, shard.last_layer, p.tp, p.ep * p.expert_tp, per_param)
-        counts = count_parameters(m)
-        head = (counts.final_norm + -(-(counts.lm_head or counts.embedding) // p.tp)) if shard.has_head else 0
-        emb = -(-counts.embedding // p.tp) if shard.has_embedding and not (m.tie_word_embeddings and shard.has_head) \
-            else 0
-        tied = tied_embedding_extra(m, p.tp, _grad_dtype(w), w.precision.params == w.precision.activations) if (
-            shard.has_head and shard.has_embedding) else 0
-        head_g, emb_g = int(head * per_param), int(emb * per_param)
+        g_layers, g_last, head_g, emb_g, tied = _gradient_layout(
+            m, shard.first_layer, shard.last_layer, shard.has_head, shard.has_embedding, p.tp, p.ep * p.expert_tp,
+            per_param, w.precision.params == w.precision.activations, _grad_dtype(w))
     else:  # adapters only: spread over the layers
-        layer_grads = (grads // max(n_layers, 1),) * n_layers
-        head_g = emb_g = tied = 0
-    peak = backward_peak(loss_peak=loss_peak, activations=acts, layer_acts=layer_acts, layer_grads=layer_grads,
-                         head_grads=head_g, embedding_grads=emb_g, tied_extra=tied, recompute_ws=int(flight * recompute_ws),
-                         layer_backward=sm.layer_backward)
+        g_last = grads // max(n_layers, 1)
+        g_layers, head_g, emb_g, tied = g_last * n_layers, 0, 0, 0
+    peak = backward_peak(loss_peak=loss_peak, activations=t.by_component.get("activations", 0),
+                         layer_acts=layer_total // n_layers if n_layers else 0, n_layers=n_layers,
+                         layer_grads=g_layers, last_layer_grads=g_last, head_grads=head_g, embedding_grads=emb_g,
+                         tied_extra=tied, recompute_ws=int(flight * recompute_ws), layer_backward=sm.layer_backward)
     t.add("gradients", "gradients", f"Gradients ({_grad_dtype(w)}) alive at the peak", peak.bytes - loss_peak,
           "max(loss, first layer, last layer, embedding backward) − loss backward",
           partial(_born_text, grads, peak), stacks.module(w).SOURCE,
@@ -380,6 +383,8 @@ _NOTES = {
 _ACTIVATION_PARTS = (("norms", "activations.norms", "Activations: norms"),
                      ("attention", "activations.attention", "Activations: attention"),
                      ("mlp", "activations.mlp", "Activations: MLP"))
+_LAYER_ACTIVATION_KEYS = frozenset({"activations.norms", "activations.attention", "activations.mlp",
+                                    "activations.layers"})  # the decoder layers' activations (not embedding, masks)
 _ACTIVATION_FORMULA = {k: f"m_inflight × L_stage × A_{k}(T={{:,}})" for k in ("norms", "attention", "mlp")}
 
 

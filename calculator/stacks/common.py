@@ -84,8 +84,8 @@ class BackwardPeak:
     positions: tuple[tuple[str, int], ...]
 
 
-def backward_peak(*, loss_peak: int, activations: int, layer_acts: tuple[int, ...], layer_grads: tuple[int, ...],
-                  head_grads: int, embedding_grads: int, tied_extra: int, recompute_ws: int,
+def backward_peak(*, loss_peak: int, activations: int, layer_acts: int, n_layers: int, layer_grads: int,
+                  last_layer_grads: int, head_grads: int, embedding_grads: int, tied_extra: int, recompute_ws: int,
                   layer_backward: int) -> BackwardPeak:
     """The highest point of forward + backward when each gradient is born as its layer is back-propagated
     (torch/csrc/autograd/functions/accumulate_grad.h: AccumulateGrad creates `.grad` on the first gradient) and
@@ -100,15 +100,17 @@ def backward_peak(*, loss_peak: int, activations: int, layer_acts: tuple[int, ..
       embedding  the embedding backward: every gradient + the embedding gradient being summed into a tied head
     A layer's activations are counted until its backward ends and its gradients from its start (an upper bound
     within one layer). Between the first and the last layer the sum is linear in the layer index, so the two
-    ends bound every layer in between."""
-    rest = activations - sum(layer_acts)
-    work_last = recompute_ws if recompute_ws else (layer_acts[0] if layer_acts else 0)
+    ends bound every layer in between.
+
+    `layer_acts` is one layer's activations (the layers of a stage are alike), `layer_grads` the gradients of all
+    `n_layers` layers and `last_layer_grads` those of the last one (back-propagated first)."""
+    rest = activations - n_layers * layer_acts
+    work_last = recompute_ws if recompute_ws else (layer_acts if n_layers else 0)
     work_first = recompute_ws
-    g_layers = sum(layer_grads)
+    g_layers = layer_grads
     positions = (
         ("loss", loss_peak),
-        ("first layer", activations + work_first + head_grads + (layer_grads[-1] if layer_grads else 0)
-         + layer_backward),
+        ("first layer", activations + work_first + head_grads + last_layer_grads + layer_backward),
         ("last layer", rest + work_last + g_layers + head_grads + layer_backward),
         ("embedding", g_layers + head_grads + embedding_grads + tied_extra),
     )
