@@ -187,7 +187,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     microbatches = np.maximum(ppr, p0.num_microbatches or 1)
     flight = np.where(ppr == 1, 1.0, np.minimum(ppr - stage, microbatches).astype(np.float64))
 
-    # ---- model states (stage_training._model_states, with the stack's precision) ----
+    # ---- model states (stage_states._model_states, with the stack's precision) ----
     megatron = zero == 0  # covered layouts: ZeRO 0 runs Megatron-LM, ZeRO 1-3 DeepSpeed
     dense_group = dp * cp
     expert_group = np.maximum(1, (dp * cp * tp) // (ep * etp))
