@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calculator import Workload, estimate, step_trace
+from calculator import Workload, estimate, stage_terms, step_trace
 from calculator.allocator import SMALL_SIZE, Replay, reference_replay
 from calculator.allocator_fast import FixedSegments
 from calculator.presets import list_models, load_model
@@ -123,7 +123,8 @@ def _plans(spec, w) -> list[tuple[StepPlan, bool]]:
         got.append((plan, expandable))
         return replayed(plan, expandable)
 
-    with mock.patch.object(step_trace, "replayed", spy):
+    # stage_terms caches replays by (model, workload, shard): start empty so every plan reaches replayed()
+    with mock.patch.object(step_trace, "replayed", spy), mock.patch.dict(stage_terms._REPLAYS, clear=True):
         estimate(spec, w, with_fits=False)
     return got
 
