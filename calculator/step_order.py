@@ -185,10 +185,15 @@ def run_step(plan: StepPlan, a) -> None:
         if not states_made:
             a.allocs([int(n * k) for n in sizes for k in plan.state_per_grad])
             states_made = True
+        # nothing is allocated after the second step's temporaries: its frees (the temporaries, zero_grad) cannot
+        # move either peak, so they are not replayed
+        last = _step == 1
         if plan.foreach_temp and not plan.step_groups:
-            a.frees(a.allocs([int(n * plan.foreach_temp) for n in sizes]))
+            temps = a.allocs([int(n * plan.foreach_temp) for n in sizes])
+            if not last:
+                a.frees(temps)
         if plan.grads_persist:
             persistent_grads = grads
-        else:
+        elif not last:
             a.frees(grads)
             grads = []
