@@ -46,7 +46,7 @@ class FixedSegments:
     calls: alloc / allocs / allocs_repeated grant handles, free / frees return them, peaks() -> Replay. A call
     raises OverflowError when a pool's addresses pass 2^64 B (no real job; the caller falls back to the reference)."""
 
-    __slots__ = ("free", "starts", "ends", "pools", "tops", "allocated", "reserved", "peak")
+    __slots__ = ("free", "starts", "ends", "pools", "tops", "allocated", "reserved", "peak", "runs")
 
     def __init__(self) -> None:
         self.free: tuple[list[int], list[int]] = ([], [])  # small pool, large pool: sorted keys
@@ -55,6 +55,7 @@ class FixedSegments:
         self.pools = tuple(zip(self.free, self.starts, self.ends))  # per pool: (free, starts, ends)
         self.tops = [0, 0]
         self.allocated = self.reserved = self.peak = 0
+        self.runs: dict[tuple[int, ...], _LargeRun | None] = {}  # allocs_repeated's blocks, replayed once
 
     def peaks(self) -> Replay:
         return Replay(self.peak, self.reserved)
@@ -164,12 +165,20 @@ class FixedSegments:
         """`block` (tensor sizes) allocated k times in a row, nothing freed: each repetition's handles (none unless
         `keep`). Exactly allocs(block) k times; the large pool's part fast-forwarded once every free large block is
         smaller than the block's smallest large request (the proof in the module docstring)."""
-        run = _LargeRun.of(tuple(block))
+        block = tuple(block)
         out: list[list[int]] = []
         large = self.free[1]
+        smallest = min((-(-n // MIN_BLOCK) * MIN_BLOCK for n in block if n > SMALL_SIZE), default=0)
+        run: _LargeRun | None = None
         done = 0
-        while done < k and (run is None or (large and large[-1] >> SHIFT >= run.smallest)):
-            got = self.allocs(block)  # a free large block could take a request: allocate one by one
+        while done < k:
+            if smallest and not (large and large[-1] >> SHIFT >= smallest):  # no free large block can serve it
+                if block not in self.runs:
+                    self.runs[block] = _LargeRun.of(block)
+                run = self.runs[block]
+                if run is not None:
+                    break
+            got = self.allocs(block)  # allocate one by one
             if keep:
                 out.append(got)
             done += 1
@@ -267,8 +276,8 @@ class FixedSegments:
 class _LargeRun:
     """One repetition of a block's large-pool requests in an empty large pool: its handles by position (0 where the
     request is small or none), the free blocks it leaves (address, size), its top, reserved and allocated deltas; the
-    block's small requests and their positions. None (of) when the block has no large request or leaves a free block that a later
-    repetition could take (one at least its smallest large request)."""
+    block's small requests and their positions. None (of) when the block has no large request or leaves a free
+    block that a later repetition could take (one at least its smallest large request)."""
 
     __slots__ = ("handles", "left", "top", "reserved", "allocated", "smallest", "small_sizes", "small_at")
 
