@@ -220,8 +220,8 @@ class FixedSegments:
         """`count` small-pool tensors of n bytes in a row, nothing freed: exactly allocs([n] * count), a block at a
         time. The best fit b of size B takes the first; its remainder B − size is smaller than b and than every
         other free block that holds the request (b was the smallest), so while it holds one it takes the next: b
-        serves min(count, B // size) requests at consecutive addresses, the rest (B mod size, if any) left free,
-        split since it is a multiple of 512 B (`should_split`). Handles only if `keep`."""
+        serves q = min(count, B // size) requests at consecutive addresses and B − q·size stays free (any nonzero
+        rest is split off in the small pool: it is a multiple of 512 B, `should_split`). Handles only if `keep`."""
         size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
         assert 0 < size <= SMALL_SIZE
         free, start, end, tops = self.free[0], self.starts[0], self.ends[0], self.tops
