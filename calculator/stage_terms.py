@@ -75,8 +75,8 @@ def _all_gpus() -> tuple:
     return tuple(list_gpus())
 
 
-_REPLAYS: dict = {}  # (model, workload, shard) -> step_trace.Replay, the newest 1024
-_MAX_REPLAYS = 1024
+_REPLAYS: dict = {}  # (model, workload, shard) -> step_trace.Replay, the newest 256 (as the per-model lru caches)
+_MAX_REPLAYS = 256
 
 
 def _replayed(key: tuple, build_plan):
