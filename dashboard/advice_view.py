@@ -46,7 +46,8 @@ def _remedies(result, values, unit: str, root: str) -> None:
     if not adv.remedies:
         st.info("No lever lowers the memory of this job.")
     else:
-        st.dataframe(advice.remedy_rows(adv, unit, root), hide_index=True, width="stretch", key="remedies_table",
+        st.dataframe(advice.remedy_rows(adv, unit, root), hide_index=True, width="stretch", height="content",
+                     key="remedies_table",
                      column_config={"Open": st.column_config.LinkColumn("Open", display_text="apply")})
     if adv.combined.steps:
         head = ("Combined, until it fits" if adv.combined.fits else

@@ -78,7 +78,8 @@ def panel(result, values: Mapping[str, Any]) -> None:
     table = st.expander(f"Roofline: {len(t.roofline)} operations, FLOPs, bytes and what bounds each",
                         on_change="rerun")
     if table.open:
-        table.dataframe(roofline_frame(t), hide_index=True, width="stretch", key="roofline_table")
+        table.dataframe(roofline_frame(t), hide_index=True, width="stretch", height="content",
+                        key="roofline_table")
         table.markdown("\n".join(f"- {n}" for n in t.notes) if t.notes else "")
 
 

@@ -64,7 +64,7 @@ if s is not None:
                f"the meta device, over {h.cases} cases ({', '.join(h.architectures)}). Model states must be exact; "
                "activations and peaks are held to 1% by `tests/test_golden.py`.")
     per_q = pd.DataFrame(acc.per_quantity_rows(s)).drop(columns=["key"])
-    st.dataframe(per_q, hide_index=True, width="stretch", key="acc_per_quantity",
+    st.dataframe(per_q, hide_index=True, width="stretch", key="acc_per_quantity", height="content",
                  column_config={"Median |error| %": PCT, "Worst |error| %": PCT})
 
     st.plotly_chart(acc.scatter_figure(s), key="acc_scatter", theme=None,
@@ -100,7 +100,7 @@ if s is not None:
         st.markdown(f"**Traced but not compared ({len(s['excluded'])} cases)**")
         st.caption("Why: " + acc.EXCLUDED_REASON + ".")
         st.dataframe(pd.DataFrame(acc.excluded_rows(s, meta)).drop(columns=["Reason"]), hide_index=True,
-                     width="stretch", key="acc_excluded")
+                     width="stretch", height="content", key="acc_excluded")
 
 # ---- the real-GPU matrix -----------------------------------------------------------------------------------------
 st.subheader("On a real GPU: per training stack, model implementation and kind of run", divider="gray")
@@ -117,18 +117,18 @@ if gpu is not None:
                "`tests/test_golden_gpu.py`: peak within 6% per run and 1.5% median, nvidia-smi within 4% median; the "
                "runs not described yet are listed there with the reason. Beside the CPU traces above, this is where "
                "the terms a trace cannot see (allocator, context, stacks' buffers) are measured.")
-    st.dataframe(acc.gpu_group_rows(gpu), hide_index=True, width="stretch", key="gpu_groups",
+    st.dataframe(acc.gpu_group_rows(gpu), hide_index=True, width="stretch", key="gpu_groups", height="content",
                  column_config={k: PCT for k in ("Peak median |error| %", "Peak worst |error| %",
                                                  "nvidia-smi median |error| %", "nvidia-smi worst |error| %")})
     with st.expander(f"All {len(gpu['cases'])} GPU runs"):
-        st.dataframe(acc.gpu_case_rows(gpu), hide_index=True, width="stretch", key="gpu_cases",
+        st.dataframe(acc.gpu_case_rows(gpu), hide_index=True, width="stretch", key="gpu_cases", height="content",
                      column_config={"Peak error %": st.column_config.NumberColumn(format="%+.2f"),
                                     "nvidia-smi error %": st.column_config.NumberColumn(format="%+.2f")})
     st.caption("Reproduce with `python -m validation.gpu_compare`; the allocator replay per run: "
                "`python -m validation.allocator_compare`.")
     st.markdown("**Published runs of whole stacks** (torchtitan, ms-swift: max reserved as the stack logs it; each "
                 "row's command is what the engine was given; a *capacity* figure is the card's whole memory)")
-    st.dataframe(list(acc.published_stack_rows()), hide_index=True, width="stretch", key="stack_rows",
+    st.dataframe(list(acc.published_stack_rows()), hide_index=True, width="stretch", key="stack_rows", height="content",
                  column_config={"Error %": st.column_config.NumberColumn(format="%+.1f")})
 
 # ---- published GPU measurements ----------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ Rows the engine cannot express (encoders, CPU offload, unstated batch or sequenc
 with the reason.
 """)
     groups = pd.DataFrame(acc.group_rows(pub))
-    st.dataframe(groups, hide_index=True, width="stretch", key="pub_groups",
+    st.dataframe(groups, hide_index=True, width="stretch", key="pub_groups", height="content",
                  column_config={"Median |error| %": PCT, "Worst |error| %": PCT,
                                 "Bound ±%": st.column_config.NumberColumn(format="%.1f")})
     with st.expander("What each metric means"):
@@ -188,9 +188,10 @@ st.caption("The time estimate (calculator.timing) against the measured wall time
            "\"unseen\" are models the fit never saw; \"out of scope\" are runs whose kernels the time model does "
            "not describe (Liger, compile, padding masks, DDP/FSDP2 wrappers, kbit prep).")
 time_rows = acc.timing_rows()
-st.dataframe(acc.timing_group_rows(time_rows), hide_index=True, width="stretch", key="time_groups")
+st.dataframe(acc.timing_group_rows(time_rows), hide_index=True, width="stretch", height="content",
+             key="time_groups")
 with st.expander(f"All {len(time_rows)} timed cases"):
-    st.dataframe(time_rows, hide_index=True, width="stretch", key="time_cases",
+    st.dataframe(time_rows, hide_index=True, width="stretch", key="time_cases", height="content",
                  column_config={"Error %": st.column_config.NumberColumn(format="%+.1f")})
 
 st.subheader("Calibrated constants", divider="gray")

@@ -112,7 +112,7 @@ else:
         st.caption(f"Rows {first:,}–{first + len(page_plans) - 1:,} of {len(result.plans):,} (page {shown_page}); "
                    "click a column header to sort the page.")
     rows = planner.plan_rows(page_plans, values, unit, root, first)
-    st.dataframe(rows, hide_index=True, width="stretch", key="plans", column_config={
+    st.dataframe(rows, hide_index=True, width="stretch", height="content", key="plans", column_config={
         "Of capacity": st.column_config.ProgressColumn("Of capacity", format="percent", min_value=0.0,
                                                        max_value=1.0),
         "Open": st.column_config.LinkColumn("Open", display_text="open in calculator",

@@ -54,3 +54,17 @@ def test_every_page_screenshot(screen, app_url, artifacts, wait, page_path):
     screen.set_viewport_size({"width": 1440, "height": min(int(height) + 200, 12_000)})
     wait(screen)
     screen.get_by_test_id("stMainBlockContainer").screenshot(path=artifacts / f"page-{page_path}.png")
+
+
+def test_the_planner_table_shows_every_row_of_its_page(screen, app_url, wait):
+    """No scroll box hides layouts: the grid is as tall as its rows (Streamlit's default shows ~10 and scrolls)."""
+    screen.goto(f"{app_url}/planner")
+    wait(screen)
+    caption = screen.get_by_text("layouts of 4 × H100 80GB SXM")
+    expect(caption).to_be_visible()
+    n = int(caption.inner_text().split(" layouts")[0])
+    assert n > 10  # more rows than a default-height grid shows
+    grid = screen.locator("[data-testid=stDataFrame]").first  # the page's one grid
+    box = grid.bounding_box()
+    rows = min(n, 50)  # one page
+    assert box["height"] >= 35 * (rows + 1), f"{box['height']} px for {rows} rows and a header"
