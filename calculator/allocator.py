@@ -153,13 +153,23 @@ class Replay:
 
 def replay(events, expandable: bool = False) -> Replay:
     """Run the caching allocator over `events` ((id, bytes) allocates, (id, 0) frees) from an empty cache."""
-    return reference_replay(events, True) if expandable else _replay_fixed_segments(events)
+    from calculator.allocator_fast import CachingAllocator  # it imports this module's constants
+    a = CachingAllocator(expandable)
+    live: dict[int, int] = {}
+    try:
+        for key, n in events:
+            if n:
+                live[key] = a.alloc(n)
+            else:
+                a.free_one(live.pop(key))
+    except OverflowError:  # addresses past 2^64 B (no real job)
+        return reference_replay(events, expandable)
+    return a.peaks()
 
 
 def reference_replay(events, expandable: bool = False) -> Replay:
     """The replay block by block (_Pool, _Block): the rules as written above; replay() runs the same rules faster
-    without expandable segments (calculator/allocator_fast.py; tests/test_allocator.py and
-    tests/test_allocator_fast.py hold the two equal)."""
+    (calculator/allocator_fast.py; tests/test_allocator.py and tests/test_allocator_fast.py hold the two equal)."""
     pools = (_Pool(True, expandable), _Pool(False, expandable))
     live: dict[int, tuple[_Pool, _Block]] = {}
     allocated = reserved = peak_a = peak_r = 0
@@ -178,20 +188,3 @@ def reference_replay(events, expandable: bool = False) -> Replay:
             allocated -= b.size
             pool.release(b)
     return Replay(peak_a, peak_r)
-
-
-def _replay_fixed_segments(events) -> Replay:
-    """`reference_replay` without expandable segments (calculator/allocator_fast.py); past 2^64 B of addresses, the
-    reference."""
-    from calculator.allocator_fast import FixedSegments  # it imports this module's constants
-    a = FixedSegments()
-    live: dict[int, int] = {}
-    try:
-        for key, n in events:
-            if n:
-                live[key] = a.alloc(n)
-            else:
-                a.free_one(live.pop(key))
-    except OverflowError:
-        return reference_replay(events)
-    return a.peaks()

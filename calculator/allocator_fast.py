@@ -1,5 +1,5 @@
-"""calculator/allocator.py's caching allocator without expandable segments, on plain ints, driven in bulk, with an
-exact fast-forward of a repeated allocation-only block (a model's layers being built, the first forward).
+"""calculator/allocator.py's caching allocator on plain ints, driven in bulk, with an exact fast-forward of a
+repeated allocation-only block (a model's layers being built, the first forward).
 
 The rules are reference_replay's (c10/cuda/CUDACachingAllocator.cpp): 512 B rounding (`round_size`), the small pool
 for requests of at most 1 MiB in 2 MiB segments, the large pool in 20 MiB segments below 10 MiB and the request
@@ -7,15 +7,16 @@ rounded to 2 MiB above (`get_allocation_size`), best fit — the smallest free b
 lowest address on ties (`get_free_block`: `pool.blocks.lower_bound` over blocks ordered by size, then address) —,
 a split when the rest is at least 512 B (small pool) or more than 1 MiB (large pool) (`should_split`), a freed block
 merged with the free neighbours of its own segment (`try_merge_blocks`); reserved memory never shrinks (no
-`empty_cache()`), so its peak is its final value. tests/test_allocator_fast.py holds the results equal.
+`empty_cache()`), so its peak is its final value. With expandable segments (`ExpandableSegment`) each pool is one
+segment whose mapped end grows in pages (2 MiB small, 20 MiB large): a request no free block holds maps what the
+free block at the mapped end lacks, or a new block there. tests/test_allocator_fast.py holds the results equal.
 
 Representation. A block is one int, `size << 64 | address`, its key: a pool's free blocks are a sorted list of keys
 (the first key ≥ `request << 64` is the best fit) and two dicts for the merges (address -> size, end -> address).
 A handle is the key of the granted block; its pool follows from its size (a small-pool block is at most 1 MiB: it
 is split unless the rest is 0; a large-pool one is more). Each pool has its own address space, new segments placed
-at its top in creation order with a 512 B gap so blocks of two segments never touch: the decisions depend on
-addresses only through the order of one pool's free blocks and adjacency within a segment, both the same as in
-reference_replay's single address space, so the peaks are the same.
+at its top in creation order with a 512 B gap so blocks of two segments never touch (expandable: no gap, one
+segment), as in reference_replay, whose pools have an address space each too.
 
 Fast-forward (`allocs_repeated`, the proof). A block of requests is allocated k times in a row, nothing freed in
 between. Let m be its smallest large-pool request (rounded). Suppose every free large-pool block is smaller than m
@@ -27,7 +28,8 @@ in those segments, the same reserved, allocated and top deltas. (2) If every fre
 than m too, the next repetition starts in the same condition, so by induction every later repetition is the first
 shifted by its top. The small pool's requests are allocated one by one (they share 2 MiB segments across
 repetitions, so they do not repeat); the pools share nothing but the totals, and with nothing freed allocated only
-grows, so its peak is its value at the end of each repetition whatever the order between the pools.
+grows, so its peak is its value at the end of each repetition whatever the order between the pools. With expandable
+segments a request no block holds grows the free block at the mapped end, one of the old blocks: no fast-forward.
 """
 from __future__ import annotations
 
@@ -41,14 +43,15 @@ SHIFT = 64  # a block is size << 64 | address: sorted by size, then address (bes
 MASK = (1 << SHIFT) - 1
 
 
-class FixedSegments:
+class CachingAllocator:
     """The allocator's state (free blocks of both pools, their tops, allocated, reserved, peak allocated) and its
     calls: alloc / allocs / allocs_repeated grant handles, free / frees return them, peaks() -> Replay. A call
     raises OverflowError when a pool's addresses pass 2^64 B (no real job; the caller falls back to the reference)."""
 
-    __slots__ = ("free", "starts", "ends", "pools", "tops", "allocated", "reserved", "peak", "runs")
+    __slots__ = ("expandable", "free", "starts", "ends", "pools", "tops", "allocated", "reserved", "peak", "runs")
 
-    def __init__(self) -> None:
+    def __init__(self, expandable: bool = False) -> None:
+        self.expandable = expandable  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
         self.free: tuple[list[int], list[int]] = ([], [])  # small pool, large pool: sorted keys
         self.starts: tuple[dict[int, int], dict[int, int]] = ({}, {})  # free block address -> size
         self.ends: tuple[dict[int, int], dict[int, int]] = ({}, {})  # free block end -> address
@@ -74,6 +77,9 @@ class FixedSegments:
         b's neighbours are not free (free blocks that touch are merged), so b is as before: only the peak moves.
         With no fit, the new segment is left as one free block."""
         if n <= 0:
+            return
+        if self.expandable:  # a new block may grow the free one at the mapped end
+            self.frees(self.allocs((n,)))
             return
         size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
         pool = size > SMALL_SIZE
@@ -101,7 +107,7 @@ class FixedSegments:
         """Tensors of `sizes` bytes allocated in order (0 or less: none, handle 0); their handles."""
         out: list[int] = []
         push = out.append
-        pools, tops = self.pools, self.tops
+        pools, tops, expandable = self.pools, self.tops, self.expandable
         allocated, peak, reserved = self.allocated, self.peak, self.reserved
         for n in sizes:
             if n <= 0:
@@ -115,6 +121,19 @@ class FixedSegments:
                 k = free.pop(i)
                 block, addr = k >> SHIFT, k & MASK
                 del start[addr], end[addr + block]
+            elif expandable:  # map pages behind the free block at the mapped end (or a new block there)
+                top = tops[pool]
+                page = LARGE_BUFFER if pool else SMALL_BUFFER
+                addr = end.pop(top, top)
+                block = top - addr
+                if block:
+                    del free[bisect_left(free, block << SHIFT | addr)], start[addr]
+                grow = -(-(size - block) // page) * page
+                if top + grow > MASK:
+                    raise OverflowError("allocator addresses past 2^64 B")
+                block += grow
+                tops[pool] = top + grow
+                reserved += grow
             else:  # cudaMalloc a new segment
                 block = SMALL_BUFFER if not pool else (LARGE_BUFFER if size < MIN_LARGE_ALLOC else
                                                        -(-size // ROUND_LARGE) * ROUND_LARGE)
@@ -168,7 +187,8 @@ class FixedSegments:
         block = tuple(block)
         out: list[list[int]] = []
         large = self.free[1]
-        smallest = min((-(-n // MIN_BLOCK) * MIN_BLOCK for n in block if n > SMALL_SIZE), default=0)
+        smallest = 0 if self.expandable else min((-(-n // MIN_BLOCK) * MIN_BLOCK for n in block if n > SMALL_SIZE),
+                                                 default=0)
         run: _LargeRun | None = None
         done = 0
         while done < k:
@@ -222,6 +242,9 @@ class FixedSegments:
         other free block that holds the request (b was the smallest), so while it holds one it takes the next: b
         serves q = min(count, B // size) requests at consecutive addresses and B − q·size stays free (any nonzero
         rest is split off in the small pool: it is a multiple of 512 B, `should_split`). Handles only if `keep`."""
+        if self.expandable:
+            got = self.allocs([n] * count)
+            return got if keep else []
         size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
         assert 0 < size <= SMALL_SIZE
         free, start, end, tops = self.free[0], self.starts[0], self.ends[0], self.tops
@@ -286,7 +309,7 @@ class _LargeRun:
         large = [n for n in block if n > SMALL_SIZE]  # a request of more than 1 MiB rounds to the large pool
         if not large:
             return None
-        scratch = FixedSegments()
+        scratch = CachingAllocator()
         got = scratch.allocs([n if n > SMALL_SIZE else 0 for n in block])
         smallest = min(-(-n // MIN_BLOCK) * MIN_BLOCK for n in large)
         if scratch.free[1] and scratch.free[1][-1] >> SHIFT >= smallest:

@@ -14,8 +14,8 @@ from typing import NamedTuple
 from calculator import activations as act
 from calculator import lora
 from calculator import stacks
-from calculator.allocator import replay
-from calculator.allocator_fast import FixedSegments
+from calculator.allocator import reference_replay
+from calculator.allocator_fast import CachingAllocator
 from calculator.dtypes import DTYPE_BITS
 from calculator.parameters import layer_shapes, norm_shapes
 from calculator.step_order import run_step, training_events
@@ -78,15 +78,13 @@ def split(total: int, unit: int) -> tuple[int, ...]:
 
 @lru_cache(maxsize=256)
 def replayed(plan: StepPlan, expandable: bool):
-    """The caching allocator (calculator/allocator.py) over the plan's build and two steps, driven tensor by tensor
-    (no event list) without expandable segments (calculator/allocator_fast.py)."""
-    if expandable:
-        return replay(training_events(plan), True)
-    a = FixedSegments()
+    """The caching allocator (calculator/allocator_fast.py) over the plan's build and two steps, driven tensor by
+    tensor (no event list)."""
+    a = CachingAllocator(expandable)
     try:
         run_step(plan, a)
     except OverflowError:  # addresses past 2^64 B (no real job): the block-by-block replay
-        return replay(training_events(plan))
+        return reference_replay(training_events(plan), expandable)
     return a.peaks()
 
 

@@ -61,7 +61,8 @@ def test_on_the_h200_the_replay_reproduces_reserved_minus_allocated():
 
 
 def test_the_fast_replay_equals_the_block_by_block_one():
-    """replay() runs the rules on ints and dicts; the block-by-block reference_replay is the rules as written."""
+    """replay() runs the rules on ints and dicts (fixed or expandable segments); the block-by-block reference_replay
+    is the rules as written."""
     import random
     from calculator.allocator import reference_replay
     rng = random.Random(0)
@@ -76,3 +77,4 @@ def test_the_fast_replay_equals_the_block_by_block_one():
                                           rng.randint(1, 200 * MiB), rng.choice([MiB, 10 * MiB, 20 * MiB])])))
                 live.append(k)
         assert replay(tuple(ev)) == reference_replay(tuple(ev)), ev
+        assert replay(tuple(ev), True) == reference_replay(tuple(ev), True), ev

@@ -14,18 +14,18 @@ from hypothesis import strategies as st
 
 from calculator import Workload, estimate, stage_terms, step_trace
 from calculator.allocator import SMALL_SIZE, Replay, reference_replay
-from calculator.allocator_fast import FixedSegments
+from calculator.allocator_fast import CachingAllocator
 from calculator.presets import list_models, load_model
 from calculator.step_trace import ModelTensors, StepPlan, training_events
 
 MiB = 2**20
 
 
-def _state(a: FixedSegments):
+def _state(a: CachingAllocator):
     return (a.free, a.starts, a.ends, a.tops, a.allocated, a.reserved, a.peak)
 
 
-def _random_state(rng: random.Random, a: FixedSegments, b: FixedSegments) -> None:
+def _random_state(rng: random.Random, a: CachingAllocator, b: CachingAllocator) -> None:
     """The same random allocations and frees on two allocators (both pools, splits and merges)."""
     live = []
     for _ in range(rng.randint(0, 40)):
@@ -49,7 +49,7 @@ def test_repeated_layers_leave_the_state_one_allocation_at_a_time_leaves():
     rng = random.Random(1)
     fast_forwarded = 0
     for _ in range(300):
-        fast, slow = FixedSegments(), FixedSegments()
+        fast, slow = CachingAllocator(), CachingAllocator()
         _random_state(rng, fast, slow)
         block, k = _block(rng), rng.randint(0, 12)
         got = fast.allocs_repeated(block, k)
@@ -61,16 +61,16 @@ def test_repeated_layers_leave_the_state_one_allocation_at_a_time_leaves():
 
 def test_a_layer_whose_leftover_a_later_layer_could_take_is_not_fast_forwarded():
     # 8 MiB in a 20 MiB segment leaves 12 MiB free: the next 8 MiB takes it (4 left), the third needs a new segment
-    a = FixedSegments()
+    a = CachingAllocator()
     layers = a.allocs_repeated([8 * MiB], 3)
     assert [h & (2**64 - 1) for (h,) in layers] == [0, 8 * MiB, 20 * MiB + 512]
     assert a.reserved == 40 * MiB and a.free[1] == [4 * MiB << 64 | 16 * MiB, 12 * MiB << 64 | 28 * MiB + 512]
 
 
 def test_equal_small_tensors_fill_one_segment_then_the_next():
-    a = FixedSegments()
+    a = CachingAllocator()
     handles = a.allocs_small_same(1000, 5000)  # 1024 B each: 2,048 to a 2 MiB segment
-    b = FixedSegments()
+    b = CachingAllocator()
     assert handles == b.allocs([1000] * 5000) and _state(a) == _state(b)
     assert a.reserved == 3 * 2 * MiB and a.allocated == 5000 * 1024
 
@@ -78,7 +78,7 @@ def test_equal_small_tensors_fill_one_segment_then_the_next():
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(1, 1 << 20), min_size=0, max_size=6), st.integers(1, 1 << 20), st.integers(0, 3000))
 def test_equal_small_runs_are_allocations_one_at_a_time(prefix, n, count):
-    a, b = FixedSegments(), FixedSegments()
+    a, b = CachingAllocator(), CachingAllocator()
     assert a.allocs(prefix) == b.allocs(prefix)
     a.frees(a.allocs(prefix[::2]))
     b.frees(b.allocs(prefix[::2]))
@@ -86,10 +86,39 @@ def test_equal_small_runs_are_allocations_one_at_a_time(prefix, n, count):
     assert _state(a) == _state(b)
 
 
+def test_with_expandable_segments_every_call_is_the_reference():
+    """The bulk calls on one expandable allocator against reference_replay over the same events."""
+    from calculator.allocator import replay
+    rng = random.Random(4)
+    for _ in range(200):
+        a, events, live, key = CachingAllocator(expandable=True), [], {}, 0
+        for _ in range(rng.randint(1, 12)):
+            kind = rng.random()
+            if live and kind < 0.35:
+                for k in rng.sample(sorted(live), rng.randint(1, len(live))):
+                    a.free_one(live.pop(k))
+                    events.append((k, 0))
+                continue
+            block, k = _block(rng), rng.randint(1, 4)
+            if kind < 0.5:
+                a.alloc_free(block[0])
+                if block[0] > 0:
+                    key += 1
+                    events += [(key, block[0]), (key, 0)]
+                continue
+            for handles in (a.allocs_repeated(block, k) if kind < 0.75 else [a.allocs(block)]):
+                for n, h in zip(block, handles):
+                    if n > 0:
+                        key += 1
+                        live[key] = h
+                        events.append((key, n))
+        assert a.peaks() == reference_replay(events, True) == replay(events, True)
+
+
 def test_a_transient_leaves_the_free_blocks_as_they_were_or_one_new_segment():
     rng = random.Random(3)
     for _ in range(300):
-        fast, slow = FixedSegments(), FixedSegments()
+        fast, slow = CachingAllocator(), CachingAllocator()
         _random_state(rng, fast, slow)
         n = rng.choice([0, rng.randint(1, 1 << 20), rng.randint(MiB, 12 * MiB), rng.randint(10 * MiB, 80 * MiB)])
         fast.alloc_free(n)
@@ -102,7 +131,7 @@ def test_runs_of_layers_are_allocations_one_at_a_time():
     for _ in range(100):
         layer = tuple(_block(rng))
         sizes = tuple(_block(rng)) + layer * rng.randint(0, 6) + tuple(_block(rng))
-        a, b = FixedSegments(), FixedSegments()
+        a, b = CachingAllocator(), CachingAllocator()
         a.allocs_runs(sizes, (len(layer), 3))
         b.allocs(sizes)
         assert _state(a) == _state(b)
@@ -110,10 +139,11 @@ def test_runs_of_layers_are_allocations_one_at_a_time():
 
 # ---- the whole step: replayed() against reference_replay over the same events --------------------------------
 
-def _exact(plan: StepPlan) -> None:
-    """The fast replay (fixed segments) equals the block-by-block one over the plan's events. With expandable
-    segments replayed() is that reference itself, so a plan replayed with them is checked without."""
-    assert step_trace.replayed.__wrapped__(plan, False) == reference_replay(training_events(plan))
+def _exact(plan: StepPlan, expandable: bool = False) -> None:
+    """The fast replay equals the block-by-block one over the plan's events (with expandable segments: both)."""
+    events = training_events(plan)
+    for e in (False, True) if expandable else (False,):
+        assert step_trace.replayed.__wrapped__(plan, e) == reference_replay(events, e)
 
 
 def _plans(spec, w) -> list[tuple[StepPlan, bool]]:
@@ -140,8 +170,8 @@ def test_every_gpu_golden_replays_exactly():
             spec, w = engine_inputs(r)
         except Exception:  # a run the CLI cannot describe yet (test_golden_gpu.py lists them)
             continue
-        for plan, _ in _plans(spec, w):
-            _exact(plan)
+        for plan, expandable in _plans(spec, w):
+            _exact(plan, expandable)
             n += 1
     assert n >= 60
 
@@ -162,10 +192,10 @@ def test_every_preset_model_replays_exactly(workload):
     n = 0
     for preset in list_models():
         spec = load_model(preset.id).spec
-        for plan, _ in _plans(spec, w):
+        for plan, expandable in _plans(spec, w):
             if plan.n_layers > 64:  # the deepest presets: the block-by-block reference takes seconds
                 continue
-            _exact(plan)
+            _exact(plan, expandable)
             n += 1
     assert n >= 20
 
@@ -200,9 +230,9 @@ def plans(draw) -> StepPlan:
 
 
 @settings(max_examples=300, deadline=None)
-@given(plans())
-def test_random_plans_replay_exactly(plan):
-    _exact(plan)
+@given(plans(), st.booleans())
+def test_random_plans_replay_exactly(plan, expandable):
+    _exact(plan, expandable)
 
 
 def test_one_tensor_reserves_its_segment():
