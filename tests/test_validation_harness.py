@@ -15,6 +15,10 @@ pytest.importorskip("transformers")
 from validation import trace  # noqa: E402
 from validation.configs import EXPECTED_PARAMETERS, MODELS, TINY_LLAMA  # noqa: E402
 from validation.make_golden import MATRIX, MEASURED_KEYS, Case, dumps, owns, run_case  # noqa: E402
+from validation.trace_emulation import FlashAttention2Emu  # noqa: E402
+from validation.trace_models import build_model, count_parameters  # noqa: E402
+from validation.trace_optimizer import RECIPES  # noqa: E402
+from validation.trace_tracker import _ACTIVE, MemoryTracker, storage_bytes  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -94,10 +98,10 @@ def test_model_state_bytes(recipe, optimizer):
     r = trace.measure_train(SMALL_LLAMA, micro_batch=1, seq_len=8, recipe=recipe, optimizer=optimizer,
                             attention="eager", device="meta")
     m = r.measured
-    model = trace.build_model(SMALL_LLAMA, trace.RECIPES[recipe][0], "eager", device="meta")
+    model = build_model(SMALL_LLAMA, RECIPES[recipe][0], "eager", device="meta")
     P = sum(p.numel() for p in model.parameters())
     n_tensors = len(list(model.parameters()))
-    e = {"fp32": 4, "bf16": 2}[trace.RECIPES[recipe][0]]
+    e = {"fp32": 4, "bf16": 2}[RECIPES[recipe][0]]
     assert m["parameters"] == P
     assert m["weights"] == m["gradients"] == e * P
     assert m["master_weights"] == (4 * P if recipe == "mixed" else 0)
@@ -111,16 +115,16 @@ def test_model_state_bytes(recipe, optimizer):
 
 
 def test_tied_embeddings_counted_once():
-    model = trace.build_model(SMALL_GPT2, "bf16", "eager", device="meta")
+    model = build_model(SMALL_GPT2, "bf16", "eager", device="meta")
     assert model.lm_head.weight is model.transformer.wte.weight
-    assert trace.count_parameters(model) == sum(p.numel() for p in model.parameters())
-    assert trace.storage_bytes(model.parameters()) == 2 * trace.count_parameters(model)
+    assert count_parameters(model) == sum(p.numel() for p in model.parameters())
+    assert storage_bytes(model.parameters()) == 2 * count_parameters(model)
 
 
 def test_published_parameter_counts_of_two_full_size_configs():
     for name in ("llama-3.1-8b", "gemma-2-9b"):
-        model = trace.build_model(MODELS[name], "bf16", "flash", device="meta")
-        assert trace.count_parameters(model) == EXPECTED_PARAMETERS[name]
+        model = build_model(MODELS[name], "bf16", "flash", device="meta")
+        assert count_parameters(model) == EXPECTED_PARAMETERS[name]
 
 
 def test_step_transients():
@@ -178,7 +182,7 @@ def test_flash_emulation_matches_reference_attention():
     q = torch.randn(b, s, h, d, dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(b, s, hk, d, dtype=torch.bfloat16, requires_grad=True)
     v = torch.randn(b, s, hk, d, dtype=torch.bfloat16, requires_grad=True)
-    out = trace.FlashAttention2Emu.apply(q, k, v, d ** -0.5, True, None, 0.0, 0.0)
+    out = FlashAttention2Emu.apply(q, k, v, d ** -0.5, True, None, 0.0, 0.0)
     ref = torch.nn.functional.scaled_dot_product_attention(
         q.float().transpose(1, 2), k.float().transpose(1, 2), v.float().transpose(1, 2), is_causal=True,
         enable_gqa=True).transpose(1, 2)
@@ -193,26 +197,26 @@ def test_flash_emulation_matches_reference_attention():
 
 def test_flash_emulation_saves_what_fa2_saves():
     b, s, h, hk, d = 2, 128, 8, 2, 64
-    tracker = trace.MemoryTracker("meta")
+    tracker = MemoryTracker("meta")
     q = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="meta", requires_grad=True)
     k = torch.empty(b, s, hk, d, dtype=torch.bfloat16, device="meta", requires_grad=True)
     v = torch.empty(b, s, hk, d, dtype=torch.bfloat16, device="meta", requires_grad=True)
-    trace._ACTIVE.append(tracker)
+    _ACTIVE.append(tracker)
     try:
         with tracker, torch.autograd.graph.saved_tensors_hooks(tracker.pack_hook, tracker.unpack_hook):
-            out = trace.FlashAttention2Emu.apply(q, k, v, 0.125, True, None, 0.0, 0.0)
+            out = FlashAttention2Emu.apply(q, k, v, 0.125, True, None, 0.0, 0.0)
             # out (b,s,h,d) bf16 + lse (b,h,s) fp32 + rng_state int64[2]; the math path is not recorded
             assert tracker.current == 2 * b * s * h * d + 4 * b * h * s + 16
             saved = sum(nb for nb, _, _ in tracker.saved.values())
             assert saved == 2 * b * s * (h + 2 * hk) * d + 2 * b * s * h * d + 4 * b * h * s + 16
             out.backward(torch.empty_like(out))
     finally:
-        trace._ACTIVE.pop()
+        _ACTIVE.pop()
         tracker.detach_all()
 
 
 def test_tracker_counts_new_storages_only():
-    tracker = trace.MemoryTracker("meta")
+    tracker = MemoryTracker("meta")
     base = torch.empty(1000, device="meta")  # pre-existing: never counted
     with tracker:
         a = base * 2  # new: 4000 B

@@ -61,7 +61,8 @@ def workload_for(g: dict) -> Workload:
         finetune=run.get("finetune", "full"), lora_rank=run.get("lora_rank", 16),
         lora_targets=run.get("lora_targets", "all-linear"),
         lora_adapter_dtype="fp32" if run.get("adapter_dtype") == "fp32" else "params",
-        # the traced step zeroes gradients in place (validation/trace.py: set_to_none=False) on the CPU: no cuBLAS
+        # the traced step zeroes gradients in place (validation/trace_optimizer.py: set_to_none=False) on the CPU:
+        # no cuBLAS
         stack="hf-trainer", zero_grad_set_to_none=False, overheads={"cublas_workspace_bytes": 0})
 
 

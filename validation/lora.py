@@ -14,7 +14,7 @@ Same method and protocol as `trace.measure_train` (validation/README.md), with t
   HF's ``activation_checkpointing_enable`` calls ``enable_input_require_grads`` itself for causal LMs, so full
   recompute has it on unless it is switched off again (``input_requires_grad=False``).
 
-The step itself is trace.py's: ``trace.train_states`` (master copy, initialised optimizer) and
+The step itself is trace.py's: ``trace_optimizer.train_states`` (master copy, initialised optimizer) and
 ``trace.run_train_step`` (the traced forward, backward and optimizer step, and the numbers taken from them), so
 the two measurements cannot drift apart.
 """
@@ -28,6 +28,9 @@ from typing import Callable
 import torch
 
 from validation import trace
+from validation.trace_models import DTYPES, build_model, count_parameters, decoder_layers
+from validation.trace_optimizer import TrainStates, optimizer_state_tensors, train_states
+from validation.trace_tracker import MemoryTracker, storage_bytes
 
 # The LoRA target sets, named as calculator.lora.TARGETS names them, as PEFT `target_modules` per architecture.
 TARGET_MODULES: dict[str, dict[str, list[str] | str]] = {
@@ -68,7 +71,7 @@ def build_lora_model(model_cfg: dict, *, targets: str, rank: int, recipe: str, a
 
     from peft import get_peft_model
 
-    hf = trace.build_model(model_cfg, BASE_DTYPE, attention, recompute, device, num_hidden_layers, seed)
+    hf = build_model(model_cfg, BASE_DTYPE, attention, recompute, device, num_hidden_layers, seed)
     hf.train()
     if recompute == "full":
         trace._enable_full_recompute(hf)  # also calls hf.enable_input_require_grads() (transformers >= 4.35)
@@ -107,16 +110,16 @@ def _first_tensor(args, kwargs) -> torch.Tensor:
 
 
 def _dtype_name(dt: torch.dtype) -> str:
-    return {v: k for k, v in trace.DTYPES.items()}[dt]
+    return {v: k for k, v in DTYPES.items()}[dt]
 
 
-def build_lora_states(trainable: list, recipe: str, optimizer: str, foreach: bool) -> trace.TrainStates:
-    """trace.build_train_states for the trainable (adapter) parameters only: persistent grads in the adapter
+def build_lora_states(trainable: list, recipe: str, optimizer: str, foreach: bool) -> TrainStates:
+    """trace_optimizer.build_train_states for the trainable (adapter) parameters only: persistent grads in the adapter
     dtype, an fp32 master copy for `mixed`, an optimizer that has taken one step with zero gradients."""
     _, _, master_dtype, _ = LORA_RECIPES[recipe]
     for p in trainable:
         p.grad = torch.zeros_like(p)  # the gradient's dtype must be the parameter's
-    return trace.train_states(trainable, master_dtype, optimizer, foreach)
+    return train_states(trainable, master_dtype, optimizer, foreach)
 
 
 @dataclass
@@ -140,7 +143,7 @@ def measure_lora_train(model_cfg: dict, *, targets: str, rank: int, micro_batch:
                        recipe: str = "mixed", attention: str = "flash", recompute: str = "none",
                        optimizer: str = "adamw", foreach: bool = False, device: str = "meta",
                        input_requires_grad: bool | None = None, num_hidden_layers: int | None = None, seed: int = 0,
-                       inspect: Callable[[trace.MemoryTracker], None] | None = None) -> LoraMeasurement:
+                       inspect: Callable[[MemoryTracker], None] | None = None) -> LoraMeasurement:
     """One LoRA training step under the protocol of validation/README.md (section LoRA)."""
     if recompute == "selective":
         raise ValueError("selective recompute is not in the LoRA matrix")
@@ -161,25 +164,25 @@ def measure_lora_train(model_cfg: dict, *, targets: str, rank: int, micro_batch:
     input_ids = torch.randint(0, vocab, (micro_batch, seq_len), generator=g).to(dev)
 
     buffers = list(model.buffers())
-    opt_tensors = trace.optimizer_state_tensors(states.optimizer)
+    opt_tensors = optimizer_state_tensors(states.optimizer)
     step_scalars = [t for t in opt_tensors if t.dim() == 0]
     n_trainable = sum(p.numel() for p in trainable)
     measured = {
-        "parameters": trace.count_parameters(model),
+        "parameters": count_parameters(model),
         "trainable_parameters": n_trainable,
-        "weights": trace.storage_bytes(all_params),
-        "master_weights": trace.storage_bytes(states.master or []),
-        "gradients": trace.storage_bytes([p.grad for p in trainable]),
-        "optimizer_states": trace.storage_bytes(opt_tensors),
+        "weights": storage_bytes(all_params),
+        "master_weights": storage_bytes(states.master or []),
+        "gradients": storage_bytes([p.grad for p in trainable]),
+        "optimizer_states": storage_bytes(opt_tensors),
     }
     details = {
-        "buffers": trace.storage_bytes(buffers),
-        "base_weights": trace.storage_bytes(frozen),
-        "adapter_weights": trace.storage_bytes(trainable),
+        "buffers": storage_bytes(buffers),
+        "base_weights": storage_bytes(frozen),
+        "adapter_weights": storage_bytes(trainable),
         "trainable_parameters_expected": expected_trainable(hf),
-        "optimizer_step_scalars": trace.storage_bytes(step_scalars),
+        "optimizer_step_scalars": storage_bytes(step_scalars),
         "optimizer_step_scalars_device": sorted({t.device.type for t in step_scalars}),
-        "inputs": trace.storage_bytes([input_ids]),
+        "inputs": storage_bytes([input_ids]),
         "num_param_tensors": len(trainable),
         "num_frozen_param_tensors": len(frozen),
         "lora_modules": sorted({re.sub(r"\.\d+\.", ".*.", n) for n, m in hf.named_modules() if hasattr(m, "lora_A")}),
@@ -188,7 +191,7 @@ def measure_lora_train(model_cfg: dict, *, targets: str, rank: int, micro_batch:
     observed: list[bool] = []  # does the first decoder layer's input require grad? (observed, not assumed)
 
     def observe_first_layer_input() -> list:
-        return [trace.decoder_layers(hf)[0].register_forward_pre_hook(
+        return [decoder_layers(hf)[0].register_forward_pre_hook(
             lambda mod, args, kwargs: observed.append(_first_tensor(args, kwargs).requires_grad), with_kwargs=True)]
 
     trace.run_train_step(model, states, input_ids, measured, details, hf_model=hf, inspect=inspect,

@@ -23,6 +23,7 @@ import transformers
 
 from validation import trace
 from validation.configs import EXPECTED_PARAMETERS, MODELS
+from validation.trace_optimizer import RECIPES
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
 
@@ -167,7 +168,7 @@ def run_case(case: Case) -> dict:
         r = trace.measure_train(cfg, micro_batch=case.micro_batch, seq_len=case.seq_len, recipe=case.recipe,
                                 attention=case.attention, recompute=case.recompute, optimizer=case.optimizer,
                                 foreach=case.foreach, device="meta")
-        params_dtype, grads_dtype, master_dtype, opt_dtype = trace.RECIPES[case.recipe]
+        params_dtype, grads_dtype, master_dtype, opt_dtype = RECIPES[case.recipe]
         if case.optimizer == "sgd-momentum":
             opt_dtype = master_dtype or params_dtype
         run = {"mode": "train", "micro_batch": case.micro_batch, "seq_len": case.seq_len, "gen_tokens": 0,

@@ -21,9 +21,10 @@ import sys
 from pathlib import Path
 from unittest import mock
 
-from validation import make_golden, trace
+from validation import make_golden
 from validation.configs import STAGING_EXPECTED_PARAMETERS, STAGING_FULL_DEPTH, STAGING_MODELS
 from validation.make_golden import I, T
+from validation.trace_models import build_model, count_parameters
 
 STAGING_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
 
@@ -59,7 +60,7 @@ def _check_full_depth() -> None:
             cfg["first_k_dense_replace"] = dense
         if "layer_types" in cfg:
             cfg["layer_types"] = [cfg["layer_types"][i % 2] for i in range(layers)]
-        n = trace.count_parameters(trace.build_model(cfg, "bf16", "eager"))
+        n = count_parameters(build_model(cfg, "bf16", "eager"))
         if n != expected:
             raise AssertionError(f"{name} at {layers} layers: {n} parameters, published {expected}")
 

@@ -13,10 +13,11 @@ from validation.published_rows import GIB, MIB, Comparison, _err, _resolution_pc
 BERT_PARAMS = EXPECTED_PARAMETERS["bert-large-uncased + 2-class head"]
 
 
-# Peak allocated of the fp32 training rows, traced on the meta device with validation/trace.py's byte-exact tracker
-# (python -m validation.published --trace-bert re-derives these): BertForSequenceClassification (transformers,
-# eager attention, dropout 0.1 with CUDA's 1-byte masks), fp32, persistent gradients (HF Trainer 2022 zeroes
-# them in place), transformers' 2022 AdamW (per-parameter loop, one sqrt temporary) or transformers' Adafactor.
+# Peak allocated of the fp32 training rows, traced on the meta device with the byte-exact tracker of
+# validation/trace_tracker.py (python -m validation.published --trace-bert re-derives these):
+# BertForSequenceClassification (transformers, eager attention, dropout 0.1 with CUDA's 1-byte masks), fp32,
+# persistent gradients (HF Trainer 2022 zeroes them in place), transformers' 2022 AdamW (per-parameter loop, one
+# sqrt temporary) or transformers' Adafactor.
 # (states = weights + grads + optimizer state + inputs and buffers; working = the fwd/bwd or step peak above them).
 BERT_TRACED = {
     "56": {"states": 5_362_344_000, "working": 7_013_666_824},  # batch 4, AdamW
@@ -47,7 +48,8 @@ def trace_bert(micro_batch: int, seq_len: int = 512, checkpointing: bool = False
     import torch
     from transformers import AutoConfig, BertForSequenceClassification
 
-    from validation import trace as tr
+    from validation import trace_tracker as tr
+    from validation.trace_emulation import device_emulation
 
     cfg = AutoConfig.for_model("bert", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                                intermediate_size=4096, vocab_size=30522, max_position_embeddings=512,
@@ -80,7 +82,7 @@ def trace_bert(micro_batch: int, seq_len: int = 512, checkpointing: bool = False
     tracker.persistent_keys = tr.storage_keys(persistent)
     tr._ACTIVE.append(tracker)
     try:
-        with tr.device_emulation("meta"), tracker:
+        with device_emulation("meta"), tracker:
             tracker.reset_peak()
             loss = model(input_ids=ids, token_type_ids=token_types, labels=labels).loss
             loss.backward()
