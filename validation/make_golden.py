@@ -213,7 +213,7 @@ def dumps(doc: dict) -> str:
 def owns(stem: str) -> bool:
     """Whether a golden file (by name) is one of this matrix's; the LoRA cases belong to
     validation/make_lora_golden.py, the DeepSeek / GPT-OSS / Gemma-3 ones to validation/make_mla_golden.py."""
-    from validation.configs import STAGING_MODELS
+    from validation.configs_staging import STAGING_MODELS
     if any(stem.startswith(name + "__") for name in STAGING_MODELS):
         return False
     return ("__train__" in stem or "__infer__" in stem) and "__train__lora-" not in stem

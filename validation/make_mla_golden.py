@@ -7,7 +7,7 @@ They are written to tests/golden/ beside the main matrix (this module owns the f
     python -m validation.make_mla_golden --only gemma
 
 Same protocol, JSON schema and code as validation/make_golden.py (its Case, T/I, run_case and run_matrix); the
-models come from configs.STAGING_MODELS.  DeepSeek-V3 and GPT-OSS-20B keep their real widths with 4 layers.
+models come from configs_staging.STAGING_MODELS.  DeepSeek-V3 and GPT-OSS-20B keep their real widths with 4 layers.
 
 GPT-OSS runs eager only: its attention passes the per-head sinks as `s_aux` to the attention function;
 FlashAttention-2 (flash-attn 2.x, which the flash emulation mirrors) has no sinks argument, so an FA2 run would
@@ -22,7 +22,7 @@ from pathlib import Path
 from unittest import mock
 
 from validation import make_golden
-from validation.configs import STAGING_EXPECTED_PARAMETERS, STAGING_FULL_DEPTH, STAGING_MODELS
+from validation.configs_staging import STAGING_EXPECTED_PARAMETERS, STAGING_FULL_DEPTH, STAGING_MODELS
 from validation.make_golden import I, T
 from validation.trace_models import build_model, count_parameters
 
