@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hub_server import (  # noqa: E402,F401  (fixtures are used by name)
-    GATED_REPO, GATED_TOKEN, PRIVATE_REPO, PRIVATE_TOKEN, QWEN3_8B, QWEN3_8B_PARAMETERS, HubServer, hub_root, hub_server, hub_url)
+from hub_repos import GATED_REPO, GATED_TOKEN, PRIVATE_REPO, PRIVATE_TOKEN, QWEN3_8B, QWEN3_8B_PARAMETERS  # noqa: E402
+from hub_server import HubServer, hub_root, hub_server, hub_url  # noqa: E402,F401  (fixtures are used by name)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,9 +13,11 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hub_server import (  # noqa: E402,F401  (fixtures are used by name)
+from hub_repos import (  # noqa: E402
     GATED_REPO, GATED_TOKEN, LLAMA_31_8B, LLAMA_31_8B_PARAMETERS, PRIVATE_REPO, PRIVATE_TOKEN, QWEN3_8B,
-    QWEN3_8B_CONFIG, QWEN3_8B_PARAMETERS, TINY_CONFIG, HubServer, hub_root, hub_server, hub_url)
+    QWEN3_8B_CONFIG, QWEN3_8B_PARAMETERS, TINY_CONFIG,
+)
+from hub_server import HubServer, hub_root, hub_server, hub_url  # noqa: E402,F401  (fixtures are used by name)
 
 from calculator import estimate  # noqa: E402
 from calculator.hf_config import spec_from_hf_config  # noqa: E402

@@ -23,12 +23,12 @@ from calculator.hub import (  # noqa: E402
     AccessDenied, CheckpointInfo, HubError, HubModel, HubTimeout, InvalidModelId, MalformedConfig, ModelNotFound,
     NoNetwork, RateLimited, fetch_model, looks_like_hub_id,
 )
-from hub_server import (  # noqa: E402,F401  (fixtures are used by name)
+from hub_repos import (  # noqa: E402
     FORBIDDEN_REPO, GATED_REPO, GATED_TOKEN, LLAMA_31_8B, LLAMA_31_8B_CONFIG, LLAMA_31_8B_PARAMETERS, NO_RANGE_REPO,
     QWEN3_8B, QWEN3_8B_CONFIG, QWEN3_8B_PARAMETERS, RATE_LIMITED_REPO, RETRY_AFTER, SERVER_ERROR_REPO, SLOW_REPO,
-    TINY_TENSORS, HubServer, decoder_tensors, fp8_tensors, hub_root, hub_server, hub_url, llama_shards,
-    many_tensors, numel_by_dtype,
+    TINY_TENSORS, decoder_tensors, fp8_tensors, llama_shards, many_tensors, numel_by_dtype,
 )
+from hub_server import HubServer, hub_root, hub_server, hub_url  # noqa: E402,F401  (fixtures are used by name)
 
 
 @pytest.fixture(autouse=True)

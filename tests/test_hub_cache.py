@@ -15,10 +15,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # hub_server.py, whatever pytest
 
 from calculator import hub, hub_cache  # noqa: E402
 from calculator.hub import NoNetwork, fetch_model  # noqa: E402
-from hub_server import (  # noqa: E402,F401  (fixtures are used by name)
+from hub_repos import (  # noqa: E402
     GATED_REPO, GATED_TOKEN, LLAMA_31_8B, PRIVATE_REPO, PRIVATE_TOKEN, QWEN3_8B, QWEN3_8B_CONFIG,
-    QWEN3_8B_PARAMETERS, HubServer, hub_root, hub_server, hub_url,
+    QWEN3_8B_PARAMETERS,
 )
+from hub_server import HubServer, hub_root, hub_server, hub_url  # noqa: E402,F401  (fixtures are used by name)
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hub_server import GATED_REPO, GATED_TOKEN, hub_root, hub_server  # noqa: E402,F401  (fixtures by name)
+from hub_repos import GATED_REPO, GATED_TOKEN  # noqa: E402
+from hub_server import hub_root, hub_server  # noqa: E402,F401  (fixtures by name)
 
 
 @pytest.fixture(scope="module")
