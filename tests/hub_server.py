@@ -15,13 +15,15 @@ for a repo answer those statuses (then normally again): for 5xx / 429 retries. E
 The repos it serves, their ids and the failure modes' tokens and delays: tests/hub_repos.py.
 
 Fixtures: `hub_root` (the directory, built once per module), `hub_server` (a running HubServer), `hub_url` (its
-base URL). Import them into a test module: `from hub_server import hub_root, hub_server, hub_url`.
+base URL), `clean_env` (autouse: no token, endpoint or proxy from the machine; the cache in a temp dir). Import them
+into a test module: `from hub_server import hub_root, hub_server, hub_url`. `closed_port_url()`: where nothing listens.
 """
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -254,3 +256,22 @@ def hub_url(hub_server: HubServer):
     hub_server.clear()
     hub_server.delay = 0.0
     yield hub_server.url
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No HF_TOKEN / HF_ENDPOINT / proxy from the machine; the default cache goes to a temp dir, never ~/.cache."""
+    for var in ("HF_TOKEN", "HF_ENDPOINT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+        monkeypatch.delenv(var.lower(), raising=False)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LLM_MEM_CACHE_DIR", str(cache))
+    return cache
+
+
+def closed_port_url() -> str:
+    """A URL on 127.0.0.1 where nothing listens: connections are refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

@@ -19,18 +19,9 @@ from hub_repos import (  # noqa: E402
     GATED_REPO, GATED_TOKEN, LLAMA_31_8B, PRIVATE_REPO, PRIVATE_TOKEN, QWEN3_8B, QWEN3_8B_CONFIG,
     QWEN3_8B_PARAMETERS,
 )
-from hub_server import HubServer, hub_root, hub_server, hub_url  # noqa: E402,F401  (fixtures are used by name)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """No HF_TOKEN / HF_ENDPOINT / proxy from the machine; the default cache goes to a temp dir, never ~/.cache."""
-    for var in ("HF_TOKEN", "HF_ENDPOINT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-        monkeypatch.delenv(var.lower(), raising=False)
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("LLM_MEM_CACHE_DIR", str(cache))
-    return cache
+from hub_server import (  # noqa: E402,F401  (fixtures are used by name; clean_env is autouse)
+    HubServer, clean_env, hub_root, hub_server, hub_url,
+)
 
 
 def test_offline_after_a_fetch_serves_the_cache(hub_root: Path, tmp_path: Path):

@@ -17,7 +17,6 @@ from calculator import hub, hub_http  # noqa: E402
 from calculator.hub import HubError, HubTimeout, RateLimited, fetch_model  # noqa: E402
 from hub_repos import (  # noqa: E402
     DRIP_HEADERS_REPO, DRIP_INTERVAL, DRIP_REPO, LLAMA_31_8B, QWEN3_8B, QWEN3_8B_PARAMETERS, TINY_CONFIG,
-    write_sharded,
 )
 from hub_server import HubServer, hub_root, hub_server, hub_url  # noqa: E402,F401  (fixtures are used by name)
 
