@@ -5,7 +5,7 @@ import json
 from streamlit.testing.v1 import AppTest
 
 from dashboard import launch_exports, state
-from tests.test_app import APP
+from tests.app_page import APP
 
 
 def result_for(**overrides):
