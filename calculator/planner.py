@@ -155,13 +155,15 @@ def _plan(w: Workload, lay: Layout, total: int, peak: int, capacity_bytes: int, 
 
 
 def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: int,
-             include_unfit: bool = False) -> list[Plan]:
+             include_unfit: bool = False, fast=None) -> list[Plan]:
     """Plans for `layouts`, estimated: by the fast byte model over the whole grid where it covers the job
     (calculator.planner_fast, equal to estimate() byte for byte), else by estimate() layout by layout. Layouts the
-    engine refuses are left out, and those that do not fit unless `include_unfit`."""
+    engine refuses are left out, and those that do not fit unless `include_unfit`. `fast`: the fast model's
+    (total, peak, covered) for these layouts when the caller has them (_count_grid)."""
     from calculator import planner_fast
     budget = SAFE_FRACTION * capacity_bytes
-    fast = planner_fast.totals(m, w, layouts)
+    if fast is None:
+        fast = planner_fast.totals(m, w, layouts)
     out = []
     if fast is not None:
         total, peak, covered = fast
@@ -205,6 +207,39 @@ def _training_totals(m: ModelSpec, w: Workload, lay: Layout) -> tuple[int, int] 
     ctx = w.overheads.cuda_context_bytes
     shift = 0 if ctx is not None else gpu.cuda_context_bytes - peer.cuda_context_bytes
     return got[0] + shift, got[1]
+
+
+_COUNT_GRIDS: dict = {}  # (model, job on its workspace peer, n, max_tp, max micro-batch, search) -> grid
+_MAX_COUNT_GRIDS = 512
+
+
+def _count_grid(m: ModelSpec, w: Workload, n: int, max_tp: int, max_micro_batch: int | None, search: str):
+    """(layouts of n GPUs, the fast model's (total, peak, covered) for them or None), shared by the fit cards of
+    every catalogue GPU with the same cuBLAS workspace: as in _training_totals, a training layout's total depends
+    on the GPU only through that workspace (inside the peak) and its CUDA context (added last, the same on every
+    stage), so the grid is priced once on the first GPU of that workspace and the context difference added."""
+    from calculator import planner_fast
+    from calculator.stage_terms import _gpu
+    gpu = _gpu(w.gpu)
+    if w.mode != "train" or gpu is None or gpu.id not in _catalogue_ids():
+        layouts = list(layouts_of(m, w, n, max_tp, max_micro_batch, search))
+        return layouts, planner_fast.totals(m, w, layouts)
+    peer = next(g for g in _catalogue() if g.cublas_workspace_bytes == gpu.cublas_workspace_bytes)
+    on_peer = w if peer.id == gpu.id else w.model_copy(update={"gpu": peer.id})
+    key = (m, on_peer, n, max_tp, max_micro_batch, search)
+    grid = _COUNT_GRIDS.get(key)
+    if grid is None:
+        layouts = list(layouts_of(m, on_peer, n, max_tp, max_micro_batch, search))
+        grid = (layouts, planner_fast.totals(m, on_peer, layouts))
+        if len(_COUNT_GRIDS) >= _MAX_COUNT_GRIDS:
+            _COUNT_GRIDS.pop(next(iter(_COUNT_GRIDS)), None)
+        _COUNT_GRIDS[key] = grid
+    layouts, fast = grid
+    shift = 0 if w.overheads.cuda_context_bytes is not None else gpu.cuda_context_bytes - peer.cuda_context_bytes
+    if fast is None or shift == 0:
+        return layouts, fast
+    total, peak, covered = fast
+    return layouts, (total + shift, peak, covered)  # a new array: the cached one is the peer's
 
 
 @lru_cache(maxsize=1)
@@ -278,11 +313,11 @@ def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_t
 
     def at(n: int) -> list[Plan]:
         nonlocal spent
-        layouts = list(layouts_of(m, w, n, max_tp, max_micro_batch, search))
+        layouts, fast = _count_grid(m, w, n, max_tp, max_micro_batch, search)
         spent += len(layouts)
         if max_layouts is not None and spent > max_layouts:
             raise _OverBudget
-        return evaluate(m, w, layouts, capacity_bytes)
+        return evaluate(m, w, layouts, capacity_bytes, fast=fast)
     if w.mode != "train":  # a serving replica: TP × PP GPUs (DP replicas hold the same per GPU)
         max_gpus = min(max_gpus, max_tp * MAX_PP)
     probe, found = 1, []
