@@ -2,8 +2,6 @@
 with its own key, read from links, kept while closed."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from streamlit.testing.v1 import AppTest
 
 from calculator import estimate
@@ -14,17 +12,7 @@ from calculator.workload import Overheads, Workload
 from dashboard.lazy import LAZY_KEYS, SECTIONS, open_key
 from dashboard.state import PARAMS
 
-APP = Path(__file__).resolve().parents[1] / "app.py"
-GPU = "h100-sxm"
-
-
-def run(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    for k, v in (query or {}).items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, at.exception
-    return at
+from tests.app_page import GPU, run
 
 
 def total(at: AppTest) -> str:

@@ -3,32 +3,14 @@ own `estimate_time` on the same inputs, the price and link inputs are in the URL
 table has one row per operation and a total, and a mode or model without a time estimate says why."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from streamlit.testing.v1 import AppTest
 
-from calculator.presets import load_model
 from calculator.timing import estimate_time
 from calculator.timing_inputs import TimingInputs
 from calculator.workload import Workload
 from dashboard.timing_view import _ms, roofline_frame
 
-APP = Path(__file__).resolve().parents[1] / "app.py"
-LLAMA = load_model("llama-3.1-8b").spec
-
-
-def run(query: dict) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+from tests.app_page import LLAMA, metrics, run
 
 
 def test_training_step_time_tokens_mfu_and_cost_are_the_engines():
