@@ -28,66 +28,21 @@ DRIP_REPO = "acme/drip-model"
 DRIP_HEADERS_REPO = "acme/drip-headers-model"
 DRIP_INTERVAL = 0.25
 
+
+def _hub_config(preset: str) -> dict:
+    """The config.json the Hub serves for a model: the shipped preset file (presets/models/, a copy of the Hub's)
+    without the `_name_or_path` the presets add."""
+    path = Path(__file__).resolve().parents[1] / "presets" / "models" / f"{preset}.json"
+    return {k: v for k, v in json.loads(path.read_text()).items() if k != "_name_or_path"}
+
+
 QWEN3_8B = "Qwen/Qwen3-8B"
 QWEN3_8B_PARAMETERS = 8190735360   # the count the Hub's API publishes for Qwen/Qwen3-8B
-QWEN3_8B_CONFIG = {
-    "architectures": ["Qwen3ForCausalLM"],
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "bos_token_id": 151643,
-    "eos_token_id": 151645,
-    "head_dim": 128,
-    "hidden_act": "silu",
-    "hidden_size": 4096,
-    "initializer_range": 0.02,
-    "intermediate_size": 12288,
-    "max_position_embeddings": 40960,
-    "max_window_layers": 36,
-    "model_type": "qwen3",
-    "num_attention_heads": 32,
-    "num_hidden_layers": 36,
-    "num_key_value_heads": 8,
-    "rms_norm_eps": 1e-06,
-    "rope_scaling": None,
-    "rope_theta": 1000000,
-    "sliding_window": None,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "transformers_version": "4.51.0",
-    "use_cache": True,
-    "use_sliding_window": False,
-    "vocab_size": 151936,
-}
+QWEN3_8B_CONFIG = _hub_config("qwen3-8b")
 
 LLAMA_31_8B = "meta-llama/Llama-3.1-8B"
 LLAMA_31_8B_PARAMETERS = 8030261248  # the count the Hub's API publishes for meta-llama/Llama-3.1-8B
-LLAMA_31_8B_CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "bos_token_id": 128000,
-    "eos_token_id": 128001,
-    "hidden_act": "silu",
-    "hidden_size": 4096,
-    "initializer_range": 0.02,
-    "intermediate_size": 14336,
-    "max_position_embeddings": 131072,
-    "mlp_bias": False,
-    "model_type": "llama",
-    "num_attention_heads": 32,
-    "num_hidden_layers": 32,
-    "num_key_value_heads": 8,
-    "pretraining_tp": 1,
-    "rms_norm_eps": 1e-05,
-    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-    "rope_theta": 500000.0,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "transformers_version": "4.43.0.dev0",
-    "use_cache": True,
-    "vocab_size": 128256,
-}
+LLAMA_31_8B_CONFIG = _hub_config("llama-3.1-8b")
 
 TINY_CONFIG = {"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
                "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 32, "tie_word_embeddings": True}
