@@ -42,15 +42,17 @@ def table_bytes(at: AppTest) -> list[int]:
     return rows[:-1]
 
 
+def plotly_array(v):
+    """A trace's values as a list: Plotly's JSON ships numeric arrays as base64 `bdata` with their dtype."""
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), v["dtype"]).tolist()
+    return v
+
+
 def chart(at: AppTest) -> dict:
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-
-    def arr(v):
-        if isinstance(v, dict) and "bdata" in v:
-            return np.frombuffer(base64.b64decode(v["bdata"]), v["dtype"]).tolist()
-        return v
-    return {"x": arr(spec["data"][0]["x"]), "traces": {t["name"]: arr(t["y"]) for t in spec["data"]},
-            "layout": spec["layout"]}
+    return {"x": plotly_array(spec["data"][0]["x"]),
+            "traces": {t["name"]: plotly_array(t["y"]) for t in spec["data"]}, "layout": spec["layout"]}
 
 
 def assert_shows(at: AppTest, expected, unit: str = "GB") -> None:

@@ -3,7 +3,6 @@ repeated `cmp` parameters; two links draw two stacked bars and a table whose del
 an invalid link is named in a warning with the reason; adding and removing scenarios edits the URL."""
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from calculator.workload import Parallelism, Workload
 from dashboard import compare
 from dashboard.charts import COLORS
 from dashboard.safe_text import plain
+from tests.app_page import plotly_array
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PAGE = "pages/compare.py"
@@ -47,13 +47,8 @@ def links(at: AppTest) -> list[str]:
 
 def bars(at: AppTest) -> dict:
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-
-    def arr(v):
-        if isinstance(v, dict) and "bdata" in v:
-            return np.frombuffer(base64.b64decode(v["bdata"]), v["dtype"]).tolist()
-        return v
-    return {t["name"]: (arr(t["x"]), arr(t["y"]), t.get("marker", {}).get("color")) for t in spec["data"]
-            if t["type"] == "bar"}
+    return {t["name"]: (plotly_array(t["x"]), plotly_array(t["y"]), t.get("marker", {}).get("color"))
+            for t in spec["data"] if t["type"] == "bar"}
 
 
 def test_two_links_two_bars_and_the_engines_deltas():
