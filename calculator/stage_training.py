@@ -240,7 +240,7 @@ def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, s
             m, shard.first_layer, shard.last_layer, shard.has_head, shard.has_embedding, p.tp, p.ep * p.expert_tp,
             per_param, w.precision.params == w.precision.activations, _grad_dtype(w))
     else:  # adapters only: spread over the layers
-        g_last = grads // max(n_layers, 1)
+        g_last = grads // n_layers if n_layers else 0
         g_layers, head_g, emb_g, tied = g_last * n_layers, 0, 0, 0
     peak = backward_peak(loss_peak=loss_peak, activations=t.by_component.get("activations", 0),
                          layer_acts=layer_total // n_layers if n_layers else 0, n_layers=n_layers,
