@@ -30,6 +30,7 @@ from calculator.estimate import estimate
 from calculator.hardware import SAFE_FRACTION
 from calculator.model import ModelSpec
 from calculator.planner_grid import MAX_PP, Layout, candidate_counts, layouts_of, workload_of
+from calculator.planner_prices import count_grid, training_totals
 from calculator.workload import Workload
 
 RECOMPUTE_COST = {"none": 0, "selective": 1, "op": 1, "full": 2}  # rank: prefer less recomputation (op: torchtitan's
@@ -159,7 +160,7 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
     """Plans for `layouts`, estimated: by the fast byte model over the whole grid where it covers the job
     (calculator.planner_fast, equal to estimate() byte for byte), else by estimate() layout by layout. Layouts the
     engine refuses are left out, and those that do not fit unless `include_unfit`. `fast`: the fast model's
-    (total, peak, covered) for these layouts when the caller has them (_count_grid)."""
+    (total, peak, covered) for these layouts when the caller has them (count_grid)."""
     from calculator import planner_fast
     budget = SAFE_FRACTION * capacity_bytes
     if fast is None:
@@ -173,7 +174,7 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
         layouts = [layouts[i] for i in np.nonzero(~covered)[0]]
     for lay in layouts:
         if w.mode == "train" and w.engine == "hf":
-            got = _training_totals(m, w, lay)
+            got = training_totals(m, w, lay)
             if got is None:
                 continue
             total, peak = got
@@ -188,78 +189,6 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
         if fits or include_unfit:
             out.append(_plan(w, lay, total, peak, capacity_bytes, fits))
     return out
-
-
-def _training_totals(m: ModelSpec, w: Workload, lay: Layout) -> tuple[int, int] | None:
-    """(nvidia-smi total, peak allocated) of estimate() for a training layout; None when the engine refuses it.
-    A training estimate depends on the GPU only through its cuBLAS workspace (an allocation the caching allocator
-    replays) and its CUDA context (a line item added last), so layouts are estimated once per workspace size and
-    the context swapped: the fit cards of GPUs with the same workspace share every estimate."""
-    from calculator.stage_terms import _gpu
-    gpu = _gpu(w.gpu)
-    if gpu is None:
-        return _estimated(m, workload_of(w, lay))
-    ws = gpu.cublas_workspace_bytes
-    peer = next(g for g in _catalogue() if g.cublas_workspace_bytes == ws) if gpu.id in _catalogue_ids() else gpu
-    got = _estimated(m, workload_of(w.model_copy(update={"gpu": peer.id}), lay))
-    if got is None:
-        return None
-    ctx = w.overheads.cuda_context_bytes
-    shift = 0 if ctx is not None else gpu.cuda_context_bytes - peer.cuda_context_bytes
-    return got[0] + shift, got[1]
-
-
-_COUNT_GRIDS: dict = {}  # (model, job on its workspace peer, n, max_tp, max micro-batch, search) -> grid
-_MAX_COUNT_GRIDS = 512
-
-
-def _count_grid(m: ModelSpec, w: Workload, n: int, max_tp: int, max_micro_batch: int | None, search: str):
-    """(layouts of n GPUs, the fast model's (total, peak, covered) for them or None), shared by the fit cards of
-    every catalogue GPU with the same cuBLAS workspace: as in _training_totals, a training layout's total depends
-    on the GPU only through that workspace (inside the peak) and its CUDA context (added last, the same on every
-    stage), so the grid is priced once on the first GPU of that workspace and the context difference added."""
-    from calculator import planner_fast
-    from calculator.stage_terms import _gpu
-    gpu = _gpu(w.gpu)
-    if w.mode != "train" or gpu is None or gpu.id not in _catalogue_ids():
-        layouts = list(layouts_of(m, w, n, max_tp, max_micro_batch, search))
-        return layouts, planner_fast.totals(m, w, layouts)
-    peer = next(g for g in _catalogue() if g.cublas_workspace_bytes == gpu.cublas_workspace_bytes)
-    on_peer = w if peer.id == gpu.id else w.model_copy(update={"gpu": peer.id})
-    key = (m, on_peer, n, max_tp, max_micro_batch, search)
-    grid = _COUNT_GRIDS.get(key)
-    if grid is None:
-        layouts = list(layouts_of(m, on_peer, n, max_tp, max_micro_batch, search))
-        grid = (layouts, planner_fast.totals(m, on_peer, layouts))
-        if len(_COUNT_GRIDS) >= _MAX_COUNT_GRIDS:
-            _COUNT_GRIDS.pop(next(iter(_COUNT_GRIDS)), None)
-        _COUNT_GRIDS[key] = grid
-    layouts, fast = grid
-    shift = 0 if w.overheads.cuda_context_bytes is not None else gpu.cuda_context_bytes - peer.cuda_context_bytes
-    if fast is None or shift == 0:
-        return layouts, fast
-    total, peak, covered = fast
-    return layouts, (total + shift, peak, covered)  # a new array: the cached one is the peer's
-
-
-@lru_cache(maxsize=1)
-def _catalogue() -> tuple:
-    from calculator.stage_terms import _all_gpus
-    return _all_gpus()
-
-
-@lru_cache(maxsize=1)
-def _catalogue_ids() -> frozenset:
-    return frozenset(g.id for g in _catalogue())
-
-
-@lru_cache(maxsize=16384)
-def _estimated(m: ModelSpec, w: Workload) -> tuple[int, int] | None:
-    try:
-        est = estimate(m, w, with_fits=False)
-    except InputError:
-        return None
-    return est.total_bytes, est.peak_allocated_bytes
 
 
 def _finish(m: ModelSpec, w: Workload, plans: list[Plan], limit: int | None, rank: str, timing,
@@ -313,7 +242,7 @@ def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_t
 
     def at(n: int) -> list[Plan]:
         nonlocal spent
-        layouts, fast = _count_grid(m, w, n, max_tp, max_micro_batch, search)
+        layouts, fast = count_grid(m, w, n, max_tp, max_micro_batch, search)
         spent += len(layouts)
         if max_layouts is not None and spent > max_layouts:
             raise _OverBudget

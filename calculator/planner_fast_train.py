@@ -30,6 +30,7 @@ from calculator.dtypes import nbytes
 from calculator.hardware import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES
 from calculator.model import ModelSpec
 from calculator import planner_stages as stages
+from calculator.bounded_cache import get_or_build
 from calculator.stacks import deepspeed as ds
 from calculator.workload import Parallelism, Workload
 
@@ -116,13 +117,14 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         k = shard_keys.get(skey)
         if k is None:
             k = shard_keys[skey] = len(shard_rows)
-            shard_rows.append(_cached(_SHARD_ROWS, (m, skey), lambda: _shard_rows(m, lay)))
+            shard_rows.append(get_or_build(_SHARD_ROWS, (m, skey), lambda: _shard_rows(m, lay), _CACHE_ENTRIES))
         lay_shard[i] = k
         akey = (lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.etp)
         a = shape_keys.get(akey)
         if a is None:
             a = shape_keys[akey] = len(shapes)
-            shapes.append(_cached(_SHAPES, (m, job, akey), lambda: _Shape(m, workload_of(w, lay))))
+            shapes.append(get_or_build(_SHAPES, (m, job, akey), lambda: _Shape(m, workload_of(w, lay)),
+                                       _CACHE_ENTRIES))
         lay_shape[i] = a
     idx = np.nonzero(covered)[0]
     total = np.zeros(n, dtype=np.int64)
@@ -136,16 +138,7 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # Shards and local shapes outlive one call: the fit cards search the same job on every GPU kind, count by count.
 _SHARD_ROWS: dict = {}
 _SHAPES: dict = {}
-_CACHE_ENTRIES = 4096
-
-
-def _cached(cache: dict, key, build):
-    value = cache.get(key)
-    if value is None:
-        if len(cache) >= _CACHE_ENTRIES:
-            cache.clear()  # bounded: a server sees many models
-        value = cache[key] = build()
-    return value
+_CACHE_ENTRIES = 4096  # each: bounded, a server sees many models
 
 
 def _shard_rows(m: ModelSpec, lay) -> list[tuple]:

@@ -9,6 +9,7 @@ from calculator.hardware import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CON
 from calculator.parallel import (StageShard, communicators)
 from calculator.result import ALLOCATED_COMPONENTS, StageEstimate, Term
 from calculator import step_trace
+from calculator.bounded_cache import get_or_build
 
 
 
@@ -82,13 +83,8 @@ _MAX_REPLAYS = 256
 def _replayed(key: tuple, build_plan):
     """The caching allocator replayed over the step plan of `key` (calculator/step_trace.replayed). The plan is a
     function of the key, so a replay seen before needs neither the plan nor the replay again."""
-    r = _REPLAYS.get(key)
-    if r is None:
-        r = step_trace.replayed(build_plan(), key[1].expandable_segments)  # key: (model, workload, shard)
-        if len(_REPLAYS) >= _MAX_REPLAYS:
-            _REPLAYS.pop(next(iter(_REPLAYS)), None)
-        _REPLAYS[key] = r
-    return r
+    return get_or_build(_REPLAYS, key, lambda: step_trace.replayed(build_plan(), key[1].expandable_segments),
+                        _MAX_REPLAYS)  # key: (model, workload, shard)
 
 
 _LONG_LIVED = frozenset({"weights", "master_weights", "gradients", "optimizer_states", "kv_cache"})

@@ -247,14 +247,14 @@ def test_fit_cards_share_estimates_across_gpus_byte_for_byte():
     """Jobs the fast byte model does not cover (LoRA here) estimate each layout once per cuBLAS workspace size and
     swap the CUDA context: equal to estimate() on each GPU."""
     from calculator.hardware import FIT_CARD_GPUS
-    from calculator.planner import _training_totals
+    from calculator.planner_prices import training_totals
     from calculator.planner_grid import Layout
     m = load_model("llama-3.1-8b").spec
     for gid in FIT_CARD_GPUS + ("v100-16gb", "l4"):
         w = Workload(seq_len=2048, finetune="lora", gpu=gid)
         for lay in (Layout(2, 1, 2, zero=1), Layout(1, 2, 2), Layout(4, 1, 1, cp=2)):
             est = estimate(m, workload_of(w, lay), with_fits=False)
-            assert _training_totals(m, w, lay) == (est.total_bytes, est.peak_allocated_bytes), (gid, lay)
+            assert training_totals(m, w, lay) == (est.total_bytes, est.peak_allocated_bytes), (gid, lay)
 
 
 def test_fit_cards_compute_only_the_gpus_asked_for():

@@ -1,12 +1,12 @@
-"""calculator/planner.py's fit-card search shared across GPUs: the grid of one GPU count is priced once per cuBLAS
-workspace and shifted by the CUDA context, so six cards cost about one search; every card is what its own search
-gives."""
+"""calculator/planner_prices.py: the planner's prices shared across GPUs. The grid of one GPU count is priced once
+per cuBLAS workspace and shifted by the CUDA context, so the fit cards of several GPUs cost fewer searches; every
+card is what its own search gives."""
 from unittest import mock
 
 import numpy as np
 import pytest
 
-from calculator import Workload, estimate, planner, planner_fast
+from calculator import Workload, estimate, planner, planner_fast, planner_prices
 from calculator.planner_grid import layouts_of
 from calculator.presets import list_gpus, load_model
 
@@ -35,12 +35,12 @@ def test_every_card_equals_its_own_search(model_id):
     m = load_model(model_id).spec
     w = JOBS[model_id].model_copy(update={"gpu": "h100-sxm"})
     gpus = [g.id for g in list_gpus()]
-    with mock.patch.dict(planner._COUNT_GRIDS, clear=True):
+    with mock.patch.dict(planner_prices._COUNT_GRIDS, clear=True):
         planner._gpus_needed.cache_clear()
         shared = estimate(m, w).fits_on(gpus)
     alone = []  # each GPU's grid priced on that GPU itself (no catalogue peer to share with)
     for g in gpus:
-        with mock.patch.object(planner, "_catalogue_ids", lambda: frozenset()):
+        with mock.patch.object(planner_prices, "_catalogue_ids", lambda: frozenset()):
             planner._gpus_needed.cache_clear()
             alone += estimate(m, w).fits_on([g])
     planner._gpus_needed.cache_clear()
@@ -51,6 +51,6 @@ def test_every_card_equals_its_own_search(model_id):
 def test_a_cuda_context_set_by_the_user_is_not_shifted():
     m = load_model("llama-3.1-8b").spec
     w = Workload(seq_len=4096, micro_batch=2, gpu="a100-80gb", overheads={"cuda_context_bytes": 10**9})
-    layouts, fast = planner._count_grid(m, w, 8, 8, None, "layout")
+    layouts, fast = planner_prices.count_grid(m, w, 8, 8, None, "layout")
     total, _, covered = planner_fast.totals(m, w, layouts)
     assert np.array_equal(fast[0][covered], total[covered])
