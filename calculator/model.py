@@ -7,16 +7,18 @@ tensors (which decides the exact saved activations; see `calculator.activations`
 """
 from __future__ import annotations
 
-from functools import cached_property
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculator import bounds as B
+from calculator.hash_once import hash_once
 
 Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
 
 
+@hash_once
 class ModelSpec(BaseModel):
     """A decoder-only transformer, described with Hugging Face config field names."""
 
@@ -158,9 +160,16 @@ class ModelSpec(BaseModel):
             return self.layer_types[i] == "sliding_attention"
         return self.sliding_window is not None
 
-    @cached_property
+    @property
     def moe_layer_count(self) -> int:
-        return sum(self.layer_is_moe(i) for i in range(self.num_hidden_layers))
+        return _moe_layer_count(self)
+
+
+@lru_cache(maxsize=256)
+def _moe_layer_count(m: ModelSpec) -> int:
+    """Decoder layers with routed experts. Cached by the model's value, not on the instance: model_copy copies an
+    instance's __dict__, so a cached_property would carry the count over to a copy with other layers."""
+    return sum(m.layer_is_moe(i) for i in range(m.num_hidden_layers))
 
 
 class GenericModel(BaseModel):

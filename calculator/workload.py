@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculator import bounds as B
+from calculator.hash_once import hash_once
 from calculator.dtypes import Dtype
 
 Mode = Literal["train", "infer", "rl"]
@@ -38,6 +39,7 @@ OPTIMIZERS: dict[str, str] = {
 }
 
 
+@hash_once
 class Precision(BaseModel):
     """The dtype of each tensor family. `master_weights=None` means no separate fp32 copy of the weights."""
 
@@ -67,6 +69,7 @@ RECIPES: dict[str, tuple[str, Precision]] = {
 }
 
 
+@hash_once
 class Parallelism(BaseModel):
     """Parallel degrees and sharding. The world size is tp·pp·dp·cp (EP lives inside dp·cp·tp, as in Megatron)."""
 
@@ -115,6 +118,7 @@ class Parallelism(BaseModel):
         return self.num_microbatches or self.pp
 
 
+@hash_once
 class Overheads(BaseModel):
     """Memory outside the tensors the model code allocates. Each is an explicit, editable line item."""
 
@@ -138,6 +142,7 @@ class Overheads(BaseModel):
     textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100, allow_inf_nan=False)
 
 
+@hash_once
 class ServingConfig(BaseModel):
     """A serving engine's own settings (vLLM / SGLang); None means the engine's default for the device, as the
     engine itself resolves it (see calculator/engines/vllm.py and sglang.py for each rule and its source)."""
@@ -162,6 +167,7 @@ class ServingConfig(BaseModel):
     version: str | None = Field(default=None, max_length=40)
 
 
+@hash_once
 class RLConfig(BaseModel):
     """RL post-training (GRPO / PPO): a trainer and a rollout engine, colocated on the same GPUs or apart.
     The trainer is the rest of the Workload (precision, optimizer, parallel, recompute, micro-batch); one
@@ -189,6 +195,7 @@ class RLConfig(BaseModel):
     offload_aux: bool = True  # reference / reward weights leave the GPU when not in use
 
 
+@hash_once
 class Workload(BaseModel):
     """Everything about how the model is run, apart from the model itself."""
 
