@@ -5,6 +5,7 @@ Degrees that do not divide are errors (InputError naming the field), never silen
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -128,6 +129,13 @@ def _split(n: int, ways: int) -> int:
     return -(-n // ways)
 
 
+def _kinds(layers: tuple) -> list[tuple]:
+    """(layer, how many) for each distinct LayerParams object of `layers` (count_parameters shares one object per
+    kind of layer), in order of first appearance."""
+    by_id = {id(x): x for x in layers}
+    return [(by_id[k], n) for k, n in Counter(map(id, layers)).items()]
+
+
 @lru_cache(maxsize=512)
 def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
     """Per-GPU parameter shard of every pipeline stage. First stage: embedding; last stage: final norm + LM head
@@ -141,14 +149,14 @@ def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
         first, last = last, last + sizes[s]
         # With interleaving a rank holds v chunks spread over the model; layer counts are the same per rank.
         dense = experts = tensors = largest = linear = 0
-        for layer in counts.layers[first:last]:
+        for layer, n in _kinds(counts.layers[first:last]):  # each kind of layer once, times its count
             layer_linear = _split(layer.attention + layer.mlp + layer.shared_experts, tp)
-            linear += layer_linear + _split(layer.routed_experts, ep_tp)
+            linear += n * (layer_linear + _split(layer.routed_experts, ep_tp))
             layer_dense = layer_linear + layer.router + layer.norms
             layer_experts = _split(layer.routed_experts, ep_tp)
-            dense += layer_dense
-            experts += layer_experts
-            tensors += layer.tensors
+            dense += n * layer_dense
+            experts += n * layer_experts
+            tensors += n * layer.tensors
             largest = max(largest, layer_dense + layer_experts)
         has_embedding, has_head = s == 0, s == p.pp - 1
         if has_embedding:

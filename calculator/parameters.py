@@ -157,32 +157,50 @@ def numel(shapes: list[Shape]) -> int:
 
 def layer_shapes(m: ModelSpec, i: int) -> dict[str, list[Shape]]:
     """Parameter tensor shapes of decoder layer i, grouped by how they shard."""
+    return {k: list(v) for k, v in kind_shapes(m, m.layer_is_moe(i))}
+
+
+@lru_cache(maxsize=512)
+def kind_shapes(m: ModelSpec, moe: bool) -> tuple[tuple[str, tuple[Shape, ...]], ...]:
+    """Parameter tensor shapes of a dense (or MoE) decoder layer, grouped by how they shard: every layer of a kind
+    has the same, so they are derived once per model and kind (an immutable (group, shapes) tuple)."""
     h = m.hidden_size
     groups: dict[str, list[Shape]] = {
         "attention": attention_shapes(m),
         "norms": m.norms_per_layer * model_norm_shapes(m, h),
         "mlp": [], "router": [], "routed_experts": [], "shared_experts": [],
     }
-    if not m.layer_is_moe(i):
+    if not moe:
         groups["mlp"] = mlp_shapes(h, m.intermediate_size, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
-        return groups
-    groups["router"] = linear_shapes(h, m.num_experts, m.router_bias)
-    groups["routed_experts"] = routed_expert_shapes(m)
-    if m.num_shared_experts or m.shared_expert_intermediate_size:
-        width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
-        groups["shared_experts"] = mlp_shapes(h, width, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
-        if m.shared_expert_gate:
-            groups["shared_experts"] += linear_shapes(h, 1)
-    return groups
+    else:
+        groups["router"] = linear_shapes(h, m.num_experts, m.router_bias)
+        groups["routed_experts"] = routed_expert_shapes(m)
+        if m.num_shared_experts or m.shared_expert_intermediate_size:
+            width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
+            groups["shared_experts"] = mlp_shapes(h, width, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
+            if m.shared_expert_gate:
+                groups["shared_experts"] += linear_shapes(h, 1)
+    return tuple((k, tuple(v)) for k, v in groups.items())
+
+
+def layer_kinds(m: ModelSpec) -> tuple[tuple[bool, int], ...]:
+    """(moe, number of decoder layers) for each kind of layer the model has (dense first)."""
+    moe = sum(m.layer_is_moe(i) for i in range(m.num_hidden_layers)) if m.is_moe else 0
+    return tuple((k, n) for k, n in ((False, m.num_hidden_layers - moe), (True, moe)) if n)
 
 
 def layer_params(m: ModelSpec, i: int) -> LayerParams:
     """Parameters of decoder layer i."""
-    g = layer_shapes(m, i)
-    n = {k: numel(v) for k, v in g.items()}
+    return kind_params(m, m.layer_is_moe(i))
+
+
+@lru_cache(maxsize=512)
+def kind_params(m: ModelSpec, moe: bool) -> LayerParams:
+    """Parameters of a dense (or MoE) decoder layer."""
+    n = {k: numel(v) for k, v in kind_shapes(m, moe)}
     largest = max(n["attention"], n["mlp"], n["routed_experts"], n["shared_experts"])
     return LayerParams(n["attention"], n["mlp"], n["router"], n["routed_experts"], n["shared_experts"], n["norms"],
-                       largest_module=largest, tensors=sum(len(v) for v in g.values()))
+                       largest_module=largest, tensors=sum(len(v) for _, v in kind_shapes(m, moe)))
 
 
 def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
@@ -191,10 +209,16 @@ def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
     shapes: list[Shape] = [(m.vocab_size, h)]
     if m.learned_position_embeddings:
         shapes.append((m.learned_position_embeddings, h))
+    kinds = {moe: [s for _, group in kind_shapes(m, moe) for s in group] for moe, _ in layer_kinds(m)}
     for i in range(m.num_hidden_layers):
-        for group in layer_shapes(m, i).values():
-            shapes += group
+        shapes += kinds[m.layer_is_moe(i)]
     return shapes + model_norm_shapes(m, h) + lm_head_shapes(m)
+
+
+def _layer_linears(m: ModelSpec):
+    """(2-D weight shape, number of decoder layers holding it) over the model's kinds of layer."""
+    return [(shape, n) for moe, n in layer_kinds(m) for _, group in kind_shapes(m, moe) for shape in group
+            if len(shape) == 2]
 
 
 @lru_cache(maxsize=256)
@@ -204,8 +228,9 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     embedding = m.vocab_size * h + m.learned_position_embeddings * h
     # Identical layers share one LayerParams (a 10,000-layer model: 80 kB of references, not 2.4 MB of objects
     # kept by this cache for every distinct model a server is asked about).
-    unique: dict[LayerParams, LayerParams] = {}
-    layers = tuple(unique.setdefault(p, p) for p in (layer_params(m, i) for i in range(m.num_hidden_layers)))
+    kinds = {moe: kind_params(m, moe) for moe, _ in layer_kinds(m)}
+    layers = tuple(kinds[m.layer_is_moe(i)] for i in range(m.num_hidden_layers)) if len(kinds) > 1 else \
+        tuple(kinds.values()) * m.num_hidden_layers
     final_norm = numel(model_norm_shapes(m, h))
     tensors = (1 + (m.learned_position_embeddings > 0) + sum(l.tensors for l in layers)
                + len(model_norm_shapes(m, h)) + len(lm_head_shapes(m)))
@@ -221,25 +246,25 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
 @lru_cache(maxsize=256)
 def largest_tensor(m: ModelSpec) -> int:
     """Elements of the largest parameter tensor (what a for-loop optimizer step allocates temporaries for)."""
-    return max(numel([shape]) for shape in model_tensor_shapes(m))
+    h = m.hidden_size
+    shapes = [(m.vocab_size, h), (m.learned_position_embeddings, h)] + model_norm_shapes(m, h) + lm_head_shapes(m)
+    shapes += [s for moe, _ in layer_kinds(m) for _, group in kind_shapes(m, moe) for s in group]
+    return max(numel([shape]) for shape in shapes)
 
 
 @lru_cache(maxsize=256)
 def largest_layer_linear(m: ModelSpec) -> int:
     """Elements of the largest 2-D weight inside a decoder layer (what a 4-bit kernel dequantizes at once)."""
-    return max((numel([shape]) for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
-                for shape in group if len(shape) == 2), default=0)
+    return max((shape[0] * shape[1] for shape, _ in _layer_linears(m)), default=0)
 
 
 @lru_cache(maxsize=256)
 def layer_linear_in_rows(m: ModelSpec) -> int:
     """Σ in_features over the 2-D weights of all decoder layers (GPTQ keeps an int32 g_idx per input row)."""
-    return sum(shape[1] for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
-               for shape in group if len(shape) == 2)
+    return sum(shape[1] * n for shape, n in _layer_linears(m))
 
 
 @lru_cache(maxsize=256)
 def layer_linear_out_rows(m: ModelSpec) -> int:
     """Σ out_features over the 2-D weights of all decoder layers (LLM.int8 keeps an fp32 scale per output row)."""
-    return sum(shape[0] for i in range(m.num_hidden_layers) for group in layer_shapes(m, i).values()
-               for shape in group if len(shape) == 2)
+    return sum(shape[0] * n for shape, n in _layer_linears(m))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from typing import NamedTuple
 
 from calculator import activations as act
@@ -17,7 +18,7 @@ from calculator import stacks
 from calculator.allocator import reference_replay
 from calculator.allocator_fast import CachingAllocator
 from calculator.dtypes import DTYPE_BITS
-from calculator.parameters import layer_shapes, norm_shapes
+from calculator.parameters import kind_shapes, layer_kinds, norm_shapes
 from calculator.step_order import run_step, training_events
 
 
@@ -116,11 +117,11 @@ def _states_per_grad_byte(optimizer: str, states_dtype: str | None, grad_dtype: 
 
 @lru_cache(maxsize=64)
 def _layer_tensors(m, tp: int, moe: bool) -> tuple[int, ...]:
-    """Elements of each parameter tensor of a dense (or MoE) decoder layer on one TP rank."""
-    layer = next((i for i in range(m.num_hidden_layers) if m.layer_is_moe(i) == moe), None)
-    if layer is None:
+    """Elements of each parameter tensor of a dense (or MoE) decoder layer on one TP rank (() if the model has no
+    such layer)."""
+    if not any(k == moe for k, _ in layer_kinds(m)):
         return ()
-    return tuple(_numel(s) // (tp if len(s) > 1 else 1) for g in layer_shapes(m, layer).values() for s in g)
+    return tuple(_numel(s) // (tp if len(s) > 1 else 1) for _, g in kind_shapes(m, moe) for s in g)
 
 
 @lru_cache(maxsize=256)
@@ -132,7 +133,8 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
     full = finetune == "full"
     layers = range(shard.first_layer, shard.last_layer)
     kinds = {False: list(_layer_tensors(m, tp, False)), True: list(_layer_tensors(m, tp, True))}
-    layer_tensors = [kinds[m.layer_is_moe(i)] for i in layers]
+    layer_moe = [m.layer_is_moe(i) for i in layers]
+    layer_tensors = [kinds[moe] for moe in layer_moe]
     vocab_w = m.vocab_size * m.hidden_size // tp
     emb = [vocab_w] if shard.has_embedding else []
     head_w = ([vocab_w] if shard.has_head and not m.tie_word_embeddings else []) + \
@@ -144,12 +146,15 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
             weights += [n // 16 for n in lt if n >= 1 << 16]
         weights += [int(n * b_param) for n in head_w]
         periods = tuple(len(v) + sum(n >= 1 << 16 for n in v) for v in kinds.values() if v)
-    else:
-        weights = [int(n * b_param) // shard_d for n in emb + [x for lt in layer_tensors for x in lt] + head_w]
+    else:  # each kind of layer's tensors converted once, then repeated layer by layer
+        per_kind = {k: [int(n * b_param) // shard_d for n in v] for k, v in kinds.items()}
+        weights = [int(n * b_param) // shard_d for n in emb]
+        weights += chain.from_iterable(per_kind[moe] for moe in layer_moe)
+        weights += [int(n * b_param) // shard_d for n in head_w]
         periods = tuple(len(v) for v in kinds.values() if v)
     if full:
         per_kind = {k: tuple(int(n * b_grad) // grad_shard for n in v) for k, v in kinds.items()}
-        layer_grads = tuple(per_kind[m.layer_is_moe(i)] for i in layers)
+        layer_grads = tuple(per_kind[moe] for moe in layer_moe)
         head_grads = tuple(int(n * b_grad) // grad_shard for n in (
             head_w if not m.tie_word_embeddings else [vocab_w] + head_w[-1:])
             if shard.has_head)
@@ -166,8 +171,8 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
     masters = ()
     if master and full:
         ratio = _bytes_per(master) / b_param
-        masters = tuple(int(n * ratio) for n in weights)
-    gather = int(max(sum(lt) for lt in layer_tensors) * _bytes_per(gather_dtype)) if (
+        masters = tuple(map(int, map(ratio.__mul__, weights)))  # int(n * ratio) for each, at C speed
+    gather = int(max(sum(kinds[moe]) for moe in set(layer_moe)) * _bytes_per(gather_dtype)) if (
         gather_dtype and layer_tensors) else 0
     transient: tuple[int, ...] = ()
     if finetune == "qlora":
@@ -176,7 +181,7 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
         weights=tuple(weights), masters=masters, layer_grads=layer_grads, head_grads=head_grads,
         embedding_grads=emb_grads,
         model_order=(emb_grads + head_grads[:1] if m.tie_word_embeddings else emb_grads) +
-        tuple(n for lg in layer_grads for n in lg) + (head_grads[1:] if m.tie_word_embeddings else head_grads[::-1]),
+        tuple(chain.from_iterable(layer_grads)) + (head_grads[1:] if m.tie_word_embeddings else head_grads[::-1]),
         layer_transient=transient, layer_gather=gather,
         tied_sum=head_grads[0] if full and m.tie_word_embeddings and shard.has_head and shard.has_embedding else 0,
         periods=periods)
