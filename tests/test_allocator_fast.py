@@ -64,7 +64,7 @@ def test_a_layer_whose_leftover_a_later_layer_could_take_is_not_fast_forwarded()
     a = CachingAllocator()
     layers = a.allocs_repeated([8 * MiB], 3)
     assert [h & (2**64 - 1) for (h,) in layers] == [0, 8 * MiB, 20 * MiB + 512]
-    assert a.reserved == 40 * MiB and a.free[1] == [4 * MiB << 64 | 16 * MiB, 12 * MiB << 64 | 28 * MiB + 512]
+    assert a.reserved == 40 * MiB and a.free_blocks(1) == [(4 * MiB, 16 * MiB), (12 * MiB, 28 * MiB + 512)]
 
 
 def test_equal_small_tensors_fill_one_segment_then_the_next():
