@@ -4,7 +4,9 @@ model states (weights + master + gradients + optimizer, sharded by the layout an
   + the stack's buffers at the peak; gradients born in backward where the stack frees them.
 The states themselves (full, LoRA/QLoRA, CPU offload) are priced in calculator/stage_states.py."""
 
+import operator
 from functools import lru_cache, partial
+from typing import NamedTuple
 
 from calculator import activations as act
 from calculator import autocast
@@ -17,20 +19,35 @@ from calculator.parallel import (StageShard, in_flight_microbatches)
 from calculator import parameters as params
 from calculator.parameters import count_parameters
 from calculator.result import StageEstimate
+from calculator.workload import Workload
 from calculator import pipeline_stages
 from calculator import stacks
 from calculator import step_trace
-from calculator.stacks.common import StackContext, backward_peak, layer_grad_params, tied_embedding_extra
+from calculator.bounded_cache import get_or_build
+from calculator.stacks.common import StackContext, StackMemory, backward_peak, layer_grad_params, tied_embedding_extra
 
 
 from calculator.stage_states import _lora_model_states, _offload, _states_of_shard
 from calculator.stage_terms import _LONG_LIVED, _Terms, _cublas, _finish
 
 
-def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
+class _Held(NamedTuple):
+    """What a training stage holds for the whole step, the same for every batch and sequence: its terms so far
+    (model states, offload, the stack's persistent buffers, cuBLAS workspaces), the bytes held, params updated by the
+    optimizer, the largest tensor, the stack's memory and the gradients born in backward (0: held all step)."""
+    items: tuple
+    by_component: dict
+    host: tuple
+    states: int
+    n_opt: int
+    largest_tensor: int
+    sm: StackMemory
+    born: int
+
+
+def _held_for_the_step(m: ModelSpec, shared, shard: StageShard, gpu) -> _Held:
     t = _Terms()
-    shared = pipeline_stages.shared_by_stages(m, w)
-    w, stack, ws, d, code = shared.w, shared.stack, shared.ws, shared.d, shared.code
+    w, ws = shared.w, shared.ws
     p = ws.parallel
     if w.finetune == "full":
         terms, n_opt, largest_tensor = _states_of_shard(m, p, ws.precision, ws.optimizer, shard)
@@ -40,7 +57,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     if p.offload_optimizer or p.offload_params:
         _offload(t, ws, shard)
     grads = born = t.by_component.get("gradients", 0)
-    sm = stack.memory(StackContext(m, ws, shard, grads, _grad_dtype(ws), original=w))
+    sm = shared.stack.memory(StackContext(m, ws, shard, grads, _grad_dtype(ws), original=w))
     if sm.grads_whole_step:
         born = 0
         if sm.gradient_note:
@@ -54,6 +71,30 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         _cublas(t, w, gpu, threads=2)
     states = t.total(_LONG_LIVED) + sum(x.bytes for x in sm.persistent if x.component not in _LONG_LIVED) + \
         t.by_component.get("transient", 0)
+    return _Held(tuple(t.items), t.by_component, tuple(t.host), states, n_opt, largest_tensor, sm, born)
+
+
+_HELD: dict = {}  # (model, shard, the workload's fields but batch and tokens) -> _Held
+_MAX_HELD = 256
+_TOKEN_FIELDS = ("micro_batch", "seq_len", "gen_tokens")  # what _held_for_the_step never reads
+_HELD_FIELDS = operator.attrgetter(*(f for f in Workload.model_fields if f not in _TOKEN_FIELDS))
+
+
+def _held(m: ModelSpec, w, shard: StageShard, gpu) -> _Held:
+    """_held_for_the_step, built once per model, shard and workload but its batch and sequence (a sweep over the
+    sequence, the micro-batch solver and the dashboard's sequence slider reuse it)."""
+    return get_or_build(_HELD, (m, shard, _HELD_FIELDS(w)),
+                        lambda: _held_for_the_step(m, pipeline_stages.shared_by_stages(m, w), shard, gpu), _MAX_HELD)
+
+
+def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
+    held = _held(m, w, shard, gpu)
+    t = _Terms()
+    t.items, t.by_component, t.host = list(held.items), dict(held.by_component), list(held.host)
+    states, n_opt, largest_tensor, sm, born = held.states, held.n_opt, held.largest_tensor, held.sm, held.born
+    shared = pipeline_stages.shared_by_stages(m, w)
+    w, ws, d, code = shared.w, shared.ws, shared.d, shared.code
+    p = ws.parallel
     flight = in_flight_microbatches(p, shard.stage)
     layers = range(shard.first_layer, shard.last_layer)
     n_moe = shard.moe_layers
