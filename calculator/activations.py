@@ -13,6 +13,7 @@ TP rank, f MLP width on this rank, a heads on this rank, V vocabulary.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from calculator import autocast
@@ -45,13 +46,21 @@ def dims(m: ModelSpec, w: Workload) -> Dims:
     """Local shapes for one micro-batch on one GPU (TP splits heads and f; SP splits h-wide; CP splits s)."""
     p = w.parallel
     s_local = w.seq_len // p.cp
+    return _new_dims(Dims, (w.micro_batch, s_local, w.seq_len, w.micro_batch * s_local)
+                     + _rank_widths(m, p, w.precision.activations))
+
+
+_new_dims = tuple.__new__  # Dims(...) from a tuple, without the NamedTuple constructor's keyword binding
+
+
+@lru_cache(maxsize=256)
+def _rank_widths(m: ModelSpec, p, activations: str) -> tuple[int, ...]:
+    """The Dims fields after T, which no batch or sequence changes: (e, h, h_sp, qd, kvd, a, kv, f, tp)."""
     kv = kv_heads_per_rank(m, p.tp)
     a = m.num_attention_heads // p.tp
     sp = p.sequence_parallel and p.tp > 1
-    return Dims(b=w.micro_batch, s=s_local, s_kv=w.seq_len, T=w.micro_batch * s_local,
-                e=nbytes(1, w.precision.activations), h=m.hidden_size,
-                h_sp=m.hidden_size // p.tp if sp else m.hidden_size, qd=a * m.head_size,
-                kvd=kv * m.head_size, a=a, kv=kv, f=m.intermediate_size // p.tp, tp=p.tp)
+    return (nbytes(1, activations), m.hidden_size, m.hidden_size // p.tp if sp else m.hidden_size, a * m.head_size,
+            kv * m.head_size, a, kv, m.intermediate_size // p.tp, p.tp)
 
 
 # ---- exact model: building blocks ---------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from calculator.parameters import count_parameters
 from calculator.result import StageEstimate
 from calculator.workload import Workload
 from calculator import pipeline_stages
-from calculator import stacks
 from calculator import step_trace
 from calculator.bounded_cache import get_or_build
 from calculator.stacks.common import StackContext, StackMemory, backward_peak, layer_grad_params, tied_embedding_extra
@@ -93,24 +92,26 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     t.items, t.by_component, t.host = list(held.items), dict(held.by_component), list(held.host)
     states, n_opt, largest_tensor, sm, born = held.states, held.n_opt, held.largest_tensor, held.sm, held.born
     shared = pipeline_stages.shared_by_stages(m, w)
-    w, ws, d, code = shared.w, shared.ws, shared.d, shared.code
+    w, ws, d, code, stack = shared.w, shared.ws, shared.d, shared.code, shared.stack
     p = ws.parallel
     flight = in_flight_microbatches(p, shard.stage)
     layers = range(shard.first_layer, shard.last_layer)
     n_moe = shard.moe_layers
     n_dense = len(layers) - n_moe
     recompute_ws = loss_ws = 0
+    layer_acts = 0  # the decoder layers' activations (not the embedding's, the masks')
     dense_l = moe_l = head = None
     if w.activation_model == "textbook":
         per = act.textbook_layer(m, w)
-        t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", int(flight * len(layers) * per),
+        layer_acts = int(flight * len(layers) * per)
+        t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", layer_acts,
               "m_inflight × L_stage × s·b·h·(34 + 5·a·s/h)" if w.recompute == "none" else
               ("m_inflight × L_stage × 34·s·b·h" if w.recompute == "selective" else "m_inflight × L_stage × 2·s·b·h"),
               ("{:g} × {} × {:,} B", flight, len(layers), per), "korthikanti")
     elif w.activation_model == "fujii":
         per_dense, per_moe = act.fujii_layer(m, w, False), act.fujii_layer(m, w, True) if n_moe else 0
-        t.add("activations.layers", "activations", "Activations (Fujii et al.)",
-              int(flight * (n_dense * per_dense + n_moe * per_moe)),
+        layer_acts = int(flight * (n_dense * per_dense + n_moe * per_moe))
+        t.add("activations.layers", "activations", "Activations (Fujii et al.)", layer_acts,
               "m_inflight × L_stage × s·b·h·(12 + 4k/a + 8f/h) / (t·c)",
               ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe), "fujii")
     else:
@@ -124,15 +125,17 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         if w.recompute in ("full", "op"):
             if w.recompute == "full":
                 per = act.full_recompute_layer(d)
-                t.add("activations.layers", "activations", "Layer inputs (full recompute)",
-                      int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
+                layer_acts = int(flight * len(layers) * per)
+                t.add("activations.layers", "activations", "Layer inputs (full recompute)", layer_acts,
+                      "m_inflight × L_stage × e·T·h",
                       ("{:g} × {} × {} × {:,} × {:,}", flight, len(layers), d.e, d.T, d.h_sp),
                       "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
             else:
                 per = act.op_selective_layer(m, d)
                 per_moe = act.op_selective_layer(m, d, moe=True) if n_moe else 0
+                layer_acts = int(flight * (n_dense * per + n_moe * per_moe))
                 t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
-                      "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
+                      "selective AC)", layer_acts,
                       "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",
                       ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per, n_moe, per_moe),
                       "torchtitan-op-sac")
@@ -157,6 +160,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                 if i == 0 and first_discount:
                     total -= first_discount
                     formula += " − first layer's input norm (no input grads)"
+                layer_acts += total
                 subst = (("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe) if n_moe
                          else ("{:g} × {} × {:,} B", flight, n_dense, per_dense))
                 t.add(term_key, "activations", label, total, formula, subst, sources[i], _exact_note(key, m, w))
@@ -166,11 +170,11 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             if emb:
                 t.add("activations.embedding", "activations", "Embedding dropout mask", int(flight * emb),
                       "m_inflight × T·h × 1 B", ("{:g} × {:,} B", flight, emb), "hf-llama")
-        shared = act.rotary_saved(m, d)
-        if shared:
-            t.add("activations.rotary", "activations", "RoPE cos/sin tables", int(flight * shared),
+        rotary = act.rotary_saved(m, d)
+        if rotary:
+            t.add("activations.rotary", "activations", "RoPE cos/sin tables", int(flight * rotary),
                   "m_inflight × 2·s·d_head·e",
-                  ("{:g} × 2 × {:,} × {} × {}", flight, d.s, shared // (2 * d.s * d.e), d.e),
+                  ("{:g} × 2 × {:,} × {} × {}", flight, d.s, rotary // (2 * d.s * d.e), d.e),
                   "hf-llama")
         if w.attention == "eager" and w.recompute != "none" and not m.is_mla:
             mask = act.eager_mask_saved(d)
@@ -216,7 +220,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         t.add("transient.dequant", "transient", "bf16 dequantization of one 4-bit linear", dq,
               "2 B × max(in × out)", f"2 × {dq // 2:,}", "quantization",
               "bitsandbytes dequantizes each NF4 weight to bf16 for its matmul, one linear at a time")
-    if w.activation_model != "textbook" and not (stacks.resolve(w) == "deepspeed" and p.shard_group == 1
+    if w.activation_model != "textbook" and not (stack.NAME == "deepspeed" and p.shard_group == 1
                                                   and p.zero >= 3):
         for x in sm.at_peak:
             t.add(*x.__dict__.values())
@@ -231,8 +235,8 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
     if born:
-        layer_total = sum(x.bytes for x in t.items if x.key in _LAYER_ACTIVATION_KEYS)
-        fwd_bwd = _gradients_born_in_backward(t, m, ws, shard, sm, born, fwd_bwd, recompute_ws, flight, layer_total)
+        fwd_bwd = _gradients_born_in_backward(t, m, ws, shard, sm, born, fwd_bwd, recompute_ws, flight, layer_acts,
+                                              stack.SOURCE)
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
     fp32_adapters = w.finetune != "full" and w.lora_adapter_dtype == "fp32"
@@ -269,7 +273,7 @@ def _gradient_layout(m: ModelSpec, first: int, last: int, has_head: bool, has_em
 
 
 def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, sm, grads: int, loss_peak: int,
-                                recompute_ws: int, flight: float, layer_total: int) -> int:
+                                recompute_ws: int, flight: float, layer_total: int, source: str) -> int:
     """Gradients created in backward and freed after the step (stacks/common.backward_peak): the gradients line
     holds what is alive at the forward/backward peak beyond the loss backward (`layer_total`: the decoder layers'
     activations). Returns the new fwd/bwd peak."""
@@ -289,7 +293,7 @@ def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, s
                          tied_extra=tied, recompute_ws=int(flight * recompute_ws), layer_backward=sm.layer_backward)
     t.add("gradients", "gradients", f"Gradients ({_grad_dtype(w)}) alive at the peak", peak.bytes - loss_peak,
           "max(loss, first layer, last layer, embedding backward) − loss backward",
-          partial(_born_text, grads, peak), stacks.module(w).SOURCE,
+          partial(_born_text, grads, peak), source,
           "no gradient exists during the forward pass: each is born as its layer is back-propagated and "
           "zero_grad(set_to_none=True) frees all after the step", keep=True)
     return peak.bytes
@@ -311,8 +315,6 @@ _NOTES = {
 _ACTIVATION_PARTS = (("norms", "activations.norms", "Activations: norms"),
                      ("attention", "activations.attention", "Activations: attention"),
                      ("mlp", "activations.mlp", "Activations: MLP"))
-_LAYER_ACTIVATION_KEYS = frozenset({"activations.norms", "activations.attention", "activations.mlp",
-                                    "activations.layers"})  # the decoder layers' activations (not embedding, masks)
 _ACTIVATION_FORMULA = {k: f"m_inflight × L_stage × A_{k}(T={{:,}})" for k in ("norms", "attention", "mlp")}
 
 
