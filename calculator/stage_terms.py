@@ -28,13 +28,14 @@ _new_term = tuple.__new__  # Term(...) without the NamedTuple constructor's Pyth
 class _Terms:
     """Collects the terms of one stage."""
 
-    def __init__(self) -> None:
-        self.items: list[Term] = []
+    def __init__(self, items: tuple = (), by_component: dict | None = None, host: tuple = ()) -> None:
+        """Empty, or starting from the terms (and their sums by component) of an earlier list."""
+        self.items: list[Term] = list(items)
         # (long-lived bytes, allocated bytes) of each phase of the step: reserved memory only grows, so the
         # fragmentation of every phase counts, not only that of the allocation peak
         self.phases: list[tuple[int, int]] = []
-        self.by_component: dict[str, int] = {}
-        self.host: list[Term] = []  # moved to CPU RAM by offloading
+        self.by_component: dict[str, int] = dict(by_component) if by_component else {}
+        self.host: list[Term] = list(host)  # moved to CPU RAM by offloading
         # the step's moments for the timeline: (name, long-lived bytes, allocated bytes), in order
         self.timeline: list[tuple[str, int, int]] = []
         # (key, build): the step's allocation order (calculator/step_trace.StepPlan) for the allocator replay,

@@ -88,8 +88,7 @@ def _held(m: ModelSpec, w, shard: StageShard, gpu) -> _Held:
 
 def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     held = _held(m, w, shard, gpu)
-    t = _Terms()
-    t.items, t.by_component, t.host = list(held.items), dict(held.by_component), list(held.host)
+    t = _Terms(held.items, held.by_component, held.host)
     states, n_opt, largest_tensor, sm, born = held.states, held.n_opt, held.largest_tensor, held.sm, held.born
     shared = pipeline_stages.shared_by_stages(m, w)
     w, ws, d, code, stack = shared.w, shared.ws, shared.d, shared.code, shared.stack
