@@ -204,15 +204,24 @@ class CachingAllocator:
             allocated -= block
             free, by_size, start, end = pools[block > SMALL_SIZE]
             nxt = start.pop(addr + block, None)
-            if nxt is not None:  # the next block of the segment is free: merge
-                _unfile(free, by_size, addr + block, nxt)
+            if nxt is not None:  # the next block of the segment is free: merge (_unfile, inlined)
+                same = by_size[nxt]
+                if len(same) == 1:
+                    del by_size[nxt], free[bisect_left(free, nxt)]
+                else:
+                    del same[bisect_left(same, addr + block)]
                 del end[addr + block + nxt]
                 block += nxt
             prev = end.pop(addr, None)
             if prev is not None:  # the previous one too
-                _unfile(free, by_size, prev, addr - prev)
+                size = addr - prev
+                same = by_size[size]
+                if len(same) == 1:
+                    del by_size[size], free[bisect_left(free, size)]
+                else:
+                    del same[bisect_left(same, prev)]
                 del start[prev]
-                block += addr - prev
+                block += size
                 addr = prev
             start[addr] = block
             end[addr + block] = addr

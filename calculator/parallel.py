@@ -5,13 +5,12 @@ Degrees that do not divide are errors (InputError naming the field), never silen
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
 from calculator.errors import InputError
 from calculator.model import ModelSpec
-from calculator.parameters import count_parameters, lm_head_shapes, model_norm_shapes
+from calculator.parameters import count_parameters, kind_counts, lm_head_shapes, model_norm_shapes
 from calculator.workload import Parallelism, Workload
 
 
@@ -129,13 +128,6 @@ def _split(n: int, ways: int) -> int:
     return -(-n // ways)
 
 
-def _kinds(layers: tuple) -> list[tuple]:
-    """(layer, how many) for each distinct LayerParams object of `layers` (count_parameters shares one object per
-    kind of layer), in order of first appearance."""
-    by_id = {id(x): x for x in layers}
-    return [(by_id[k], n) for k, n in Counter(map(id, layers)).items()]
-
-
 @lru_cache(maxsize=512)
 def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
     """Per-GPU parameter shard of every pipeline stage. First stage: embedding; last stage: final norm + LM head
@@ -149,7 +141,7 @@ def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
         first, last = last, last + sizes[s]
         # With interleaving a rank holds v chunks spread over the model; layer counts are the same per rank.
         dense = experts = tensors = largest = linear = 0
-        for layer, n in _kinds(counts.layers[first:last]):  # each kind of layer once, times its count
+        for layer, n in kind_counts(counts.layers[first:last]):  # each kind of layer once, times its count
             layer_linear = _split(layer.attention + layer.mlp + layer.shared_experts, tp)
             linear += n * (layer_linear + _split(layer.routed_experts, ep_tp))
             layer_dense = layer_linear + layer.router + layer.norms
@@ -170,7 +162,7 @@ def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
             tensors += len(model_norm_shapes(m, m.hidden_size)) + (len(lm_head_shapes(m)) if counts.lm_head else
                                                                    int(head > 0))
             largest = max(largest, _split(head, tp))
-        moe = sum(m.layer_is_moe(i) for i in range(first, last))
+        moe = sum(m.layer_is_moe(i) for i in range(first, last)) if m.is_moe else 0
         shards.append(StageShard(s, first, last, dense, experts, tensors, largest, has_embedding, has_head, moe,
                                  linear))
     return tuple(shards)

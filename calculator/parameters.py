@@ -6,6 +6,7 @@ DeepSeek's e_score_correction_bias) are not parameters and are not counted.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -46,7 +47,7 @@ class ParameterCounts:
 
     @cached_property
     def total(self) -> int:
-        return self.embedding + sum(l.total for l in self.layers) + self.final_norm + self.lm_head
+        return self.embedding + sum(n * l.total for l, n in kind_counts(self.layers)) + self.final_norm + self.lm_head
 
     @property
     def largest_module(self) -> int:
@@ -185,8 +186,15 @@ def kind_shapes(m: ModelSpec, moe: bool) -> tuple[tuple[str, tuple[Shape, ...]],
 
 def layer_kinds(m: ModelSpec) -> tuple[tuple[bool, int], ...]:
     """(moe, number of decoder layers) for each kind of layer the model has (dense first)."""
-    moe = sum(m.layer_is_moe(i) for i in range(m.num_hidden_layers)) if m.is_moe else 0
+    moe = m.moe_layer_count if m.is_moe else 0
     return tuple((k, n) for k, n in ((False, m.num_hidden_layers - moe), (True, moe)) if n)
+
+
+def kind_counts(layers) -> list[tuple[LayerParams, int]]:
+    """(layer, how many) for each distinct LayerParams object of `layers`, in order of first appearance
+    (count_parameters shares one object per kind of layer, so a 32-layer model has one or two)."""
+    by_id = {id(x): x for x in layers}
+    return [(by_id[k], n) for k, n in Counter(map(id, layers)).items()]
 
 
 def layer_params(m: ModelSpec, i: int) -> LayerParams:
@@ -228,18 +236,18 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     embedding = m.vocab_size * h + m.learned_position_embeddings * h
     # Identical layers share one LayerParams (a 10,000-layer model: 80 kB of references, not 2.4 MB of objects
     # kept by this cache for every distinct model a server is asked about).
-    kinds = {moe: kind_params(m, moe) for moe, _ in layer_kinds(m)}
-    layers = tuple(kinds[m.layer_is_moe(i)] for i in range(m.num_hidden_layers)) if len(kinds) > 1 else \
-        tuple(kinds.values()) * m.num_hidden_layers
+    kinds = {moe: (kind_params(m, moe), n) for moe, n in layer_kinds(m)}
+    layers = tuple(kinds[m.layer_is_moe(i)][0] for i in range(m.num_hidden_layers)) if len(kinds) > 1 else \
+        tuple(p for p, _ in kinds.values()) * m.num_hidden_layers
     final_norm = numel(model_norm_shapes(m, h))
-    tensors = (1 + (m.learned_position_embeddings > 0) + sum(l.tensors for l in layers)
+    tensors = (1 + (m.learned_position_embeddings > 0) + sum(n * p.tensors for p, n in kinds.values())
                + len(model_norm_shapes(m, h)) + len(lm_head_shapes(m)))
     lm_head = numel(lm_head_shapes(m))
     inactive = 0
-    for i, layer in enumerate(layers):
-        if m.layer_is_moe(i):
-            inactive += layer.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts
-    total = embedding + sum(l.total for l in layers) + final_norm + lm_head
+    if True in kinds:  # each MoE layer's routed experts beyond the top-k (every MoE layer alike)
+        p, n = kinds[True]
+        inactive = n * (p.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts)
+    total = embedding + sum(n * p.total for p, n in kinds.values()) + final_norm + lm_head
     return ParameterCounts(embedding, layers, final_norm, lm_head, tensors, active_per_token=total - inactive)
 
 

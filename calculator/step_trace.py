@@ -133,7 +133,7 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
     full = finetune == "full"
     layers = range(shard.first_layer, shard.last_layer)
     kinds = {False: list(_layer_tensors(m, tp, False)), True: list(_layer_tensors(m, tp, True))}
-    layer_moe = [m.layer_is_moe(i) for i in layers]
+    layer_moe = [m.layer_is_moe(i) for i in layers] if m.is_moe else [False] * len(layers)
     layer_tensors = [kinds[moe] for moe in layer_moe]
     vocab_w = m.vocab_size * m.hidden_size // tp
     emb = [vocab_w] if shard.has_embedding else []

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from calculator.dtypes import nbytes
 from calculator.model import ModelSpec
-from calculator.parameters import count_parameters
+from calculator.parameters import count_parameters, kind_counts
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,9 @@ def line(key: str, component: str, label: str, n: int, formula: str, substituted
 def layer_grad_params(m: ModelSpec, first: int, last: int, tp: int, expert_split: int) -> tuple[int, ...]:
     """Parameters per decoder layer of a stage on one GPU (dense split by TP, routed experts by EP × expert TP)."""
     layers = count_parameters(m).layers[first:last]
-    per_kind = {l: -(-(l.attention + l.mlp + l.shared_experts) // tp) + l.router + l.norms
-                + -(-l.routed_experts // expert_split) for l in set(layers)}  # one int object per kind of layer
-    return tuple(per_kind[l] for l in layers)
+    per_kind = {id(l): -(-(l.attention + l.mlp + l.shared_experts) // tp) + l.router + l.norms
+                + -(-l.routed_experts // expert_split) for l, _ in kind_counts(layers)}  # one int per kind of layer
+    return tuple(per_kind[id(l)] for l in layers)
 
 
 @dataclass(frozen=True)
