@@ -26,10 +26,10 @@ def hash_once(cls):
     values = operator.itemgetter(*fields) if len(fields) > 1 else (lambda d: (d[fields[0]],))
 
     def __hash__(self) -> int:
-        held = _HASHES.get(id(self))
-        if held is None:
-            held = get_or_build(_HASHES, id(self), lambda: (self, hash(values(self.__dict__))), _MAX_HASHES)
-        return held[1]
+        try:
+            return _HASHES[id(self)][1]
+        except KeyError:
+            return get_or_build(_HASHES, id(self), lambda: (self, hash(values(self.__dict__))), _MAX_HASHES)[1]
 
     cls.__hash__ = __hash__
     return cls

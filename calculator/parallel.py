@@ -17,6 +17,25 @@ from calculator.workload import Parallelism, Workload
 def check_divisibility(m: ModelSpec, w: Workload) -> None:
     """Raise InputError when a parallel degree does not divide what it splits."""
     p = w.parallel
+    _check_model_split(m, p)
+    if p.cp > 1 and w.seq_len % (2 * p.cp):
+        raise InputError("cp", f"context parallel size {p.cp} needs seq_len divisible by 2·cp = {2 * p.cp} "
+                               f"(load-balanced causal split); seq_len is {w.seq_len}")
+    if p.sequence_parallel and p.tp > 1 and (w.seq_len // p.cp) % p.tp:
+        raise InputError("sequence_parallel", f"sequence parallelism needs seq_len / cp ({w.seq_len // p.cp}) "
+                                              f"divisible by tp ({p.tp})")
+    if p.zero_shard_size is not None and (p.dp * p.cp) % p.zero_shard_size:
+        raise InputError("zero_shard_size", f"the hybrid shard group ({p.zero_shard_size}) must divide dp × cp "
+                                            f"({p.dp * p.cp})")
+    if w.mode == "train" and p.pp > 1 and p.microbatches < p.pp:
+        raise InputError("num_microbatches", f"with pp = {p.pp} a step needs at least {p.pp} micro-batches "
+                                             f"(got {p.microbatches}); the pipeline would never fill")
+
+
+@lru_cache(maxsize=512)
+def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
+    """The checks of check_divisibility that only the model and the layout decide (TP, PP, EP, expert TP), done
+    once per pair: a refusal raises and so is never cached."""
     a, kv = m.num_attention_heads, m.kv_heads
     if a % p.tp:
         raise InputError("tp", f"tensor parallel size {p.tp} must divide num_attention_heads ({a}); "
@@ -45,18 +64,6 @@ def check_divisibility(m: ModelSpec, w: Workload) -> None:
     if m.is_moe and m.expert_intermediate_size % p.expert_tp:
         raise InputError("etp", f"expert tensor parallel size {p.expert_tp} must divide the expert width "
                                 f"({m.expert_intermediate_size})")
-    if p.cp > 1 and w.seq_len % (2 * p.cp):
-        raise InputError("cp", f"context parallel size {p.cp} needs seq_len divisible by 2·cp = {2 * p.cp} "
-                               f"(load-balanced causal split); seq_len is {w.seq_len}")
-    if p.sequence_parallel and p.tp > 1 and (w.seq_len // p.cp) % p.tp:
-        raise InputError("sequence_parallel", f"sequence parallelism needs seq_len / cp ({w.seq_len // p.cp}) "
-                                              f"divisible by tp ({p.tp})")
-    if p.zero_shard_size is not None and (p.dp * p.cp) % p.zero_shard_size:
-        raise InputError("zero_shard_size", f"the hybrid shard group ({p.zero_shard_size}) must divide dp × cp "
-                                            f"({p.dp * p.cp})")
-    if w.mode == "train" and p.pp > 1 and p.microbatches < p.pp:
-        raise InputError("num_microbatches", f"with pp = {p.pp} a step needs at least {p.pp} micro-batches "
-                                             f"(got {p.microbatches}); the pipeline would never fill")
 
 
 def check_uneven_stages(layers: int, p: Parallelism) -> None:

@@ -100,3 +100,20 @@ def test_op_level_selective_ac_keeps_every_other_matmul_and_the_sdpa_output():
     assert matmul_output_widths(m, d, moe=False) == [4096, 1024, 1024, 4096, 14336, 14336, 4096]
     T = 16384
     assert op_selective_layer(m, d) == 2 * T * (4096 + (4096 + 1024 + 14336 + 4096) + 4096) + 4 * 32 * T
+
+
+def test_local_widths_follow_the_layout_and_the_activation_dtype():
+    """act.dims caches the widths per (model, layout, activation dtype): each of those changes them."""
+    m = load_model("llama-3.1-70b").spec
+    base = act.dims(m, Workload(seq_len=4096, micro_batch=2))
+    assert (base.b, base.s, base.s_kv, base.T, base.e, base.h_sp, base.qd, base.f) == (2, 4096, 4096, 8192, 2, 8192,
+                                                                                       8192, 28672)
+    tp8 = act.dims(m, Workload(seq_len=4096, micro_batch=2, parallel={"tp": 8}))
+    assert (tp8.h_sp, tp8.qd, tp8.kvd, tp8.a, tp8.kv, tp8.f, tp8.tp) == (8192, 1024, 128, 8, 1, 3584, 8)
+    sp = act.dims(m, Workload(seq_len=4096, micro_batch=2, parallel={"tp": 8, "sequence_parallel": True}))
+    assert sp.h_sp == 1024 and sp[:4] == tp8[:4]
+    cp = act.dims(m, Workload(seq_len=4096, parallel={"tp": 8, "cp": 2}))
+    assert (cp.b, cp.s, cp.s_kv, cp.T) == (1, 2048, 4096, 2048)
+    fp32 = act.dims(m, Workload(seq_len=4096, micro_batch=2, precision={"activations": "fp32"}))
+    assert fp32.e == 4 and fp32._replace(e=2) == base
+    assert type(base) is act.Dims and base._fields[4] == "e"

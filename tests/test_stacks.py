@@ -205,3 +205,19 @@ def test_deepspeed_refuses_zero_2_or_3_with_pipeline_stages_and_the_default_is_f
         assert stacks.default_stack(Workload(parallel={"pp": 2, "dp": 4, "zero": zero}).parallel) == "fsdp2"
     ok = estimate(m, Workload(stack="deepspeed", parallel={"pp": 2, "dp": 4, "zero": 1}), with_fits=False)
     assert ok.total_bytes > 0
+
+
+def test_the_stack_and_its_refusal_follow_the_layout_and_the_named_stack():
+    """stacks.check / stacks.module are cached per (named stack, layout): another layout gets its own answer."""
+    from calculator import InputError, stacks
+    one, eight = Workload(), Workload(parallel={"dp": 8})
+    assert stacks.module(one).NAME == "hf-trainer" and stacks.module(eight).NAME == "ddp"
+    stacks.check(one)
+    stacks.check(eight)
+    with pytest.raises(InputError, match="hf-trainer runs on one GPU"):
+        stacks.check(eight.model_copy(update={"stack": "hf-trainer"}))
+    fsdp = Workload(stack="fsdp2", parallel={"dp": 8, "zero": 3})
+    stacks.check(fsdp)
+    assert stacks.module(fsdp).NAME == "fsdp2"
+    with pytest.raises(InputError, match="fsdp2 shards parameters"):
+        stacks.check(Workload(stack="fsdp2", parallel={"dp": 8, "zero": 1}))

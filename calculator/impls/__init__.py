@@ -14,6 +14,7 @@ the model, not only on its shapes. One module per implementation, each with the 
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from types import ModuleType
 from typing import NamedTuple
 
@@ -60,6 +61,7 @@ class Head(NamedTuple):
     grads_at_backward: int = 0
 
 
+@lru_cache(maxsize=8)
 def module(impl: str) -> ModuleType:
     """The module that models `impl` (imported lazily: one file per implementation)."""
     if impl == "hf":

@@ -11,6 +11,7 @@ The default follows the parallel layout (`default_stack`).
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from types import ModuleType
 
 from calculator.errors import InputError
@@ -51,12 +52,18 @@ def resolve(w) -> str:
 
 
 def module(w) -> ModuleType:
-    return MODULES[resolve(w)]
+    return MODULES[_stack_and_problem(w.stack, w.parallel)[0]]
 
 
 def check(w) -> None:
     """A stack that cannot run the layout is refused with what to change (InputError naming `stack`)."""
-    name, p = resolve(w), w.parallel
-    problem = MODULES[name].layout_problem(p)
+    name, problem = _stack_and_problem(w.stack, w.parallel)
     if problem:
         raise InputError("stack", f"{name} {problem}")
+
+
+@lru_cache(maxsize=256)
+def _stack_and_problem(stack: str | None, p) -> tuple[str, str]:
+    """(the stack of a workload with this `stack` and layout, why it cannot run the layout or "")."""
+    name = stack or default_stack(p)
+    return name, MODULES[name].layout_problem(p)
