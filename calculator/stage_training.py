@@ -33,7 +33,8 @@ from calculator.stage_terms import _LONG_LIVED, _Terms, _cublas, _finish
 class _Held(NamedTuple):
     """What a training stage holds for the whole step, the same for every batch and sequence: its terms so far
     (model states, offload, the stack's persistent buffers, cuBLAS workspaces), the bytes held, params updated by the
-    optimizer, the largest tensor, the stack's memory and the gradients born in backward (0: held all step)."""
+    optimizer, the largest tensor, the stack's memory and the gradients born in backward (0: held all step) with
+    where they are (_born_gradients)."""
     items: tuple
     by_component: dict
     host: tuple
@@ -42,6 +43,7 @@ class _Held(NamedTuple):
     largest_tensor: int
     sm: StackMemory
     born: int
+    born_layout: tuple | None
 
 
 def _held_for_the_step(m: ModelSpec, shared, shard: StageShard, gpu) -> _Held:
@@ -70,7 +72,8 @@ def _held_for_the_step(m: ModelSpec, shared, shard: StageShard, gpu) -> _Held:
         _cublas(t, w, gpu, threads=2)
     states = t.total(_LONG_LIVED) + sum(x.bytes for x in sm.persistent if x.component not in _LONG_LIVED) + \
         t.by_component.get("transient", 0)
-    return _Held(tuple(t.items), t.by_component, tuple(t.host), states, n_opt, largest_tensor, sm, born)
+    layout = _born_gradients(m, ws, shard, born) if born else None
+    return _Held(tuple(t.items), t.by_component, tuple(t.host), states, n_opt, largest_tensor, sm, born, layout)
 
 
 _HELD: dict = {}  # (model, shard, the workload's fields but batch and tokens) -> _Held
@@ -234,7 +237,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
     if born:
-        fwd_bwd = _gradients_born_in_backward(t, m, ws, shard, sm, born, fwd_bwd, recompute_ws, flight, layer_acts,
+        fwd_bwd = _gradients_born_in_backward(t, ws, shard, held, fwd_bwd, recompute_ws, flight, layer_acts,
                                               stack.SOURCE)
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
@@ -271,28 +274,35 @@ def _gradient_layout(m: ModelSpec, first: int, last: int, has_head: bool, has_em
     return sum(layer_grads), (layer_grads[-1] if layer_grads else 0), int(head * per_param), int(emb * per_param), tied
 
 
-def _gradients_born_in_backward(t: _Terms, m: ModelSpec, w, shard: StageShard, sm, grads: int, loss_peak: int,
-                                recompute_ws: int, flight: float, layer_total: int, source: str) -> int:
-    """Gradients created in backward and freed after the step (stacks/common.backward_peak): the gradients line
-    holds what is alive at the forward/backward peak beyond the loss backward (`layer_total`: the decoder layers'
-    activations). Returns the new fwd/bwd peak."""
+def _born_gradients(m: ModelSpec, w, shard: StageShard, grads: int) -> tuple[int, int, int, int, int]:
+    """(all layers', last layer's, LM head's, embedding's, tied-sum) bytes of the `grads` gradient bytes a stage
+    creates in backward: what the backward peak needs of them."""
     p = w.parallel
     per_param = grads / shard.total if shard.total else 0.0  # gradient bytes per parameter on this GPU
     n_layers = shard.last_layer - shard.first_layer
     if w.finetune == "full":
-        g_layers, g_last, head_g, emb_g, tied = _gradient_layout(
-            m, shard.first_layer, shard.last_layer, shard.has_head, shard.has_embedding, p.tp, p.ep * p.expert_tp,
-            per_param, w.precision.params == w.precision.activations, _grad_dtype(w))
-    else:  # adapters only: spread over the layers
-        g_last = grads // n_layers if n_layers else 0
-        g_layers, head_g, emb_g, tied = g_last * n_layers, 0, 0, 0
+        return _gradient_layout(m, shard.first_layer, shard.last_layer, shard.has_head, shard.has_embedding, p.tp,
+                                p.ep * p.expert_tp, per_param, w.precision.params == w.precision.activations,
+                                _grad_dtype(w))
+    g_last = grads // n_layers if n_layers else 0  # adapters only: spread over the layers
+    return g_last * n_layers, g_last, 0, 0, 0
+
+
+def _gradients_born_in_backward(t: _Terms, w, shard: StageShard, held: _Held, loss_peak: int, recompute_ws: int,
+                                flight: float, layer_total: int, source: str) -> int:
+    """Gradients created in backward and freed after the step (stacks/common.backward_peak): the gradients line
+    holds what is alive at the forward/backward peak beyond the loss backward (`layer_total`: the decoder layers'
+    activations). Returns the new fwd/bwd peak."""
+    n_layers = shard.last_layer - shard.first_layer
+    g_layers, g_last, head_g, emb_g, tied = held.born_layout
     peak = backward_peak(loss_peak=loss_peak, activations=t.by_component.get("activations", 0),
                          layer_acts=layer_total // n_layers if n_layers else 0, n_layers=n_layers,
                          layer_grads=g_layers, last_layer_grads=g_last, head_grads=head_g, embedding_grads=emb_g,
-                         tied_extra=tied, recompute_ws=int(flight * recompute_ws), layer_backward=sm.layer_backward)
+                         tied_extra=tied, recompute_ws=int(flight * recompute_ws),
+                         layer_backward=held.sm.layer_backward)
     t.add("gradients", "gradients", f"Gradients ({_grad_dtype(w)}) alive at the peak", peak.bytes - loss_peak,
           "max(loss, first layer, last layer, embedding backward) − loss backward",
-          partial(_born_text, grads, peak), source,
+          partial(_born_text, held.born, peak), source,
           "no gradient exists during the forward pass: each is born as its layer is back-propagated and "
           "zero_grad(set_to_none=True) frees all after the step", keep=True)
     return peak.bytes
