@@ -13,13 +13,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculator import bounds as B
-from calculator.hash_once import hash_once
+from calculator.hash_once import HashedOnce
 
 Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
 
 
-@hash_once
-class ModelSpec(BaseModel):
+class ModelSpec(HashedOnce):
     """A decoder-only transformer, described with Hugging Face config field names."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from calculator import bounds as B
-from calculator.hash_once import hash_once
+from calculator.hash_once import HashedOnce
 from calculator.dtypes import Dtype
 
 Mode = Literal["train", "infer", "rl"]
@@ -39,8 +39,7 @@ OPTIMIZERS: dict[str, str] = {
 }
 
 
-@hash_once
-class Precision(BaseModel):
+class Precision(HashedOnce):
     """The dtype of each tensor family. `master_weights=None` means no separate fp32 copy of the weights."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -69,8 +68,7 @@ RECIPES: dict[str, tuple[str, Precision]] = {
 }
 
 
-@hash_once
-class Parallelism(BaseModel):
+class Parallelism(HashedOnce):
     """Parallel degrees and sharding. The world size is tp·pp·dp·cp (EP lives inside dp·cp·tp, as in Megatron)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -118,8 +116,7 @@ class Parallelism(BaseModel):
         return self.num_microbatches or self.pp
 
 
-@hash_once
-class Overheads(BaseModel):
+class Overheads(HashedOnce):
     """Memory outside the tensors the model code allocates. Each is an explicit, editable line item."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -142,8 +139,7 @@ class Overheads(BaseModel):
     textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100, allow_inf_nan=False)
 
 
-@hash_once
-class ServingConfig(BaseModel):
+class ServingConfig(HashedOnce):
     """A serving engine's own settings (vLLM / SGLang); None means the engine's default for the device, as the
     engine itself resolves it (see calculator/engines/vllm.py and sglang.py for each rule and its source)."""
 
@@ -167,8 +163,7 @@ class ServingConfig(BaseModel):
     version: str | None = Field(default=None, max_length=40)
 
 
-@hash_once
-class RLConfig(BaseModel):
+class RLConfig(HashedOnce):
     """RL post-training (GRPO / PPO): a trainer and a rollout engine, colocated on the same GPUs or apart.
     The trainer is the rest of the Workload (precision, optimizer, parallel, recompute, micro-batch); one
     training sample is prompt_len + response_len tokens."""
@@ -195,8 +190,7 @@ class RLConfig(BaseModel):
     offload_aux: bool = True  # reference / reward weights leave the GPU when not in use
 
 
-@hash_once
-class Workload(BaseModel):
+class Workload(HashedOnce):
     """Everything about how the model is run, apart from the model itself."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

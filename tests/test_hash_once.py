@@ -52,7 +52,15 @@ def test_a_pickled_instance_hashes_as_its_fields():
     hash(p)
     back = pickle.loads(pickle.dumps(p))
     assert back == p and hash(back) == _pydantic_hash(back) == hash(p)
-    assert "__hash__" not in back.__dict__ and back.model_dump() == p.model_dump()
+    assert back.model_dump() == p.model_dump()
+
+
+def test_nothing_is_kept_on_the_instance():
+    o = Overheads(nccl_bytes_per_group=7)
+    hash(o)
+    assert set(o.__dict__) == set(Overheads.model_fields) and o.__pydantic_private__ is None
+    for other in (copy.copy(o), copy.deepcopy(o), pickle.loads(pickle.dumps(o)), o.model_copy()):
+        assert other == o and hash(other) == hash(o) == _pydantic_hash(other)
 
 
 def test_the_memo_is_bounded(monkeypatch):
@@ -61,13 +69,14 @@ def test_the_memo_is_bounded(monkeypatch):
     kept = [Overheads(nccl_bytes_per_group=n) for n in range(1, 30)]
     for o in kept:
         assert hash(o) == _pydantic_hash(o)
-    assert len(hash_once._HASHES) <= 8
-    assert all(hash(o) == _pydantic_hash(o) for o in kept)  # evicted ones are hashed again
+        assert len(hash_once._HASHES) <= 8
+    assert all(hash(o) == _pydantic_hash(o) for o in kept)  # hashed again once the memo started over
 
 
 def test_every_frozen_input_model_hashes_once():
     for cls in (ModelSpec, Workload, Precision, Parallelism, Overheads):
-        assert cls.__hash__.__module__ == "calculator.hash_once"
+        assert issubclass(cls, hash_once.HashedOnce) and cls.__hash__ is hash_once.HashedOnce.__hash__
+        assert cls.model_config["frozen"]
 
 
 def test_a_copy_with_other_layers_counts_its_own_moe_layers():
