@@ -8,12 +8,9 @@ from typing import Any, Mapping
 
 import streamlit as st
 
-from dashboard.safe_text import md, md_link
+from dashboard import html_blocks
+from dashboard.safe_text import md
 
-VERDICT_BADGE = {"fits": ":green-badge[:material/check_circle: fits]",
-                 "tight": ":orange-badge[:material/warning: tight]",
-                 "does not fit": ":red-badge[:material/cancel: does not fit]"}
-VERDICT_COLOR = {"fits": "green", "tight": "orange", "does not fit": "red"}
 CHART_HEIGHT = 400  # px: with the headline and the summary, the chart and six cards fit in a 900 px viewport
 
 
@@ -78,41 +75,16 @@ def chart_and_cards(est, values: Mapping[str, Any], gpu, unit: str, layout_link=
                         key="breakdown", config=plotly_config(values), theme=None)
     shown = [values["gpu"]] + [g for g in FIT_CARD_GPUS if g != values["gpu"]]
     fits = est.fits_on(shown)  # only these cards: each one's "GPUs needed" is a planner search
-    with right:
-        fit_cards(fits, unit, layout_link)
-
-
-def fit_card_text(f, unit: str, link: str | None = None) -> str:
-    """Three short lines: name and capacity; verdict and share used; headroom (or shortfall) and GPUs needed."""
-    from calculator.units import format_bytes
-    head = format_bytes(abs(f.headroom_bytes), unit)
-    color = VERDICT_COLOR.get(f.verdict, "gray")
-    return (f"**{f.name}** :gray[:small[{format_bytes(f.capacity_bytes, unit)}]]  \n"
-            f"{VERDICT_BADGE.get(f.verdict, f.verdict)} :{color}[**{f.utilization:.0%}** used]  \n:small["
-            + (f"{head} free" if f.headroom_bytes >= 0 else f"short by {head}") + " · "
-            + (f"needs **{f.gpus_needed}** GPU{'s' if f.gpus_needed > 1 else ''}" if f.gpus_needed
-               else f"no layout of up to {f.searched_gpus:,} fits" if f.searched_gpus else "no layout fits")
-            + (f" ({md_link(f.layout, link)})" if f.layout and link and f.gpus_needed > 1 else "") + "]")
-
-
-def fit_cards(fits, unit: str, layout_link=None) -> None:
-    """Compact cards, two per row (the note, when there is one, in the card's tooltip); with layout_link, the
-    planner's layout for 'GPUs needed' is a link that opens it."""
-    for start in range(0, len(fits), 2):
-        row = st.container(horizontal=True, gap="small")
-        for f in fits[start:start + 2]:
-            with row.container(border=True, key=f"fit_{f.gpu}", width="stretch", gap=None):
-                link = layout_link(f) if layout_link is not None and f.layout else None
-                st.markdown(fit_card_text(f, unit, link), help=f.note or None)
+    right.html(html_blocks.fit_cards(fits, unit, layout_link))  # one element (dashboard/html_blocks.py: why)
 
 
 def breakdown(est, unit: str) -> None:
     """Every term of the most loaded GPU with a total row (all rows shown), then formulas and their symbols."""
-    from dashboard.tables import breakdown_table, formula_markdown, symbol_legend
+    from dashboard.tables import breakdown_html, formula_markdown, symbol_legend
     if len(est.stages) > 1:
         st.caption(f"Pipeline parallel: the table and formulas are for stage {est.worst_stage}, the most loaded "
                    "GPU; the chart shows every stage.")
-    st.table(breakdown_table(est, unit), hide_index=True)  # a static table: every row, no scroll box
+    st.html(breakdown_html(est, unit))  # every row, no scroll box; one element (dashboard/html_blocks.py: why)
     # Built only while open: a long Markdown text re-rendered by the browser on every change (the CSV, JSON and
     # PDF exports carry the same formulas).
     box = st.expander("Formula, substituted values and source of every term, with a legend of the symbols",

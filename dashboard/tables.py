@@ -1,7 +1,5 @@
-"""The calculator page's breakdown table and formula panel, built once per distinct estimate and unit.
-
-st.dataframe converts a pandas DataFrame to Arrow on every rerun (~1 ms for 13 rows); given a ready pyarrow Table
-it only serializes it (~0.1 ms). Both are kept in small LRUs shared by every session (they are never mutated).
+"""The calculator page's breakdown table and formula panel, built once per distinct estimate and unit and kept in
+small LRUs shared by every session (they are never mutated).
 """
 from __future__ import annotations
 
@@ -35,12 +33,12 @@ def breakdown_rows(est, unit: str) -> list[dict]:
     return rows
 
 
-def breakdown_table(est, unit: str):
-    """The breakdown table as a pyarrow Table (columns Component, Term, Memory (unit), Bytes, Share)."""
+def breakdown_html(est, unit: str) -> str:
+    """The breakdown table as one static HTML table (columns Component, Term, Memory (unit), Bytes, Share; the
+    last row the total), built once per distinct estimate and unit."""
     def build():
-        import pandas as pd
-        import pyarrow as pa
-        return pa.Table.from_pandas(pd.DataFrame(breakdown_rows(est, unit)), preserve_index=False)
+        from dashboard.html_blocks import table
+        return table(breakdown_rows(est, unit), right=(f"Memory ({unit})", "Bytes", "Share"))
     return _TABLES.get_or_build(terms_key(est, unit), build)
 
 

@@ -14,6 +14,7 @@ from calculator import estimate
 from calculator.presets import load_model
 from calculator.units import format_bytes
 from calculator.workload import Workload
+from tests.html_read import breakdown
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 GPU = "h100-sxm"  # the page's default GPU
@@ -35,10 +36,9 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 def table_bytes(at: AppTest) -> list[int]:
     """The breakdown table's bytes per term; its last row is the total (checked against the terms' sum)."""
-    tables = [d.value for d in at.table if "Bytes" in d.value.columns]
-    assert len(tables) == 1
-    rows = [int(b) for b in tables[0]["Bytes"]]
-    assert tables[0]["Component"].iloc[-1] == "Total" and rows[-1] == sum(rows[:-1])
+    table = breakdown(at)
+    rows = [r["Bytes"] for r in table]
+    assert table[-1]["Component"] == "Total" and rows[-1] == sum(rows[:-1])
     return rows[:-1]
 
 

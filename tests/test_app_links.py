@@ -79,6 +79,7 @@ def _siblings_of(node, key):
 def test_invalid_combination_is_explained_next_to_its_widget_and_shows_no_numbers(query, key, words):
     at = run(query)
     assert not at.metric and not at.get("plotly_chart") and not at.get("arrow_data_frame") and not at.table
+    assert not at.get("html")  # no fit cards, no breakdown table
     assert not [b for b in at.get("download_button")]
     siblings = _siblings_of(at.sidebar, key)
     assert siblings is not None

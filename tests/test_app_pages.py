@@ -7,6 +7,7 @@ import pytest
 
 from calculator.sources import SOURCES
 from tests.app_page import BASE, run
+from tests.html_read import fit_cards
 
 
 def test_fit_cards_cover_the_headline_gpus():
@@ -15,8 +16,8 @@ def test_fit_cards_cover_the_headline_gpus():
     for gpu in ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x"):
         assert gpu in FIT_CARD_GPUS
         fit = next(f for f in BASE.fits if f.gpu == gpu)
-        texts = " ".join(m.value for m in at.markdown)
-        assert f"**{fit.name}**" in texts and fit.verdict in texts
+        card = fit_cards(at)[gpu]["text"]
+        assert card.startswith(fit.name) and fit.verdict in card and f"{fit.utilization:.0%} used" in card
 
 
 def test_formula_panel_shows_every_term_with_its_source_link():

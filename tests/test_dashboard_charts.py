@@ -98,13 +98,18 @@ def test_cached_figure_is_the_figure_of_that_estimate():
 
 
 def test_cached_breakdown_table_and_formulas_follow_the_estimate():
-    from dashboard.tables import breakdown_rows, breakdown_table, formula_markdown
+    from dashboard.tables import breakdown_html, breakdown_rows, formula_markdown
+    from tests.html_read import table_rows
     a = estimate(SPEC, Workload(gpu="h100-sxm"))
     b = estimate(SPEC, Workload(gpu="h100-sxm", seq_len=8192))
-    ta = breakdown_table(a, "GB")
-    assert ta.to_pylist() == breakdown_rows(a, "GB")
-    assert breakdown_table(b, "GB").to_pylist() == breakdown_rows(b, "GB") != ta.to_pylist()
-    assert breakdown_table(a, "GiB").column_names[2] == "Memory (GiB)"
+
+    def shown(rows):  # what the HTML table shows for breakdown_rows: every cell as text, bytes with separators
+        return [{k: f"{v:,}" if isinstance(v, int) else str(v) for k, v in r.items()} for r in rows]
+    ta = breakdown_html(a, "GB")
+    assert breakdown_html(a, "GB") is ta  # cached
+    assert table_rows(ta) == shown(breakdown_rows(a, "GB"))
+    assert table_rows(breakdown_html(b, "GB")) == shown(breakdown_rows(b, "GB")) != table_rows(ta)
+    assert list(table_rows(breakdown_html(a, "GiB"))[0])[2] == "Memory (GiB)"
     text = formula_markdown(a, "GB")
     assert all(f"`{t.formula}`" in text and f"`= {t.substituted}`" in text for t in a.terms)
     assert formula_markdown(b, "GB") != text

@@ -21,6 +21,7 @@ from calculator.units import format_bytes
 from calculator.workload import Parallelism, Workload
 from dashboard import planner, state
 from dashboard.safe_text import plain
+from tests.html_read import fit_cards
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PAGE = "pages/planner.py"
@@ -275,9 +276,10 @@ def test_inference_fit_card_names_the_planners_layout_with_a_link():
         at.query_params[k] = v
     at.run()
     assert not at.exception
-    card = next(m.value for m in at.markdown if m.value.startswith("**A100 40GB**"))
-    assert "needs **16** GPUs" in card and "[TP8 × PP2](" in card and "167" not in card
-    url = card.split("[TP8 × PP2](")[1].split(")")[0]
+    card = fit_cards(at)["a100-40gb"]
+    assert "needs 16 GPUs" in card["text"] and "167" not in card["text"]
+    [(layout, url)] = card["links"]
+    assert layout == "TP8 × PP2"
     query = dict(parse_qsl(urlsplit(url).query))
     assert query["tp"] == "8" and query["pp"] == "2" and query.get("zero", "0") == "0"
 
@@ -299,9 +301,11 @@ def test_training_fit_card_names_the_planners_layout_with_a_link_that_fits():
     at.run()
     assert not at.exception
     fit = estimate(load_model("llama-3.1-70b").spec, Workload(seq_len=4096, gpu="h100-sxm")).fits_on(["h100-sxm"])[0]
-    card = plain(next(m.value for m in at.markdown if m.value.startswith("**H100 80GB SXM**")))
-    assert f"needs **{fit.gpus_needed}** GPUs" in card and f"[{fit.layout}](" in card and "≈" not in card
-    query = dict(parse_qsl(urlsplit(card.split(f"[{fit.layout}](")[1].split(")")[0]).query))
+    card = fit_cards(at)["h100-sxm"]
+    assert f"needs {fit.gpus_needed} GPUs" in card["text"] and "≈" not in card["text"]
+    [(layout, url)] = card["links"]
+    assert layout == fit.layout
+    query = dict(parse_qsl(urlsplit(url).query))
     par = fit.layout_parallel
     assert [int(query.get(k, 1)) for k in ("tp", "pp", "dp", "cp")] == [par[k] for k in ("tp", "pp", "dp", "cp")]
     assert query.get("zero", "0") == str(par["zero"])
@@ -310,5 +314,5 @@ def test_training_fit_card_names_the_planners_layout_with_a_link_that_fits():
         opened.query_params[k] = v
     opened.run()
     assert not opened.exception
-    there = next(m.value for m in opened.markdown if m.value.startswith("**H100 80GB SXM**"))
+    there = fit_cards(opened)["h100-sxm"]["text"]
     assert "fits" in there and "does not fit" not in there

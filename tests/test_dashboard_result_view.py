@@ -10,8 +10,9 @@ from streamlit.testing.v1 import AppTest
 from calculator import estimate
 from calculator.presets import load_model
 from calculator.workload import Parallelism, Workload
-from dashboard.result_view import fit_card_text
+from dashboard.html_blocks import VERDICT_STYLE, fit_card
 from dashboard.tables import SYMBOLS, _TOKEN, breakdown_rows, symbol_legend
+from tests.html_read import read
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 LLAMA = load_model("llama-3.1-8b").spec
@@ -44,11 +45,13 @@ def test_summary_line_states_the_workload():
 
 def test_fit_card_colour_is_the_verdict_and_says_gpus_needed():
     est = estimate(LLAMA, Workload(gpu="h100-sxm"))
-    cards = {f.verdict: fit_card_text(f, "GB") for f in est.fits}
-    assert ":green-badge[" in cards["fits"] and ":green[" in cards["fits"]
-    assert ":red-badge[" in cards["does not fit"] and ":green" not in cards["does not fit"]
+    cards = {f.verdict: fit_card(f, "GB") for f in est.fits}
+    green, red = VERDICT_STYLE["fits"][0], VERDICT_STYLE["does not fit"][0]
+    assert cards["fits"].count(green) == 2 and red not in cards["fits"]  # the badge and the share used
+    assert cards["does not fit"].count(red) == 2 and green not in cards["does not fit"]
     f = next(f for f in est.fits if f.gpu == "h100-sxm")
-    assert f"**{f.name}**" in fit_card_text(f, "GB") and f"{f.utilization:.0%}" in fit_card_text(f, "GB")
+    text = read(fit_card(f, "GB")).cards["h100-sxm"]["text"]
+    assert text.startswith(f.name) and f"{f.utilization:.0%} used" in text and f"needs {f.gpus_needed} GPU" in text
 
 
 def test_table_has_every_term_and_a_total_row():

@@ -36,7 +36,7 @@ def test_summary_chart_and_fit_cards_are_above_the_fold(screen, app_url, artifac
     expect(screen.locator("[data-testid=stPlotlyChart] .legend")).to_have_count(1)
     summary = screen.locator(".st-key-summary")
     expect(summary).to_contain_text("micro-batch" if "infer" not in query else "prompt")
-    cards = [f".st-key-fit_{g}" for g in FIT_CARD_GPUS[:6]]
+    cards = [f".fit-card[data-gpu='{g}']" for g in FIT_CARD_GPUS[:6]]
     for selector in ["[data-testid=stMetric]", ".st-key-summary", "[data-testid=stPlotlyChart]", *cards]:
         assert _bottom(screen, selector) <= FOLD, f"{selector} ends below the first {FOLD} px"
     screen.screenshot(path=artifacts / f"calculator-1440x900-{name}.png")
