@@ -84,3 +84,25 @@ def test_the_cache_is_bounded():
         for rank in (8, 16, 32, 64, 128):
             _stage(QWEN3_06B, Workload(seq_len=512, finetune="lora", lora_rank=rank))
         assert len(stage_training._HELD) == 3
+
+
+@pytest.mark.parametrize("job", [
+    {"parallel": {"dp": 8}},
+    {"parallel": {"dp": 8}, "ddp_bucket_view": True, "ddp_rebuild_peak": True},
+    {"parallel": {"dp": 8, "zero": 3}, "ds_auto_buckets": True},
+    {"parallel": {"dp": 8, "zero": 2, "offload_optimizer": True}},
+    {"stack": "fsdp2", "parallel": {"dp": 8, "zero": 3}},
+    {"parallel": {"tp": 2, "pp": 2, "dp": 2}},
+    {"finetune": "qlora", "kbit_prep": True},
+    {"finetune": "lora", "parallel": {"dp": 4, "zero": 3}},
+    {"zero_grad_set_to_none": False},
+])
+def test_what_a_stage_holds_never_depends_on_the_batch_or_the_sequence(job):
+    """The premise of the _HELD key: built afresh at other batches and sequences, the held states are the same."""
+    from calculator import pipeline_stages
+    from calculator.parallel import stage_shards
+    w = Workload(seq_len=1024, **job)
+    for shard in stage_shards(LLAMA_8B, w.parallel):
+        built = [stage_training._held_for_the_step(LLAMA_8B, pipeline_stages.SharedByStages(LLAMA_8B, v), shard, None)
+                 for v in (w, w.model_copy(update={"seq_len": 8192, "micro_batch": 4, "gen_tokens": 16}))]
+        assert built[0] == built[1]
