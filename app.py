@@ -71,12 +71,7 @@ def calculator() -> None:
 
     # The estimate is computed before the widgets are drawn so each complaint can sit under its widget.
     result, problems = _compute(values, hub)
-    # The top of the result (headline, summary, chart, fit cards) is drawn before the sidebar's inputs: a change
-    # shows its new total as soon as the run starts sending, not after every input widget.
-    top, unit = st.empty(), None
-    if result is not None:
-        with top.container():
-            unit = _top(result, values, problems, unit_widget=True)
+    top = st.empty()  # the result's place at the top of the page, filled once the inputs are drawn
 
     # ---- sidebar: inputs, grouped as a person thinks (dashboard/sidebar.py) ---------------------------------
     sidebar.draw(values, problems, result, hub, hub_notes, model_box)
@@ -84,16 +79,20 @@ def calculator() -> None:
     # What the widgets hold now must be what was computed. If a widget resolved differently, run again (once);
     # if it still differs, compute from what the widgets hold: never show numbers for other inputs.
     widgets.stop_collecting(collecting)
-    drawn = {**values, **collected}  # (the unit switch is drawn below: until then it holds what `values` read)
+    drawn = {**values, **collected}
     if drawn != values:
         if not page["recomputed"]:
             page["recomputed"] = True
             st.rerun()
         result, problems = _compute(drawn, hub)
-        top.empty()  # drawn for the values read before the widgets: never show numbers for other inputs
-        if result is not None:
-            with top.container():
-                unit = _top(result, drawn, problems, unit_widget=unit is None) or unit
+    # The top of the result (headline, summary, chart, fit cards) is drawn after the sidebar's inputs: measured in
+    # headless Chromium (benchmarks/bench_paint.py), a slider's new total shows in ~175 ms this way against ~265 ms
+    # when the top came first (the browser then renders the headline while the run is still sending every input,
+    # and the server draws those inputs while the browser renders): the same-widget bare page takes ~183 ms.
+    unit = None
+    if result is not None:
+        with top.container():
+            unit = _top(result, drawn, problems, unit_widget=True)
     page["recomputed"] = False
     widgets.clear_adjusted()  # the notes of inputs put back in range were shown under them in this run
     lazy.keep(drawn, collected, page["held"])
