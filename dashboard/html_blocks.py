@@ -1,7 +1,7 @@
 """The two parts of the calculator page that change on every input, each drawn as ONE static HTML element
 (st.html): the six fit cards and the breakdown table.
 
-Why (measured with a Chrome trace of the renderer's main thread, tools in benchmarks/bench_paint.py's notes):
+Why (measured with Chrome traces of the renderer's main thread during bench_paint.py's slider steps):
 the browser renders every element of the page again when a rerun starts (each one turns stale) and every changed
 element again when its new value arrives. st.table renders each of its ~130 cells as Markdown, and six bordered
 cards in rows cost nine layout blocks and six Markdown elements. As one HTML element each, a slider step costs the
@@ -53,7 +53,7 @@ def fit_card(f, unit: str, link: str | None = None) -> str:
     else:
         needs = f"no layout of up to {f.searched_gpus:,} fits" if f.searched_gpus else "no layout fits"
     note = f' title="{text(f.note)}"' if f.note else ""
-    mark = f' <span style="{_SMALL}color:{GRAY};cursor:help"{note}>ⓘ</span>' if f.note else ""
+    mark = f' <span style="{_SMALL}color:{GRAY};cursor:help">ⓘ</span>' if f.note else ""  # the card's title
     return (f'<div class="fit-card" data-gpu="{text(f.gpu)}" style="{_CARD}"{note}>'
             f'<b>{text(f.name)}</b> <span style="{_SMALL}color:{GRAY}">{text(format_bytes(f.capacity_bytes, unit))}'
             f'</span>{mark}<br>{verdict_badge(f.verdict)} <span style="color:{color}"><b>{f.utilization:.0%}</b> '
