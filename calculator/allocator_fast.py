@@ -175,7 +175,7 @@ class CachingAllocator:
                 tops[pool] = addr + block + GAP
                 reserved += block
             rest = block - size
-            if rest > SMALL_SIZE if pool else rest >= MIN_BLOCK:  # should_split
+            if rest > SMALL_SIZE if pool else rest >= MIN_BLOCK:  # should_split; the rest filed (_file, inlined)
                 r = addr + size
                 start[r] = rest
                 end[r + rest] = r
@@ -223,7 +223,7 @@ class CachingAllocator:
                 del start[prev]
                 block += size
                 addr = prev
-            start[addr] = block
+            start[addr] = block  # the merged block filed (_file, inlined: these loops are the replay's hot path)
             end[addr + block] = addr
             same = by_size.get(block)
             if same is None:
