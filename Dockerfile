@@ -31,8 +31,18 @@ RUN apt-get update \
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 
-# The code belongs to root and the runtime user can only read it: files 0644, directories 0755.
 COPY . .
+
+# The caching allocator's C replay (calculator/native/allocator.c), compiled here and the compiler removed in the same
+# layer. libc6-dev is left unpinned: it must match the base image's libc6, which Debian's security updates move.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc=4:12.2.0-3 libc6-dev \
+ && python -m calculator.native \
+ && apt-get purge -y --auto-remove gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+
+# The code belongs to root and the runtime user can only read it: files 0644, directories 0755.
 RUN find /app -type d -exec chmod 0755 {} + \
  && find /app -type f -exec chmod 0644 {} +
 USER 10001:10001

@@ -79,6 +79,20 @@ def _ints(sizes) -> tuple[int, ...]:
     return tuple(max(int(n), 1) if n > 0 else 0 for n in sizes)
 
 
+def scaled_sizes(sizes, factors) -> list[int]:
+    """[int(n * k) for n in sizes for k in factors], at C speed where that is exact: a factor p / 2^q (every float
+    factor here: 2.0, 1.0, 0.5, 1/64) on sizes with n·p < 2^53 makes n * k an exact float, so int(n * k) is
+    n·p // 2^q (a model's hundreds of master weights, optimizer states and foreach temporaries)."""
+    ratios = [float(k).as_integer_ratio() for k in factors]
+    if not sizes or not ratios or min(sizes) < 0 or max(sizes) * max(p for p, _ in ratios) >= 1 << 53 or \
+            any(p < 0 or q & (q - 1) for p, q in ratios):
+        return [int(n * k) for n in sizes for k in factors]
+    out = [0] * (len(sizes) * len(ratios))
+    for i, (p, q) in enumerate(ratios):  # factor i of every size at positions i, i + len(factors), ...
+        out[i::len(ratios)] = map(p.__mul__, sizes) if q == 1 else map(q.__rfloordiv__, map(p.__mul__, sizes))
+    return out
+
+
 def run_step(plan: StepPlan, a) -> None:
     """The build and two steps on an allocator `a` (allocator_fast.CachingAllocator, or _Events): alloc / allocs /
     allocs_repeated / allocs_runs grant handles (0: no tensor), free_one / frees return them, alloc_free is a
@@ -183,13 +197,13 @@ def run_step(plan: StepPlan, a) -> None:
                 a.free_one(high)
             states_made = True
         if not states_made:
-            a.allocs([int(n * k) for n in sizes for k in plan.state_per_grad])
+            a.allocs(scaled_sizes(sizes, plan.state_per_grad))
             states_made = True
         # nothing is allocated after the second step's temporaries: its frees (the temporaries, zero_grad) cannot
         # move either peak, so they are not replayed
         last = _step == 1
         if plan.foreach_temp and not plan.step_groups:
-            temps = a.allocs([int(n * plan.foreach_temp) for n in sizes])
+            temps = a.allocs(scaled_sizes(sizes, (plan.foreach_temp,)))
             if not last:
                 a.frees(temps)
         if plan.grads_persist:

@@ -15,11 +15,12 @@ from typing import NamedTuple
 from calculator import activations as act
 from calculator import lora
 from calculator import stacks
-from calculator.allocator import reference_replay
+from calculator.allocator import Replay, reference_replay
 from calculator.allocator_fast import CachingAllocator
 from calculator.dtypes import DTYPE_BITS
+from calculator.native import allocator_type
 from calculator.parameters import kind_shapes, layer_kinds, norm_shapes
-from calculator.step_order import run_step, training_events
+from calculator.step_order import run_step, scaled_sizes, training_events
 
 
 MAX_REPLAY_LAYERS = 256  # deeper models keep the calibrated shares: the replay grows with the layers (~100 events each)
@@ -79,13 +80,18 @@ def split(total: int, unit: int) -> tuple[int, ...]:
 
 @lru_cache(maxsize=256)
 def replayed(plan: StepPlan, expandable: bool):
-    """The caching allocator (calculator/allocator_fast.py) over the plan's build and two steps, driven tensor by
-    tensor (no event list)."""
-    a = CachingAllocator(expandable)
+    """The caching allocator over the plan's build and two steps, driven tensor by tensor (no event list): the C
+    replay where it is built (calculator/native), else calculator/allocator_fast.py; the same rules, the same
+    results."""
+    native = allocator_type()
+    a = native(expandable) if native is not None else CachingAllocator(expandable)
     try:
         run_step(plan, a)
     except OverflowError:  # addresses past 2^64 B (no real job): the block-by-block replay
         return reference_replay(training_events(plan), expandable)
+    if native is not None:
+        peak, reserved, _ = a.totals()
+        return Replay(peak, reserved)
     return a.peaks()
 
 
@@ -171,7 +177,7 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
     masters = ()
     if master and full:
         ratio = _bytes_per(master) / b_param
-        masters = tuple(map(int, map(ratio.__mul__, weights)))  # int(n * ratio) for each, at C speed
+        masters = tuple(scaled_sizes(weights, (ratio,)))  # int(n * ratio) for each, at C speed
     gather = int(max(sum(kinds[moe]) for moe in set(layer_moe)) * _bytes_per(gather_dtype)) if (
         gather_dtype and layer_tensors) else 0
     transient: tuple[int, ...] = ()

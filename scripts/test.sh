@@ -13,4 +13,6 @@ if ! command -v chromium >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# the C replay of the caching allocator (calculator/native; optional: without a compiler the Python one runs)
+.venv/bin/python -m calculator.native >/dev/null || true
 exec .venv/bin/python -m pytest -q "$@"

@@ -139,6 +139,12 @@ def test_runs_of_layers_are_allocations_one_at_a_time():
 
 # ---- the whole step: replayed() against reference_replay over the same events --------------------------------
 
+@pytest.fixture(autouse=True)
+def python_replay(monkeypatch):
+    """replayed() on this module's allocator even where the C one is built (tests/test_allocator_native.py holds
+    the two equal)."""
+    monkeypatch.setattr(step_trace, "allocator_type", lambda: None)
+
 def _exact(plan: StepPlan, expandable: bool = False) -> None:
     """The fast replay equals the block-by-block one over the plan's events (with expandable segments: both)."""
     events = training_events(plan)
