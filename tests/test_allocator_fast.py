@@ -6,17 +6,17 @@ plans."""
 from __future__ import annotations
 
 import random
-from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calculator import Workload, estimate, stage_terms, step_trace
+from calculator import Workload, step_trace
 from calculator.allocator import SMALL_SIZE, Replay, reference_replay
 from calculator.allocator_fast import CachingAllocator
 from calculator.presets import list_models, load_model
 from calculator.step_trace import ModelTensors, StepPlan, training_events
+from replay_plans import golden_training_inputs, plans_of
 
 MiB = 2**20
 
@@ -152,31 +152,10 @@ def _exact(plan: StepPlan, expandable: bool = False) -> None:
         assert step_trace.replayed.__wrapped__(plan, e) == reference_replay(events, e)
 
 
-def _plans(spec, w) -> list[tuple[StepPlan, bool]]:
-    got = []
-    replayed = step_trace.replayed
-
-    def spy(plan, expandable):
-        got.append((plan, expandable))
-        return replayed(plan, expandable)
-
-    # stage_terms caches replays by (model, workload, shard): start empty so every plan reaches replayed()
-    with mock.patch.object(step_trace, "replayed", spy), mock.patch.dict(stage_terms._REPLAYS, clear=True):
-        estimate(spec, w, with_fits=False)
-    return got
-
-
 def test_every_gpu_golden_replays_exactly():
-    from validation.gpu_cases import TRAINING_KINDS, engine_inputs, load_cases
     n = 0
-    for r in load_cases():
-        if r["status"] != "ok" or r["case"]["kind"] not in TRAINING_KINDS:
-            continue
-        try:
-            spec, w = engine_inputs(r)
-        except Exception:  # a run the CLI cannot describe yet (test_golden_gpu.py lists them)
-            continue
-        for plan, expandable in _plans(spec, w):
+    for spec, w in golden_training_inputs():
+        for plan, expandable in plans_of(spec, w):
             _exact(plan, expandable)
             n += 1
     assert n >= 60
@@ -198,7 +177,7 @@ def test_every_preset_model_replays_exactly(workload):
     n = 0
     for preset in list_models():
         spec = load_model(preset.id).spec
-        for plan, expandable in _plans(spec, w):
+        for plan, expandable in plans_of(spec, w):
             if plan.n_layers > 64:  # the deepest presets: the block-by-block reference takes seconds
                 continue
             _exact(plan, expandable)

@@ -16,11 +16,12 @@ from unittest import mock
 
 import pytest
 
-from calculator import Workload, estimate, native, stage_terms, step_trace
+from calculator import Workload, native, step_trace
 from calculator.allocator import Replay, reference_replay
 from calculator.allocator_fast import CachingAllocator
 from calculator.presets import list_models, load_model
 from calculator.step_order import run_step, training_events
+from replay_plans import golden_training_inputs, plans_of
 
 MiB = 2**20
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,19 +130,6 @@ def test_a_handle_that_is_not_live_is_refused_not_followed(Native):
 
 # ---- the whole training step ---------------------------------------------------------------------------------
 
-def _plans(spec, w):
-    got = []
-    replayed = step_trace.replayed
-
-    def spy(plan, expandable):
-        got.append((plan, expandable))
-        return replayed(plan, expandable)
-
-    with mock.patch.object(step_trace, "replayed", spy), mock.patch.dict(stage_terms._REPLAYS, clear=True):
-        estimate(spec, w, with_fits=False)
-    return got
-
-
 def _same_step(Native, plan, expandable) -> None:
     py, c = CachingAllocator(expandable), Native(expandable)
     run_step(plan, py)
@@ -150,16 +138,9 @@ def _same_step(Native, plan, expandable) -> None:
 
 
 def test_every_gpu_golden_step_replays_as_in_python(Native):
-    from validation.gpu_cases import TRAINING_KINDS, engine_inputs, load_cases
     n = 0
-    for r in load_cases():
-        if r["status"] != "ok" or r["case"]["kind"] not in TRAINING_KINDS:
-            continue
-        try:
-            spec, w = engine_inputs(r)
-        except Exception:  # a run the CLI cannot describe yet (test_golden_gpu.py lists them)
-            continue
-        for plan, expandable in _plans(spec, w):
+    for spec, w in golden_training_inputs():
+        for plan, expandable in plans_of(spec, w):
             _same_step(Native, plan, expandable)
             _same_step(Native, plan, not expandable)
             n += 1
@@ -173,7 +154,7 @@ def test_every_gpu_golden_step_replays_as_in_python(Native):
 def test_every_preset_step_replays_as_in_python(Native, workload):
     n = 0
     for preset in list_models():
-        for plan, expandable in _plans(load_model(preset.id).spec, Workload(**workload)):
+        for plan, expandable in plans_of(load_model(preset.id).spec, Workload(**workload)):
             _same_step(Native, plan, expandable)
             n += 1
     assert n >= 20
@@ -181,7 +162,7 @@ def test_every_preset_step_replays_as_in_python(Native, workload):
 
 def test_replayed_runs_the_built_module_with_the_reference_result(Native):
     spec, w = load_model("llama-3.2-1b").spec, Workload(seq_len=2048, micro_batch=2)
-    (plan, expandable), *_ = _plans(spec, w)
+    (plan, expandable), *_ = plans_of(spec, w)
     with mock.patch.object(step_trace, "allocator_type", lambda: Native):
         got = step_trace.replayed.__wrapped__(plan, expandable)
     assert isinstance(got, Replay) and got == reference_replay(training_events(plan), expandable)

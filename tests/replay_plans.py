@@ -1,0 +1,35 @@
+"""The step plans an estimate replays, for the allocator tests (tests/test_allocator_fast.py,
+tests/test_allocator_native.py): every plan that reaches step_trace.replayed, and the GPU goldens' training runs."""
+from __future__ import annotations
+
+from unittest import mock
+
+from calculator import estimate, stage_terms, step_trace
+
+
+def plans_of(spec, w) -> list[tuple]:
+    """(StepPlan, expandable) of every replay estimate(spec, w) asks for."""
+    got = []
+    replayed = step_trace.replayed
+
+    def spy(plan, expandable):
+        got.append((plan, expandable))
+        return replayed(plan, expandable)
+
+    # stage_terms caches replays by (model, workload, shard): start empty so every plan reaches replayed()
+    with mock.patch.object(step_trace, "replayed", spy), mock.patch.dict(stage_terms._REPLAYS, clear=True):
+        estimate(spec, w, with_fits=False)
+    return got
+
+
+def golden_training_inputs():
+    """(ModelSpec, Workload) of every measured H200 training run the CLI can describe (test_golden_gpu.py lists
+    the others)."""
+    from validation.gpu_cases import TRAINING_KINDS, engine_inputs, load_cases
+    for r in load_cases():
+        if r["status"] != "ok" or r["case"]["kind"] not in TRAINING_KINDS:
+            continue
+        try:
+            yield engine_inputs(r)
+        except Exception:  # a run the CLI cannot describe yet
+            continue
