@@ -38,9 +38,13 @@ def compile_command(out: Path) -> list[str]:
     position-independent flags, -O2 and its headers."""
     ldshared = sysconfig.get_config_var("LDSHARED")
     if not ldshared:
-        raise RuntimeError("this Python has no LDSHARED (no C extension build support): the pure Python replay runs")
+        raise RuntimeError("cannot build here: this Python has no LDSHARED (no C extension build support)")
+    include = sysconfig.get_paths()["include"]
+    if not (Path(include) / "Python.h").exists():
+        raise RuntimeError(f"cannot build here: no Python headers (Python.h) in {include}; install them (Debian: "
+                           "python3-dev) or keep the pure Python replay")
     return [*shlex.split(ldshared), *shlex.split(sysconfig.get_config_var("CCSHARED") or ""), "-O2",
-            f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(out)]
+            f"-I{include}", str(SOURCE), "-o", str(out)]
 
 
 def build(dest: Path | None = None) -> Path:
@@ -57,7 +61,7 @@ def build(dest: Path | None = None) -> Path:
         try:
             done = subprocess.run(compile_command(Path(tmp)), capture_output=True, text=True, timeout=300)
         except OSError as exc:  # no compiler on PATH
-            raise RuntimeError(f"cannot run the C compiler: {exc}") from None
+            raise RuntimeError(f"cannot build here: cannot run the C compiler: {exc}") from None
         if done.returncode != 0:
             raise RuntimeError(f"the C compiler failed:\n{done.stderr.strip()}")
         os.replace(tmp, out)  # atomic: a concurrent loader sees the whole file or none
