@@ -58,6 +58,19 @@ def _file(pool, addr: int, block: int) -> None:
         insort(same, addr)
 
 
+def _take_best_fit(pool, i: int) -> tuple[int, int]:
+    """Take the best fit out of a pool: the lowest address among its free blocks of the i-th smallest size.
+    Returns (address, size)."""
+    sizes, by_size, start, end = pool
+    block = sizes[i]
+    same = by_size[block]
+    addr = same.pop(0)
+    if not same:
+        del by_size[block], sizes[i]
+    del start[addr], end[addr + block]
+    return addr, block
+
+
 def _unfile(sizes: list[int], by_size: dict[int, list[int]], addr: int, block: int) -> None:
     """Remove the free block at addr of `block` bytes from its size's list (the caller updates start / end)."""
     same = by_size[block]
@@ -143,15 +156,11 @@ class CachingAllocator:
                 continue
             size = MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
             pool = size > SMALL_SIZE
-            free, by_size, start, end = pools[pool]
+            here = pools[pool]
+            free, by_size, start, end = here
             i = bisect_left(free, size)
             if i < len(free):  # best fit: the smallest size that holds it, its lowest address
-                block = free[i]
-                same = by_size[block]
-                addr = same.pop(0)
-                if not same:
-                    del by_size[block], free[i]
-                del start[addr], end[addr + block]
+                addr, block = _take_best_fit(here, i)
             elif expandable:  # map pages behind the free block at the mapped end (or a new block there)
                 top = tops[pool]
                 page = LARGE_BUFFER if pool else SMALL_BUFFER
@@ -175,16 +184,8 @@ class CachingAllocator:
                 tops[pool] = addr + block + GAP
                 reserved += block
             rest = block - size
-            if rest > SMALL_SIZE if pool else rest >= MIN_BLOCK:  # should_split; the rest filed (_file, inlined)
-                r = addr + size
-                start[r] = rest
-                end[r + rest] = r
-                same = by_size.get(rest)
-                if same is None:
-                    by_size[rest] = [r]
-                    insort(free, rest)
-                else:
-                    insort(same, r)
+            if rest > SMALL_SIZE if pool else rest >= MIN_BLOCK:  # should_split: the rest stays free
+                _file(here, addr + size, rest)
                 block = size
             allocated += block
             if allocated > peak:
@@ -202,35 +203,20 @@ class CachingAllocator:
                 continue
             block, addr = h >> SHIFT, h & MASK
             allocated -= block
-            free, by_size, start, end = pools[block > SMALL_SIZE]
+            here = pools[block > SMALL_SIZE]
+            free, by_size, start, end = here
             nxt = start.pop(addr + block, None)
-            if nxt is not None:  # the next block of the segment is free: merge (_unfile, inlined)
-                same = by_size[nxt]
-                if len(same) == 1:
-                    del by_size[nxt], free[bisect_left(free, nxt)]
-                else:
-                    del same[bisect_left(same, addr + block)]
+            if nxt is not None:  # the next block of the segment is free: merge
+                _unfile(free, by_size, addr + block, nxt)
                 del end[addr + block + nxt]
                 block += nxt
             prev = end.pop(addr, None)
             if prev is not None:  # the previous one too
-                size = addr - prev
-                same = by_size[size]
-                if len(same) == 1:
-                    del by_size[size], free[bisect_left(free, size)]
-                else:
-                    del same[bisect_left(same, prev)]
+                _unfile(free, by_size, prev, addr - prev)
                 del start[prev]
-                block += size
+                block += addr - prev
                 addr = prev
-            start[addr] = block  # the merged block filed (_file, inlined: these loops are the replay's hot path)
-            end[addr + block] = addr
-            same = by_size.get(block)
-            if same is None:
-                by_size[block] = [addr]
-                insort(free, block)
-            else:
-                insort(same, addr)
+            _file(here, addr, block)
         self.allocated = allocated
 
     def allocs_repeated(self, block, k: int, keep: bool = True) -> list[list[int]]:
@@ -312,12 +298,7 @@ class CachingAllocator:
         while count:
             i = bisect_left(free, size)
             if i < len(free):
-                block = free[i]
-                same = by_size[block]
-                addr = same.pop(0)
-                if not same:
-                    del by_size[block], free[i]
-                del start[addr], end[addr + block]
+                addr, block = _take_best_fit(pool, i)
             else:
                 block, addr = SMALL_BUFFER, tops[0]
                 if addr + block > MASK:
