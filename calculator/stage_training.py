@@ -101,19 +101,17 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     n_moe = shard.moe_layers
     n_dense = len(layers) - n_moe
     recompute_ws = loss_ws = 0
-    layer_acts = 0  # the decoder layers' activations (not the embedding's, the masks')
     dense_l = moe_l = head = None
     if w.activation_model == "textbook":
         per = act.textbook_layer(m, w)
-        layer_acts = int(flight * len(layers) * per)
-        t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", layer_acts,
+        t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", int(flight * len(layers) * per),
               "m_inflight × L_stage × s·b·h·(34 + 5·a·s/h)" if w.recompute == "none" else
               ("m_inflight × L_stage × 34·s·b·h" if w.recompute == "selective" else "m_inflight × L_stage × 2·s·b·h"),
               ("{:g} × {} × {:,} B", flight, len(layers), per), "korthikanti")
     elif w.activation_model == "fujii":
         per_dense, per_moe = act.fujii_layer(m, w, False), act.fujii_layer(m, w, True) if n_moe else 0
-        layer_acts = int(flight * (n_dense * per_dense + n_moe * per_moe))
-        t.add("activations.layers", "activations", "Activations (Fujii et al.)", layer_acts,
+        t.add("activations.layers", "activations", "Activations (Fujii et al.)",
+              int(flight * (n_dense * per_dense + n_moe * per_moe)),
               "m_inflight × L_stage × s·b·h·(12 + 4k/a + 8f/h) / (t·c)",
               ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe), "fujii")
     else:
@@ -127,17 +125,15 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         if w.recompute in ("full", "op"):
             if w.recompute == "full":
                 per = act.full_recompute_layer(d)
-                layer_acts = int(flight * len(layers) * per)
-                t.add("activations.layers", "activations", "Layer inputs (full recompute)", layer_acts,
-                      "m_inflight × L_stage × e·T·h",
+                t.add("activations.layers", "activations", "Layer inputs (full recompute)",
+                      int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
                       ("{:g} × {} × {} × {:,} × {:,}", flight, len(layers), d.e, d.T, d.h_sp),
                       "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
             else:
                 per = act.op_selective_layer(m, d)
                 per_moe = act.op_selective_layer(m, d, moe=True) if n_moe else 0
-                layer_acts = int(flight * (n_dense * per + n_moe * per_moe))
                 t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
-                      "selective AC)", layer_acts,
+                      "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
                       "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",
                       ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per, n_moe, per_moe),
                       "torchtitan-op-sac")
@@ -162,7 +158,6 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                 if i == 0 and first_discount:
                     total -= first_discount
                     formula += " − first layer's input norm (no input grads)"
-                layer_acts += total
                 subst = (("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe) if n_moe
                          else ("{:g} × {} × {:,} B", flight, n_dense, per_dense))
                 t.add(term_key, "activations", label, total, formula, subst, sources[i], _exact_note(key, m, w))
@@ -237,6 +232,7 @@ def _stage_training(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
     if born:
+        layer_acts = sum(x.bytes for x in t.items if x.key in _LAYER_ACTIVATION_KEYS)
         fwd_bwd = _gradients_born_in_backward(t, ws, shard, held, fwd_bwd, recompute_ws, flight, layer_acts,
                                               stack.SOURCE)
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
@@ -324,6 +320,8 @@ _NOTES = {
 _ACTIVATION_PARTS = (("norms", "activations.norms", "Activations: norms"),
                      ("attention", "activations.attention", "Activations: attention"),
                      ("mlp", "activations.mlp", "Activations: MLP"))
+_LAYER_ACTIVATION_KEYS = frozenset({"activations.norms", "activations.attention", "activations.mlp",
+                                    "activations.layers"})  # the decoder layers' activations (not embedding, masks)
 _ACTIVATION_FORMULA = {k: f"m_inflight × L_stage × A_{k}(T={{:,}})" for k in ("norms", "attention", "mlp")}
 
 
