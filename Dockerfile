@@ -33,12 +33,12 @@ RUN pip install -r requirements.txt
 
 COPY . .
 
-# The caching allocator's C replay (calculator/native/allocator.c), compiled here and the compiler removed in the same
+# The caching allocator's C replay (calculator/allocator/native/allocator.c), compiled here and the compiler removed in the same
 # layer. libc6-dev is left unpinned: it must match the base image's libc6, which Debian's security updates move.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc=4:12.2.0-3 libc6-dev \
- && python -m calculator.native \
+ && python -m calculator.allocator.native \
  && apt-get purge -y --auto-remove gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 

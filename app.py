@@ -2,7 +2,7 @@
 
 `streamlit run app.py`. This file is the entrypoint: it registers the pages with st.navigation and holds the
 calculator page, which reads top to bottom like it looks. Every number on it comes from the engine
-(`calculator.estimate`); the page only collects inputs, shows the result and exports it.
+(`calculator.stages.estimate`); the page only collects inputs, shows the result and exports it.
 Every input lives in the URL (`bind="query-params"`, keys documented in docs/url-format.md).
 """
 from __future__ import annotations
@@ -12,15 +12,22 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from dashboard import hub_input, lazy, result_view, serving, sidebar, state, timing_view, widgets
+from dashboard.inputs import hub as hub_input
+from dashboard.inputs import lazy
+from dashboard.views import result as result_view
+from dashboard.views import serving
+from dashboard.views import sidebar
+from dashboard.inputs import state
+from dashboard.views import timing as timing_view
+from dashboard.inputs import widgets
 from dashboard.safe_text import md, md_lines, md_message
-from dashboard.scenarios import SCENARIOS
-from dashboard.widgets import field
+from dashboard.inputs.scenarios import SCENARIOS
+from dashboard.inputs.widgets import field
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_BASE_URL = "http://localhost:8501/"
 PAGE_STATE = "_page"  # the calculator page's own session state: values it keeps (from the link, then the inputs
-# of closed sections: dashboard.lazy), the link's warnings, the rerun guard
+# of closed sections: dashboard.inputs.lazy), the link's warnings, the rerun guard
 
 
 # ---- callbacks (run before the script, so they may set bound widgets) --------------------------------------------
@@ -32,7 +39,7 @@ def dismiss_link_warning() -> None:
 def calculator() -> None:
     import pandas as pd
 
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
 
     # A shared link is checked once per session, before any widget reads it: bound widgets drop bad values silently.
     # The page's own state is one session-state entry (every bound widget call walks the whole session state).
@@ -73,7 +80,7 @@ def calculator() -> None:
     result, problems = _compute(values, hub)
     top = st.empty()  # the result's place at the top of the page, filled once the inputs are drawn
 
-    # ---- sidebar: inputs, grouped as a person thinks (dashboard/sidebar.py) ---------------------------------
+    # ---- sidebar: inputs, grouped as a person thinks (dashboard/views/sidebar.py) ---------------------------------
     sidebar.draw(values, problems, result, hub, hub_notes, model_box)
 
     # What the widgets hold now must be what was computed. If a widget resolved differently, run again (once);
@@ -127,8 +134,8 @@ def calculator() -> None:
                    + ", ".join(f"{t.label} {format_bytes(t.bytes, unit)}" for t in est.peak.host_terms))
     for note in result.notes:
         st.info(md_message(note), icon=":material/info:")
-    from calculator.hardware import FIT_CARD_GPUS
-    from calculator.presets import list_gpus
+    from calculator.core.fit import FIT_CARD_GPUS
+    from calculator.model.presets import list_gpus
     others = [g.id for g in list_gpus() if g.id not in FIT_CARD_GPUS and g.id != values["gpu"]]
     if others:
         # Lazy: the table (each card's "GPUs needed" a planner search) is built only while the expander is open
@@ -152,7 +159,7 @@ def calculator() -> None:
     timing_view.panel(result, drawn)
 
     # ---- remedies, sweeps, step timeline: lazy sections, computed only while open ---------------------------------
-    from dashboard import advice_view
+    from dashboard.views import sections as advice_view
     advice_view.sections(result, drawn, unit, gpu, _link(drawn).split("?")[0])
 
     for w in est.warnings:  # (the sequence beyond the model's context is said once, under its field)
@@ -184,7 +191,7 @@ def calculator() -> None:
 
     c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
-    from dashboard import launch_exports
+    from dashboard.views import launch_exports
     launch_exports.panel(result)  # ready-to-run framework configs (lazy: built when opened)
 
 

@@ -5,7 +5,7 @@ Targets: ≤ 50 µs median at PP=1, ≤ 120 µs at PP=16, a new model's first es
 
 The sequence length cycles between calls so no memoized result is reused; "new model" builds a model the
 process has never seen (a distinct intermediate size each call), so every per-model cache starts empty. It runs on
-the C allocator replay where it is built (python -m calculator.native; the README's two commands build it), and is
+the C allocator replay where it is built (python -m calculator.allocator.native; the README's two commands build it), and is
 printed again on the pure Python replay.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calculator import Workload, estimate
-from calculator.presets import load_model
+from calculator.model.presets import load_model
 
 CASES = {
     "PP=1  llama-3.1-8b train, 1 GPU": ("llama-3.1-8b", Workload(seq_len=4096, gpu="h100-sxm")),
@@ -71,11 +71,11 @@ if __name__ == "__main__":
         call = median_us(lambda s: estimate(spec, workloads[s]))
         fits = median_us(lambda s: estimate(spec, workloads[s]).fits, repeat=500)
         print(f"{label:<36} estimate() median {call:7.1f} µs   with .fits (every GPU) {fits:7.1f} µs")
-    from calculator import step_trace
-    from calculator.native import allocator_type
+    from calculator.allocator import step_plan as step_trace
+    from calculator.allocator.native import allocator_type
     built = allocator_type()
     first, first_fits = new_model_us()
-    replay = "C replay" if built else "Python replay: no C build (python -m calculator.native)"
+    replay = "C replay" if built else "Python replay: no C build (python -m calculator.allocator.native)"
     print(f"{'new model, first estimate':<36} estimate() median {first:7.1f} µs   with .fits (every GPU) "
           f"{first_fits:7.1f} µs   ({replay})")
     if built:  # 200 more models never seen, on the pure Python replay
@@ -100,13 +100,13 @@ PLANNER_COUNTS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512)
 
 def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, float, float, str]:
     """(layouts, byte-model layouts/s, planner layouts/s, path) over every layout of PLANNER_COUNTS GPUs: the fast
-    byte model alone (calculator.planner_fast.totals) and calculator.planner.evaluate (the byte model, estimate()
+    byte model alone (calculator.planning.fast.totals) and calculator.planning.planner.evaluate (the byte model, estimate()
     for the layouts it does not cover, a Plan for each layout that fits). Fresh layout objects each time; the
     per-shard and per-shape pricing is not cached between calls."""
-    from calculator import planner_fast
-    from calculator.planner import evaluate
-    from calculator.planner_grid import layouts_of
-    from calculator.presets import get_gpu
+    from calculator.planning import fast as planner_fast
+    from calculator.planning.planner import evaluate
+    from calculator.planning.grid import layouts_of
+    from calculator.model.presets import get_gpu
     spec = load_model(model_id).spec
     cap = get_gpu(w.gpu).usable_bytes
     model = plan = float("inf")

@@ -7,7 +7,7 @@ Three pages, each run in Streamlit's AppTest (the in-process script runner: scri
 registration, element serialization; no browser, no websocket):
 - calculator: `app.py`, the page people open;
 - same-widget bare page: one URL-bound widget per input of the calculator (every URL key in
-  dashboard.state.PARAMS, of the kind the calculator uses for it: number_input, selectbox, radio, checkbox,
+  dashboard.inputs.state.PARAMS, of the kind the calculator uses for it: number_input, selectbox, radio, checkbox,
   slider, text_input, text_area), drawn with plain `st` calls in the sidebar, one stacked go.Bar figure with as
   many traces as the calculator's chart and the same number of st.metric. This is Streamlit's own floor for a
   page with these inputs; it uses none of our widget code;
@@ -70,8 +70,8 @@ for i, c in enumerate(cols):
 
 def bare_inputs() -> list[tuple]:
     """One (key, kind, default, extra) per URL key of the calculator, with the widget kind the calculator draws."""
-    from dashboard.state import PARAMS, options
-    from dashboard.widgets import RADIOS, SLIDERS, TEXT_AREAS
+    from dashboard.inputs.state import PARAMS, options
+    from dashboard.inputs.widgets import RADIOS, SLIDERS, TEXT_AREAS
     out = []
     for p in PARAMS:
         if p.kind == "bool":

@@ -28,10 +28,10 @@ os.environ["LLM_MEM_CACHE_DIR"] = tempfile.mkdtemp(prefix="digest-hub-cache-")
 def _engine():
     """The engine's entry points (one place to name them)."""
     from calculator import Workload, estimate
-    from calculator.hf_config import parse_config_json, spec_from_hf_config
-    from calculator.model import ModelSpec
-    from calculator.presets import list_models, load_model
-    from calculator.timing import estimate_time
+    from calculator.model.hf_config import parse_config_json, spec_from_hf_config
+    from calculator.model.spec import ModelSpec
+    from calculator.model.presets import list_models, load_model
+    from calculator.timing.step_time import estimate_time
     return Workload, estimate, ModelSpec, list_models, load_model, parse_config_json, spec_from_hf_config, \
         estimate_time
 

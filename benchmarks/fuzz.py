@@ -39,9 +39,9 @@ os.environ["LLM_MEM_CACHE_DIR"] = tempfile.mkdtemp(prefix="fuzz-hub-cache-")
 
 from pydantic import ValidationError  # noqa: E402
 
-from calculator import bounds as B  # noqa: E402
-from calculator.errors import InputError  # noqa: E402
-from calculator.hf_config import ConfigError  # noqa: E402
+from calculator.core import bounds as B  # noqa: E402
+from calculator.core.errors import InputError  # noqa: E402
+from calculator.model.hf_config import ConfigError  # noqa: E402
 from fuzz_inputs import (base_configs, gen_argv, gen_custom_spec, gen_query, gen_workload,  # noqa: E402
                          mutate_config)
 
@@ -130,8 +130,8 @@ class Tally:
 # ---- the four boundaries ---------------------------------------------------------------------------------------
 def fuzz_engine(rng: random.Random, n: int, tally: Tally) -> None:
     from calculator import Workload, estimate
-    from calculator.model import ModelSpec
-    from calculator.presets import list_models, load_model
+    from calculator.model.spec import ModelSpec
+    from calculator.model.presets import list_models, load_model
     specs = [load_model(m.id).spec for m in list_models()]
 
     def one(model_kw, w):
@@ -161,7 +161,7 @@ def fuzz_engine(rng: random.Random, n: int, tally: Tally) -> None:
 
 def fuzz_configs(rng: random.Random, n: int, tally: Tally, texts_out: list[str]) -> None:
     from calculator import Workload, estimate
-    from calculator.hf_config import parse_config_json, spec_from_hf_config
+    from calculator.model.hf_config import parse_config_json, spec_from_hf_config
     configs = base_configs()
 
     def one(text):
@@ -176,7 +176,7 @@ def fuzz_configs(rng: random.Random, n: int, tally: Tally, texts_out: list[str])
 
 
 def fuzz_cli(rng: random.Random, n: int, tally: Tally, config_texts: list[str]) -> None:
-    from calculator.cli import main
+    from calculator.cli.main import main
     folder = Path(tempfile.mkdtemp(prefix="fuzz-configs-"))
     paths = []
     for i, text in enumerate(config_texts[:200]):
@@ -205,7 +205,7 @@ def fuzz_cli(rng: random.Random, n: int, tally: Tally, config_texts: list[str]) 
 
 
 def fuzz_urls(rng: random.Random, n: int, tally: Tally, texts: list[str]) -> list[dict]:
-    from dashboard import state
+    from dashboard.inputs import state
     queries = []
 
     def one(query):

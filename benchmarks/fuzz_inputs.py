@@ -8,8 +8,8 @@ import json
 import math
 import random
 
-from calculator import bounds as B
-from calculator.hf_config import SUPPORTED_MODEL_TYPES
+from calculator.core import bounds as B
+from calculator.model.hf_config import SUPPORTED_MODEL_TYPES
 
 NAN, INF = float("nan"), float("inf")
 # values no field should take, mixed into every generator
@@ -98,7 +98,7 @@ def gen_workload(rng: random.Random) -> dict:
     if rng.random() > HOSTILE_RATE[0] * 5 and "ep" in par:
         del par["ep"]  # expert parallelism only for MoE models: kept in hostile inputs
     if rng.random() < 0.2:
-        from calculator.workload import RECIPES
+        from calculator.core.workload import RECIPES
         w["precision"] = RECIPES[rng.choice(list(RECIPES))][1].model_dump()
     return w
 
@@ -158,7 +158,7 @@ def mutate_config(rng: random.Random, cfg: dict) -> str:
 
 
 def base_configs() -> list[dict]:
-    from calculator.presets import MODELS_DIR
+    from calculator.model.presets import MODELS_DIR
     configs = [json.loads(p.read_text()) for p in sorted(MODELS_DIR.glob("*.json"))]
     try:  # the configs transformers 5 writes for every supported type (their default sizes)
         import logging
@@ -220,7 +220,7 @@ def gen_argv(rng: random.Random, config_paths: list[str]) -> list[str]:
 
 
 def gen_query(rng: random.Random, texts: list[str]) -> dict[str, str]:
-    from dashboard import state
+    from dashboard.inputs import state
     query = {}
     for p in rng.sample(state.PARAMS, rng.randint(0, 8)):
         if rng.random() < 0.2:

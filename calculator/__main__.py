@@ -1,5 +1,5 @@
 import sys
 
-from calculator.cli import main
+from calculator.cli.main import main
 
 sys.exit(main())

@@ -1,9 +1,9 @@
 """What the Accuracy page shows, as plain data (no streamlit here, so it is unit-tested directly):
 
 - the golden matrix: the engine against the byte-exact traces of real `transformers` code in tests/golden/
-  (`validation.compare`, engine only, no torch);
+  (`validation.trace.compare`, engine only, no torch);
 - the published comparison: the engine against published GPU measurements (validation/published_comparison.json,
-  written by `python -m validation.published`), and the calibrated constants of validation/CALIBRATION.md.
+  written by `python -m validation.published.compare`), and the calibrated constants of validation/CALIBRATION.md.
 
 Every number comes from those modules and files; nothing here is typed in by hand.
 """
@@ -87,7 +87,7 @@ def case_meta(goldens: list[dict]) -> dict[str, dict[str, Any]]:
 
 
 def headline(s: dict) -> Headline:
-    """The page's headline from validation.compare.summary()."""
+    """The page's headline from validation.trace.compare.summary()."""
     pq = s["per_quantity"]
     states = [pq[q]["worst_abs_error_pct"] for q in MODEL_STATES if q in pq]
 
@@ -135,7 +135,7 @@ def scatter_figure(s: dict):
 
     import plotly.graph_objects as go
 
-    from dashboard.charts import COLORS, _GRID, _STYLE
+    from dashboard.charts import COLORS, AXIS_GRID, CHART_STYLE
     by_q: dict[str, list[tuple]] = {}
     for case, q, meas, pred, err in s["rows"]:
         if meas > 0 and pred > 0:  # log axes
@@ -155,9 +155,9 @@ def scatter_figure(s: dict):
             marker=dict(color=colors.get(q), size=7, opacity=0.75, line=dict(width=0.5, color="white")),
             hovertemplate="%{text}<br>measured %{x:,}<br>predicted %{y:,}<br>error %{customdata:+.3f}%<extra>"
                           + QUANTITIES.get(q, q) + "</extra>"))
-    axis = dict(_GRID, type="log", range=rng, exponentformat="SI")  # 1G, 1T (not "1B": B reads as bytes)
+    axis = dict(AXIS_GRID, type="log", range=rng, exponentformat="SI")  # 1G, 1T (not "1B": B reads as bytes)
     layout = dict(
-        _STYLE, height=560, margin=dict(l=10, r=10, t=16, b=10), hovermode="closest",
+        CHART_STYLE, height=560, margin=dict(l=10, r=10, t=16, b=10), hovermode="closest",
         xaxis=dict(axis, title=dict(text="measured (bytes; parameters: count)")),
         yaxis=dict(axis, title=dict(text="predicted by the engine")),
         legend=dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02),
@@ -220,12 +220,12 @@ def calibrated_constants_markdown(path: Path = CALIBRATION_MD) -> str | None:
 
 @lru_cache(maxsize=1)
 def _timing_comparisons() -> tuple:
-    from validation import timing_compare
+    from validation.gpu import timing_compare
     return tuple(timing_compare.comparisons())
 
 
 def timing_rows() -> list[dict[str, Any]]:
-    """One row per timed H200 case: measured and estimated seconds (validation/timing_compare.py)."""
+    """One row per timed H200 case: measured and estimated seconds (validation/gpu/timing_compare.py)."""
     return [{"Case": r["id"], "Group": r["group"], "Measured (s)": round(r["measured_s"], 4),
              "Estimated (s)": round(r["estimated_s"], 4), "Error %": 100 * r["error"]}
             for r in _timing_comparisons()]
@@ -242,7 +242,7 @@ def timing_group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def load_gpu_matrix(path: Path = GPU_JSON) -> dict:
-    """validation/gpu_comparison.json: the engine against the real-GPU goldens (python -m validation.gpu_compare)."""
+    """validation/gpu_comparison.json: the engine against the real-GPU goldens (python -m validation.gpu.compare)."""
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -268,8 +268,8 @@ def _gb(v: int | None) -> float | None:
 @lru_cache(maxsize=1)
 def published_stack_rows() -> tuple[dict[str, Any], ...]:
     """torchtitan's FSDP2 and ms-swift's DeepSpeed / Megatron-SWIFT published runs against the engine with the stack
-    named (validation/published_stacks.py)."""
-    from validation.published_stacks import compare
+    named (validation/published/stacks.py)."""
+    from validation.published.stacks import compare
     return tuple({"Row": r.id, "Source": r.source, "Stack": r.stack, "Implementation": r.impl,
                   "Figure": r.figure if r.comparable else f"{r.figure}, not held to the bound",
                   "Measured reserved (GiB)": round(r.measured / 2**30, 1),

@@ -1,5 +1,5 @@
 """What the page shows when a job does not fit: the remedies table, the sweep chart and CSV, the step-timeline
-chart. Plain functions of the engine's results (calculator.remedies, calculator.sweeps, calculator.timeline); no
+chart. Plain functions of the engine's results (calculator.planning.remedies, calculator.planning.sweeps, calculator.planning.timeline); no
 streamlit here, so they are unit-tested directly. Figures are plotly graph_objects built from plain dicts.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import plotly.graph_objects as go
 
-from dashboard.charts import _GRID, _STYLE, COLORS, SAFE_FRACTION, UNIT_AXIS, _hline
+from dashboard.charts import AXIS_GRID, CHART_STYLE, COLORS, SAFE_FRACTION, UNIT_AXIS, hline
 from dashboard.memo import LRU
 
 _ADVICE, _SWEEPS = LRU(64), LRU(64)
@@ -18,15 +18,15 @@ _ADVICE, _SWEEPS = LRU(64), LRU(64)
 
 def _key(values: Mapping[str, Any]) -> tuple:
     """The inputs of a view (a Hugging Face model is its `hf` key), and the view keys the links carry."""
-    from dashboard import state
+    from dashboard.inputs import state
     return tuple(sorted(state.to_query(values).items()))
 
 
 def advice_for(result, values: Mapping[str, Any]):
-    """calculator.remedies.advise for the page's result, each remedy's url_query built on the page's own values
+    """calculator.planning.remedies.advise for the page's result, each remedy's url_query built on the page's own values
     (so a link keeps the model source and the view keys). Shared LRU: one computation per distinct input."""
-    from calculator.remedies import advise
-    from dashboard import links
+    from calculator.planning.remedies import advise
+    from calculator.exports import page_link as links
 
     def build():
         return advise(result.model, result.workload, url_of=lambda w: links.url_query(values, w))
@@ -34,14 +34,14 @@ def advice_for(result, values: Mapping[str, Any]):
 
 
 def sweep_for(result, values: Mapping[str, Any], axis: str):
-    from calculator.sweeps import sweep
+    from calculator.planning.sweeps import sweep
     return _SWEEPS.get_or_build((_key(values), axis), lambda: sweep(result.model, result.workload, axis))
 
 
 def remedy_rows(advice, unit: str, root: str) -> list[dict]:
     """One row per lever, most saved first: what changes, what it saves and costs, and the link that applies it."""
-    from calculator.levers import TIERS
-    from calculator.units import format_bytes
+    from calculator.planning.levers import TIERS
+    from calculator.core.units import format_bytes
     rows = []
     for r in advice.remedies:
         ratio = r.cost.get("step_time_ratio")
@@ -56,7 +56,7 @@ def remedy_rows(advice, unit: str, root: str) -> list[dict]:
 def combined_lines(advice, unit: str, root: str) -> list[str]:
     """The combination, one markdown line per step (each step's link opens the job with it and every earlier
     step applied)."""
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
     from dashboard.safe_text import md
     out = []
     for i, s in enumerate(advice.combined.steps, 1):
@@ -77,8 +77,8 @@ def sweep_csv(sw) -> str:
 def sweep_figure(sw, unit: str = "GB", gpu=None) -> go.Figure:
     """Stacked areas, one per component, over the sweep's values (points the engine refused are left out), the
     GPU's capacity and the 80% band, and the current value marked."""
-    from calculator.result import COMPONENT_LABELS, COMPONENTS
-    from calculator.units import UNIT_BYTES, format_bytes
+    from calculator.core.result import COMPONENT_LABELS, COMPONENTS
+    from calculator.core.units import UNIT_BYTES, format_bytes
     scale = UNIT_BYTES[unit]
     pts = [p for p in sw.points if p.total_bytes is not None]
     xs = [p.x for p in pts]
@@ -101,8 +101,8 @@ def sweep_figure(sw, unit: str = "GB", gpu=None) -> go.Figure:
         cap = sw.capacity_bytes / scale
         now = next((p.total_bytes / scale for p in pts if p.x == sw.current), 0)
         top = min(max(top, cap), max(3 * cap, 1.3 * now))  # keep the capacity readable; hover shows the rest
-        for line, label in (_hline(SAFE_FRACTION * cap, "#2a7a2a", "dot", "80%: safe band", True),
-                            _hline(cap, "#c53948", "solid", f"{gpu.name}", False)):
+        for line, label in (hline(SAFE_FRACTION * cap, "#2a7a2a", "dot", "80%: safe band", True),
+                            hline(cap, "#c53948", "solid", f"{gpu.name}", False)):
             shapes.append(line)
             notes.append(label)
     if sw.current in xs:
@@ -110,11 +110,11 @@ def sweep_figure(sw, unit: str = "GB", gpu=None) -> go.Figure:
                            line=dict(color="#555", width=1, dash="dash")))
         notes.append(dict(xref="x", x=sw.current, yref="paper", y=1, text="now", showarrow=False, yanchor="bottom",
                           font=dict(size=11, color="#555")))
-    layout = dict(_STYLE, height=460, margin=dict(l=10, r=10, t=24, b=10), hovermode="x unified",
+    layout = dict(CHART_STYLE, height=460, margin=dict(l=10, r=10, t=24, b=10), hovermode="x unified",
                   legend=dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0),
-                  xaxis=dict(_GRID, title=dict(text=sw.label), type="log", tickvals=xs,
+                  xaxis=dict(AXIS_GRID, title=dict(text=sw.label), type="log", tickvals=xs,
                              ticktext=[f"{x:,}" for x in xs]),
-                  yaxis=dict(_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"),
+                  yaxis=dict(AXIS_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"),
                              range=[0, top * 1.1 if top else 1]),
                   shapes=shapes, annotations=notes)
     return go.Figure(dict(data=data, layout=layout), _validate=False)
@@ -122,7 +122,7 @@ def sweep_figure(sw, unit: str = "GB", gpu=None) -> go.Figure:
 
 def timeline_figure(tl, unit: str = "GB") -> go.Figure:
     """One stacked bar per moment of the step (long-lived memory and the working set), the peak marked."""
-    from calculator.units import UNIT_BYTES, format_bytes
+    from calculator.core.units import UNIT_BYTES, format_bytes
     scale = UNIT_BYTES[unit]
     xs = [m.name for m in tl.moments]
     long = [m.long_lived_bytes for m in tl.moments]
@@ -142,9 +142,9 @@ def timeline_figure(tl, unit: str = "GB") -> go.Figure:
                   text=f"<b>peak: {format_bytes(peak.bytes, unit)}</b>", showarrow=True, arrowhead=2, ax=0, ay=-30,
                   font=dict(color="#c53948", size=13), arrowcolor="#c53948")]
     what = "Allocated" if tl.measure == "peak_allocated_bytes" else "Total (nvidia-smi)"
-    layout = dict(_STYLE, barmode="stack", height=400, bargap=0.35, margin=dict(l=10, r=10, t=24, b=10),
+    layout = dict(CHART_STYLE, barmode="stack", height=400, bargap=0.35, margin=dict(l=10, r=10, t=24, b=10),
                   legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
-                  xaxis=dict(_GRID), yaxis=dict(_GRID, title=dict(text=f"{what} per GPU ({UNIT_AXIS[unit]})"),
+                  xaxis=dict(AXIS_GRID), yaxis=dict(AXIS_GRID, title=dict(text=f"{what} per GPU ({UNIT_AXIS[unit]})"),
                                                 range=[0, top * 1.25 if top else 1]),
                   annotations=notes)
     return go.Figure(dict(data=data, layout=layout), _validate=False)

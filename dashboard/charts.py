@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from dashboard.memo import LRU
 
-SAFE_FRACTION = 0.8  # Fujii et al. 2024 (calculator.sources.SOURCES["fujii"])
+SAFE_FRACTION = 0.8  # Fujii et al. 2024 (calculator.core.sources.SOURCES["fujii"])
 UNIT_AXIS = {"GB": "GB = 10⁹ bytes", "GiB": "GiB = 2³⁰ bytes"}
 
 # One colour per component, stable across views (so screenshots in planning docs stay comparable).
@@ -33,12 +33,12 @@ def stage_label(stage, n_stages: int) -> str:
 
 # A small explicit white style instead of a named template: loading "plotly_white" costs ~6 ms a rerun, and an
 # explicit style renders the same on screen (theme=None) and in the PDF (kaleido).
-_GRID = dict(gridcolor="#e8e8e8", zerolinecolor="#c8c8c8", linecolor="#c8c8c8", automargin=True)
-_STYLE = dict(template=dict(layout=dict()), paper_bgcolor="white", plot_bgcolor="white",
+AXIS_GRID = dict(gridcolor="#e8e8e8", zerolinecolor="#c8c8c8", linecolor="#c8c8c8", automargin=True)
+CHART_STYLE = dict(template=dict(layout=dict()), paper_bgcolor="white", plot_bgcolor="white",
               font=dict(family="Source Sans Pro, Helvetica, Arial, sans-serif", size=13, color="#31333f"))
 
 
-def _hline(y: float, color: str, dash: str, text: str, below: bool) -> tuple[dict, dict]:
+def hline(y: float, color: str, dash: str, text: str, below: bool) -> tuple[dict, dict]:
     """A full-width horizontal line (shape) and its right-aligned label (annotation), as plain layout dicts."""
     line = dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=y, y1=y,
                 line=dict(color=color, width=2 if dash == "solid" else 1.5, dash=dash))
@@ -52,8 +52,8 @@ def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None, 
                      side_legend: bool = False) -> go.Figure:
     """Stacked bar of every component, one bar per pipeline stage; `gpu` (a catalogue GPU) adds its capacity.
     `side_legend`: the legend to the right of the plot (the page's compact view), else under it."""
-    from calculator.result import COMPONENT_LABELS, COMPONENTS
-    from calculator.units import UNIT_BYTES, format_bytes
+    from calculator.core.result import COMPONENT_LABELS, COMPONENTS
+    from calculator.core.units import UNIT_BYTES, format_bytes
 
     scale = UNIT_BYTES[unit]
     stages = est.stages
@@ -81,22 +81,22 @@ def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None, 
         top = max(top, cap)
         shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=0, y1=safe, fillcolor="#2ca02c",
                            opacity=0.07, line=dict(width=0), layer="below"))
-        for line, label in (_hline(safe, "#2a7a2a", "dot", "80%: safe band<br>(Fujii et al. 2024)", True),
-                            _hline(cap, "#c53948", "solid", f"{gpu.name}<br>{format_bytes(gpu.memory_bytes, unit)}",
+        for line, label in (hline(safe, "#2a7a2a", "dot", "80%: safe band<br>(Fujii et al. 2024)", True),
+                            hline(cap, "#c53948", "solid", f"{gpu.name}<br>{format_bytes(gpu.memory_bytes, unit)}",
                                    False)):
             shapes.append(line)
             notes.append(label)
     layout = dict(
-        _STYLE, barmode="stack", height=height, bargap=0.5 if len(stages) == 1 else 0.3,
+        CHART_STYLE, barmode="stack", height=height, bargap=0.5 if len(stages) == 1 else 0.3,
         title=dict(text=title or "", x=0, xanchor="left", font=dict(size=15)),
         margin=dict(l=10, r=10, t=48 if title else 16, b=10),
         legend=dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, traceorder="reversed",
                     font=dict(size=12)) if side_legend else
         dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0, traceorder="normal"),
-        yaxis=dict(_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"),
+        yaxis=dict(AXIS_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"),
                    range=[0, top * 1.12 if top else 1]),
-        xaxis=dict(_GRID), hovermode="closest", shapes=shapes, annotations=notes)
-    # Plain dicts, built without plotly's per-property validation (~5 ms a rerun). tests/test_dashboard_charts.py
+        xaxis=dict(AXIS_GRID), hovermode="closest", shapes=shapes, annotations=notes)
+    # Plain dicts, built without plotly's per-property validation (~5 ms a rerun). tests/dashboard/test_dashboard_charts.py
     # validates the same figure with go.Figure(fig.to_dict()), so a wrong property still fails a test.
     return go.Figure(dict(data=data, layout=layout), _validate=False)
 

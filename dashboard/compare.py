@@ -1,8 +1,8 @@
 """The compare page's logic: 2–4 calculator views side by side, each given as a calculator link and kept in the
 compare page's URL as a repeated `cmp` parameter (the calculator view's query string, URL-encoded).
 
-Nothing here imports streamlit (tests/test_dashboard_compare.py). Every number comes from the engine through
-dashboard.state.compute, exactly as the calculator page computes it; the figure uses dashboard.charts' colours.
+Nothing here imports streamlit (tests/dashboard/test_dashboard_compare.py). Every number comes from the engine through
+dashboard.inputs.state.compute, exactly as the calculator page computes it; the figure uses dashboard.charts' colours.
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import plotly.graph_objects as go
 
-from dashboard import state
+from dashboard.inputs import state
 from dashboard.safe_text import cut
-from dashboard.charts import COLORS, UNIT_AXIS, _GRID, _STYLE
+from dashboard.charts import COLORS, UNIT_AXIS, AXIS_GRID, CHART_STYLE
 
 CMP_KEY = "cmp"
 MIN_SCENARIOS, MAX_SCENARIOS = 2, 4
@@ -41,7 +41,7 @@ class Scenario:
     values: dict | None = None
     estimate: Any = None
     problem: str = ""  # why it cannot be used ("" if it can)
-    result: Any = None  # dashboard.state.Result (model and workload too: the time estimate needs them)
+    result: Any = None  # dashboard.inputs.state.Result (model and workload too: the time estimate needs them)
 
     @property
     def ok(self) -> bool:
@@ -103,14 +103,14 @@ def _components(sc: Scenario) -> dict[str, int]:
 
 
 def shown_components(scs: Sequence[Scenario]) -> list[str]:
-    from calculator.result import COMPONENTS
+    from calculator.core.result import COMPONENTS
     return [c for c in COMPONENTS if any(_components(s).get(c, 0) for s in scs)]
 
 
 def figure(scs: Sequence[Scenario], unit: str = "GB") -> go.Figure:
     """One stacked bar per scenario (its most loaded GPU), components in the calculator's colours."""
-    from calculator.result import COMPONENT_LABELS
-    from calculator.units import UNIT_BYTES, format_bytes
+    from calculator.core.result import COMPONENT_LABELS
+    from calculator.core.units import UNIT_BYTES, format_bytes
     scale = UNIT_BYTES[unit]
     xs = [s.name for s in scs]
     data = []
@@ -125,15 +125,15 @@ def figure(scs: Sequence[Scenario], unit: str = "GB") -> go.Figure:
                      text=[format_bytes(t, unit) for t in totals], textposition="top center", showlegend=False,
                      hoverinfo="skip"))
     top = max(totals) / scale if totals else 1
-    layout = dict(_STYLE, barmode="stack", height=480, bargap=0.4, margin=dict(l=10, r=10, t=16, b=10),
+    layout = dict(CHART_STYLE, barmode="stack", height=480, bargap=0.4, margin=dict(l=10, r=10, t=16, b=10),
                   legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, traceorder="normal"),
-                  yaxis=dict(_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"), range=[0, top * 1.12]),
-                  xaxis=dict(_GRID), hovermode="closest")
+                  yaxis=dict(AXIS_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"), range=[0, top * 1.12]),
+                  xaxis=dict(AXIS_GRID), hovermode="closest")
     return go.Figure(dict(data=data, layout=layout))
 
 
 def signed(n: int, unit: str) -> str:
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
     if n == 0:
         return "±0"
     return ("+" if n > 0 else "−") + format_bytes(abs(n), unit)
@@ -141,8 +141,8 @@ def signed(n: int, unit: str) -> str:
 
 def table(scs: Sequence[Scenario], unit: str = "GB") -> list[dict]:
     """One row per component (and the total): each scenario's bytes, and the delta of scenarios 2… against 1."""
-    from calculator.result import COMPONENT_LABELS
-    from calculator.units import format_bytes
+    from calculator.core.result import COMPONENT_LABELS
+    from calculator.core.units import format_bytes
     rows = []
     comps = [(COMPONENT_LABELS.get(c, c), lambda s, c=c: _components(s).get(c, 0)) for c in shown_components(scs)]
     comps.append(("Total per GPU", lambda s: s.estimate.total_bytes))
@@ -158,11 +158,11 @@ def table(scs: Sequence[Scenario], unit: str = "GB") -> list[dict]:
 
 
 def time_table(scs: Sequence[Scenario]) -> list[dict]:
-    """The time estimate of each scenario (calculator.timing, the page's price and link inputs of each link):
+    """The time estimate of each scenario (calculator.timing.step_time, the page's price and link inputs of each link):
     step or generate() time, tokens/s, MFU and cost per million tokens; a blank cell where there is none."""
-    from dashboard.timing_view import _ms, time_of
+    from dashboard.views.timing import format_seconds, time_of
     times = [time_of(s.result, s.values)[0] for s in scs]
-    lines = [("Step / generate() time", lambda t: _ms(t.step_time_s)),
+    lines = [("Step / generate() time", lambda t: format_seconds(t.step_time_s)),
              ("Tokens/s (all GPUs)", lambda t: f"{t.tokens_per_s:,.0f}"),
              ("MFU", lambda t: f"{t.mfu:.1%}"),
              ("Cost per million tokens", lambda t: "" if t.cost_per_million_tokens is None

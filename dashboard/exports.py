@@ -22,7 +22,7 @@ def _jsonable(v: Any) -> Any:
 
 def breakdown_rows(est, unit: str = "GB") -> list[dict]:
     """One row per term of every pipeline stage (the engine's numbers, formatted in `unit`)."""
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
     rows = []
     for s in est.stages:
         for t in s.terms:
@@ -34,7 +34,7 @@ def breakdown_rows(est, unit: str = "GB") -> list[dict]:
 
 def to_csv(est, values: Mapping[str, Any], link: str = "", unit: str = "GB") -> str:
     """CSV: the inputs (section=input), every term of every stage (section=term) and the totals."""
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
@@ -93,7 +93,7 @@ SUMMARY_KEYS = ("model", "mode", "ft", "recipe", "opt", "rc", "attn", "act", "ze
 
 
 def inputs_summary(values: Mapping[str, Any]) -> str:
-    from dashboard.state import DEFAULTS
+    from dashboard.inputs.state import DEFAULTS
     main = [f"{k}={values[k]}" for k in SUMMARY_KEYS if k in values]
     rest = [f"{k}={v}" for k, v in values.items()
             if k not in SUMMARY_KEYS and k != "cfg" and DEFAULTS.get(k, object()) != v]
@@ -144,9 +144,9 @@ class _Report:
 def to_pdf(result, values: Mapping[str, Any], link: str, unit: str = "GB", png: bytes | None = None,
            png_note: str = "", gpu=None) -> bytes:
     """A one-page A4 capacity report: headline, chart, breakdown table, formulas, inputs and the link."""
-    from calculator.result import COMPONENT_LABELS
-    from calculator.sources import SOURCES
-    from calculator.units import format_bytes, format_count
+    from calculator.core.result import COMPONENT_LABELS
+    from calculator.core.sources import SOURCES
+    from calculator.core.units import format_bytes, format_count
 
     est = result.estimate
     r = _Report()

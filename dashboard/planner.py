@@ -1,10 +1,10 @@
-"""The planner page's logic: which calculator view it plans for, the engine calls (calculator.planner and
-calculator.solvers), the ranked table and the links that open a layout in the calculator.
+"""The planner page's logic: which calculator view it plans for, the engine calls (calculator.planning.planner and
+calculator.planning.solvers), the ranked table and the links that open a layout in the calculator.
 
-Nothing here imports streamlit, so it is tested directly (tests/test_dashboard_planner.py). The page
+Nothing here imports streamlit, so it is tested directly (tests/dashboard/test_dashboard_planner.py). The page
 (pages/planner.py) only draws what these functions return; every number comes from the engine.
 
-The calculator's inputs are the same public URL keys (dashboard.state.PARAMS): a planner link carries them
+The calculator's inputs are the same public URL keys (dashboard.inputs.state.PARAMS): a planner link carries them
 unchanged next to the planner's own two keys, `pgpus` and `pmaxtp` (docs/url-format.md).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from dashboard import state
+from dashboard.inputs import state
 from dashboard.safe_text import cut, md
 
 PLANNER_PARAMS: tuple[state.Param, ...] = (
@@ -123,7 +123,7 @@ def calculator_url(root: str, values: Mapping[str, Any]) -> str:
 
 
 def layout_values(values: Mapping[str, Any], plan) -> dict[str, Any]:
-    """The calculator view of `plan`: the view's inputs with the layout calculator.planner estimated (TP, PP with
+    """The calculator view of `plan`: the view's inputs with the layout calculator.planning.planner estimated (TP, PP with
     its uneven first / last stages, DP, CP, EP with expert TP, ZeRO, recompute, micro-batch, sequence parallelism
     with TP where the sequence splits, 1F1B, at least PP micro-batches)."""
     out = dict(values)
@@ -140,7 +140,7 @@ def layout_values(values: Mapping[str, Any], plan) -> dict[str, Any]:
 
 
 def fit_layout_values(values: Mapping[str, Any], fit) -> dict[str, Any]:
-    """The calculator view of a fit card's 'GPUs needed' layout (calculator.planner.gpus_needed) on that GPU: the
+    """The calculator view of a fit card's 'GPUs needed' layout (calculator.planning.planner.gpus_needed) on that GPU: the
     same view as the planner's row of that layout (layout_values)."""
     from types import SimpleNamespace
     par = dict(fit.layout_parallel or {})
@@ -156,7 +156,7 @@ def fit_layout_values(values: Mapping[str, Any], fit) -> dict[str, Any]:
 # ---- the engine calls ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PlanResult:
-    plans: tuple  # calculator.planner.Plan, best first
+    plans: tuple  # calculator.planning.planner.Plan, best first
     gpus: int  # the GPU count asked for (0 = fewest)
     capacity_bytes: int
     gpu_name: str
@@ -165,7 +165,7 @@ class PlanResult:
 
 def _inputs(values: Mapping[str, Any]):
     """(model, workload, gpu) for the view; InputProblems if the engine refuses the inputs."""
-    from calculator.presets import get_gpu
+    from calculator.model.presets import get_gpu
     result = state.compute(values)  # the view as the calculator shows it: refused inputs are named, never planned
     model, workload = result.model, result.workload
     try:
@@ -177,15 +177,15 @@ def _inputs(values: Mapping[str, Any]):
 
 def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int = LIMIT) -> PlanResult:
     """Ranked layouts for the view on its GPU: of exactly `gpus` GPUs, or the fewest (gpus=0)."""
-    from calculator.model import ModelSpec
-    from calculator.planner import fewest_gpus, plans_for
+    from calculator.model.spec import ModelSpec
+    from calculator.planning.planner import fewest_gpus, plans_for
     model, workload, gpu = _inputs(values)
     cap = gpu.usable_bytes
     if not isinstance(model, ModelSpec):
         return PlanResult((), gpus, cap, gpu.name, "The planner splits a transformer's heads and layers: a generic "
                           "network (given as totals) has neither. Pick a preset, custom or config model.")
-    from calculator.errors import InputError
-    from calculator.planner import check_plannable
+    from calculator.core.errors import InputError
+    from calculator.planning.planner import check_plannable
     try:
         check_plannable(model)
     except InputError as exc:
@@ -209,7 +209,7 @@ def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int =
 class Fits:
     """The largest micro-batch and the longest sequence for the view's GPU and layout, at 80% and 100%."""
 
-    batch_safe: Any  # calculator.solvers.Solution
+    batch_safe: Any  # calculator.planning.solvers.Solution
     batch_full: Any
     seq_safe: Any
     seq_full: Any
@@ -218,7 +218,7 @@ class Fits:
 
 
 def what_fits(values: Mapping[str, Any]) -> Fits:
-    from calculator.solvers import max_micro_batch, max_seq_len
+    from calculator.planning.solvers import max_micro_batch, max_seq_len
     model, workload, gpu = _inputs(values)
     cap = gpu.usable_bytes
     return Fits(max_micro_batch(model, workload, cap, safe=True), max_micro_batch(model, workload, cap, safe=False),
@@ -241,7 +241,7 @@ def page_of(plans: tuple, page: int, rows: int = PAGE_ROWS) -> tuple[int, int, t
 
 def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str, first_rank: int = 1) -> list[dict]:
     """One row per layout (best first) with its rank and 'open in calculator' link."""
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
     return [{"Rank": first_rank + i, "GPUs": p.gpus, "TP": p.tp, "PP": p.pp,
              "Stages": f"{p.pp_first_stage_layers} … {p.pp_last_stage_layers}" if p.pp_first_stage_layers else "even",
              "DP": p.dp, "CP": p.cp, "EP": p.ep, "ZeRO": p.zero, "Recompute": p.recompute,
@@ -262,7 +262,7 @@ def describe(values: Mapping[str, Any]) -> str:
 
 
 def solver_text(sol, what: str, unit: str) -> str:
-    from calculator.units import format_bytes
+    from calculator.core.units import format_bytes
     if sol.value == 0:
         return f"none: even the smallest {what} needs {format_bytes(sol.used_bytes, unit)} > " \
                f"{format_bytes(sol.budget_bytes, unit)}"

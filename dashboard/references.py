@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboard.scenarios import SCENARIOS
-from dashboard.state import InputProblems, compute, model_ids
+from dashboard.inputs.scenarios import SCENARIOS
+from dashboard.inputs.state import InputProblems, compute, model_ids
 
-# URL-key overrides (dashboard.state) that each reach a different part of the engine.
+# URL-key overrides (dashboard.inputs.state) that each reach a different part of the engine.
 VARIANTS: tuple[dict, ...] = (
     {},
     {"opt": "adamw-8bit"}, {"opt": "sgd"}, {"opt": "sgd-momentum"}, {"opt": "adafactor"}, {"opt": "lion"},

@@ -11,7 +11,7 @@ span, HTML tag, entity, autolink, table cell, directive or math delimiter can st
 U+FFFD, a zero-width space breaks what GFM would autolink after escapes are resolved ("http://", "www.", "a@b.c"),
 and long values are cut. Where the text does not need Markdown at all, st.text / st.code are used instead.
 
-Nothing here imports streamlit (tests/test_dashboard_safe_text.py).
+Nothing here imports streamlit (tests/dashboard/test_dashboard_safe_text.py).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.result import COMPONENT_LABELS
+from calculator.core.result import COMPONENT_LABELS
 
 st.title("About the estimate")
 
@@ -45,7 +45,7 @@ st.markdown("""
   (vLLM 16 tokens, 64 for MLA) or pages (SGLang 1), with GQA, MLA latents, sliding-window layers in vLLM's hybrid
   allocator, the KV dtype and TP/PP/DP-attention layouts: tokens held, concurrent sequences at your prompt +
   generated length, and whether a `max_model_len` starts (vLLM refuses one whose blocks do not fit; the
-  largest that starts is given). Checked against published vLLM start-up logs (validation/serving_compare.py).
+  largest that starts is given). Checked against published vLLM start-up logs (validation/published/serving.py).
 - **RL post-training** (mode `rl`): the trainer (any precision, optimizer, parallelism and recompute above) and
   a vLLM or SGLang rollout engine, colocated or on their own GPUs, with reference, reward and critic models;
   what the frameworks offload or put to sleep between phases (slime, verl, OpenRLHF, TRL); the peak per GPU over
@@ -79,7 +79,7 @@ st.subheader("Accuracy against measurements")
 with st.container(border=True, key="validation_summary"):
     try:
         from dashboard import accuracy as acc
-        from validation.compare import summary
+        from validation.trace.compare import summary
         h = acc.headline(summary())
         ph = acc.published_headline(acc.load_published())
     except Exception as exc:  # a changed golden file or engine must not take this page down

@@ -1,7 +1,7 @@
 """Accuracy: measured, not asserted. The engine against byte-exact traces of real transformers code (the golden
 matrix, tests/golden/) and against published GPU measurements (validation/published_comparison.json).
 
-Every number here is computed from those files by `validation.compare` / `dashboard.accuracy` when the page runs.
+Every number here is computed from those files by `validation.trace.compare` / `dashboard.accuracy` when the page runs.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ BYTES = st.column_config.NumberColumn(format="localized")
 
 # ---- the golden matrix ------------------------------------------------------------------------------------------
 try:
-    from validation.compare import load_goldens, summary
+    from validation.trace.compare import load_goldens, summary
     s = summary()
     meta = acc.case_meta(load_goldens())
 except Exception as exc:  # the engine or a golden file changed under us: say so, keep the rest of the page
@@ -55,14 +55,14 @@ st.markdown("""
   fragmentation, cuBLAS/cuDNN workspaces, NCCL buffers, `torch.compile`, CUDA graphs and fused kernels.
   Those terms are checked against **published GPU measurements** instead (second half of this page).
 """)
-st.caption("Details: `validation/README.md`; reproduce with `python -m validation.make_golden --check` and "
-           "`python -m validation.compare`.")
+st.caption("Details: `validation/README.md`; reproduce with `python -m validation.trace.make_golden --check` and "
+           "`python -m validation.trace.compare`.")
 
 if s is not None:
     st.subheader("Golden matrix: the engine vs traced transformers code", divider="gray")
     st.caption("Compared: the engine's components and `peak_allocated_bytes` against the same quantities traced on "
                f"the meta device, over {h.cases} cases ({', '.join(h.architectures)}). Model states must be exact; "
-               "activations and peaks are held to 1% by `tests/test_golden.py`.")
+               "activations and peaks are held to 1% by `tests/validation/test_golden.py`.")
     per_q = pd.DataFrame(acc.per_quantity_rows(s)).drop(columns=["key"])
     st.dataframe(per_q, hide_index=True, width="stretch", key="acc_per_quantity", height="content",
                  column_config={"Median |error| %": PCT, "Worst |error| %": PCT})
@@ -114,7 +114,7 @@ if gpu is not None:
                "the engine as the command line a user would type: peak allocated against "
                "`torch.cuda.max_memory_allocated`, the total against nvidia-smi (peak + the caching allocator's "
                "reserved − allocated, replayed over the step's tensors + 0.84 GB outside PyTorch). Held by "
-               "`tests/test_golden_gpu.py`: peak within 6% per run and 1.5% median, nvidia-smi within 4% median; the "
+               "`tests/validation/test_golden_gpu.py`: peak within 6% per run and 1.5% median, nvidia-smi within 4% median; the "
                "runs not described yet are listed there with the reason. Beside the CPU traces above, this is where "
                "the terms a trace cannot see (allocator, context, stacks' buffers) are measured.")
     st.dataframe(acc.gpu_group_rows(gpu), hide_index=True, width="stretch", key="gpu_groups", height="content",
@@ -124,8 +124,8 @@ if gpu is not None:
         st.dataframe(acc.gpu_case_rows(gpu), hide_index=True, width="stretch", key="gpu_cases", height="content",
                      column_config={"Peak error %": st.column_config.NumberColumn(format="%+.2f"),
                                     "nvidia-smi error %": st.column_config.NumberColumn(format="%+.2f")})
-    st.caption("Reproduce with `python -m validation.gpu_compare`; the allocator replay per run: "
-               "`python -m validation.allocator_compare`.")
+    st.caption("Reproduce with `python -m validation.gpu.compare`; the allocator replay per run: "
+               "`python -m validation.gpu.allocator_compare`.")
     st.markdown("**Published runs of whole stacks** (torchtitan, ms-swift: max reserved as the stack logs it; each "
                 "row's command is what the engine was given; a *capacity* figure is the card's whole memory)")
     st.dataframe(list(acc.published_stack_rows()), hide_index=True, width="stretch", key="stack_rows", height="content",
@@ -145,7 +145,7 @@ if pub is not None:
 Memory figures published for real GPUs ({ph['rows']} rows from {len(pub['sources'])} sources, each with its
 citation in `validation/published.csv`), compared with the engine's estimate of **the same metric**;
 {ph['comparable']} rows are comparable and the {ph['groups']} groups that have any are each held to an error bound
-by `tests/test_published.py` ({ph['within_bound']} of {ph['groups']} within it now). What is compared with what:
+by `tests/validation/test_published.py` ({ph['within_bound']} of {ph['groups']} within it now). What is compared with what:
 
 - `torch.cuda.max_memory_allocated()` (Qwen2.5 speed benchmark, litgpt) ↔ the engine's **peak allocated**: no CUDA
   context, no allocator slack;
@@ -182,7 +182,7 @@ with the reason.
                                 "Note": st.column_config.TextColumn(width="large")})
 
 st.subheader("Step time on a real H200", divider="gray")
-st.caption("The time estimate (calculator.timing) against the measured wall time of each training step "
+st.caption("The time estimate (calculator.timing.step_time) against the measured wall time of each training step "
            "(`step2.seconds`, steady state, synchronised) and each `generate()` call of the shared H200 cases "
            "(PyTorch 2.11, transformers 5.17, eager code). The efficiencies were fitted on the \"fit\" models only; "
            "\"unseen\" are models the fit never saw; \"out of scope\" are runs whose kernels the time model does "

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import compare, planner, state
+from dashboard import compare, planner
+from dashboard.inputs import state
 from dashboard.safe_text import md, md_link, md_message
 
 PAGE_PATH = "compare"

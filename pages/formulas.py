@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from calculator.result import COMPONENT_LABELS
-from calculator.sources import SOURCES
+from calculator.core.result import COMPONENT_LABELS
+from calculator.core.sources import SOURCES
 from dashboard.references import term_catalog
 
 
@@ -15,7 +15,7 @@ def _catalog() -> dict:
 
 st.title("Formulas & references")
 st.caption(f"Every formula the calculator uses comes from the engine (`calculator/`), and every term names its "
-           f"source. Below are the {len(SOURCES)} sources of `calculator.sources.SOURCES`, each with the terms that "
+           f"source. Below are the {len(SOURCES)} sources of `calculator.core.sources.SOURCES`, each with the terms that "
            "cite it, collected by running the engine over configurations that reach each of its branches.")
 
 catalog = _catalog()
@@ -31,4 +31,4 @@ for key, src in SOURCES.items():
             st.caption("In the engine's source registry; no term of the configurations sampled here cites it.")
 unknown = sorted(set(catalog) - set(SOURCES))
 if unknown:
-    st.error("Terms cite sources missing from calculator.sources.SOURCES: " + ", ".join(unknown))
+    st.error("Terms cite sources missing from calculator.core.sources.SOURCES: " + ", ".join(unknown))

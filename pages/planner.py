@@ -4,15 +4,16 @@ out now (the largest micro-batch, the longest sequence).
 
 The job is the calculator's view: the calculator's own URL keys (a planner link carries them), else the inputs
 the calculator page held when you switched here. The planner's own inputs are `pgpus`, `pmaxtp` and `ppage`.
-Every number comes from calculator.planner and calculator.solvers (through dashboard.planner).
+Every number comes from calculator.planning.planner and calculator.planning.solvers (through dashboard.planner).
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import planner, state
+from dashboard import planner
+from dashboard.inputs import state
 from dashboard.safe_text import md, md_link, md_lines, md_message
-from dashboard.widgets import out_of_range_note
+from dashboard.inputs.widgets import out_of_range_note
 
 PAGE_PATH = "planner"
 
@@ -44,7 +45,7 @@ def _number(p: state.Param, container) -> int:
 
 
 st.title("Parallel layout planner")
-from calculator.planner import RANK_KEY  # noqa: E402
+from calculator.planning.planner import RANK_KEY  # noqa: E402
 
 st.caption("Which ways of splitting this job over GPUs (TP, PP with even or uneven stages, DP, CP, EP, ZeRO, "
            "recompute, micro-batch) keep the most loaded GPU within the 80% safe band (Fujii et al. 2024). "
@@ -97,7 +98,7 @@ except state.InputProblems as exc:
     st.stop()
 
 # ---- layouts -------------------------------------------------------------------------------------------------
-from calculator.units import format_bytes  # noqa: E402
+from calculator.core.units import format_bytes  # noqa: E402
 
 st.subheader("Layouts that fit", divider="gray")
 if not result.plans:

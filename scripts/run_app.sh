@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q -r requirements.txt
-# the C replay of the caching allocator (calculator/native): a model's first estimate in well under a millisecond;
+# the C replay of the caching allocator (calculator/allocator/native): a model's first estimate in well under a millisecond;
 # without a C compiler it says so and the pure Python replay runs, with the same figures
-.venv/bin/python -m calculator.native >/dev/null || true
+.venv/bin/python -m calculator.allocator.native >/dev/null || true
 exec .venv/bin/python -m streamlit run app.py --server.port "${PORT:-8501}" "$@"

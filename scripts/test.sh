@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 DS_BUILD_OPS=0 .venv/bin/python -m pip install -q -r requirements-dev.txt
-# torchtitan's config dataclasses (tests/test_exports_torchtitan.py); its other dependencies are CUDA-only or heavy
+# torchtitan's config dataclasses (tests/exports/test_exports_torchtitan.py); its other dependencies are CUDA-only or heavy
 # (a requirements file cannot say --no-deps for one package)
 .venv/bin/python -m pip install -q --no-deps torchtitan==0.3.0
 if ! command -v chromium >/dev/null 2>&1; then
@@ -13,6 +13,8 @@ if ! command -v chromium >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-# the C replay of the caching allocator (calculator/native; optional: without a compiler the Python one runs)
-.venv/bin/python -m calculator.native >/dev/null || true
+# the C replay of the caching allocator (calculator/allocator/native; optional: without a compiler the Python one runs)
+.venv/bin/python -m calculator.allocator.native >/dev/null || true
+# the import contracts of .importlinter (layers from the CLI down to the core, no cycles, no network in the math)
+.venv/bin/lint-imports --config .importlinter >/dev/null || .venv/bin/lint-imports --config .importlinter
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,4 +1,4 @@
-"""The dashboard's main page (app.py) under Streamlit's AppTest, for the tests/test_app_*.py specifications: run it
+"""The dashboard's main page (app.py) under Streamlit's AppTest, for the tests/dashboard/test_app_*.py specifications: run it
 from a link, read its headline metrics, breakdown table and chart, and check that they are the engine's numbers.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from calculator import estimate
-from calculator.presets import load_model
-from calculator.units import format_bytes
-from calculator.workload import Workload
+from calculator.model.presets import load_model
+from calculator.core.units import format_bytes
+from calculator.core.workload import Workload
 from tests.html_read import breakdown
 
 APP = Path(__file__).resolve().parents[1] / "app.py"

@@ -1,5 +1,5 @@
 """Shared inputs for the export tests: real presets and workloads covering each field an export maps, and a parser
-rebuilt from a framework's recorded flag definitions (tests/data/exports/*_flags.json, validation/export_flags.py)
+rebuilt from a framework's recorded flag definitions (tests/data/exports/*_flags.json, validation/exports/flags.py)
 for the frameworks that cannot be installed here (Megatron-LM, vLLM, SGLang)."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import shlex
 from functools import lru_cache
 from pathlib import Path
 
-from calculator.presets import load_model
-from calculator.workload import Workload
+from calculator.model.presets import load_model
+from calculator.core.workload import Workload
 
 FLAGS_DIR = Path(__file__).resolve().parent / "data" / "exports"
 

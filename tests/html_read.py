@@ -1,4 +1,4 @@
-"""Reading the page's static HTML elements (dashboard/html_blocks.py: the fit cards and the breakdown table) the way
+"""Reading the page's static HTML elements (dashboard/views/html_blocks.py: the fit cards and the breakdown table) the way
 a person reads them: each card's text and links, each table row as a dict. Python's own html.parser, no browser.
 """
 from __future__ import annotations

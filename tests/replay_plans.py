@@ -1,10 +1,12 @@
-"""The step plans an estimate replays, for the allocator tests (tests/test_allocator_fast.py,
-tests/test_allocator_native.py): every plan that reaches step_trace.replayed, and the GPU goldens' training runs."""
+"""The step plans an estimate replays, for the allocator tests (tests/allocator/test_allocator_fast.py,
+tests/allocator/test_allocator_native.py): every plan that reaches step_trace.replayed, and the GPU goldens' training runs."""
 from __future__ import annotations
 
 from unittest import mock
 
-from calculator import estimate, stage_terms, step_trace
+from calculator import estimate
+from calculator.stages import terms as stage_terms
+from calculator.allocator import step_plan as step_trace
 
 
 def plans_of(spec, w) -> list[tuple]:
@@ -25,7 +27,7 @@ def plans_of(spec, w) -> list[tuple]:
 def golden_training_inputs():
     """(ModelSpec, Workload) of every measured H200 training run the CLI can describe (test_golden_gpu.py lists
     the others)."""
-    from validation.gpu_cases import TRAINING_KINDS, engine_inputs, load_cases
+    from validation.gpu.goldens import TRAINING_KINDS, engine_inputs, load_cases
     for r in load_cases():
         if r["status"] != "ok" or r["case"]["kind"] not in TRAINING_KINDS:
             continue

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from calculator import InputError, Workload, estimate
-from calculator import bounds as B
-from calculator.presets import list_models, load_model
+from calculator.core import bounds as B
+from calculator.model.presets import list_models, load_model
 
 MODELS = ["llama-3.1-8b", "qwen3-30b-a3b", "gemma-2-9b", "gpt2", "deepseek-v3", "phi-3-mini-4k"]
 SPECS = {m: load_model(m).spec for m in MODELS}

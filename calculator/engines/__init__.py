@@ -1,9 +1,11 @@
 """Serving engines: the memory budget a vLLM or SGLang server gives one GPU, and the KV pool it leaves.
 
-`hf` (transformers generate(): the cache grows with the sequences) is calculator.estimate's own inference path;
+`hf` (transformers generate(): the cache grows with the sequences) is calculator.stages.estimate's own inference path;
 `vllm` and `sglang` preallocate a KV pool inside a memory fraction, so their question is not "how much memory"
 but "how many tokens and sequences fit, and does it start". Each engine is one module with each rule cited to
 the engine's source file: calculator/engines/vllm.py, calculator/engines/sglang.py.
+
+May import: calculator.memory, calculator.model, calculator.core (never the stages that call it).
 """
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from functools import partial
 
 from calculator.engines import sglang, vllm
 from calculator.engines.common import Serving, engine_weight_bytes
-from calculator.errors import InputError
-from calculator.hardware import planned_fit
-from calculator.result import Fit, StageEstimate, Term
+from calculator.core.errors import InputError
+from calculator.core.fit import planned_fit
+from calculator.core.result import Fit, StageEstimate, Term
 
 ENGINES = {"vllm": vllm, "sglang": sglang}
 ENGINE_LABELS = {"hf": "transformers generate()", "vllm": "vLLM", "sglang": "SGLang"}
@@ -108,5 +110,5 @@ def fit_cards(m, w, shards, gpus, needed=None, only: frozenset | None = None) ->
 
 
 def fits_callable(m, w, shards, gpus, needed=None):
-    """needed(gpu) -> (Plan | None, bound): the planner's fewest GPUs of that kind (calculator.planner.gpus_needed)."""
+    """needed(gpu) -> (Plan | None, bound): the planner's fewest GPUs of that kind (calculator.planning.planner.gpus_needed)."""
     return partial(fit_cards, m, w, shards, gpus, needed)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from calculator import inference as inf
-from calculator.dtypes import nbytes
-from calculator.model import ModelSpec
-from calculator.parallel import StageShard, kv_heads_per_rank
+from calculator.memory import inference as inf
+from calculator.core.dtypes import nbytes
+from calculator.model.spec import ModelSpec
+from calculator.memory.parallel import StageShard, kv_heads_per_rank
 
 GiB = 2**30
 # cudaMemGetInfo's total is below nvidia-smi's memory.total: 0.47 GiB on H100 (vLLM logs, 79.18 of 79.65 GiB),
@@ -37,7 +37,7 @@ def rope_cache_bytes(m: ModelSpec) -> int:
 
 def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 1) -> int:
     """Weights one GPU loads: quantized decoder linears (routed experts in expert_weight_dtype when given) and the
-    rest in the params dtype, as calculator.inference prices them, plus the RoPE cache. SGLang's DP attention
+    rest in the params dtype, as calculator.memory.inference prices them, plus the RoPE cache. SGLang's DP attention
     shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share."""
     wdt = w.weight_dtype or w.precision.params
     edt = w.expert_weight_dtype or wdt
@@ -48,7 +48,7 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
              + inf.quantized_weight_bytes(experts, edt, w.quant_group_size, w.quant_method)
              + nbytes(rest, w.precision.params))
     if attention_dp > 1:
-        from calculator.parameters import count_parameters
+        from calculator.model.parameters import count_parameters
         layers = count_parameters(m).layers[shard.first_layer:shard.last_layer]
         attn = sum(-(-layer.attention // w.parallel.tp) for layer in layers)
         total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from calculator.engines.common import GiB, Serving, device_visible_bytes, kv_heads_on_gpu, kv_token_bytes
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
-from calculator.model import ModelSpec
+from calculator.model.spec import ModelSpec
 
 VERSION = "0.5.23"
 MiB = 2**20
@@ -70,7 +70,7 @@ def cell_bytes(m: ModelSpec, w, layers: range) -> tuple[int, int]:
 def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     s, p = w.serving, w.parallel
     if s.version and not VERSION.startswith(s.version):
-        from calculator.errors import InputError
+        from calculator.core.errors import InputError
         raise InputError("serving.version", f"SGLang {s.version!r} is not modelled; use {VERSION}")
     visible, basis = device_visible_bytes(gpu)
     gpu_mib = gpu.memory_bytes / MiB

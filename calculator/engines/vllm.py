@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from calculator import activations as act
-from calculator import inference as inf
+from calculator.memory import activations as act
+from calculator.memory import inference as inf
 from calculator.engines.common import GiB, Serving, device_visible_bytes, kv_heads_on_gpu, kv_token_bytes
-from calculator.model import ModelSpec
+from calculator.model.spec import ModelSpec
 
 DEFAULT_UTILIZATION = 0.9  # vllm/config/cache.py CacheConfig.gpu_memory_utilization
 DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
@@ -63,7 +63,7 @@ def release(version: str | None) -> tuple[str, Release]:
     v = version or LATEST
     key = next((k for k in RELEASES if v == k or v.startswith(k + ".")), None)
     if key is None:
-        from calculator.errors import InputError
+        from calculator.core.errors import InputError
         raise InputError("serving.version", f"vLLM {v!r} is not modelled; use one of {', '.join(RELEASES)}")
     return key, RELEASES[key]
 
@@ -88,7 +88,7 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, blackwell: boo
 
 def forward_peak(m: ModelSpec, w, tokens: int) -> int:
     """Working set of one forward over `tokens` tokens without a KV cache (the profile run): the larger of the
-    attention and MLP phases of calculator.inference, per TP rank."""
+    attention and MLP phases of calculator.memory.inference, per TP rank."""
     wl = w.model_copy(update={"seq_len": tokens, "micro_batch": 1,
                               "parallel": w.parallel.model_copy(update={"cp": 1, "sequence_parallel": False})})
     d = act.dims(m, wl)

@@ -12,17 +12,21 @@ in formats that have them), never dropped silently.
     hf-trainer   transformers TrainingArguments JSON             (hf_trainer.py)
     vllm         vllm serve command                              (vllm.py)
     sglang       SGLang launch_server command                    (sglang.py)
+
+The calculator page's URL format (page_keys.py) and a workload's link in it (page_link.py) are exports too.
+
+May import: calculator.stacks, calculator.memory, calculator.model, calculator.core.
 """
 from __future__ import annotations
 
 from types import ModuleType
 
 from calculator import stacks
-from calculator.errors import InputError
+from calculator.core.errors import InputError
 from calculator.exports import accelerate, deepspeed, hf_trainer, megatron, sglang, torchtitan, vllm
 from calculator.exports.common import Export
-from calculator.model import ModelSpec
-from calculator.parallel import check_divisibility
+from calculator.model.spec import ModelSpec
+from calculator.memory.parallel import check_divisibility
 
 MODULES: dict[str, ModuleType] = {mod.NAME: mod for mod in (deepspeed, accelerate, torchtitan, megatron, hf_trainer,
                                                             vllm, sglang)}

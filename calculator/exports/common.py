@@ -15,8 +15,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from calculator.dtypes import Dtype
-from calculator.model import ModelSpec
+from calculator.core.dtypes import Dtype
+from calculator.model.spec import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Every flag is defined in megatron/training/arguments.py (add_megatron_arguments, many generated from
 megatron/core/transformer/transformer_config.py and megatron/training/config/*.py dataclasses). The flags were read
 from Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22) by building that parser:
-tests/data/exports/megatron_flags.json, produced by validation/export_flags.py. The megatron-core wheel does not
+tests/data/exports/megatron_flags.json, produced by validation/exports/flags.py. The megatron-core wheel does not
 ship megatron/training, so tests parse the exported arguments with a parser rebuilt from that record.
 
 Layout: --tensor/pipeline/context/expert-model-parallel-size, --expert-tensor-parallel-size, --sequence-parallel,
@@ -21,7 +21,7 @@ from __future__ import annotations
 from calculator import stacks
 from calculator.exports.common import (Export, Notes, common_training_notes, global_batch, launcher,
                                        shell_command)
-from calculator.model import ModelSpec
+from calculator.model.spec import ModelSpec
 
 NAME = "megatron"
 LABEL = "Megatron-LM pretrain_gpt.py arguments"

@@ -8,7 +8,7 @@ sglang/srt/arg_groups/arg_utils.py add_cli_args_from_dataclass, plus sglang/srt/
 --cuda-graph-backend-decode / --cuda-graph-backend-prefill disabled (fields/exec_.py; the older --disable-cuda-graph
 and --dp-size + --enable-dp-attention are deprecated spellings in 0.5.23). sglang's server_args imports triton and
 CUDA kernels, so tests parse the exported line with a parser rebuilt from tests/data/exports/sglang_flags.json
-(validation/export_flags.py read those definitions from the wheel's source).
+(validation/exports/flags.py read those definitions from the wheel's source).
 """
 from __future__ import annotations
 

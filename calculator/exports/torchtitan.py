@@ -25,7 +25,7 @@ from __future__ import annotations
 from calculator import stacks
 from calculator.exports.common import (Export, Notes, common_training_notes, global_batch, launcher,
                                        shell_command)
-from calculator.parallel import stage_layer_counts
+from calculator.memory.parallel import stage_layer_counts
 
 NAME = "torchtitan"
 LABEL = "torchtitan launch (command-line overrides)"

@@ -7,7 +7,7 @@ config field): --tensor-parallel-size, --pipeline-parallel-size, --data-parallel
 --enforce-eager (ModelConfig, vllm/config/model.py), --max-num-batched-tokens, --max-num-seqs (SchedulerConfig,
 vllm/config/scheduler.py). The model is `vllm serve`'s positional argument. The wheel is CUDA-only (336 MB), so
 tests parse the exported line with a parser rebuilt from tests/data/exports/vllm_flags.json
-(validation/export_flags.py read those definitions from the wheel's source).
+(validation/exports/flags.py read those definitions from the wheel's source).
 With expert parallelism vLLM's EP group is the TP × DP ranks (vllm/config/parallel.py enable_expert_parallel).
 """
 from __future__ import annotations

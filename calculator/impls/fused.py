@@ -2,7 +2,7 @@
 Transformer Engine and Inductor (torch.compile) all produce, measured on an H200 (tests/golden_gpu: Liger on
 Llama-3.x, Qwen3 and Gemma-3; compiled Llama-3.2 and Qwen3 blocks agree with it to the byte).
 
-Relative to transformers' eager modules (calculator.activations.exact_layer):
+Relative to transformers' eager modules (calculator.memory.activations.exact_layer):
 - a fused RMSNorm keeps its input in the model dtype and one fp32 rstd per row (e·T·h + 4·T) instead of the fp32
   upcast, the normalised copy and the rsqrt (4·T·h + e·T·h + 4·T; Gemma 8·T·h + 4·T); its output is still kept by
   the linear that reads it. Per-head q/k norms (Qwen3, Gemma-3) likewise: e·T·(qd + kvd) + 4·T·(a + kv).
@@ -15,8 +15,8 @@ mu/rsigma, fc1_out, act_out); torch/_functorch/partitioners.py (min_cut_remateri
 """
 from __future__ import annotations
 
-from calculator import activations as act
-from calculator.lora import frozen_norm_copy
+from calculator.memory import activations as act
+from calculator.memory.lora import frozen_norm_copy
 
 
 def fused_rmsnorm_saved(T: int, width: int, e: int) -> int:

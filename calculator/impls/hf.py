@@ -1,12 +1,12 @@
-"""Hugging Face transformers, eager modules: the exact model traced from real model code (calculator.activations,
+"""Hugging Face transformers, eager modules: the exact model traced from real model code (calculator.memory.activations,
 validation/README.md). The loss head (ForCausalLMLoss) upcasts the logits to fp32 and keeps the fp32 log-softmax;
 its backward holds the model-dtype logits, the fp32 gradient and its cast at once."""
 from __future__ import annotations
 
-from calculator import activations as act
-from calculator import autocast
-from calculator import lora
-from calculator.impls import Head, HeadTerm
+from calculator.memory import activations as act
+from calculator.memory import autocast
+from calculator.memory import lora
+from calculator.impls.common import Head, HeadTerm
 
 
 def layer(m, w, d, moe: bool) -> act.LayerActivations:

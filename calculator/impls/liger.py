@@ -12,8 +12,8 @@ weight's dtype — the LM head's gradient, born in the forward) until backward, 
 """
 from __future__ import annotations
 
-from calculator.dtypes import nbytes
-from calculator.impls import Head, HeadTerm
+from calculator.core.dtypes import nbytes
+from calculator.impls.common import Head, HeadTerm
 from calculator.impls.fused import fused_layer, fused_rmsnorm_saved
 
 # model types `_apply_liger_kernel_to_instance` patches (liger_kernel/transformers/monkey_patch.py,

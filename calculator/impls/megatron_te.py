@@ -17,7 +17,7 @@ Not measured on a GPU here.
 """
 from __future__ import annotations
 
-from calculator.impls import Head, HeadTerm
+from calculator.impls.common import Head, HeadTerm
 from calculator.impls.fused import fused_layer, fused_rmsnorm_saved
 
 

@@ -8,13 +8,15 @@ One module per stack; `estimate.py` asks the chosen one for its terms.
     megatron    Megatron-LM / Megatron-Core DDP with its gradient buffer          (megatron.py)
 
 The default follows the parallel layout (`default_stack`).
+
+May import: calculator.memory, calculator.model, calculator.core.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 from types import ModuleType
 
-from calculator.errors import InputError
+from calculator.core.errors import InputError
 from calculator.stacks import ddp, deepspeed, fsdp2, hf_trainer, megatron
 
 MODULES: dict[str, ModuleType] = {m.NAME: m for m in (hf_trainer, ddp, fsdp2, deepspeed, megatron)}

@@ -11,21 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from calculator.dtypes import nbytes
-from calculator.model import ModelSpec
-from calculator.parameters import count_parameters, kind_counts
+from calculator.core.dtypes import nbytes
+from calculator.model.spec import ModelSpec
+from calculator.model.parameters import count_parameters, kind_counts
 
 
 @dataclass(frozen=True)
 class Line:
-    """One term a stack contributes (same fields as calculator.result.Term)."""
+    """One term a stack contributes (same fields as calculator.core.result.Term)."""
 
     key: str
     component: str
     label: str
     bytes: int
     formula: str
-    substituted: str | tuple  # a str, or (template, *values) formatted when read (calculator.result.Term)
+    substituted: str | tuple  # a str, or (template, *values) formatted when read (calculator.core.result.Term)
     source: str
     note: str = ""
 

@@ -25,8 +25,8 @@ it, DeepSpeed's own defaults.
 """
 from __future__ import annotations
 
-from calculator.dtypes import nbytes
-from calculator.parameters import count_parameters
+from calculator.core.dtypes import nbytes
+from calculator.model.parameters import count_parameters
 from calculator.stacks.common import StackContext, StackMemory, line
 
 NAME = "deepspeed"

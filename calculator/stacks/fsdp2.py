@@ -18,8 +18,8 @@ the reduce-scatter are alive. `zero = 2` is `reshard_after_forward=False`: every
 """
 from __future__ import annotations
 
-from calculator.dtypes import nbytes
-from calculator.parameters import count_parameters
+from calculator.core.dtypes import nbytes
+from calculator.model.parameters import count_parameters
 from calculator.stacks.common import StackContext, StackMemory, layer_grad_params, line
 
 NAME = "fsdp2"

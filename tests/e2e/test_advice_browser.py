@@ -6,10 +6,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 from playwright.sync_api import expect
 
-from calculator.presets import load_model
-from calculator.remedies import advise
-from calculator.units import format_bytes
-from calculator.workload import Workload
+from calculator.model.presets import load_model
+from calculator.planning.remedies import advise
+from calculator.core.units import format_bytes
+from calculator.core.workload import Workload
 
 LLAMA = load_model("llama-3.1-8b").spec
 

@@ -10,9 +10,9 @@ import struct
 from playwright.sync_api import expect
 
 from calculator import estimate
-from calculator.presets import load_model
-from calculator.units import format_bytes
-from calculator.workload import Parallelism, Workload
+from calculator.model.presets import load_model
+from calculator.core.units import format_bytes
+from calculator.core.workload import Parallelism, Workload
 
 QWEN = load_model("qwen2.5-7b").spec
 
@@ -122,7 +122,7 @@ def test_bad_link_is_reported(page, app_url, artifacts, wait):
 
 def test_more_gpus_table_is_built_when_its_expander_opens(page, app_url, wait):
     # Lazy content (bench_rerun): the table of the GPUs without a card exists only while its expander is open.
-    from calculator.hardware import FIT_CARD_GPUS
+    from calculator.core.fit import FIT_CARD_GPUS
     est = estimate(load_model("llama-3.1-8b").spec, Workload(gpu="h100-sxm"))
     others = [f for f in est.fits if f.gpu not in FIT_CARD_GPUS]
     page.goto(f"{app_url}/?v=1")

@@ -1,7 +1,7 @@
 """Links carrying Markdown images, links, HTML and backticks in every key, every value, `hf`, `cmp` and `cfg`,
 opened in Chromium with every request that does not go to the app's own server blocked and recorded: the pages
 make no such request, and no <img>, <a>, <iframe>… from the payload is in the DOM (the payloads and links are
-those of tests/test_dashboard_injection.py, which checks the same at the Markdown level)."""
+those of tests/dashboard/test_dashboard_injection.py, which checks the same at the Markdown level)."""
 from __future__ import annotations
 
 import sys

@@ -7,7 +7,7 @@ import json
 from deepspeed.runtime import config as ds_config
 from playwright.sync_api import expect
 
-from dashboard.launch_exports import TITLE
+from dashboard.views.launch_exports import TITLE
 
 
 def test_deepspeed_config_downloads_and_parses(page, app_url, artifacts, wait, monkeypatch):

@@ -7,10 +7,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 from playwright.sync_api import expect
 
-from calculator.planner import plans_for
-from calculator.presets import get_gpu, load_model
-from calculator.units import format_bytes
-from calculator.workload import Workload
+from calculator.planning.planner import plans_for
+from calculator.model.presets import get_gpu, load_model
+from calculator.core.units import format_bytes
+from calculator.core.workload import Workload
 
 QWEN = load_model("qwen2.5-7b").spec
 

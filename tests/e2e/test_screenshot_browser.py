@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from calculator.hardware import FIT_CARD_GPUS
+from calculator.core.fit import FIT_CARD_GPUS
 
 FOLD = 900
 PAGES = {"planner": "Parallel layout planner", "compare": "Compare scenarios", "formulas": None, "accuracy": None,

@@ -1,0 +1,274 @@
+"""What is being run: training or inference, batch and sequence, precisions, optimizer, recompute, attention
+kernel, parallelism and the overhead allowances. Pydantic models, validated on construction; a parallel degree
+that does not divide the model is rejected by `calculator.memory.parallel.check_divisibility` with a message naming
+the field.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from calculator.core import bounds as B
+from calculator.core.hash_once import HashedOnce
+from calculator.core.dtypes import Dtype
+
+Mode = Literal["train", "infer", "rl"]
+Engine = Literal["hf", "vllm", "sglang"]  # hf: transformers generate(); vllm / sglang: calculator/engines/
+Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "none"]
+Recompute = Literal["none", "selective", "full", "op"]
+# flash: FlashAttention-2 (transformers flash_attention_2: no mask, unpads a padded batch); sdpa: PyTorch SDPA as
+# transformers calls it on CUDA (its flash kernel, or with a mask the efficient kernel: calculator/memory/sdpa.py); eager
+Attention = Literal["flash", "eager", "sdpa"]
+ActivationModel = Literal["exact", "textbook", "fujii"]
+Finetune = Literal["full", "lora", "qlora"]
+LoraTargets = Literal["qv", "attention", "all-linear"]
+Schedule = Literal["1f1b", "interleaved"]
+OptimizerImpl = Literal["foreach", "for-loop", "fused"]
+Stack = Literal["hf-trainer", "ddp", "fsdp2", "deepspeed", "megatron"]
+Impl = Literal["hf", "liger", "compile", "megatron-te"]  # model implementation (calculator.impls)
+
+OPTIMIZERS: dict[str, str] = {
+    "adamw": "AdamW (m and v)",
+    "adamw-8bit": "AdamW 8-bit (bitsandbytes, blockwise)",
+    "sgd": "SGD (no state)",
+    "sgd-momentum": "SGD with momentum",
+    "adafactor": "Adafactor (factored second moment)",
+    "lion": "Lion (momentum only)",
+    "none": "No optimizer (forward + backward only)",
+}
+
+
+class Precision(HashedOnce):
+    """The dtype of each tensor family. `master_weights=None` means no separate fp32 copy of the weights."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    params: Dtype = "bf16"
+    grads: Dtype = "bf16"
+    master_weights: Dtype | None = "fp32"
+    optimizer_states: Dtype = "fp32"
+    activations: Literal["fp32", "bf16", "fp16"] = "bf16"
+
+
+# The precision recipes people actually run, by name (see calculator.core.sources for each one's reference).
+RECIPES: dict[str, tuple[str, Precision]] = {
+    "mixed-bf16": ("DeepSpeed / FSDP mixed precision: bf16 params and grads, fp32 master + optimizer (16 B/param)",
+                   Precision(params="bf16", grads="bf16", master_weights="fp32", optimizer_states="fp32")),
+    "megatron": ("Megatron-LM mixed precision: bf16 params, fp32 main grads, fp32 master + Adam (18 B/param)",
+                 Precision(params="bf16", grads="fp32", master_weights="fp32", optimizer_states="fp32")),
+    "amp-fp32": ("PyTorch AMP: fp32 params, grads and optimizer, bf16 autocast activations (16 B/param)",
+                 Precision(params="fp32", grads="fp32", master_weights=None, optimizer_states="fp32",
+                           activations="bf16")),
+    "pure-bf16": ("Pure bf16 (torchtune / litgpt): bf16 params, grads and optimizer state, no master (8 B/param)",
+                  Precision(params="bf16", grads="bf16", master_weights=None, optimizer_states="bf16")),
+    "fp32": ("Full fp32: params, grads, optimizer and activations in fp32 (16 B/param)",
+             Precision(params="fp32", grads="fp32", master_weights=None, optimizer_states="fp32",
+                       activations="fp32")),
+}
+
+
+class Parallelism(HashedOnce):
+    """Parallel degrees and sharding. The world size is tp·pp·dp·cp (EP lives inside dp·cp·tp, as in Megatron)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    pp: int = Field(default=1, ge=1, le=B.MAX_PIPELINE_STAGES, strict=True)
+    dp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    cp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    ep: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    etp: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)  # expert tensor parallel (defaults to tp)
+    sequence_parallel: bool = False
+    zero: int = Field(default=0, ge=0, le=3, strict=True)  # ZeRO stage / FSDP: 1 optimizer, 2 + grads, 3 + params
+    # FSDP hybrid shard / HSDP group (defaults to dp·cp)
+    zero_shard_size: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE ** 2, strict=True)
+    distributed_optimizer: bool = False  # Megatron's: shards fp32 master + optimizer over dp·cp
+    # ZeRO-Offload / FSDP CPUOffload: master weights and optimizer state (and the step) on the CPU; with ZeRO-3
+    # the parameters too (ZeRO-Infinity), gathered to the GPU one unit at a time.
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    schedule: Schedule = "1f1b"
+    virtual_stages: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)  # interleaved 1F1B chunks per rank
+    # Uneven pipeline stages: decoder layers of the first / last stage (None: an even split); the other stages
+    # share the rest evenly. Megatron-LM --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
+    # (TransformerConfig.num_layers_in_first/last_pipeline_stage); torchtitan's first/last_stage_less_layers.
+    pp_first_stage_layers: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)
+    pp_last_stage_layers: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)
+    # per step (gradient accumulation); default pp
+    num_microbatches: int | None = Field(default=None, ge=1, le=B.MAX_MICROBATCHES, strict=True)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
+
+    @property
+    def shard_group(self) -> int:
+        """Ranks a ZeRO/FSDP shard is spread over."""
+        return self.zero_shard_size or self.dp * self.cp
+
+    @property
+    def microbatches(self) -> int:
+        return self.num_microbatches or self.pp
+
+
+class Overheads(HashedOnce):
+    """Memory outside the tensors the model code allocates. Each is an explicit, editable line item."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # None: the GPU catalogue's value for the chosen GPU
+    cuda_context_bytes: int | None = Field(default=None, ge=0, le=B.MAX_OVERHEAD_BYTES, strict=True)
+    # Caching-allocator slack (reserved − allocated). None: the calibrated two-part model below; a number: a flat
+    # percentage of the peak allocated.
+    fragmentation_pct: float | None = Field(default=None, ge=0, le=100, allow_inf_nan=False)
+    # of long-lived states (validation/CALIBRATION.md)
+    fragmentation_states_pct: float = Field(default=2.6, ge=0, le=100, allow_inf_nan=False)
+    # of the short-lived working set
+    fragmentation_working_pct: float = Field(default=24.7, ge=0, le=100, allow_inf_nan=False)
+    # per communicator of size > 1 (Fujii et al.)
+    nccl_bytes_per_group: int = Field(default=500_000_000, ge=0, le=B.MAX_OVERHEAD_BYTES, strict=True)
+    include_comm_buffers: bool = True
+    # cuBLAS workspace per thread that runs matmuls (None: the GPU's own, presets/gpus.json; 0 for a CPU trace)
+    cublas_workspace_bytes: int | None = Field(default=None, ge=0, le=B.MAX_OVERHEAD_BYTES, strict=True)
+    # flat % used by the textbook model only
+    textbook_overhead_pct: float = Field(default=10.0, ge=0, le=100, allow_inf_nan=False)
+
+
+class ServingConfig(HashedOnce):
+    """A serving engine's own settings (vLLM / SGLang); None means the engine's default for the device, as the
+    engine itself resolves it (see calculator/engines/vllm.py and sglang.py for each rule and its source)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # vLLM gpu_memory_utilization (0.9) / SGLang mem_fraction_static (its rule by GPU memory and TP)
+    memory_fraction: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    # None: the model's max_position_embeddings
+    max_model_len: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
+    # SGLang: chunked_prefill_size
+    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
+    # SGLang: max_running_requests / CUDA-graph max bs
+    max_num_seqs: int | None = Field(default=None, gt=0, le=B.MAX_BATCH, strict=True)
+    # vLLM 16 tokens per block; SGLang page_size 1
+    block_size: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
+    prefix_caching: bool = True
+    cuda_graphs: bool = True
+    # SGLang --enable-dp-attention --dp-size: attention TP = tp / this
+    attention_dp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
+    # engine release whose rules apply (None: the newest modelled)
+    version: str | None = Field(default=None, max_length=40)
+
+
+class RLConfig(HashedOnce):
+    """RL post-training (GRPO / PPO): a trainer and a rollout engine, colocated on the same GPUs or apart.
+    The trainer is the rest of the Workload (precision, optimizer, parallel, recompute, micro-batch); one
+    training sample is prompt_len + response_len tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rollout_batch_size: int = Field(default=32, gt=0, le=B.MAX_BATCH, strict=True)  # prompts per rollout step
+    # responses sampled per prompt (GRPO group size)
+    samples_per_prompt: int = Field(default=8, gt=0, le=B.MAX_BATCH, strict=True)
+    prompt_len: int = Field(default=1024, ge=0, le=B.MAX_TOKENS, strict=True)
+    response_len: int = Field(default=8192, gt=0, le=B.MAX_TOKENS, strict=True)
+    rollout_engine: Literal["sglang", "vllm"] = "sglang"
+    rollout_tp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)  # GPUs per rollout engine
+    colocate: bool = True  # rollout engines on the trainer's GPUs (slime --colocate, verl hybrid engine)
+    # apart: GPUs of the rollout engines (None: as many)
+    rollout_gpus: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)
+    # the engine's fraction (None: its default)
+    memory_fraction: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    offload_train: bool = True  # trainer weights, grads, optimizer leave the GPU during rollout
+    engine_sleep: bool = True  # the engine frees its weights and KV pool during training
+    reference_model: bool = False  # a frozen reference policy for the KL term
+    critic: bool = False  # PPO value model, trained like the actor
+    reward_model: bool = False  # a model scoring the responses (forward only)
+    offload_aux: bool = True  # reference / reward weights leave the GPU when not in use
+
+
+class Workload(HashedOnce):
+    """Everything about how the model is run, apart from the model itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Mode = "train"
+    micro_batch: int = Field(default=1, gt=0, le=B.MAX_BATCH, strict=True)
+    # training sequence, or the prompt length for inference
+    seq_len: int = Field(default=4096, gt=0, le=B.MAX_TOKENS, strict=True)
+    # inference: tokens generated after the prompt
+    gen_tokens: int = Field(default=0, ge=0, le=B.MAX_TOKENS, strict=True)
+    precision: Precision = Precision()
+    optimizer: Optimizer = "adamw"
+    # Fused kernels (Megatron/DeepSpeed FusedAdam, HF Trainer's adamw_torch_fused) keep no temporaries; PyTorch's
+    # foreach path allocates a full-size sqrt(v) list; the for-loop path one tensor's worth.
+    optimizer_impl: OptimizerImpl = "fused"
+    recompute: Recompute = "none"
+    attention: Attention = "flash"
+    activation_model: ActivationModel = "exact"
+    # The code that runs the model, where it changes what the layers and the loss keep (calculator.impls):
+    # transformers eager, + Liger kernels, compiled decoder blocks, Megatron-Core + Transformer Engine.
+    impl: Impl = "hf"
+    kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
+    weight_dtype: Dtype | None = None  # inference weights (None: precision.params); int4/nf4 add group scales
+    # elements per scale for 4/8-bit integer weights
+    quant_group_size: int = Field(default=128, gt=0, le=B.MAX_GROUP_SIZE, strict=True)
+    # int4/int8 checkpoint layout: GPTQ adds g_idx and a kernel buffer; llm-int8 is bitsandbytes' load_in_8bit
+    # (an fp32 scale per output row, the int8 matmul's int32/fp16 buffers)
+    quant_method: Literal["awq", "gptq", "llm-int8"] = "awq"
+    parallel: Parallelism = Parallelism()
+    overheads: Overheads = Overheads()
+    # catalogue id for the fit verdict / CUDA context, e.g. "h100-sxm"
+    gpu: str | None = Field(default=None, max_length=100)
+    # Parameter-efficient fine-tuning: adapters on a frozen base (QLoRA: the base in NF4).
+    finetune: Finetune = "full"
+    lora_rank: int = Field(default=16, gt=0, le=B.MAX_LORA_RANK, strict=True)
+    lora_targets: LoraTargets = "all-linear"
+    # PEFT's default (autocast_adapter_dtype=True) keeps adapters in fp32 on a bf16 base: fp32 weights and grads,
+    # no separate master copy. "params": adapters in the params dtype, trained per the precision recipe.
+    lora_adapter_dtype: Literal["fp32", "params"] = "fp32"
+    # bitsandbytes before 0.43: MatMul4Bit saved the input of every 4-bit linear (ctx.tensors = (A, B)); since then
+    # only the packed weight, so a 4-bit base keeps what a frozen bf16 linear keeps (calculator/memory/lora.py)
+    qlora_keeps_inputs: bool = False
+    # peft.prepare_model_for_kbit_training (the HF QLoRA recipe): every parameter that is not 4-bit is cast to fp32,
+    # so the embeddings, norms and LM head are fp32 and so is the residual stream and the loss (calculator/memory/lora.py)
+    kbit_prep: bool = False
+    # a padded batch: an attention_mask with padding. Under SDPA transformers builds a 4-D boolean mask, repeats GQA
+    # keys/values for it and SDPA runs its memory-efficient kernel with an additive bias (calculator/memory/sdpa.py)
+    padded_batch: bool = False
+    # The training stack (calculator/stacks/): how gradients live and which buffers exist. None: the layout's
+    # usual one (calculator.stacks.default_stack: one GPU hf-trainer, DP ddp, ZeRO deepspeed, TP/PP megatron).
+    stack: Stack | None = None
+    # optimizer.zero_grad(set_to_none=True) (PyTorch's default, HF Trainer): gradients are freed after each step
+    # and born again in the next backward; False zeroes them in place and keeps them for the whole step.
+    zero_grad_set_to_none: bool = True
+    ddp_bucket_view: bool = False  # DistributedDataParallel(gradient_as_bucket_view=True): grads are bucket views
+    # DDP's one bucket rebuild (iteration 2) can keep the first iteration's flat bucket alive through that forward
+    # and loss backward (NCCL's stash, freed by its 100 ms watchdog: timing-dependent): True counts it (worst case)
+    ddp_rebuild_peak: bool = False
+    # DeepSpeed config with "auto" buckets, as HF's integration fills them (transformers/integrations/deepspeed.py
+    # trainer_config_finalize: reduce_bucket_size = h², stage3_prefetch_bucket_size = 0.9·h²) — the ds_config.json most
+    # HF Trainer / accelerate / ms-swift / LLaMA-Factory users run; False: DeepSpeed's own defaults (5e8 / 5e7)
+    ds_auto_buckets: bool = False
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow in place, far less reserved-but-unused memory
+    expandable_segments: bool = False
+    # Serving engine (inference) and RL post-training (mode "rl").
+    engine: Engine = "hf"
+    serving: ServingConfig = ServingConfig()
+    rl: RLConfig = RLConfig()
+    expert_weight_dtype: Dtype | None = None  # routed experts' inference dtype (None: weight_dtype), e.g. MXFP4
+
+    @model_validator(mode="after")
+    def _check(self) -> "Workload":
+        if self.parallel.schedule == "interleaved" and self.parallel.virtual_stages < 2:
+            raise ValueError("parallel.virtual_stages must be at least 2 for the interleaved schedule")
+        if self.engine != "hf" and self.mode == "train":
+            raise ValueError(f"engine {self.engine!r} serves inference: use mode 'infer' (or 'rl' for a rollout)")
+        if self.mode == "infer" and self.quant_method == "llm-int8" and self.weight_dtype != "int8":
+            raise ValueError("quant_method 'llm-int8' is bitsandbytes' 8-bit layout: set weight_dtype to 'int8'")
+        if self.parallel.offload_params and self.parallel.zero < 3:
+            raise ValueError("parallel.offload_params needs ZeRO stage 3 / FSDP full shard (zero = 3)")
+        return self

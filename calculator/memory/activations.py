@@ -1,0 +1,340 @@
+"""Activations saved for the backward pass, per decoder layer and for the embedding / loss head.
+
+Three models:
+- "exact" (default): the tensors a `transformers` block really saves, term by term, measured by tracing real
+  model code (validation/, shared/reference/measured-facts.md): fp32 norm upcasts, unexpanded GQA q/k/v under
+  FlashAttention, the eager s² scores in fp32 and model dtype, SwiGLU's four f-wide tensors, MoE's top-k copies,
+  fused projections that keep their whole output alive.
+- "textbook": Korthikanti et al. 2022, s·b·h·(34 + 5·a·s/h) per layer (what seed 000 and most calculators use).
+- "fujii": Fujii et al. 2024, s·b·h·(12 + 4k/a + 8f/h) per layer (bf16, flash, sequence parallel).
+
+Symbols: T tokens on this GPU (b·s/cp), e bytes per activation element, h hidden, qd/kvd query/key width on this
+TP rank, f MLP width on this rank, a heads on this rank, V vocabulary.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+from calculator.memory import autocast
+from calculator.core.dtypes import nbytes
+from calculator.memory.lora import lora_layer_delta
+from calculator.model.spec import ModelSpec
+from calculator.memory.parallel import kv_heads_per_rank
+from calculator.core.workload import Workload
+
+
+class Dims(NamedTuple):
+    """The shapes one GPU sees for one micro-batch."""
+
+    b: int
+    s: int  # local sequence (s / cp)
+    s_kv: int  # keys each query attends over in the score matrix (full s under CP)
+    T: int  # local tokens b·s/cp
+    e: int  # bytes per activation element
+    h: int
+    h_sp: int  # h-wide tensors per rank: h / tp with sequence parallelism, else h
+    qd: int
+    kvd: int
+    a: int
+    kv: int
+    f: int  # dense MLP width per rank
+    tp: int
+
+
+def dims(m: ModelSpec, w: Workload) -> Dims:
+    """Local shapes for one micro-batch on one GPU (TP splits heads and f; SP splits h-wide; CP splits s)."""
+    p = w.parallel
+    s_local = w.seq_len // p.cp
+    return _new_dims(Dims, (w.micro_batch, s_local, w.seq_len, w.micro_batch * s_local)
+                     + _rank_widths(m, p, w.precision.activations))
+
+
+_new_dims = tuple.__new__  # Dims(...) from a tuple, without the NamedTuple constructor's keyword binding
+
+
+@lru_cache(maxsize=256)
+def _rank_widths(m: ModelSpec, p, activations: str) -> tuple[int, ...]:
+    """The Dims fields after T, which no batch or sequence changes: (e, h, h_sp, qd, kvd, a, kv, f, tp)."""
+    kv = kv_heads_per_rank(m, p.tp)
+    a = m.num_attention_heads // p.tp
+    sp = p.sequence_parallel and p.tp > 1
+    return (nbytes(1, activations), m.hidden_size, m.hidden_size // p.tp if sp else m.hidden_size, a * m.head_size,
+            kv * m.head_size, a, kv, m.intermediate_size // p.tp, p.tp)
+
+
+# ---- exact model: building blocks ---------------------------------------------------------------------------
+
+def rmsnorm_saved(T: int, width: int, e: int) -> int:
+    """HF RMSNorm (LlamaRMSNorm): fp32 upcast of x (4 B), the normalised x in model dtype (e B), fp32 rsqrt per
+    row (measured-facts: 4·T·h + e·T·h + 4·T)."""
+    return 4 * T * width + e * T * width + 4 * T
+
+
+def gemma_rmsnorm_saved(T: int, width: int) -> int:
+    """Gemma RMSNorm computes in fp32 and keeps fp32 input and normalised output: 8·T·h + 4·T."""
+    return 8 * T * width + 4 * T
+
+
+def layernorm_saved(T: int, width: int, e: int) -> int:
+    """nn.LayerNorm keeps its input and fp32 mean and rstd per row: e·T·h + 8·T."""
+    return e * T * width + 8 * T
+
+
+def norm_saved(m: ModelSpec, T: int, width: int, e: int) -> int:
+    """Saved copies of one norm (without its output): HF RMSNorm, the fp32 Gemma / GPT-OSS one, or LayerNorm."""
+    if m.family in ("gemma", "gpt_oss"):  # both multiply the weight in fp32: fp32 input and fp32 normalised kept
+        return gemma_rmsnorm_saved(T, width)
+    if m.norm_type == "layernorm":
+        return layernorm_saved(T, width, e)
+    return rmsnorm_saved(T, width, e)
+
+
+def attention_scores_saved(d: Dims, m: ModelSpec, softmax_fp32: bool) -> int:
+    """Eager attention score tensors: fp32 softmax (4 B) and its cast (e B) per score, 2 B more with logit
+    soft-capping (Gemma-2's tanh output), plus a 1-byte dropout mask and dropout output when attention dropout
+    is on (GPT-2). Scores: a·b·s·s_kv (HF eager_attention_forward)."""
+    scores = d.a * d.b * d.s * d.s_kv
+    # softmax in fp32 is saved; its cast back to the model dtype is a second tensor unless the model is fp32
+    per_score = (4 + (d.e if d.e != 4 else 0)) if softmax_fp32 else d.e
+    if m.attn_logit_softcapping:
+        per_score += d.e
+    if m.dropout > 0:
+        per_score += 1 + d.e
+    return per_score * scores
+
+
+def sink_softmax_saved(d: Dims) -> int:
+    """GPT-OSS eager attention: the softmax runs in the model dtype over [scores | sink] (e·a·b·s·(s + 1)), and
+    the row max keeps int64 indices (8·a·b·s); no fp32 copy (traced: tests/golden)."""
+    return d.e * d.a * d.b * d.s * (d.s_kv + 1) + 8 * d.a * d.b * d.s
+
+
+def qkv_saved(d: Dims, m: ModelSpec, expanded: bool) -> int:
+    """q, k and v as the attention core saves them. Separate projections: q + k + v (GQA unexpanded under flash,
+    repeat_kv-expanded under eager). Fused qkv (Phi-3, GPT-NeoX, GPT-2): v is a view, so the whole fused output
+    stays alive, plus the rotary outputs of q and k (none for GPT-2)."""
+    e, T = d.e, d.T
+    k_width = d.qd if expanded else d.kvd
+    if not m.fused_qkv:
+        return e * T * (d.qd + 2 * k_width)
+    fused = e * T * (d.qd + 2 * d.kvd)
+    if m.family == "gpt2":
+        return fused
+    v_expanded = d.qd if expanded and d.kvd != d.qd else 0
+    return fused + e * T * (d.qd + k_width + v_expanded)
+
+
+def qk_norm_saved(d: Dims, m: ModelSpec) -> int:
+    """Qwen3 / Gemma-3 per-head q and k norms keep their own fp32 copies."""
+    if not m.qk_norm:
+        return 0
+    if m.family == "gemma":
+        return 8 * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv)
+    return (4 + d.e) * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv)
+
+
+def mlp_saved(d: Dims, m: ModelSpec, f: int) -> int:
+    """MLP: gated (SwiGLU/GeGLU) keeps gate, up, act and product: 4·e·T·f; plain GELU keeps fc1 out and act out:
+    2·e·T·f; GPT-2's Python gelu_new keeps four f-wide intermediates plus its output: 5·e·T·f."""
+    if m.gated_mlp:
+        return 4 * d.e * d.T * f
+    if m.hidden_act == "gelu_new":
+        return 5 * d.e * d.T * f
+    return 2 * d.e * d.T * f
+
+
+def moe_saved(d: Dims, m: ModelSpec, etp: int) -> int:
+    """Routed experts (HF grouped_mm): each token is copied to its top-k experts, S = T·k. Gathered input and
+    expert output e·S·2h, gate_up/act/product e·S·4f, fp32 routing weights 4·S, int64 indices 24·S, fp32 router
+    softmax 4·T·E, top-k values and indices 12·T·k, plus 4·T + 32 (measured-facts, Mixtral)."""
+    k, T = m.num_experts_per_tok, d.T
+    S = T * k
+    f = m.expert_intermediate_size // etp
+    if m.family == "gpt_oss":
+        # clamped SwiGLU keeps five f-wide intermediates besides gate_up; the softmax is over the top-k only
+        return d.e * S * (7 * f + 2 * d.h) + 44 * S + 4 * m.num_experts
+    routed = d.e * S * (4 * f + 2 * d.h) + 28 * S + 4 * T * m.num_experts + 12 * T * k + 4 * T + 32
+    if m.family == "deepseek":  # the router computes in fp32: fp32 copies of its input and of its weight
+        routed += 4 * T * d.h + 4 * m.num_experts * d.h
+    return routed
+
+
+def shared_expert_saved(d: Dims, m: ModelSpec) -> int:
+    """Always-on shared expert(s): a gated MLP of their total width."""
+    if not (m.num_shared_experts or m.shared_expert_intermediate_size):
+        return 0
+    width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
+    return mlp_saved(d, m, width // d.tp)
+
+
+def mla_attention_saved(d: Dims, m: ModelSpec, attention: str) -> int:
+    """DeepSeek MLA (transformers modeling_deepseek_v3, traced): the q_a / kv_a norms' copies and outputs, the whole
+    kv_b_proj output (v is a view of it), the concatenated q and k (nope + rope), the output, and the core: fp32
+    logsumexp under flash, fp32 softmax and its cast under eager."""
+    e, T, a = d.e, d.T, d.a
+    ql, kvl = m.q_lora_rank or 0, m.kv_lora_rank or 0
+    qk, vd = m.head_size, m.v_head_size
+    low_rank = (rmsnorm_saved(T, ql, e) + e * T * ql if ql else 0) + rmsnorm_saved(T, kvl, e) + e * T * kvl
+    kv_b_out = e * T * a * (m.qk_nope_head_dim + vd)
+    q_k = e * T * a * qk * 2
+    out = e * T * a * vd
+    core = 4 * a * T if attention != "eager" else (4 + e) * a * d.b * d.s * d.s_kv
+    return low_rank + kv_b_out + q_k + out + core
+
+
+class LayerActivations(NamedTuple):
+    """Bytes one decoder layer saves for one micro-batch, by part."""
+
+    norms: int
+    attention: int
+    mlp: int
+
+    @property
+    def total(self) -> int:
+        return self.norms + self.attention + self.mlp
+
+
+def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivations:
+    """Saved activations of one decoder layer, exact model, no recompute (or selective)."""
+    e, T = d.e, d.T
+    # Norms: each keeps its upcast copies; pre-norm outputs are the saved inputs of the next linear.
+    n_norms = m.norms_per_layer
+    norms = n_norms * norm_saved(m, T, d.h_sp, e)
+    if m.parallel_residual:
+        norms -= e * T * d.h_sp  # GPT-NeoX: both LayerNorms read the same residual, saved once
+    norms += 2 * e * T * d.h_sp  # the two pre-norm outputs (inputs of q/k/v and of the MLP)
+    if m.family == "gpt2":
+        norms += 2 * T * d.h_sp * (1 if m.dropout > 0 else 0)  # residual dropout masks (1 B on CUDA)
+
+    selective = w.recompute == "selective"
+    eager = w.attention == "eager" and not selective
+    if m.is_mla:
+        attention = mla_attention_saved(d, m, w.attention)
+        if selective:
+            attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
+    else:
+        attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
+        if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel
+            attention += 4 * d.a * T  # FlashAttention-2 fp32 logsumexp per head and token
+        elif eager and m.attention_sinks:
+            attention += sink_softmax_saved(d)
+        elif eager:
+            attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
+    if moe:
+        mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
+    else:
+        mlp = mlp_saved(d, m, d.f)
+    if w.finetune == "full" and autocast.applies(w):  # fp32 residual stream, one bf16 input copy per linear
+        norms += autocast.layer_extra(m, T, d.h_sp, e)
+    if w.finetune != "full":
+        dn, dm, adapters = lora_layer_delta(m, w.lora_targets, moe, T, e, w.lora_rank, d.h_sp, m.intermediate_size,
+                                            d.tp, eager=eager,
+                                            fp32_adapters=w.lora_adapter_dtype == "fp32",
+                                            base_keeps_inputs=w.finetune == "qlora" and w.qlora_keeps_inputs)
+        norms, mlp, attention = norms + dn, mlp + dm, attention + adapters
+    return LayerActivations(norms, attention, mlp)
+
+
+def matmul_output_widths(m: ModelSpec, d: Dims, moe: bool) -> list[int]:
+    """Widths of the aten.mm outputs of one decoder layer in call order (q, k, v or fused qkv; o; gate, up or
+    fused gate_up, down; MoE: the router, the routed experts run grouped matmuls, not aten.mm)."""
+    attn = [d.qd + 2 * d.kvd] if m.fused_qkv else [d.qd, d.kvd, d.kvd]
+    attn.append(d.h_sp)
+    if moe:
+        return attn + [m.num_experts]
+    if m.gated_mlp:
+        mlp = [2 * d.f] if m.fused_gate_up else [d.f, d.f]
+    else:
+        mlp = [d.f]
+    return attn + mlp + [d.h_sp]
+
+
+def op_selective_layer(m: ModelSpec, d: Dims, moe: bool = False) -> int:
+    """torchtitan's op-level selective AC (torchtitan/distributed/activation_checkpoint.py, `_custom_policy` over
+    torch.utils.checkpoint.create_selective_checkpoint_contexts): in each block the outputs of the SDPA kernel
+    (output + fp32 logsumexp) and of every other aten.mm — the 1st, 3rd, … (`mm_count % 2`) — are saved, the rest
+    recomputed in backward; the block's input is the checkpoint's own. e·T·(h + Σ kept mm widths + qd) + 4·a·T."""
+    kept = sum(matmul_output_widths(m, d, moe)[0::2])
+    return d.e * d.T * (d.h_sp + kept + d.qd) + 4 * d.a * d.T
+
+
+def full_recompute_layer(d: Dims) -> int:
+    """Full (per-layer) recompute keeps only each layer's input: e·T·h (HF non-reentrant checkpoint; with
+    sequence parallelism h/t per rank, Korthikanti et al. 2022 §5)."""
+    return d.e * d.T * d.h_sp
+
+
+# ---- textbook and Fujii models -------------------------------------------------------------------------------
+
+def textbook_layer(m: ModelSpec, w: Workload) -> int:
+    """Korthikanti et al. 2022 Eq. 1–4 (bf16): s·b·h·(34 + 5·a·s/h) per layer; selective drops 5·a·s/h;
+    full recompute 2·s·b·h; with TP: sbh(10 + 24/t + 5as/(ht)), with TP+SP everything / t; CP divides s."""
+    p = w.parallel
+    s, b, h, a, t = w.seq_len // p.cp, w.micro_batch, m.hidden_size, m.num_attention_heads, p.tp
+    sbh = s * b * h
+    if w.recompute == "full":
+        return 2 * sbh // (t if p.sequence_parallel else 1)
+    attn = 0 if w.recompute == "selective" else 5 * a * s * s * b  # the 5·a·s/h term times s·b·h
+    if p.sequence_parallel or t == 1:
+        return (34 * sbh + attn) // t
+    return 10 * sbh + (24 * sbh + attn) // t
+
+
+def fujii_layer(m: ModelSpec, w: Workload, moe: bool) -> int:
+    """Fujii et al. 2024 §3: s·b·h·(12 + 4k/a + 8f/h) bytes per layer (bf16, FlashAttention, SP), MoE FFN
+    2·s·b·(h + 4·f_e·topk) in place of the dense FFN's 8·s·b·f; divided by t·c."""
+    p = w.parallel
+    s, b, h = w.seq_len, w.micro_batch, m.hidden_size
+    attn_norms = s * b * (12 * h + 4 * h * m.kv_heads // m.num_attention_heads)
+    if moe:
+        ffn = 2 * s * b * (h + 4 * m.expert_intermediate_size * m.num_experts_per_tok)
+    else:
+        ffn = 8 * s * b * m.intermediate_size
+    return (attn_norms + ffn) // (p.tp * p.cp)
+
+
+# ---- outside the layers ---------------------------------------------------------------------------------------
+
+def embedding_saved(m: ModelSpec, d: Dims, output_requires_grad: bool) -> int:
+    """The embedding backward reads the input ids (the batch itself, not counted); GPT-2 keeps an embedding-dropout
+    mask (1 B × T·h) when the embedding output requires grad (not under LoRA without input grads)."""
+    return d.T * d.h_sp if output_requires_grad and m.dropout > 0 else 0
+
+
+def final_norm_saved(m: ModelSpec, d: Dims) -> int:
+    """The final norm's saved copies plus its output, the LM head's input (e·T·h)."""
+    return norm_saved(m, d.T, d.h_sp, d.e) + d.e * d.T * d.h_sp
+
+
+def loss_saved(m: ModelSpec, d: Dims, vocab: int) -> int:
+    """Causal-LM loss (HF ForCausalLMLoss): logits upcast to fp32 and the fp32 log_softmax saved, 4·T·V/t;
+    final logit soft-capping (Gemma-2) also keeps its tanh output, e·T·V/t."""
+    v = vocab // d.tp
+    out = 4 * d.T * v
+    if m.final_logit_softcapping:
+        out += d.e * d.T * v
+    return out
+
+
+def loss_transient(d: Dims, vocab: int) -> int:
+    """Live at the loss backward, beyond what is saved: the model-dtype logits returned to the caller (e·T·V),
+    the fp32 gradient of the log_softmax (4·T·V) and its cast back to the model dtype (e·T·V), per TP rank
+    (traced: validation/, tests/golden)."""
+    v = vocab // d.tp
+    return (2 * d.e + 4) * d.T * v if d.e != 4 else 8 * d.T * v
+
+
+def rotary_saved(m: ModelSpec, d: Dims) -> int:
+    """RoPE cos and sin tables (s × head_dim each, model dtype, shared by the batch), computed once and saved by
+    every layer's q/k multiply; none for learned positions (GPT-2)."""
+    if m.learned_position_embeddings:
+        return 0
+    rope = m.qk_rope_head_dim if m.is_mla else m.head_size
+    return 2 * d.s * rope * d.e
+
+
+def eager_mask_saved(d: Dims) -> int:
+    """With recompute and eager attention the 4-D causal mask (b × s × s_kv, model dtype) is an input of every
+    checkpointed call and stays saved once."""
+    return d.e * d.b * d.s * d.s_kv

@@ -1,0 +1,130 @@
+"""Inference memory: (quantized) weights, the KV cache (MHA/GQA/MQA, MLA latent, sliding windows) and the
+prefill working set."""
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import accumulate
+
+from calculator.core.dtypes import nbytes
+from calculator.model.spec import ModelSpec
+
+# Per-group scale overhead of quantized weights, bytes per group (QLoRA / GPTQ / OCP MX).
+GROUP_SCALE_BYTES: dict[str, float] = {
+    "int8": 2.0,  # fp16 scale per group (absmax / zero-point-free int8)
+    "int4": 2.5,  # GPTQ/AWQ: fp16 scale + packed 4-bit zero point per group
+    "nf4": 4.0,  # bitsandbytes NF4: fp32 absmax per 64-element block (no double quantization)
+    "fp4": 1.0,  # MXFP4: one E8M0 scale per 32 elements
+}
+GROUP_SIZE_DEFAULTS: dict[str, int] = {"nf4": 64, "fp4": 32}
+
+
+def quantized_weight_bytes(n_params: int, dtype: str, group_size: int, method: str = "awq") -> int:
+    """Quantized weights: N × bits/8 plus one scale (and zero point) per group of `group_size` elements
+    (AWQ/GPTQ int4: fp16 scale + 4-bit zero = 2.5 B per group; GPTQ int8: fp16 scale + 8-bit zero = 3 B;
+    absmax int8: 2 B; NF4: 4 B per 64; MXFP4: 1 B per 32). fp8/bf16/fp32: N × bytes."""
+    data = nbytes(n_params, dtype)
+    if dtype not in GROUP_SCALE_BYTES:
+        return data
+    group = GROUP_SIZE_DEFAULTS.get(dtype, group_size)
+    groups = -(-n_params // group)
+    per_group = 3.0 if (dtype == "int8" and method == "gptq") else GROUP_SCALE_BYTES[dtype]
+    return data + int(groups * per_group + 0.5)
+
+
+def gptq_extras(in_rows: int, largest_linear: int, dtype: str) -> tuple[int, int]:
+    """GPTQ checkpoints also keep g_idx, an int32 per input row of every quantized linear (4 B × Σ in), and the
+    exllama 4-bit kernel one fp16 dequantization buffer of the largest linear per GPU (2 B × in × out; Qwen2.5
+    GPTQ-Int4 − AWQ rows match it to ±0.002 GiB, validation/CALIBRATION.md item 2)."""
+    return 4 * in_rows, (2 * largest_linear if dtype == "int4" else 0)
+
+
+def llm_int8_weight_bytes(n_params: int, out_rows: int) -> int:
+    """bitsandbytes LLM.int8 weights (Dettmers et al. 2022; bitsandbytes nn/modules.py Int8Params): one int8 per
+    weight (CB) and one fp32 absmax per output row (SCB, `int8_vectorwise_quant` row-wise): N + 4 × Σ out. H200,
+    Llama-3.1-8B: the loaded model to 1 KiB."""
+    return n_params + 4 * out_rows
+
+
+def llm_int8_mlp_extra(T: int, e: int, h: int, f: int, fp16_model: bool) -> int:
+    """What LLM.int8's matmul adds to the prefill MLP peak of a gated MLP (no grad; bitsandbytes 0.50
+    autograd/_functions.py MatMul8bitLt, backends/cuda/ops.py). A plain model peaks at the product (activated
+    gate, up, product: 3·e·T·f, `prefill_mlp_phase`); LLM.int8 peaks inside the up projection: the activated gate
+    (e·T·f), the input quantized to int8 with an fp32 scale per row (T·h + 4·T), the int32 product (4·T·f), its
+    fp16 dequantization (`int8_mm_dequant` writes fp16 only: 2·T·f) and, unless the model is fp16, its cast to the
+    model dtype (e·T·f). Measured H200, Llama-3.1-8B b = 4, s = 4096 (bf16): 4·T·f + T·h + 4·T, to 0.03%."""
+    int8_peak = e * T * f + T * h + 4 * T + 4 * T * f + 2 * T * f + (0 if fp16_model else e * T * f)
+    return max(0, int8_peak - 3 * e * T * f)
+
+
+def kv_bytes_per_token_per_layer(m: ModelSpec, kv_heads: int, dtype: str) -> int:
+    """K and V of one token in one layer: 2·kv_heads·head_dim elements (GQA/MQA; Pope et al. 2022);
+    MLA caches the latent instead: kv_lora_rank + qk_rope_head_dim elements (DeepSeek-V2 §2.1.2)."""
+    if m.is_mla:
+        return nbytes(m.kv_lora_rank + m.qk_rope_head_dim, dtype)
+    return nbytes(2 * kv_heads * m.head_size, dtype)
+
+
+def cached_tokens(m: ModelSpec, layer: int, total_tokens: int) -> int:
+    """Tokens a layer keeps in its cache: all of them, or at most the window on a sliding-window layer
+    (Mistral 7B §2 rolling buffer)."""
+    if m.layer_is_sliding(layer) and m.sliding_window:
+        return min(total_tokens, m.sliding_window)
+    return total_tokens
+
+
+@lru_cache(maxsize=256)
+def _windowed_layers_before(m: ModelSpec) -> tuple[int, ...]:
+    """Prefix counts of the layers whose cache the sliding window caps (cached_tokens)."""
+    return (0, *accumulate(bool(m.layer_is_sliding(i) and m.sliding_window) for i in range(m.num_hidden_layers)))
+
+
+def kv_cache_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, kv_heads: int, dtype: str) -> int:
+    """KV cache of the given layers: Σ_layers batch × cached tokens × per-token bytes."""
+    per_token = kv_bytes_per_token_per_layer(m, kv_heads, dtype)
+    if type(per_token) is int and isinstance(layers, range) and layers.step == 1:  # the same sum, in integers
+        before = _windowed_layers_before(m)
+        windowed = before[max(layers.stop, layers.start)] - before[layers.start]
+        full = len(layers) - windowed
+        window = min(total_tokens, m.sliding_window) if windowed else 0
+        return batch * per_token * (full * total_tokens + windowed * window)
+    return sum(batch * cached_tokens(m, i, total_tokens) * per_token for i in layers)
+
+
+def prefill_mlp_phase(m: ModelSpec, T: int, e: int, h: int, f: int, rope: int, etp: int = 1) -> int:
+    """Live at a layer's MLP during prefill (no autograd): the embeddings, the layer input, the residual and the
+    norm output (4·e·T·h), RoPE tables (2·T·d·e), and the MLP's live intermediates: gated act, up and product
+    (3·e·T·f) or plain fc1 and act (2·e·T·f); MoE: per routed copy (S = T·k) the gathered input, gate_up, act,
+    product and output, e·S·(4·f + 2·h) (traced: tests/golden)."""
+    base = 4 * e * T * h + 2 * T * rope * e
+    if m.is_moe:
+        S = T * m.num_experts_per_tok
+        fe = m.expert_intermediate_size // etp
+        if m.family == "deepseek":
+            # peaks where routed outputs return to token order: gathered input and expert output (e·S·h each),
+            # the output times the fp32 routing weights and its reordered copy (4·S·h each)
+            return base + (2 * e + 8) * S * h
+        return base + e * S * (4 * fe + 2 * h) + 4 * T * m.num_experts
+    if m.hidden_act == "gelu_new":  # GPT-2's Python tanh-GELU keeps ~4.5 f-wide temporaries (traced)
+        return base + 9 * e * T * f // 2
+    return base + (3 if m.gated_mlp else 2) * e * T * f
+
+
+def prefill_attention_phase(m: ModelSpec, T: int, e: int, h: int, qd: int, kvd: int, a: int, b: int, s: int,
+                            s_kv: int, rope: int, eager: bool) -> int:
+    """Live at a layer's attention during prefill: three h-wide residual tensors, q/k/v (flash: unexpanded, plus
+    the output and fp32 logsumexp); eager: q and the expanded k/v, the scores in model dtype, their fp32 softmax
+    input and output (e + 8 bytes per score) and the e·b·s·s causal mask (traced: tests/golden)."""
+    base = 3 * e * T * h + 2 * T * rope * e
+    if eager:
+        # GPT-2 keeps its scores and an fp32 softmax output only (2·e + 2 B per score); GPT-OSS's softmax over
+        # [scores | sink] stays in the model dtype: scores + mask, the concatenation and its shifted copy (3·e)
+        per_score = 2 * e + 2 if m.family == "gpt2" else (3 * e if m.attention_sinks else e + 8)
+        return base + 3 * e * T * qd + per_score * a * b * s * s_kv + e * b * s * s_kv
+    return base + e * T * (2 * qd + 2 * kvd) + 4 * a * T
+
+
+def decode_working_set(m: ModelSpec, b: int, e: int, h: int, f: int, vocab: int) -> int:
+    """Live during one decode step beyond the cache: a token's layer tensors and its fp32 logits, b·(4·e·h +
+    3·e·f + V·(e + 4))."""
+    width = m.expert_intermediate_size * m.num_experts_per_tok if m.is_moe else f
+    return b * (4 * e * h + 3 * e * width + vocab * (e + 4))

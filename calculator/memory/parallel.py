@@ -1,0 +1,200 @@
+"""How parallelism splits a model over GPUs: divisibility rules, pipeline stages, in-flight micro-batches, and
+the per-GPU parameter shard of each stage (TP, EP×ETP, PP), before ZeRO/FSDP sharding.
+
+Degrees that do not divide are errors (InputError naming the field), never silently rounded.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from calculator.core.errors import InputError
+from calculator.model.spec import ModelSpec
+from calculator.model.parameters import count_parameters, kind_counts, lm_head_shapes, model_norm_shapes
+from calculator.core.workload import Parallelism, Workload
+
+
+def check_divisibility(m: ModelSpec, w: Workload) -> None:
+    """Raise InputError when a parallel degree does not divide what it splits."""
+    p = w.parallel
+    _check_model_split(m, p)
+    if p.cp > 1 and w.seq_len % (2 * p.cp):
+        raise InputError("cp", f"context parallel size {p.cp} needs seq_len divisible by 2·cp = {2 * p.cp} "
+                               f"(load-balanced causal split); seq_len is {w.seq_len}")
+    if p.sequence_parallel and p.tp > 1 and (w.seq_len // p.cp) % p.tp:
+        raise InputError("sequence_parallel", f"sequence parallelism needs seq_len / cp ({w.seq_len // p.cp}) "
+                                              f"divisible by tp ({p.tp})")
+    if p.zero_shard_size is not None and (p.dp * p.cp) % p.zero_shard_size:
+        raise InputError("zero_shard_size", f"the hybrid shard group ({p.zero_shard_size}) must divide dp × cp "
+                                            f"({p.dp * p.cp})")
+    if w.mode == "train" and p.pp > 1 and p.microbatches < p.pp:
+        raise InputError("num_microbatches", f"with pp = {p.pp} a step needs at least {p.pp} micro-batches "
+                                             f"(got {p.microbatches}); the pipeline would never fill")
+
+
+@lru_cache(maxsize=512)
+def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
+    """The checks of check_divisibility that only the model and the layout decide (TP, PP, EP, expert TP), done
+    once per pair: a refusal raises and so is never cached."""
+    a, kv = m.num_attention_heads, m.kv_heads
+    if a % p.tp:
+        raise InputError("tp", f"tensor parallel size {p.tp} must divide num_attention_heads ({a}); "
+                               f"try one of {divisors(a)}")
+    if not m.is_mla and kv % p.tp and p.tp % kv:
+        raise InputError("tp", f"tensor parallel size {p.tp} must divide num_key_value_heads ({kv}) or be a "
+                               f"multiple of it")
+    if m.intermediate_size % p.tp:
+        raise InputError("tp", f"tensor parallel size {p.tp} must divide intermediate_size ({m.intermediate_size})")
+    chunks = p.pp * (p.virtual_stages if p.schedule == "interleaved" else 1)
+    if p.pp_first_stage_layers is not None or p.pp_last_stage_layers is not None:
+        check_uneven_stages(m.num_hidden_layers, p)
+    elif m.num_hidden_layers % chunks:
+        what = f"pp × virtual_stages = {chunks}" if chunks != p.pp else f"pipeline parallel size {p.pp}"
+        raise InputError("pp", f"{what} must divide num_hidden_layers ({m.num_hidden_layers}); "
+                               f"try one of {divisors(m.num_hidden_layers)}")
+    if p.ep > 1:
+        if not m.is_moe:
+            raise InputError("ep", "expert parallelism needs a mixture-of-experts model; set ep to 1")
+        if m.num_experts % p.ep:
+            raise InputError("ep", f"expert parallel size {p.ep} must divide num_experts ({m.num_experts}); "
+                                   f"try one of {divisors(m.num_experts)}")
+        if (p.dp * p.cp * p.tp) % (p.ep * p.expert_tp):
+            raise InputError("ep", f"ep × expert tp ({p.ep * p.expert_tp}) must divide dp × cp × tp "
+                                   f"({p.dp * p.cp * p.tp}): experts are placed inside the data-parallel ranks")
+    if m.is_moe and m.expert_intermediate_size % p.expert_tp:
+        raise InputError("etp", f"expert tensor parallel size {p.expert_tp} must divide the expert width "
+                                f"({m.expert_intermediate_size})")
+
+
+def check_uneven_stages(layers: int, p: Parallelism) -> None:
+    """Uneven first / last pipeline stages, by Megatron-LM's rules (megatron/core/transformer/transformer_config.py,
+    num_layers_in_first/last_pipeline_stage; get_num_layers_to_build in transformer_block.py): each set stage holds
+    its own count, the other stages split the remaining layers evenly, and it does not combine with virtual stages."""
+    first, last = p.pp_first_stage_layers, p.pp_last_stage_layers
+    field = "pp_first_stage_layers" if first is not None else "pp_last_stage_layers"
+    if p.pp < 2:
+        raise InputError(field, "uneven first / last stages need pipeline parallelism (pp ≥ 2)")
+    if p.schedule == "interleaved":
+        raise InputError(field, "uneven first / last stages do not combine with the interleaved schedule "
+                                "(Megatron-LM refuses virtual stages with them); use 1f1b")
+    uneven = (first is not None) + (last is not None)
+    if p.pp == 2 and uneven == 2:
+        if first + last != layers:
+            raise InputError(field, f"with pp = 2 the first and last stages hold every layer: {first} + {last} "
+                                    f"must equal num_hidden_layers ({layers})")
+        return
+    middle, rest = p.pp - uneven, layers - (first or 0) - (last or 0)
+    if rest < middle or rest % middle:
+        raise InputError(field, f"the {rest} layers left after the first / last stages must split evenly over the "
+                                f"other {middle} stages (num_hidden_layers = {layers}, pp = {p.pp})")
+
+
+def stage_layer_counts(layers: int, p: Parallelism) -> tuple[int, ...]:
+    """Decoder layers of each pipeline stage: an even split, or Megatron's uneven first / last stages."""
+    first, last = p.pp_first_stage_layers, p.pp_last_stage_layers
+    if first is None and last is None:
+        return (layers // p.pp,) * p.pp
+    uneven = (first is not None) + (last is not None)
+    middle = p.pp - uneven
+    each = (layers - (first or 0) - (last or 0)) // middle if middle else 0
+    counts = [each] * p.pp
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return tuple(counts)
+
+
+def divisors(n: int) -> list[int]:
+    """Divisors of n up to 64, to suggest valid degrees."""
+    return [d for d in range(1, min(n, 64) + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class StageShard:
+    """Parameters one GPU of pipeline stage `stage` holds after TP/EP/PP (before ZeRO/FSDP)."""
+
+    stage: int
+    first_layer: int
+    last_layer: int  # exclusive
+    dense: int  # replicated over the data-parallel group (sharded by ZeRO over dp·cp)
+    experts: int  # routed experts (sharded by ZeRO over the expert-data-parallel group)
+    tensors: int
+    largest_unit: int  # largest FSDP/ZeRO-3 unit on this GPU (a decoder layer, or embedding/head)
+    has_embedding: bool
+    has_head: bool
+    moe_layers: int = 0  # decoder layers of this stage with routed experts
+    layer_linear: int = 0  # linear weights of the decoder layers (what weight quantization applies to)
+
+    @property
+    def total(self) -> int:
+        return self.dense + self.experts
+
+
+def _split(n: int, ways: int) -> int:
+    return -(-n // ways)
+
+
+@lru_cache(maxsize=512)
+def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
+    """Per-GPU parameter shard of every pipeline stage. First stage: embedding; last stage: final norm + LM head
+    (a tied head gets its own copy on the last stage when pp > 1, as in Megatron)."""
+    counts = count_parameters(m)
+    sizes = stage_layer_counts(m.num_hidden_layers, p)
+    tp, ep_tp = p.tp, p.ep * p.expert_tp
+    shards = []
+    last = 0
+    for s in range(p.pp):
+        first, last = last, last + sizes[s]
+        # With interleaving a rank holds v chunks spread over the model; layer counts are the same per rank.
+        dense = experts = tensors = largest = linear = 0
+        for layer, n in kind_counts(counts.layers[first:last]):  # each kind of layer once, times its count
+            layer_linear = _split(layer.attention + layer.mlp + layer.shared_experts, tp)
+            linear += n * (layer_linear + _split(layer.routed_experts, ep_tp))
+            layer_dense = layer_linear + layer.router + layer.norms
+            layer_experts = _split(layer.routed_experts, ep_tp)
+            dense += n * layer_dense
+            experts += n * layer_experts
+            tensors += n * layer.tensors
+            largest = max(largest, layer_dense + layer_experts)
+        has_embedding, has_head = s == 0, s == p.pp - 1
+        if has_embedding:
+            emb = _split(counts.embedding, tp)
+            dense += emb
+            tensors += 1 + (m.learned_position_embeddings > 0)
+            largest = max(largest, emb)
+        if has_head:
+            head = counts.lm_head or (counts.embedding if p.pp > 1 else 0)
+            dense += counts.final_norm + _split(head, tp)
+            tensors += len(model_norm_shapes(m, m.hidden_size)) + (len(lm_head_shapes(m)) if counts.lm_head else
+                                                                   int(head > 0))
+            largest = max(largest, _split(head, tp))
+        moe = sum(m.layer_is_moe(i) for i in range(first, last)) if m.is_moe else 0
+        shards.append(StageShard(s, first, last, dense, experts, tensors, largest, has_embedding, has_head, moe,
+                                 linear))
+    return tuple(shards)
+
+
+def in_flight_microbatches(p: Parallelism, stage: int) -> float:
+    """Micro-batches whose activations stage `stage` holds at once, in units of the stage's full layer set
+    (Narayanan et al. 2021 §2.2; Megatron-LM interleaved warm-up: (p − r − 1)·2 + (v − 1)·p + 1 chunks)."""
+    if p.pp == 1:
+        return 1.0
+    m = p.microbatches
+    if p.schedule == "interleaved":
+        v = p.virtual_stages
+        chunks = min((p.pp - stage - 1) * 2 + (v - 1) * p.pp + 1, m * v)
+        return chunks / v
+    return float(min(p.pp - stage, m))
+
+
+def kv_heads_per_rank(m: ModelSpec, tp: int) -> int:
+    """KV heads on one TP rank: k/tp, or one replicated head when tp exceeds the KV heads."""
+    return max(m.kv_heads // tp, 1)
+
+
+@lru_cache(maxsize=512)
+def communicators(p: Parallelism) -> dict[str, int]:
+    """The process groups of size > 1 one GPU belongs to (each allocates NCCL buffers). Cached: do not modify."""
+    groups = {"tp": p.tp, "pp": p.pp, "dp": p.dp * p.cp, "cp": p.cp, "ep": p.ep}
+    return {k: v for k, v in groups.items() if v > 1}

@@ -1,0 +1,64 @@
+"""PyTorch scaled_dot_product_attention as transformers calls it (attention "sdpa", transformers' default on CUDA):
+which kernel runs, and what a mask adds to what a layer keeps for backward.
+
+Without a mask SDPA runs its FlashAttention kernel with `is_causal` and keeps what FlashAttention-2 keeps (q, k, v
+unexpanded with `enable_gqa`, the output, an fp32 logsumexp): the "flash" terms. A mask is needed when
+- the batch is padded (an attention_mask with zeros: transformers 5 masking_utils.sdpa_mask cannot drop it), or
+- a sliding-window layer is shorter than the sequence (Gemma-3's 512-token local layers at s = 4096);
+then (transformers integrations/sdpa_attention.py) GQA k and v are repeated to every query head (`use_gqa_in_sdpa`
+needs no mask) and SDPA, which cannot run FlashAttention with a mask (aten/src/ATen/native/transformers/cuda/
+sdp_utils.cpp), runs the memory-efficient kernel, which saves the mask converted to an additive bias in the query
+dtype per layer (attention.cpp `convert_boolean_attn_mask`: at::where, b × 1 × s × s_kv; `preprocess_mask` only
+expands it over the heads). Its logsumexp is FlashAttention's size.
+
+transformers' own flash_attention_2 needs no mask: it unpads a padded batch and takes the window as an argument;
+that is attention "flash". Measured on an H200 (tests/golden_gpu/h200): a padded Llama-3.2-1B batch to the byte, and
+Gemma-3-1B's 22 local layers at s = 4096 (transformers and Liger) within 0.1%.
+"""
+from __future__ import annotations
+
+from calculator.model.spec import ModelSpec
+
+
+def masked_layers(m: ModelSpec, w, layers: range) -> int:
+    """Decoder layers of `layers` whose SDPA call gets a mask: every layer of a padded batch, else the
+    sliding-window layers whose window is shorter than the keys they attend over."""
+    if w.attention != "sdpa":
+        return 0
+    if w.padded_batch:
+        return len(layers)
+    if not m.sliding_window or m.sliding_window >= w.seq_len:
+        return 0
+    return sum(1 for i in layers if m.layer_is_sliding(i))
+
+
+def mask_tensors(m: ModelSpec, w, layers: range) -> int:
+    """Distinct 4-D boolean masks transformers builds for `layers` (one per attention type that needs one: the
+    sliding-window mask, the full one of a padded batch): with full recompute each is an input of every
+    checkpointed layer, saved once."""
+    if not masked_layers(m, w, layers):
+        return 0
+    short_window = bool(m.sliding_window and m.sliding_window < w.seq_len)
+    sliding = any(m.layer_is_sliding(i) for i in layers) and (w.padded_batch or short_window)
+    full = w.padded_batch and any(not m.layer_is_sliding(i) for i in layers)
+    return int(sliding) + int(full)
+
+
+def mask_bytes(d) -> int:
+    """One 4-D boolean mask: 1 B × b × s × s_kv."""
+    return d.b * d.s * d.s_kv
+
+
+def repeated_kv_extra(d, m: ModelSpec) -> int:
+    """What `repeat_kv` adds to the saved k and v: e·T·2·(qd − kvd). None with one KV head per rank (MQA): the
+    expand + reshape of a single head is a view, no copy (measured: Gemma-3-1B); none for MLA (no GQA)."""
+    if m.is_mla or d.kv <= 1 or d.kv == d.a:
+        return 0
+    return d.e * d.T * 2 * (d.qd - d.kvd)
+
+
+def masked_layer_extra(d, m: ModelSpec, selective: bool) -> int:
+    """What one masked layer keeps beyond the FlashAttention kernel: the bias e·b·s·s_kv (recomputed with the
+    kernel under selective recompute) and the repeated k, v."""
+    bias = 0 if selective else d.e * d.b * d.s * d.s_kv
+    return bias + repeated_kv_extra(d, m)

@@ -1,0 +1,278 @@
+"""Exact parameter counts of a decoder transformer, module by module, as `transformers` builds it.
+
+Every count here is checked against `sum(p.numel() for p in model.parameters())` of the real `transformers`
+model built from the same config on the meta device (tests/model/test_parameters.py). Buffers (rotary tables,
+DeepSeek's e_score_correction_bias) are not parameters and are not counted.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from calculator.model.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    """Parameters of one decoder layer, split by what shards differently."""
+
+    attention: int  # q/k/v/o (+ biases, q/k norms, MLA low-rank projections, sinks)
+    mlp: int  # the dense MLP (0 in an MoE layer)
+    router: int  # MoE gate
+    routed_experts: int  # all routed experts of the layer (sharded by expert parallelism)
+    shared_experts: int  # always-on experts (not sharded by EP)
+    norms: int
+    largest_module: int  # the largest single module, for the ZeRO-3/FSDP gather buffer
+    tensors: int = 0  # number of parameter tensors (AdamW keeps a 4-byte `step` per tensor)
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.router + self.routed_experts + self.shared_experts + self.norms
+
+    @property
+    def dense(self) -> int:
+        """Everything except routed experts (replicated across expert-parallel ranks)."""
+        return self.total - self.routed_experts
+
+
+@dataclass(frozen=True)
+class ParameterCounts:
+    embedding: int  # token (+ learned position) embeddings
+    layers: tuple[LayerParams, ...]
+    final_norm: int
+    lm_head: int  # 0 when tied to the embedding
+    tensors: int  # number of parameter tensors in the model
+    active_per_token: int  # parameters a token passes through (MoE: top-k of the routed experts)
+
+    @cached_property
+    def total(self) -> int:
+        return self.embedding + sum(n * l.total for l, n in kind_counts(self.layers)) + self.final_norm + self.lm_head
+
+    @property
+    def largest_module(self) -> int:
+        return max([self.embedding, self.lm_head] + [l.largest_module for l in self.layers])
+
+
+Shape = tuple[int, ...]
+
+# Model types whose q/k norm spans the whole projection (num_heads·head_dim) instead of one head:
+# OLMo-2 (transformers models/olmo2/modeling_olmo2.py, Olmo2Attention: q_norm = Olmo2RMSNorm(num_attention_heads *
+# head_dim), k_norm = Olmo2RMSNorm(num_key_value_heads * head_dim)); OLMo-3 and OLMoE the same; Cohere
+# (models/cohere/modeling_cohere.py: CohereLayerNorm(hidden_size=(num_heads, head_dim))). Qwen3 and Gemma-3
+# normalise per head with one weight of head_dim.
+FULL_WIDTH_QK_NORM_TYPES = frozenset({"olmo2", "olmo3", "olmoe", "cohere", "cohere2"})
+# Phi (models/phi/modeling_phi.py, PhiAttention): q_layernorm = nn.LayerNorm(head_dim), a weight and a bias each.
+LAYERNORM_QK_NORM_TYPES = frozenset({"phi"})
+# StableLM (models/stablelm/modeling_stablelm.py, StableLmLayerNormPerHead): one bias-free LayerNorm(head_dim)
+# module per head: num_heads weights for q, num_key_value_heads for k.
+PER_HEAD_MODULE_QK_NORM_TYPES = frozenset({"stablelm"})
+# LayerNorms without a bias: Cohere's CohereLayerNorm (weight only).
+NORM_WITHOUT_BIAS_TYPES = frozenset({"cohere", "cohere2"})
+# An LM head with a bias: Phi (PhiForCausalLM: nn.Linear(hidden_size, vocab_size, bias=True)).
+LM_HEAD_BIAS_TYPES = frozenset({"phi"})
+
+
+def linear_shapes(n_in: int, n_out: int, bias: bool = False) -> list[Shape]:
+    """nn.Linear(n_in, n_out): a weight (n_out, n_in) and an optional bias (n_out,)."""
+    return [(n_out, n_in)] + ([(n_out,)] if bias else [])
+
+
+def norm_shapes(width: int, norm_type: str, bias: bool = True) -> list[Shape]:
+    """RMSNorm keeps a weight of `width`; LayerNorm a weight and (unless bias-free) a bias."""
+    return [(width,)] * (2 if norm_type == "layernorm" and bias else 1)
+
+
+def model_norm_shapes(m: ModelSpec, width: int) -> list[Shape]:
+    """One of the model's own norms over `width`."""
+    return norm_shapes(width, m.norm_type, m.model_type not in NORM_WITHOUT_BIAS_TYPES)
+
+
+def lm_head_shapes(m: ModelSpec) -> list[Shape]:
+    """The output projection's tensors (none when tied to the embedding)."""
+    if m.tie_word_embeddings:
+        return []
+    return linear_shapes(m.hidden_size, m.vocab_size, m.model_type in LM_HEAD_BIAS_TYPES)
+
+
+def mlp_shapes(h: int, f: int, gated: bool, bias: bool, fused_gate_up: bool = False) -> list[Shape]:
+    """Gated MLP (gate, up, down: 3·h·f; Phi-3 fuses gate and up) or plain MLP (fc1, fc2: 2·h·f)."""
+    if gated and fused_gate_up:
+        return linear_shapes(h, 2 * f, bias) + linear_shapes(f, h, bias)
+    if gated:
+        return 2 * linear_shapes(h, f, bias) + linear_shapes(f, h, bias)
+    return linear_shapes(h, f, bias) + linear_shapes(f, h, bias)
+
+
+def attention_shapes(m: ModelSpec) -> list[Shape]:
+    """Attention block: q/k/v/o (GQA-aware, fused or not) or MLA's low-rank projections; q/k norms; sinks."""
+    h, a = m.hidden_size, m.num_attention_heads
+    if m.is_mla:
+        # DeepSeek-V3 (transformers modeling_deepseek_v3.py): q_a_proj, q_a_layernorm, q_b_proj (or q_proj),
+        # kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj.
+        if m.q_lora_rank:
+            q = (linear_shapes(h, m.q_lora_rank, m.qkv_bias) + [(m.q_lora_rank,)]
+                 + linear_shapes(m.q_lora_rank, a * m.head_size))
+        else:
+            q = linear_shapes(h, a * m.head_size)
+        kv = (linear_shapes(h, m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias) + [(m.kv_lora_rank,)]
+              + linear_shapes(m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim)))
+        return q + kv + linear_shapes(a * m.v_head_dim, h, m.o_bias)
+    if m.fused_qkv:
+        qkv = linear_shapes(h, m.q_dim + 2 * m.kv_dim, m.qkv_bias)
+    else:
+        qkv = (linear_shapes(h, m.q_dim, m.qkv_bias) + 2 * linear_shapes(h, m.kv_dim, m.qkv_bias))
+    shapes = qkv + linear_shapes(m.q_dim, h, m.o_bias)
+    if m.qk_norm and m.model_type in FULL_WIDTH_QK_NORM_TYPES:
+        shapes += [(m.q_dim,), (m.kv_dim,)]
+    elif m.qk_norm and m.model_type in LAYERNORM_QK_NORM_TYPES:
+        shapes += 4 * [(m.head_size,)]
+    elif m.qk_norm and m.model_type in PER_HEAD_MODULE_QK_NORM_TYPES:
+        shapes += (a + m.kv_heads) * [(m.head_size,)]
+    elif m.qk_norm:
+        shapes += [(m.head_size,), (m.head_size,)]
+    if m.attention_sinks:
+        shapes.append((a,))
+    return shapes
+
+
+def routed_expert_shapes(m: ModelSpec) -> list[Shape]:
+    """All routed experts of a layer; transformers >= 5 stores them fused as (E, 2f, h) and (E, h, f)."""
+    e, h, f = m.num_experts, m.hidden_size, m.expert_intermediate_size
+    width = 2 * f if m.gated_mlp else f
+    shapes: list[Shape] = [(e, width, h), (e, h, f)]
+    if m.expert_bias:
+        shapes += [(e, width), (e, h)]
+    return shapes
+
+
+def numel(shapes: list[Shape]) -> int:
+    total = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    return total
+
+
+def layer_shapes(m: ModelSpec, i: int) -> dict[str, list[Shape]]:
+    """Parameter tensor shapes of decoder layer i, grouped by how they shard."""
+    return {k: list(v) for k, v in kind_shapes(m, m.layer_is_moe(i))}
+
+
+@lru_cache(maxsize=512)
+def kind_shapes(m: ModelSpec, moe: bool) -> tuple[tuple[str, tuple[Shape, ...]], ...]:
+    """Parameter tensor shapes of a dense (or MoE) decoder layer, grouped by how they shard: every layer of a kind
+    has the same, so they are derived once per model and kind (an immutable (group, shapes) tuple)."""
+    h = m.hidden_size
+    groups: dict[str, list[Shape]] = {
+        "attention": attention_shapes(m),
+        "norms": m.norms_per_layer * model_norm_shapes(m, h),
+        "mlp": [], "router": [], "routed_experts": [], "shared_experts": [],
+    }
+    if not moe:
+        groups["mlp"] = mlp_shapes(h, m.intermediate_size, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
+    else:
+        groups["router"] = linear_shapes(h, m.num_experts, m.router_bias)
+        groups["routed_experts"] = routed_expert_shapes(m)
+        if m.num_shared_experts or m.shared_expert_intermediate_size:
+            width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
+            groups["shared_experts"] = mlp_shapes(h, width, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
+            if m.shared_expert_gate:
+                groups["shared_experts"] += linear_shapes(h, 1)
+    return tuple((k, tuple(v)) for k, v in groups.items())
+
+
+def layer_kinds(m: ModelSpec) -> tuple[tuple[bool, int], ...]:
+    """(moe, number of decoder layers) for each kind of layer the model has (dense first)."""
+    moe = m.moe_layer_count if m.is_moe else 0
+    return tuple((k, n) for k, n in ((False, m.num_hidden_layers - moe), (True, moe)) if n)
+
+
+def kind_counts(layers) -> list[tuple[LayerParams, int]]:
+    """(layer, how many) for each distinct LayerParams object of `layers`, in order of first appearance
+    (count_parameters shares one object per kind of layer, so a 32-layer model has one or two)."""
+    by_id = {id(x): x for x in layers}
+    return [(by_id[k], n) for k, n in Counter(map(id, layers)).items()]
+
+
+def layer_params(m: ModelSpec, i: int) -> LayerParams:
+    """Parameters of decoder layer i."""
+    return kind_params(m, m.layer_is_moe(i))
+
+
+@lru_cache(maxsize=512)
+def kind_params(m: ModelSpec, moe: bool) -> LayerParams:
+    """Parameters of a dense (or MoE) decoder layer."""
+    n = {k: numel(v) for k, v in kind_shapes(m, moe)}
+    largest = max(n["attention"], n["mlp"], n["routed_experts"], n["shared_experts"])
+    return LayerParams(n["attention"], n["mlp"], n["router"], n["routed_experts"], n["shared_experts"], n["norms"],
+                       largest_module=largest, tensors=sum(len(v) for _, v in kind_shapes(m, moe)))
+
+
+def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
+    """Every parameter tensor's shape (tied embeddings once), for optimizers whose state depends on shapes."""
+    h = m.hidden_size
+    shapes: list[Shape] = [(m.vocab_size, h)]
+    if m.learned_position_embeddings:
+        shapes.append((m.learned_position_embeddings, h))
+    kinds = {moe: [s for _, group in kind_shapes(m, moe) for s in group] for moe, _ in layer_kinds(m)}
+    for i in range(m.num_hidden_layers):
+        shapes += kinds[m.layer_is_moe(i)]
+    return shapes + model_norm_shapes(m, h) + lm_head_shapes(m)
+
+
+def _layer_linears(m: ModelSpec):
+    """(2-D weight shape, number of decoder layers holding it) over the model's kinds of layer."""
+    return [(shape, n) for moe, n in layer_kinds(m) for _, group in kind_shapes(m, moe) for shape in group
+            if len(shape) == 2]
+
+
+@lru_cache(maxsize=256)
+def count_parameters(m: ModelSpec) -> ParameterCounts:
+    """Parameter counts of the whole model, module by module."""
+    h = m.hidden_size
+    embedding = m.vocab_size * h + m.learned_position_embeddings * h
+    # Identical layers share one LayerParams (a 10,000-layer model: 80 kB of references, not 2.4 MB of objects
+    # kept by this cache for every distinct model a server is asked about).
+    kinds = {moe: (kind_params(m, moe), n) for moe, n in layer_kinds(m)}
+    layers = tuple(kinds[m.layer_is_moe(i)][0] for i in range(m.num_hidden_layers)) if len(kinds) > 1 else \
+        tuple(p for p, _ in kinds.values()) * m.num_hidden_layers
+    final_norm = numel(model_norm_shapes(m, h))
+    tensors = (1 + (m.learned_position_embeddings > 0) + sum(n * p.tensors for p, n in kinds.values())
+               + len(model_norm_shapes(m, h)) + len(lm_head_shapes(m)))
+    lm_head = numel(lm_head_shapes(m))
+    inactive = 0
+    if True in kinds:  # each MoE layer's routed experts beyond the top-k (every MoE layer alike)
+        p, n = kinds[True]
+        inactive = n * (p.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts)
+    total = embedding + sum(n * p.total for p, n in kinds.values()) + final_norm + lm_head
+    return ParameterCounts(embedding, layers, final_norm, lm_head, tensors, active_per_token=total - inactive)
+
+
+@lru_cache(maxsize=256)
+def largest_tensor(m: ModelSpec) -> int:
+    """Elements of the largest parameter tensor (what a for-loop optimizer step allocates temporaries for)."""
+    h = m.hidden_size
+    shapes = [(m.vocab_size, h), (m.learned_position_embeddings, h)] + model_norm_shapes(m, h) + lm_head_shapes(m)
+    shapes += [s for moe, _ in layer_kinds(m) for _, group in kind_shapes(m, moe) for s in group]
+    return max(numel([shape]) for shape in shapes)
+
+
+@lru_cache(maxsize=256)
+def largest_layer_linear(m: ModelSpec) -> int:
+    """Elements of the largest 2-D weight inside a decoder layer (what a 4-bit kernel dequantizes at once)."""
+    return max((shape[0] * shape[1] for shape, _ in _layer_linears(m)), default=0)
+
+
+@lru_cache(maxsize=256)
+def layer_linear_in_rows(m: ModelSpec) -> int:
+    """Σ in_features over the 2-D weights of all decoder layers (GPTQ keeps an int32 g_idx per input row)."""
+    return sum(shape[1] * n for shape, n in _layer_linears(m))
+
+
+@lru_cache(maxsize=256)
+def layer_linear_out_rows(m: ModelSpec) -> int:
+    """Σ out_features over the 2-D weights of all decoder layers (LLM.int8 keeps an fp32 scale per output row)."""
+    return sum(shape[0] * n for shape, n in _layer_linears(m))

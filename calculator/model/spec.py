@@ -1,0 +1,181 @@
+"""The model description the engine computes with: a decoder transformer (dense or MoE, MHA/GQA/MQA or MLA,
+full or sliding-window attention) or a generic network given only as totals (seed 004).
+
+Field names follow Hugging Face `config.json` wherever one exists, so a preset file is a real config and
+`calculator.model.hf_config.spec_from_hf_config` is a thin mapping. `family` selects how a block lays out its
+tensors (which decides the exact saved activations; see `calculator.memory.activations`).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from calculator.core import bounds as B
+from calculator.core.hash_once import HashedOnce
+
+Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
+
+
+class ModelSpec(HashedOnce):
+    """A decoder-only transformer, described with Hugging Face config field names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(default="custom", max_length=B.MAX_NAME_CHARS)
+    model_type: str = Field(default="llama", max_length=B.MAX_NAME_CHARS)
+    family: Family = "llama"
+
+    hidden_size: int = Field(gt=0, le=B.MAX_HIDDEN, strict=True)
+    num_hidden_layers: int = Field(gt=0, le=B.MAX_LAYERS, strict=True)
+    num_attention_heads: int = Field(gt=0, le=B.MAX_HEADS, strict=True)
+    num_key_value_heads: int | None = Field(default=None, gt=0, le=B.MAX_HEADS, strict=True)
+    head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
+    intermediate_size: int = Field(gt=0, le=B.MAX_FFN, strict=True)
+    vocab_size: int = Field(gt=0, le=B.MAX_VOCAB, strict=True)
+    tie_word_embeddings: bool = False
+
+    # Block details that change parameter counts or saved activations.
+    gated_mlp: bool = True  # SwiGLU/GeGLU (gate, up, down) vs plain fc1/fc2
+    hidden_act: str = Field(default="silu", max_length=100)
+    norm_type: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    # Gemma-2/3: 4 (pre/post attention and feed-forward)
+    norms_per_layer: int = Field(default=2, ge=0, le=B.MAX_NORMS_PER_LAYER, strict=True)
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False  # Qwen3/Gemma-3 per-head RMSNorm on q and k
+    learned_position_embeddings: int = Field(default=0, ge=0, le=B.MAX_POSITIONS, strict=True)  # GPT-2: n_positions
+    fused_qkv: bool = False  # one qkv projection whose output stays saved whole (Phi-3, GPT-2, GPT-NeoX)
+    fused_gate_up: bool = False  # Phi-3's gate_up_proj
+    parallel_residual: bool = False  # GPT-NeoX
+    # residual/attention dropout while training (GPT-2 0.1)
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
+
+    # Mixture of experts (num_experts = 0 means dense).
+    num_experts: int = Field(default=0, ge=0, le=B.MAX_EXPERTS, strict=True)
+    num_experts_per_tok: int = Field(default=0, ge=0, le=B.MAX_EXPERTS, strict=True)
+    moe_intermediate_size: int | None = Field(default=None, gt=0, le=B.MAX_FFN, strict=True)
+    num_shared_experts: int = Field(default=0, ge=0, le=B.MAX_SHARED_EXPERTS, strict=True)
+    # total width of the shared expert(s)
+    shared_expert_intermediate_size: int | None = Field(default=None, gt=0, le=B.MAX_FFN, strict=True)
+    shared_expert_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert
+    first_k_dense_layers: int = Field(default=0, ge=0, le=B.MAX_LAYERS, strict=True)  # DeepSeek first_k_dense_replace
+    dense_layer_indices: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen-MoE mlp_only_layers
+    router_bias: bool = False
+    expert_bias: bool = False  # GPT-OSS experts carry biases
+
+    # Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank set means MLA.
+    q_lora_rank: int | None = Field(default=None, gt=0, le=B.MAX_HIDDEN, strict=True)
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=B.MAX_HIDDEN, strict=True)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
+    v_head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
+
+    # Attention pattern.
+    sliding_window: int | None = Field(default=None, gt=0, le=B.MAX_WINDOW, strict=True)
+    layer_types: tuple[Literal["full_attention", "sliding_attention"], ...] | None = Field(
+        default=None, max_length=B.MAX_LAYERS)
+    attn_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    final_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    attention_sinks: bool = False  # GPT-OSS: one learned logit per head
+    # Longest context the model was built for (config.json max_position_embeddings / n_positions): serving engines
+    # take it as the default max_model_len and size their RoPE cos/sin cache by it. None: not given.
+    max_position_embeddings: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> "ModelSpec":
+        h, a = self.hidden_size, self.num_attention_heads
+        if self.head_dim is None and not self.is_mla and h % a:
+            raise ValueError(
+                f"hidden_size ({h}) must be divisible by num_attention_heads ({a}), or give head_dim explicitly")
+        kv = self.num_key_value_heads
+        if kv is not None and a % kv:
+            raise ValueError(f"num_attention_heads ({a}) must be a multiple of num_key_value_heads ({kv})")
+        if self.is_mla and (self.qk_rope_head_dim is None or self.qk_nope_head_dim is None
+                            or self.v_head_dim is None):
+            raise ValueError("MLA (kv_lora_rank set) also needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim")
+        if self.num_experts:
+            if not 0 < self.num_experts_per_tok <= self.num_experts:
+                raise ValueError(f"num_experts_per_tok must be between 1 and num_experts ({self.num_experts}), "
+                                 f"got {self.num_experts_per_tok}")
+            if self.first_k_dense_layers > self.num_hidden_layers:
+                raise ValueError("first_k_dense_layers cannot exceed num_hidden_layers")
+        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
+            raise ValueError(f"layer_types has {len(self.layer_types)} entries but num_hidden_layers is "
+                             f"{self.num_hidden_layers}")
+        if self.layer_types and "sliding_attention" in self.layer_types and not self.sliding_window:
+            raise ValueError("layer_types has sliding_attention layers but sliding_window is not set")
+        if any(not 0 <= i < self.num_hidden_layers for i in self.dense_layer_indices):
+            raise ValueError("dense_layer_indices must be layer indices below num_hidden_layers")
+        return self
+
+    # ---- derived shapes -------------------------------------------------------------------------------------
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_key_value_heads or self.num_attention_heads
+
+    @property
+    def head_size(self) -> int:
+        """Per-head width of q and k (MLA: nope + rope)."""
+        if self.is_mla:
+            return self.qk_nope_head_dim + self.qk_rope_head_dim  # type: ignore[operator]
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def v_head_size(self) -> int:
+        return self.v_head_dim if self.is_mla else self.head_size  # type: ignore[return-value]
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the concatenated query heads (= hidden_size for most models, not for Qwen3-MoE, Gemma, GPT-OSS)."""
+        return self.num_attention_heads * self.head_size
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the concatenated key (or value) heads."""
+        return self.kv_heads * self.head_size
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        return self.moe_intermediate_size or self.intermediate_size
+
+    def layer_is_moe(self, i: int) -> bool:
+        """Whether decoder layer i has a routed-expert MLP."""
+        return self.is_moe and i >= self.first_k_dense_layers and i not in self.dense_layer_indices
+
+    def layer_is_sliding(self, i: int) -> bool:
+        """Whether decoder layer i attends only within `sliding_window` tokens."""
+        if self.layer_types is not None:
+            return self.layer_types[i] == "sliding_attention"
+        return self.sliding_window is not None
+
+    @property
+    def moe_layer_count(self) -> int:
+        return _moe_layer_count(self)
+
+
+@lru_cache(maxsize=256)
+def _moe_layer_count(m: ModelSpec) -> int:
+    """Decoder layers with routed experts. Cached by the model's value, not on the instance: model_copy copies an
+    instance's __dict__, so a cached_property would carry the count over to a copy with other layers."""
+    return sum(m.layer_is_moe(i) for i in range(m.num_hidden_layers))
+
+
+class GenericModel(BaseModel):
+    """Any network given only as totals: parameter count and activation elements saved per sample (seed 004)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(default="generic network", max_length=B.MAX_NAME_CHARS)
+    total_params: int = Field(gt=0, le=B.MAX_PARAMS, strict=True)
+    activation_elements_per_sample: int = Field(ge=0, le=B.MAX_ACTIVATION_ELEMENTS, strict=True)

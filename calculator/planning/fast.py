@@ -1,0 +1,213 @@
+"""The planner's fast byte model: the per-GPU totals of a whole grid of layouts at once, equal to estimate()'s byte
+for byte where it applies (tests/planning/test_planner_fast.py checks a random sample of layouts).
+
+Covered: inference with transformers generate() (engine "hf"), here; training, in calculator/planning/fast_training.py. Its per-stage sum (calculator/stages/estimate.py,
+inference_stage + finish_stage) depends on the layout only through the pipeline stage's shard (TP, PP with its uneven
+stages, EP, expert TP) and, for the NCCL buffers, the number of process groups of size > 1. So each distinct shard
+is priced once per distinct stage content (layers, MoE and sliding-window layers, parameters) with the engine's
+formula functions (stage_inference._stage_inference term by term without its formula text: weights with their
+quantization scales, KV cache, the prefill / decode working set, cuBLAS workspace, the calibrated fragmentation
+over the two phases, the CUDA context): what depends on the local shapes once per (TP, EP, expert TP), what
+depends on the layers once per content (stage contents from Python prefix sums; a model whose middle layers are
+alike has three contents per split, not PP). A layout is then one dictionary look-up plus its communicators' bytes.
+
+Not covered (planner.evaluate falls back to estimate() layout by layout): RL, the training layouts
+calculator.planning.fast_training does not cover (its docstring), the serving engines vLLM / SGLang (a fit there is the engine starting and holding the batch, not a byte total), generic
+networks and the textbook activation model.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import accumulate
+
+import numpy as np
+
+from calculator.memory import activations as act
+from calculator.memory import inference as inf
+from calculator.model import parameters as params
+from calculator.core.dtypes import nbytes
+from calculator.core.fit import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES
+from calculator.memory.parallel import kv_heads_per_rank
+from calculator.model.spec import ModelSpec
+from calculator.core.workload import Workload
+
+
+def covers(m, w: Workload) -> bool:
+    """Whether the fast model gives estimate()'s bytes for this job's layouts (training: for the layouts
+    calculator.planning.fast_training.layout_covered accepts)."""
+    from calculator.planning import fast_training
+    return (isinstance(m, ModelSpec) and w.mode == "infer" and w.engine == "hf") or fast_training.covers(m, w)
+
+
+def _gpu(w: Workload):
+    from calculator.stages.terms import gpu_of
+    return gpu_of(w.gpu)
+
+
+class _Shape:
+    """What an inference stage's sum depends on besides its layers and parameters: the local shapes of one
+    (TP, EP, expert TP), priced once by the engine's functions."""
+
+    def __init__(self, m: ModelSpec, w: Workload, par):
+        self.tp = par.tp
+        self.kvh = kv_heads_per_rank(m, par.tp)
+        self.per_tok = inf.kv_bytes_per_token_per_layer(m, self.kvh, w.kv_dtype)
+        d = act.dims(m, w.model_copy(update={"parallel": par}))
+        rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
+        wdt = w.weight_dtype or w.precision.params
+        self.llm_int8 = w.quant_method == "llm-int8" and wdt == "int8"
+        mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, par.expert_tp)
+        if self.llm_int8 and m.gated_mlp and not m.is_moe:
+            mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
+        attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
+                                           w.attention == "eager")
+        self.working = max(mlp, attn)
+        self.decode = inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // par.tp)
+
+
+@lru_cache(maxsize=64)
+def _cached_tokens(m: ModelSpec, total_tokens: int) -> tuple[int, ...]:
+    """Tokens each decoder layer caches (calculator.memory.inference.cached_tokens)."""
+    return tuple(inf.cached_tokens(m, i, total_tokens) for i in range(m.num_hidden_layers))
+
+
+@lru_cache(maxsize=64)
+def _cached_token_sums(m: ModelSpec, total_tokens: int) -> tuple[int, ...]:
+    """Prefix sums of _cached_tokens."""
+    return (0, *accumulate(_cached_tokens(m, total_tokens)))
+
+
+def _stage_parts(m: ModelSpec, w: Workload, shape: _Shape, first_layer: int, last_layer: int, total: int,
+                 quantizable: int) -> tuple[int, int | None]:
+    """(allocated bytes but the cuBLAS workspace, reserved bytes of the calibrated fragmentation model or None) of
+    one inference stage (layers [first_layer, last_layer), `total` parameters of which `quantizable` in the layers'
+    linears): stage_inference._stage_inference and stage_terms._overheads, term by term, without building the formula text
+    (held equal by the tests)."""
+    wdt = w.weight_dtype or w.precision.params
+    n_layers = last_layer - first_layer
+    qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size, w.quant_method)
+    if shape.llm_int8:  # bitsandbytes: an fp32 scale per output row
+        out_rows = params.layer_linear_out_rows(m) * n_layers // (m.num_hidden_layers * shape.tp)
+        qbytes = inf.llm_int8_weight_bytes(quantizable, out_rows)
+    weights = qbytes + nbytes(total - quantizable, w.precision.params)
+    transient = 0
+    if w.quant_method == "gptq" and wdt in ("int4", "int8"):
+        in_rows = params.layer_linear_in_rows(m) * n_layers // (m.num_hidden_layers * shape.tp)
+        g_idx, kernel_buffer = inf.gptq_extras(in_rows, params.largest_layer_linear(m) // shape.tp, wdt)
+        weights += g_idx
+        transient += int(kernel_buffer)
+    weights = int(weights)
+    per_tok, batch = shape.per_tok, w.micro_batch
+    if type(per_tok) is int:  # exact in integers: Σ_layers b·c_i·p = b·p·Σ c_i
+        cached = _cached_token_sums(m, w.seq_len + w.gen_tokens)
+        kv = batch * per_tok * (cached[last_layer] - cached[first_layer])
+    else:  # fractional bytes per token: the engine's own float sum, layer by layer
+        kv = int(sum(batch * c * per_tok for c in _cached_tokens(m, w.seq_len + w.gen_tokens)[first_layer:last_layer]))
+    prompt_kv = n_layers * w.micro_batch * w.seq_len * per_tok
+    prefill_peak = prompt_kv + shape.working
+    decode_peak = kv + shape.decode
+    working = int(max(prefill_peak, decode_peak) - kv)
+    reserved = None
+    if w.overheads.fragmentation_pct is None:
+        a, b = w.overheads.fragmentation_states_pct / 100, w.overheads.fragmentation_working_pct / 100
+        phases = [(weights + prompt_kv, weights + prefill_peak), (weights + kv, weights + decode_peak)]
+        reserved = int(max((alloc + a * long + b * (alloc - long), long, alloc) for long, alloc in phases)[0])
+    return weights + kv + working + transient, reserved
+
+
+def _on_gpu(w: Workload, gpu, parts: tuple[int, int | None]) -> tuple[int, int]:
+    """(total without NCCL buffers, peak allocated) of a priced stage on the workload's GPU: its cuBLAS workspace
+    (allocated), the fragmentation (stage_terms._overheads: reserved − allocated, or a flat share) and the context."""
+    allocated, reserved = parts
+    o = w.overheads
+    cublas = o.cublas_workspace_bytes if o.cublas_workspace_bytes is not None else (
+        gpu.cublas_workspace_bytes if gpu is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES)
+    peak = allocated + int(cublas)
+    frag = int(peak * o.fragmentation_pct / 100) if reserved is None else max(0, reserved - peak)
+    ctx = o.cuda_context_bytes if o.cuda_context_bytes is not None else (
+        gpu.cuda_context_bytes if gpu is not None else DEFAULT_CUDA_CONTEXT_BYTES)
+    return peak + frag + int(ctx), peak
+
+
+@lru_cache(maxsize=8)
+def _priced(m: ModelSpec, w_without_gpu: Workload) -> dict:
+    """Stage contents priced for a job, shared by every GPU the fit cards ask about (the GPU only adds its cuBLAS
+    workspace and context); clear_cache() empties it."""
+    return {}
+
+
+def clear_cache() -> None:
+    _priced.cache_clear()
+
+
+def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(nvidia-smi total, peak allocated, covered) of the most loaded GPU of every layout, as numpy arrays; None
+    where the fast model does not cover the job. The caller estimates the layouts not covered with estimate()."""
+    if not covers(m, w) or not layouts:
+        return None
+    if w.mode == "train":
+        from calculator.planning import fast_training
+        return fast_training.totals(m, w, layouts)
+    from calculator.planning.grid import workload_of
+    from calculator.planning.fast_stages import python_prefix
+    gpu = _gpu(w)
+    # content -> parts, shared by every GPU the fit cards ask about; shapes and stage bounds -> content
+    priced = _priced(m, w.model_copy(update={"gpu": None}))
+    on_gpu: dict[tuple, tuple[int, int]] = {}
+    per_key: dict[tuple, tuple[int, int]] = {}
+    o = w.overheads
+    nccl = o.nccl_bytes_per_group if o.include_comm_buffers else 0
+    n = len(layouts)
+    total = np.empty(n, dtype=np.int64)
+    peak = np.empty(n, dtype=np.int64)
+    for i, lay in enumerate(layouts):
+        tp, pp, ep, etp = lay.tp, lay.pp, lay.ep, lay.etp
+        key = (tp, pp, ep, etp, lay.pp_first, lay.pp_last)
+        worst = per_key.get(key)
+        if worst is None:
+            skey = ("shape", tp, ep, etp)
+            shape = priced.get(skey)
+            if shape is None:  # a stage's bytes depend on its shape and content only: price each once
+                shape = priced[skey] = _Shape(m, w, workload_of(w, lay).parallel)
+            prefix = python_prefix(m, tp, ep, etp) if pp > 1 else None
+            worst = (0, 0)
+            best_peak = 0
+            for c in _contents(m, lay, prefix):
+                parts = priced.get((tp, ep, etp) + c[0])
+                if parts is None:
+                    parts = priced[(tp, ep, etp) + c[0]] = _stage_parts(m, w, shape, *c[1])
+                stage_bytes = on_gpu.get(parts)
+                if stage_bytes is None:
+                    stage_bytes = on_gpu[parts] = _on_gpu(w, gpu, parts)
+                worst = max(worst, stage_bytes)
+                best_peak = max(best_peak, stage_bytes[1])
+            worst = per_key[key] = (worst[0], best_peak)
+        groups = (tp > 1) + (pp > 1) + (lay.dp * lay.cp > 1) + (lay.cp > 1) + (ep > 1)
+        total[i] = worst[0] + groups * nccl
+        peak[i] = worst[1]
+    return total, peak, np.ones(n, dtype=bool)
+
+
+def _contents(m: ModelSpec, lay, prefix):
+    """(content key, (first layer, last layer, parameters, quantizable)) of each distinct stage content of a
+    layout (calculator/planning/fast_stages.py: stage shards from prefix sums over the layers)."""
+    if lay.pp == 1:
+        from calculator.memory.parallel import stage_shards
+        from calculator.core.workload import Parallelism
+        s = stage_shards(m, Parallelism(tp=lay.tp, ep=lay.ep, etp=lay.etp))[0]
+        return [(("whole",), (s.first_layer, s.last_layer, s.total, s.layer_linear))]
+    from calculator.planning.fast_stages import python_boundaries, uniform_middle
+    bounds = python_boundaries(m, lay)
+    out, seen = [], set()
+    last = lay.pp - 1
+    # the middle stages are even: with every middle layer alike, stage 1 stands for all of them
+    stages = (0, 1, last) if last > 1 and uniform_middle(m, lay.tp, lay.ep, lay.etp) else range(lay.pp)
+    for s in stages:
+        a, b = bounds[s], bounds[s + 1]
+        lo, hi = prefix[a], prefix[b]
+        diff = (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4], hi[5] - lo[5])
+        c = (b - a, s == 0, s == last) + diff
+        if c not in seen:
+            seen.add(c)
+            out.append((c, (a, b, diff[0] + diff[1], diff[4])))
+    return out

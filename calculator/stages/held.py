@@ -1,0 +1,152 @@
+"""What a training stage holds for the whole step: weights, fp32 master weights, gradients and optimizer states of
+its parameter shard (full fine-tuning), of the adapters with the frozen base (LoRA / QLoRA), and what CPU offload
+moves to host RAM. calculator/stages/training.py adds the forward/backward and the optimizer step on top."""
+
+from functools import lru_cache
+from types import SimpleNamespace
+
+from calculator.memory import inference as inf
+from calculator.memory import lora
+from calculator.model import parameters as params
+from calculator.memory import model_states as tr
+from calculator.core.dtypes import nbytes
+from calculator.model.spec import ModelSpec
+from calculator.memory.parallel import StageShard
+from calculator.model.parameters import count_parameters, model_tensor_shapes
+from calculator.core.result import Term
+from calculator.stages.terms import TermList, dtype_bytes_text
+
+
+def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
+    """Weights, master weights, gradients and optimizer state of one GPU; returns (params held, largest tensor)."""
+    p, prec = w.parallel, w.precision
+    dense_group = p.shard_group
+    expert_group = max(1, (p.dp * p.cp * p.tp) // (p.ep * p.expert_tp))
+    if p.zero_shard_size:
+        expert_group = min(expert_group, p.zero_shard_size)
+
+    def sharded(stage_min: int, label: str) -> tuple[int, str, str]:
+        """Params of this GPU after ZeRO/FSDP at `stage_min`, with formula pieces."""
+        on = p.zero >= stage_min or (label == "opt" and p.distributed_optimizer)
+        if not on or (dense_group == 1 and expert_group == 1):
+            return shard.total, "N_gpu", f"{shard.total:,}"
+        n = -(-shard.dense // dense_group) + -(-shard.experts // expert_group)
+        if shard.experts:
+            return n, "N_dense/d + N_experts/d_exp", f"{shard.dense:,}/{dense_group} + {shard.experts:,}/{expert_group}"
+        return n, "N_gpu / d", f"{shard.total:,} / {dense_group}"
+
+    n_w, f_w, s_w = sharded(3, "w")
+    t.add("weights", "weights", f"Weights ({prec.params})", tr.weight_bytes(n_w, prec.params),
+          f"{f_w} × b_param", f"{s_w} × {dtype_bytes_text(prec.params)}",
+          ("fsdp" if p.zero_shard_size else "zero") if p.zero >= 3 else "transformer-math")
+    n_o, f_o, s_o = sharded(1, "opt")
+    src_o = "megatron-distopt" if p.distributed_optimizer else ("zero" if p.zero else "mixed-precision")
+    if prec.master_weights:
+        t.add("master_weights", "master_weights", f"Master weights ({prec.master_weights})",
+              tr.master_weight_bytes(n_o, prec.master_weights), f"{f_o} × b_master",
+              f"{s_o} × {dtype_bytes_text(prec.master_weights)}", src_o)
+    n_g, f_g, s_g = sharded(2, "g")
+    t.add("gradients", "gradients", f"Gradients ({prec.grads})", tr.gradient_bytes(n_g, prec.grads),
+          f"{f_g} × b_grad", f"{s_g} × {dtype_bytes_text(prec.grads)}", "zero" if p.zero >= 2 else (
+              "megatron-memory" if prec.grads == "fp32" and prec.params != "fp32" else "transformer-math"))
+    frac = tr.adafactor_factored_fraction(model_tensor_shapes(m)) if w.optimizer == "adafactor" else 1.0
+    opt_bytes = tr.optimizer_state_bytes(n_o, shard.tensors, w.optimizer, prec.optimizer_states, frac)
+    b_opt, o = dtype_bytes_text(prec.optimizer_states), w.optimizer
+    whole = o == "adamw-8bit" and n_o == count_parameters(m).total  # every tensor unsplit on this GPU
+    if whole:
+        opt_bytes = tr.bnb_adamw8bit_state_bytes(model_tensor_shapes(m))
+    if o == "adamw":
+        formula, subst, src = ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {b_opt} + 4 B × {shard.tensors}",
+                               "torch-adamw")
+    elif o == "adamw-8bit" and whole:
+        formula, subst, src = ("Σ_tensors (2·n + 8·⌈n/256⌉, or 8·n under 4096 elements) + 2 KiB of maps",
+                               f"{n_o:,} params in {shard.tensors} tensors", "bnb-8bit")
+    elif o == "adamw-8bit":
+        formula, subst, src = ("2 × (N × 1 B + ⌈N/256⌉ × 4 B) + 4 B × n_tensors",
+                               f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {shard.tensors}", "bnb-8bit")
+    elif o in ("sgd-momentum", "lion"):
+        formula, subst, src = ("N × b_opt", f"{s_o} × {b_opt}", "sgd" if o == "sgd-momentum" else "lion")
+    elif o == "adafactor":
+        formula, subst, src = ("N × φ × b_opt + 4 B × n_tensors (φ = factored elements per param)",
+                               f"{s_o} × {frac:.5f} × {b_opt} + 4 B × {shard.tensors}", "adafactor")
+    else:  # sgd without momentum, or no optimizer
+        formula, subst, src = ("0", "0", "sgd")
+    t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt_bytes, formula, subst, src)
+    return n_o, params.largest_tensor(m) // p.tp
+
+
+@lru_cache(maxsize=256)
+def states_of_shard(m: ModelSpec, parallel, precision, optimizer: str, shard: StageShard) -> tuple:
+    """(terms, params held, largest tensor) of _model_states: the same for every batch and sequence, built once."""
+    t = TermList()
+    n_o, largest = _model_states(t, m, SimpleNamespace(parallel=parallel, precision=precision, optimizer=optimizer),
+                                 shard)
+    return tuple(t.items), n_o, largest
+
+
+def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
+    """LoRA / QLoRA: the frozen base (QLoRA: NF4 linears) plus trainable adapters with their master weights,
+    gradients and optimizer state (Hu et al. 2021; Dettmers et al. 2023)."""
+    p, prec = w.parallel, w.precision
+    moe_layers = shard.moe_layers
+    dense_layers = (shard.last_layer - shard.first_layer) - moe_layers
+    per_dense = lora.adapter_params(m, w.lora_rank, w.lora_targets, False)
+    per_moe = lora.adapter_params(m, w.lora_rank, w.lora_targets, True) if moe_layers else 0
+    n_t = -(-(dense_layers * per_dense + moe_layers * per_moe) // p.tp)
+    tensors = dense_layers * lora.adapter_tensors(m, w.lora_targets, False) + (
+        moe_layers * lora.adapter_tensors(m, w.lora_targets, True) if moe_layers else 0)
+    zero3 = p.zero >= 3 and p.shard_group > 1
+    g = p.shard_group if zero3 else 1
+    if w.finetune == "qlora":
+        linear, rest = shard.layer_linear, shard.total - shard.layer_linear
+        base = inf.quantized_weight_bytes(linear, "nf4", 64) + nbytes(rest, prec.params)
+        t.add("weights", "weights", f"Frozen base weights (NF4 linears, {prec.params} embeddings/norms)",
+              -(-base // g), "N_linear × 0.5 B + ⌈N_linear/64⌉ × 4 B + N_other × b_param" + (" / d" if zero3 else ""),
+              f"{linear:,} × 0.5 B + absmax + {rest:,} × {dtype_bytes_text(prec.params)}" + (f" / {g}" if zero3 else ""),
+              "peft-kbit" if w.kbit_prep else "quantization",
+              "prepare_model_for_kbit_training cast every non-4-bit weight to fp32" if w.kbit_prep else "")
+    else:
+        t.add("weights", "weights", f"Frozen base weights ({prec.params})", -(-nbytes(shard.total, prec.params) // g),
+              "N_gpu × b_param" + (" / d" if zero3 else ""), f"{shard.total:,} × {dtype_bytes_text(prec.params)}"
+              + (f" / {g}" if zero3 else ""), "transformer-math")
+    fp32 = w.lora_adapter_dtype == "fp32"  # PEFT's autocast_adapter_dtype: adapters, grads in fp32, no master
+    a_dtype, g_dtype, master = ("fp32", "fp32", None) if fp32 else (prec.params, prec.grads, prec.master_weights)
+    t.add("weights.adapters", "weights", f"LoRA adapters (r = {w.lora_rank}, {w.lora_targets}, {a_dtype})",
+          nbytes(n_t, a_dtype), "Σ_adapted r·(in + out) × b_adapter",
+          f"{n_t:,} × {dtype_bytes_text(a_dtype)}", "lora")
+    n_o = -(-n_t // p.shard_group) if (p.zero >= 1 or p.distributed_optimizer) else n_t
+    n_g = -(-n_t // p.shard_group) if p.zero >= 2 else n_t
+    if master:
+        t.add("master_weights", "master_weights", f"Adapter master weights ({master})",
+              nbytes(n_o, master), "N_trainable × b_master", f"{n_o:,} × {dtype_bytes_text(master)}", "mixed-precision")
+    t.add("gradients", "gradients", f"Adapter gradients ({g_dtype})", nbytes(n_g, g_dtype),
+          "N_trainable × b_grad", f"{n_g:,} × {dtype_bytes_text(g_dtype)}", "lora")
+    t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer}, adapters only)",
+          tr.optimizer_state_bytes(n_o, tensors, w.optimizer, prec.optimizer_states), "per optimizer, N_trainable",
+          f"{n_o:,} trainable params, {tensors} tensors", "lora")
+    largest = max((w.lora_rank * max(i, o) for _, i, o in lora.adapted_linears(m, w.lora_targets, False)),
+                  default=0)
+    return n_o, largest
+
+
+def add_offload(t: TermList, w, shard: StageShard) -> None:
+    """ZeRO-Offload (Ren et al. 2021) / FSDP CPUOffload: gradients, fp32 master weights and optimizer state live in
+    host RAM and the optimizer steps on the CPU; with ZeRO-3 the parameters too (ZeRO-Infinity). The GPU keeps
+    the gradients of one unit until they are copied out."""
+    p = w.parallel
+    moved = {"master_weights", "optimizer_states", "gradients"} | ({"weights"} if p.offload_params else set())
+    keep = []
+    for term in t.items:
+        if term.component in moved:
+            t.host.append(term._replace(component="host", note="in host RAM (offloaded)"))
+            t.by_component[term.component] -= term.bytes
+        else:
+            keep.append(term)
+    t.items = keep
+    if p.offload_params:  # keep a (zero) weights line so the breakdown still names it
+        t.items.insert(0, Term("weights", "weights", "Weights (offloaded to host)", 0, "0", "0", "zero-offload"))
+    unit = shard.largest_unit
+    t.add("transient.grad_offload", "transient", "Gradients of one unit before the copy to host",
+          nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)",
+          ("{:,} × {}", unit, dtype_bytes_text(w.precision.grads)),
+          "zero-offload")

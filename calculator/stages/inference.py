@@ -1,0 +1,92 @@
+"""One pipeline stage of transformers' generate(): weights as loaded + the KV cache of prompt and generated tokens
++ max(prefill working set, decode working set) (calculator.stages.estimate assembles the stages)."""
+
+
+from calculator.memory import activations as act
+from calculator.memory import inference as inf
+from calculator.core.dtypes import nbytes
+from calculator.model.spec import ModelSpec
+from calculator.memory.parallel import (StageShard, kv_heads_per_rank)
+from calculator.model import parameters as params
+from calculator.core.result import StageEstimate
+
+
+from calculator.stages.terms import TermList, dtype_bytes_text, add_cublas_workspaces, finish_stage
+
+
+def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
+    p, t = w.parallel, TermList()
+    wdt = w.weight_dtype or w.precision.params
+    layers = range(shard.first_layer, shard.last_layer)
+    quantizable = shard.layer_linear  # attention, MLP and expert weights; embeddings, head, norms stay
+    rest = shard.total - quantizable
+    qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size, w.quant_method)
+    llm_int8 = w.quant_method == "llm-int8" and wdt == "int8"
+    if llm_int8:  # bitsandbytes: an fp32 scale per output row instead of per group
+        out_rows = params.layer_linear_out_rows(m) * len(layers) // (m.num_hidden_layers * p.tp)
+        qbytes = inf.llm_int8_weight_bytes(quantizable, out_rows)
+    rbytes = nbytes(rest, w.precision.params)
+    gptq = w.quant_method == "gptq" and wdt in ("int4", "int8")
+    if gptq:
+        in_rows = params.layer_linear_in_rows(m) * len(layers) // (m.num_hidden_layers * p.tp)
+        g_idx, kernel_buffer = inf.gptq_extras(in_rows, params.largest_layer_linear(m) // p.tp, wdt)
+        qbytes += g_idx
+    t.add("weights", "weights", f"Weights ({wdt} layers, {w.precision.params} embeddings/norms)", qbytes + rbytes,
+          "N_linear × b_w (+ scales per group) + N_other × b_param",
+          ("{:,} × {} (+ scales) + {:,} × {}", quantizable, dtype_bytes_text(wdt), rest, dtype_bytes_text(w.precision.params)),
+          "llm-int8" if llm_int8 else ("quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math"))
+    kvh = kv_heads_per_rank(m, p.tp)
+    total_tokens = w.seq_len + w.gen_tokens
+    kv = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens, kvh, w.kv_dtype)
+    per_tok = inf.kv_bytes_per_token_per_layer(m, kvh, w.kv_dtype)
+    if m.is_mla:
+        formula = "b × tokens × L_stage × (kv_lora_rank + rope_dim) × b_kv"
+        subst = ("{} × {:,} × {} × ({} + {}) × {}", w.micro_batch, total_tokens, len(layers), m.kv_lora_rank,
+                 m.qk_rope_head_dim, dtype_bytes_text(w.kv_dtype))
+        src = "mla"
+    else:
+        formula = "b × Σ_layers min(tokens, window) × 2 × kv_heads × head_dim × b_kv"
+        subst = ("{} × {:,} tokens × {} layers × {:,} B/token/layer{}", w.micro_batch, total_tokens, len(layers),
+                 per_tok, "")
+        if any(m.layer_is_sliding(i) for i in layers):
+            subst = subst[:-1] + (f" (sliding layers capped at {m.sliding_window:,})",)
+            src = "sliding-window"
+        else:
+            src = "kv-cache"
+    t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
+    if gptq and kernel_buffer:
+        t.add("transient.gptq_buffer", "transient", "GPTQ 4-bit kernel dequantization buffer", kernel_buffer,
+              "2 B × max(in × out)", ("2 × {:,}", kernel_buffer // 2), "quantization",
+              "exllama keeps one fp16 buffer of the largest quantized linear per GPU")
+    d = act.dims(m, w)
+    rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
+    mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, p.expert_tp)
+    if llm_int8 and m.gated_mlp and not m.is_moe:
+        mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
+    attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
+                                       w.attention == "eager")
+    # The prefill peak is at the last layer of the stage, with the whole prompt cached in every layer (sliding
+    # layers too: the window is applied at the first decode step); the decode peak is the final cache.
+    prompt_kv = len(layers) * w.micro_batch * w.seq_len * per_tok
+    prefill_peak = prompt_kv + max(mlp, attn)
+    decode_peak = kv + inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // p.tp)
+    extra = max(prefill_peak, decode_peak) - kv
+    phase = "attention" if attn > mlp else "MLP"
+    weights = t.by_component["weights"]
+    t.phases = [(weights + prompt_kv, weights + prefill_peak), (weights + kv, weights + decode_peak)]
+    if prefill_peak >= decode_peak:
+        t.add("activations.prefill", "activations", f"Prefill working set (at the last layer's {phase})", extra,
+              "prompt KV + max(MLP phase, attention phase) − final KV",
+              ("{:,} + max({:,}, {:,}) − {:,} B", prompt_kv, mlp, attn, kv), "kv-cache",
+              "MLP phase: 4·e·T·h + 3·e·T·f + RoPE; eager attention adds (e + 8) B per score and the causal mask")
+    else:
+        t.add("activations.decode", "activations", "Decode working set (one token, fp32 logits)", extra,
+              "b·(4·e·h + 3·e·f + V·(e + 4))", ("{:,} B", decode_peak - kv), "kv-cache")
+    add_cublas_workspaces(t, w, gpu, threads=1)
+    loaded = weights + t.by_component.get("transient", 0)  # weights + cuBLAS workspace (+ GPTQ's buffer)
+    t.timeline = [("weights loaded", loaded, loaded), ("prefill: peak", loaded + prompt_kv, loaded + prefill_peak)]
+    for i in sorted({1, max(1, w.gen_tokens // 2), w.gen_tokens} if w.gen_tokens else {0}):
+        kv_i = inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + i, kvh, w.kv_dtype)
+        t.timeline.append((f"decode: token {i:,}" if i else "decode: last logits", loaded + kv_i,
+                           loaded + kv_i + decode_peak - kv))
+    return finish_stage(t, w, shard, gpu)

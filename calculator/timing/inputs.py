@@ -1,0 +1,39 @@
+"""What the time estimate needs beyond the workload: achievable efficiencies, links, price (all editable).
+
+The efficiency defaults are calibrated on measured training steps and generate() calls of Hugging Face
+`transformers` eager code on one H200 (validation/gpu/timing_compare.py; constants and their fit in
+validation/CALIBRATION.md, "Step time"). Bandwidths: GB/s = 10⁹ bytes per second, per direction.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MatmulDtype = Literal["auto", "bf16", "fp16", "fp8", "fp32"]
+
+
+class TimingInputs(BaseModel):
+    """Efficiencies (fractions of the datasheet peaks), host overheads, links and price."""
+
+    # Floors keep every time finite and plausible: a 1% efficiency, 0.1 GB/s link, 10 GFLOP/s, 1 GB/s DRAM.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    matmul_efficiency: float = Field(default=0.8, ge=0.01, le=1)  # share of the dense peak a GEMM reaches
+    attention_efficiency: float = Field(default=0.485, ge=0.01, le=1)  # share of the peak the flash kernel reaches
+    memory_efficiency: float = Field(default=0.478, ge=0.01, le=1)  # share of the DRAM bandwidth elementwise kernels reach
+    host_op_us: float = Field(default=47.5, ge=0, le=10_000)  # host time per forward operator (Python + dispatch)
+    host_backward_op_us: float = Field(default=14.8, ge=0, le=10_000)  # per backward operator (autograd engine)
+    host_inference_op_us: float = Field(default=5.2, ge=0, le=10_000)  # per operator without autograd (generate)
+    kernel_gap_us: float = Field(default=2.0, ge=0, le=10_000)  # GPU idle time between dependent kernels
+    step_overhead_ms: float = Field(default=2.7, ge=0, le=100_000)  # per training step (Python loop, zero_grad, …)
+    decode_step_overhead_ms: float = Field(default=65.8, ge=0, le=100_000)  # per generate() step beyond its kernels
+    comm_efficiency: float = Field(default=0.80, ge=0.01, le=1)  # share of a link's bandwidth NCCL reaches
+    collective_latency_us: float = Field(default=15.0, ge=0, le=100_000)  # per collective call
+    nvlink_gbps: float | None = Field(default=None, ge=0.1, le=100_000)  # per direction; None: the catalogue's / 2
+    ib_gbps: float = Field(default=50.0, ge=0.1, le=100_000)  # per GPU per direction: 400 Gb/s NDR = 50 GB/s
+    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1_000_000)  # USD per GPU-hour
+    peak_tflops: float | None = Field(default=None, ge=0.01, le=1_000_000)  # override the catalogue's dense peak
+    memory_bandwidth_gbps: float | None = Field(default=None, ge=1, le=1_000_000)  # override the catalogue's
+    matmul_dtype: MatmulDtype = "auto"  # auto: the activation dtype (fp8: Transformer Engine style FP8 GEMMs)

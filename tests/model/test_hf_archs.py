@@ -1,0 +1,112 @@
+"""Every supported model_type: the config.json transformers 5 writes (`AutoConfig.for_model(...).to_dict()`) maps,
+and the engine's parameter count and tensor count equal the real model's, built from that config on the meta
+device. Variants cover the switches that change tensors (MQA, Falcon's new architecture, q/k norms, biases,
+parallel residuals, shared experts)."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from calculator.model.hf_config import SUPPORTED_MODEL_TYPES, spec_from_hf_config  # noqa: E402
+from calculator.model.parameters import count_parameters  # noqa: E402
+
+BASE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=96, vocab_size=100)
+GPT2_LIKE = dict(n_embd=64, n_layer=2, n_head=4, vocab_size=100, n_positions=32)
+MOE = dict(num_experts_per_tok=2, moe_intermediate_size=32)
+SIZES: dict[str, dict] = {
+    "gpt2": GPT2_LIKE, "gpt_bigcode": GPT2_LIKE,
+    "falcon": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=100, ffn_hidden_size=96),
+    "gemma": dict(BASE, head_dim=16), "gemma2": dict(BASE, head_dim=16), "gemma3_text": dict(BASE, head_dim=16),
+    "qwen3": dict(BASE, head_dim=16), "qwen3_moe": dict(BASE, head_dim=16, num_experts=4, **MOE),
+    "qwen2_moe": dict(BASE, num_experts=4, shared_expert_intermediate_size=48, **MOE),
+    "mixtral": dict(BASE, num_local_experts=4, num_experts_per_tok=2),
+    "gpt_oss": dict(BASE, head_dim=16, num_local_experts=4, num_experts_per_tok=2),
+    "olmoe": dict(BASE, num_experts=4, num_experts_per_tok=2),
+    "granitemoe": dict(BASE, num_local_experts=4, num_experts_per_tok=2),
+    "granitemoeshared": dict(BASE, num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=48),
+    "llama4_text": dict(BASE, head_dim=16, intermediate_size_mlp=128, num_local_experts=4, num_experts_per_tok=1,
+                        interleave_moe_layer_step=2, moe_layers=None, no_rope_layers=None),
+    "deepseek_v2": dict(BASE, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8,
+                        qk_nope_head_dim=8, v_head_dim=16, n_routed_experts=4, n_shared_experts=1,
+                        first_k_dense_replace=1, **MOE),
+}
+SIZES["deepseek_v3"] = SIZES["deepseek_v2"]
+SIZES.update(helium=dict(BASE, head_dim=16), ministral=dict(BASE, head_dim=16), phi3=dict(BASE, pad_token_id=None),
+             smollm3=dict(BASE, pad_token_id=None), glm=dict(BASE, head_dim=16, pad_token_id=None),
+             glm4=dict(BASE, head_dim=16, pad_token_id=None), vaultgemma=dict(BASE, head_dim=16),
+             exaone4=dict(BASE, head_dim=16), hunyuan_v1_dense=dict(BASE, head_dim=16))
+MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+
+VARIANTS = [
+    ("gpt_bigcode", {"multi_query": False}), ("falcon", {"multi_query": False}),
+    ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),
+    ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2, "num_ln_in_parallel_attn": 1}),
+    ("falcon", {"parallel_attn": False, "bias": True}), ("phi", {"qk_layernorm": True}),
+    ("stablelm", {"qk_layernorm": True, "use_parallel_residual": True, "use_qkv_bias": True}),
+    ("cohere", {"use_qk_norm": True, "attention_bias": True}), ("starcoder2", {"use_bias": False}),
+    ("seed_oss", {"attention_bias": True, "attention_out_bias": True}), ("ernie4_5", {"use_bias": True}),
+    ("llama", {"attention_bias": True, "mlp_bias": True}), ("helium", {"attention_bias": True}), ("qwen3_moe", {"decoder_sparse_step": 2}),
+    ("qwen2_moe", {"mlp_only_layers": [0]}), ("glm", {"attention_bias": False}), ("glm4", {"attention_bias": False}),
+    ("internlm3", {"attention_bias": True, "mlp_bias": True}), ("cwm", {"mlp_bias": True}),
+    ("hunyuan_v1_dense", {"attention_bias": True}),
+]
+
+
+def _quiet():
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+def written_config(model_type: str, **overrides) -> tuple[dict, object]:
+    """(config.json as transformers 5 writes it, the config of the causal-LM model to build)."""
+    _quiet()
+    sizes = SIZES.get(MULTIMODAL.get(model_type, model_type), BASE)
+    if model_type in MULTIMODAL:
+        config = transformers.AutoConfig.for_model(model_type, text_config={**sizes, **overrides})
+        return config.to_dict(), config.text_config
+    config = transformers.AutoConfig.for_model(model_type, **{**sizes, **overrides})
+    return config.to_dict(), config
+
+
+def real_counts(config) -> tuple[int, int]:
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    params = list(model.parameters())
+    return sum(p.numel() for p in params), len(params)
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+def test_the_config_transformers_writes_maps_to_the_real_parameter_count(model_type):
+    written, config = written_config(model_type)
+    counts = count_parameters(spec_from_hf_config(written).spec)
+    assert (counts.total, counts.tensors) == real_counts(config)
+
+
+@pytest.mark.parametrize("model_type,overrides", VARIANTS, ids=lambda v: str(v))
+def test_switches_that_change_tensors(model_type, overrides):
+    written, config = written_config(model_type, **overrides)
+    counts = count_parameters(spec_from_hf_config(written).spec)
+    assert (counts.total, counts.tensors) == real_counts(config)
+
+
+def test_qwen3_moe_written_by_transformers_5_says_num_local_experts():
+    """Issue 13: Qwen3MoeConfig.to_dict() writes num_local_experts (transformers 4 wrote num_experts)."""
+    written, _ = written_config("qwen3_moe")
+    assert "num_local_experts" in written and "num_experts" not in written
+    spec = spec_from_hf_config(written).spec
+    assert (spec.num_experts, spec.num_experts_per_tok) == (4, 2)
+
+
+def test_gpt_bigcode_is_multi_query_with_learned_positions():
+    spec = spec_from_hf_config(written_config("gpt_bigcode")[0]).spec
+    assert (spec.kv_heads, spec.learned_position_embeddings, spec.family) == (1, 32, "gpt2")
+
+
+def test_new_architectures_say_their_activations_are_not_traced():
+    mapped = spec_from_hf_config(written_config("falcon")[0])
+    assert any("not traced" in w for w in mapped.warnings)
+    assert spec_from_hf_config(written_config("llama")[0]).warnings == ()

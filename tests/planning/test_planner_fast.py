@@ -1,0 +1,104 @@
+"""The planner's fast byte model (calculator/planning/fast.py) equals estimate() byte for byte on a random sample of
+layouts of every kind of job it covers, and says when it does not cover one."""
+import random
+
+import pytest
+
+from calculator import Workload, estimate
+from calculator.planning import fast as planner_fast
+from calculator.planning.grid import layouts_of, workload_of
+from calculator.model.presets import load_model
+
+JOBS = [
+    ("llama-3.1-70b", Workload(mode="infer", seq_len=131_072, gen_tokens=1_024, gpu="a100-40gb")),
+    ("llama-3.1-8b", Workload(mode="infer", seq_len=8192, micro_batch=8, kv_dtype="fp8", gpu="h100-sxm")),
+    ("qwen2.5-72b", Workload(mode="infer", seq_len=4096, weight_dtype="int4", quant_method="gptq", gpu="l40s")),
+    ("qwen2.5-7b", Workload(mode="infer", seq_len=2048, weight_dtype="int4", quant_method="awq", attention="eager")),
+    ("gemma-2-27b", Workload(mode="infer", seq_len=16384, micro_batch=2, gpu="h200")),  # sliding-window layers
+    ("deepseek-v2-lite", Workload(mode="infer", seq_len=8192, gen_tokens=512, gpu="h100-sxm")),  # MLA + MoE
+    ("mixtral-8x7b", Workload(mode="infer", seq_len=4096, micro_batch=4, gpu="a100-80gb",
+                              overheads={"fragmentation_pct": 7.5, "cuda_context_bytes": 10**9})),
+    ("qwen3-235b-a22b", Workload(mode="infer", seq_len=32768, gpu="b200",
+                                 overheads={"include_comm_buffers": False, "cublas_workspace_bytes": 0})),
+]
+
+
+@pytest.mark.parametrize("name, w", JOBS, ids=[j[0] for j in JOBS])
+def test_fast_totals_equal_estimate_byte_for_byte(name, w):
+    m = load_model(name).spec
+    layouts = [lay for n in (1, 2, 4, 8, 16, 24, 48, 64) for lay in layouts_of(m, w, n)]
+    sample = random.Random(name).sample(layouts, min(25, len(layouts)))
+    assert any(lay.pp_first for lay in layouts)  # uneven stages are in the grid
+    total, peak, covered = planner_fast.totals(m, w, sample)
+    assert covered.all()
+    for i, lay in enumerate(sample):
+        est = estimate(m, workload_of(w, lay), with_fits=False)
+        assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
+
+
+def test_jobs_it_does_not_cover_fall_back_to_estimate():
+    m = load_model("llama-3.1-8b").spec
+    for w in (Workload(finetune="lora"), Workload(stack="ddp"), Workload(attention="sdpa"),
+              Workload(optimizer="adamw-8bit"), Workload(padded_batch=True),
+              Workload(precision={"params": "fp32", "grads": "fp32", "master_weights": None,
+                                  "optimizer_states": "fp32", "activations": "bf16"}),  # autocast
+              Workload(mode="infer", engine="vllm", gpu="h100-sxm"), Workload(mode="rl")):
+        assert not planner_fast.covers(m, w)
+        assert planner_fast.totals(m, w, list(layouts_of(m, Workload(mode="infer"), 2))) is None
+
+
+TRAIN_JOBS = [
+    ("llama-3.1-70b", Workload(seq_len=4096, micro_batch=4, gpu="h100-sxm")),
+    ("llama-3.1-8b", Workload(seq_len=8192, micro_batch=2, attention="eager", optimizer_impl="foreach")),
+    ("qwen2.5-7b", Workload(seq_len=4096, precision={"params": "bf16", "grads": "bf16", "master_weights": None,
+                                                     "optimizer_states": "bf16"}, optimizer="sgd",
+                            impl="liger", gpu="a100-80gb")),
+    ("deepseek-v3", Workload(seq_len=4096, gpu="h200")),  # MLA + MoE, 61 layers: uneven stages, EP
+    ("qwen3-235b-a22b", Workload(seq_len=4096, impl="megatron-te", optimizer="lion", gpu="b200",
+                                 parallel={"distributed_optimizer": True},
+                                 overheads={"fragmentation_pct": 5.0, "nccl_bytes_per_group": 10**8})),
+    ("mixtral-8x7b", Workload(seq_len=2048, micro_batch=2, impl="compile", optimizer="sgd-momentum",
+                              recompute="selective", gpu="h100-sxm", parallel={"num_microbatches": 16})),
+    ("qwen2.5-14b", Workload(seq_len=8192, micro_batch=1, recompute="full", ds_auto_buckets=True,
+                             optimizer_impl="foreach", gpu="a100-80gb")),  # ms-swift's ZeRO runs (HF "auto")
+    ("gemma-2-9b", Workload(seq_len=8192, gpu="l40s", overheads={"include_comm_buffers": False,
+                                                                  "cuda_context_bytes": 3 * 10**8})),
+]
+
+
+@pytest.mark.parametrize("name, w", TRAIN_JOBS, ids=[j[0] for j in TRAIN_JOBS])
+def test_fast_training_totals_equal_estimate_byte_for_byte(name, w):
+    m = load_model(name).spec
+    layouts = [lay for n in (1, 4, 8, 16, 32, 64) for lay in layouts_of(m, w, n)]
+    sample = random.Random(name).sample(layouts, min(30, len(layouts)))
+    total, peak, covered = planner_fast.totals(m, w, sample)
+    assert covered.sum() >= len(sample) - 3  # only one-GPU / plain-DP layouts (DDP, HF Trainer) are left out
+    for i, lay in enumerate(sample):
+        if covered[i]:
+            est = estimate(m, workload_of(w, lay), with_fits=False)
+            assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
+
+
+def test_llm_int8_inference_is_covered_too():
+    m = load_model("llama-3.1-8b").spec
+    w = Workload(mode="infer", seq_len=4096, weight_dtype="int8", quant_method="llm-int8", gpu="a100-40gb")
+    layouts = [lay for n in (1, 2, 4, 8) for lay in layouts_of(m, w, n)]
+    total, peak, covered = planner_fast.totals(m, w, layouts)
+    for i, lay in enumerate(layouts):
+        est = estimate(m, workload_of(w, lay), with_fits=False)
+        assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
+
+
+@pytest.mark.parametrize("name, mode", [("deepseek-v3", "train"), ("deepseek-v3", "infer"), ("gemma-2-27b", "infer")])
+def test_deep_pipelines_with_mixed_layer_kinds_are_exact(name, mode):
+    """DeepSeek-V3's first three layers are dense and Gemma-2 alternates sliding and global layers: middle stages
+    differ, so a later one can be the most loaded; the fast model looks at every distinct stage."""
+    m = load_model(name).spec
+    w = Workload(mode=mode, seq_len=4096, gpu="h200")
+    layouts = [lay for lay in layouts_of(m, w, 64, search="layout") if lay.pp >= 8]
+    sample = random.Random(name + mode).sample(layouts, min(12, len(layouts)))
+    total, peak, covered = planner_fast.totals(m, w, sample)
+    for i, lay in enumerate(sample):
+        if covered[i]:
+            est = estimate(m, workload_of(w, lay), with_fits=False)
+            assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
