@@ -91,7 +91,7 @@ def scaled_sizes(sizes, factors) -> list[int]:
 
 
 def run_step(plan: StepPlan, a) -> None:
-    """The build and two steps on an allocator `a` (allocator_fast.CachingAllocator, or _Events): alloc / allocs /
+    """The build and two steps on an allocator `a` (allocator.fast.CachingAllocator, or _Events): alloc / allocs /
     allocs_repeated / allocs_runs grant handles (0: no tensor), free_one / frees return them, alloc_free is a
     transient (allocated and freed at once). Sizes are ints."""
     t = plan.tensors

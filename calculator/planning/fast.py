@@ -5,7 +5,7 @@ Covered: inference with transformers generate() (engine "hf"), here; training, i
 inference_stage + finish_stage) depends on the layout only through the pipeline stage's shard (TP, PP with its uneven
 stages, EP, expert TP) and, for the NCCL buffers, the number of process groups of size > 1. So each distinct shard
 is priced once per distinct stage content (layers, MoE and sliding-window layers, parameters) with the engine's
-formula functions (stage_inference._stage_inference term by term without its formula text: weights with their
+formula functions (stages.inference.inference_stage term by term without its formula text: weights with their
 quantization scales, KV cache, the prefill / decode working set, cuBLAS workspace, the calibrated fragmentation
 over the two phases, the CUDA context): what depends on the local shapes once per (TP, EP, expert TP), what
 depends on the layers once per content (stage contents from Python prefix sums; a model whose middle layers are
@@ -81,7 +81,7 @@ def _stage_parts(m: ModelSpec, w: Workload, shape: _Shape, first_layer: int, las
                  quantizable: int) -> tuple[int, int | None]:
     """(allocated bytes but the cuBLAS workspace, reserved bytes of the calibrated fragmentation model or None) of
     one inference stage (layers [first_layer, last_layer), `total` parameters of which `quantizable` in the layers'
-    linears): stage_inference._stage_inference and stage_terms._overheads, term by term, without building the formula text
+    linears): stages.inference.inference_stage and stages.terms._overheads, term by term, without building the formula text
     (held equal by the tests)."""
     wdt = w.weight_dtype or w.precision.params
     n_layers = last_layer - first_layer
@@ -117,7 +117,7 @@ def _stage_parts(m: ModelSpec, w: Workload, shape: _Shape, first_layer: int, las
 
 def _on_gpu(w: Workload, gpu, parts: tuple[int, int | None]) -> tuple[int, int]:
     """(total without NCCL buffers, peak allocated) of a priced stage on the workload's GPU: its cuBLAS workspace
-    (allocated), the fragmentation (stage_terms._overheads: reserved − allocated, or a flat share) and the context."""
+    (allocated), the fragmentation (stages.terms._overheads: reserved − allocated, or a flat share) and the context."""
     allocated, reserved = parts
     o = w.overheads
     cublas = o.cublas_workspace_bytes if o.cublas_workspace_bytes is not None else (

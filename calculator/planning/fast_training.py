@@ -162,7 +162,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     lay = [layouts[i] for i in idx]
     cols = np.array([(l.tp, l.pp, l.dp, l.cp, l.ep, l.etp or l.tp, l.zero, l.recompute == "full") for l in lay],
                     dtype=np.int64).reshape(-1, 8)
-    # Rows: the stages of each layout that can be the most loaded (planner_stages.candidate_stages); the maximum
+    # Rows: the stages of each layout that can be the most loaded (planning.fast_stages.candidate_stages); the maximum
     # over them is the maximum over every stage.
     counts = np.array([len(r) for r in shard_rows], dtype=np.int64)
     offsets = np.cumsum(counts) - counts
@@ -180,7 +180,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     microbatches = np.maximum(ppr, p0.num_microbatches or 1)
     flight = np.where(ppr == 1, 1.0, np.minimum(ppr - stage, microbatches).astype(np.float64))
 
-    # ---- model states (stage_states._model_states, with the stack's precision) ----
+    # ---- model states (stages.held._model_states, with the stack's precision) ----
     megatron = zero == 0  # covered layouts: ZeRO 0 runs Megatron-LM, ZeRO 1-3 DeepSpeed
     dense_group = dp * cp
     expert_group = np.maximum(1, (dp * cp * tp) // (ep * etp))
@@ -225,7 +225,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
         gpu.cublas_workspace_bytes if gpu is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES)
     states = states + 2 * cublas
 
-    # ---- activations, loss head and the backward's transient (stage_training._stage_training, exact model) ----
+    # ---- activations, loss head and the backward's transient (stages.training.training_stage, exact model) ----
     shape = lay_shape[owner]
 
     def of_shape(get, dtype=np.int64):
@@ -245,7 +245,7 @@ def _rows(m: ModelSpec, w: Workload, layouts, idx, lay_shard, lay_shape, shard_r
     fwd_bwd = acts + logits + backward + at_peak
     peak = states + np.maximum(fwd_bwd, step)
 
-    # ---- overheads (stage_terms._overheads) ----
+    # ---- overheads (stages.terms._overheads) ----
     if o.fragmentation_pct is not None:
         frag = (peak * o.fragmentation_pct / 100).astype(np.int64)
     else:

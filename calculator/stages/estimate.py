@@ -6,7 +6,7 @@ Training peak (what torch.cuda.max_memory_allocated reports):
   + ZeRO-3/FSDP gather buffers
 nvidia-smi total = peak allocated + allocator fragmentation + NCCL buffers + CUDA context.
 How gradients live and which buffers exist is the training stack's (calculator/stacks/); one stage is priced by
-calculator/stages/training.py or stage_inference.py, its overheads by stage_terms.py; this module assembles.
+calculator/stages/training.py or stages/inference.py, its overheads by stages/terms.py; this module assembles.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ layer by layer, whether each has routed experts and sliding-window attention), i
 holds the embedding or the LM head. So:
 - inference (no micro-batches in flight): a stage with the content of an earlier one is that stage, renumbered;
 - training: the first stage of each content is computed; a later one with the same content holds fewer
-  micro-batches in flight and no more memory (the same argument as calculator/planner_stages.candidate_stages),
+  micro-batches in flight and no more memory (the same argument as calculator/planning.fast_stages.candidate_stages),
   so it is a LazyStage, computed when read, and never the most loaded stage.
 The stages of one training estimate share what does not depend on the stage (SharedByStages).
 """

@@ -1,6 +1,6 @@
 """What every stage estimate shares: the term list (TermList), the GPU lookup, and the overheads that turn peak
 allocated into the nvidia-smi total (allocator fragmentation, NCCL buffers, CUDA context), added last by finish_stage.
-calculator/stages/estimate.py assembles; calculator/stages/training.py and stage_inference.py price one stage each."""
+calculator/stages/estimate.py assembles; calculator/stages/training.py and stages/inference.py price one stage each."""
 
 from functools import lru_cache
 

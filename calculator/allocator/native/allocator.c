@@ -12,18 +12,18 @@
  *   no free block holds maps what the free block at the mapped end lacks, or a new block there.
  * Reserved memory never shrinks (no empty_cache()): its peak is its final value.
  *
- * Addresses are laid out as allocator_fast lays them (each pool its own address space, segments at its top in
+ * Addresses are laid out as calculator/allocator/fast.py lays them (each pool its own address space, segments at its top in
  * creation order, 512 B apart; expandable: one segment), so free_blocks() is comparable with it block for block.
  * A handle is a block's index + 1 (0: no tensor). A block's segment neighbours are its prev / next links, so a
  * merge never crosses segments. A pool's free blocks are size classes sorted by size, each a min-heap of addresses:
  * best fit is a binary search over the sizes and a heap's top (rules.h). Addresses past 2^64 B raise OverflowError
  * (no real job; the caller falls back to reference_replay). The rules are in rules.h, this file gives them
- * allocator_fast.CachingAllocator's calls. tests/test_allocator_native.py holds it equal to allocator_fast. */
+ * allocator.fast.CachingAllocator's calls. tests/allocator/test_allocator_native.py holds it equal to calculator/allocator/fast.py. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "rules.h"
 
-/* ---- the Python type: allocator_fast.CachingAllocator's calls ------------------------------------------------ */
+/* ---- the Python type: allocator.fast.CachingAllocator's calls ------------------------------------------------ */
 
 static int as_size(PyObject *o, long long *n) {
     int over = 0;
@@ -113,7 +113,7 @@ static PyObject *A_allocs_repeated(Allocator *a, PyObject *args, PyObject *kw) {
 }
 
 /* allocs_runs(sizes, periods): sizes allocated in order, handles not kept (the periods only speed up
- * allocator_fast; here every request is replayed) */
+ * calculator/allocator/fast.py; here every request is replayed) */
 static PyObject *A_allocs_runs(Allocator *a, PyObject *args) {
     PyObject *sizes, *periods;
     if (!PyArg_ParseTuple(args, "OO", &sizes, &periods)) return NULL;
@@ -125,7 +125,7 @@ static PyObject *A_totals(Allocator *a, PyObject *Py_UNUSED(ignored)) {
                          (unsigned long long)a->allocated);
 }
 
-/* a pool's free blocks (0 small, 1 large) as (size, address), in best-fit order, as allocator_fast.free_blocks */
+/* a pool's free blocks (0 small, 1 large) as (size, address), in best-fit order, as calculator/allocator/fast.py.free_blocks */
 static PyObject *A_free_blocks(Allocator *a, PyObject *pool) {
     long which = PyLong_AsLong(pool);
     if (which == -1 && PyErr_Occurred()) return NULL;
@@ -193,7 +193,7 @@ static PyTypeObject AllocatorType = {
     .tp_name = "calculator.allocator.native._allocator.Allocator",
     .tp_basicsize = sizeof(Allocator),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "PyTorch's caching allocator over byte sizes (calculator/allocator_fast.CachingAllocator's calls).",
+    .tp_doc = "PyTorch's caching allocator over byte sizes (calculator/allocator.fast.CachingAllocator's calls).",
     .tp_methods = A_methods,
     .tp_init = (initproc)A_init,
     .tp_new = PyType_GenericNew,

@@ -1,5 +1,5 @@
 /* calculator/allocator/native/rules.h: the caching allocator's rules on plain integers (no Python objects), included by
- * allocator.c, which gives them allocator_fast.CachingAllocator's calls. The rules, their source and the layout of
+ * allocator.c, which gives them allocator.fast.CachingAllocator's calls. The rules, their source and the layout of
  * addresses: allocator.c's opening comment. PyMem_* and PyErr_* are the only Python calls (memory, errors). */
 #ifndef CALCULATOR_NATIVE_RULES_H
 #define CALCULATOR_NATIVE_RULES_H
