@@ -16,5 +16,5 @@ fi
 # the C replay of the caching allocator (calculator/allocator/native; optional: without a compiler the Python one runs)
 .venv/bin/python -m calculator.allocator.native >/dev/null || true
 # the import contracts of .importlinter (layers from the CLI down to the core, no cycles, no network in the math)
-.venv/bin/lint-imports --config .importlinter >/dev/null || .venv/bin/lint-imports --config .importlinter
+.venv/bin/lint-imports --no-logo .importlinter >/dev/null || .venv/bin/lint-imports --no-logo .importlinter
 exec .venv/bin/python -m pytest -q "$@"
