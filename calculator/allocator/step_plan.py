@@ -79,12 +79,9 @@ def _states_per_grad_byte(optimizer: str, states_dtype: str | None, grad_dtype: 
 
 
 @lru_cache(maxsize=64)
-def _layer_tensors(m, tp: int, moe: bool) -> tuple[int, ...]:
-    """Elements of each parameter tensor of a dense (or MoE) decoder layer on one TP rank (() if the model has no
-    such layer)."""
-    if not any(k == moe for k, _ in layer_kinds(m)):
-        return ()
-    return tuple(_numel(s) // (tp if len(s) > 1 else 1) for _, g in kind_shapes(m, moe) for s in g)
+def _layer_tensors(m, tp: int, kind) -> tuple[int, ...]:
+    """Elements of each parameter tensor of one kind of decoder layer on one TP rank."""
+    return tuple(_numel(s) // (tp if len(s) > 1 else 1) for _, g in kind_shapes(m, kind) for s in g)
 
 
 @lru_cache(maxsize=256)
@@ -95,9 +92,9 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
     b_grad = _bytes_per(grad_dtype)
     full = finetune == "full"
     layers = range(shard.first_layer, shard.last_layer)
-    kinds = {False: list(_layer_tensors(m, tp, False)), True: list(_layer_tensors(m, tp, True))}
-    layer_moe = [m.layer_is_moe(i) for i in layers] if m.is_moe else [False] * len(layers)
-    layer_tensors = [kinds[moe] for moe in layer_moe]
+    kinds = {kind: list(_layer_tensors(m, tp, kind)) for kind, _ in layer_kinds(m)}
+    layer_moe = [m.layer_kind(i) for i in layers]  # each layer's kind (dense / MoE feed-forward, ...)
+    layer_tensors = [kinds[kind] for kind in layer_moe]
     vocab_w = m.vocab_size * m.hidden_size // tp
     emb = [vocab_w] if shard.has_embedding else []
     head_w = ([vocab_w] if shard.has_head and not m.tie_word_embeddings else []) + \

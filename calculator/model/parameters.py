@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from calculator.model.spec import ModelSpec
+from calculator.model.spec import LayerKind, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -158,22 +158,23 @@ def numel(shapes: list[Shape]) -> int:
 
 def layer_shapes(m: ModelSpec, i: int) -> dict[str, list[Shape]]:
     """Parameter tensor shapes of decoder layer i, grouped by how they shard."""
-    return {k: list(v) for k, v in kind_shapes(m, m.layer_is_moe(i))}
+    return {k: list(v) for k, v in kind_shapes(m, m.layer_kind(i))}
 
 
 @lru_cache(maxsize=512)
-def kind_shapes(m: ModelSpec, moe: bool) -> tuple[tuple[str, tuple[Shape, ...]], ...]:
-    """Parameter tensor shapes of a dense (or MoE) decoder layer, grouped by how they shard: every layer of a kind
-    has the same, so they are derived once per model and kind (an immutable (group, shapes) tuple)."""
+def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, ...]], ...]:
+    """Parameter tensor shapes of one kind of decoder layer (its token mixer and feed-forward), grouped by how they
+    shard: every layer of a kind has the same, so they are derived once per model and kind (an immutable (group,
+    shapes) tuple). The mixer's tensors are the "attention" group whatever its kind."""
     h = m.hidden_size
     groups: dict[str, list[Shape]] = {
-        "attention": attention_shapes(m),
+        "attention": attention_shapes(m) if kind.mixer in ("attention", "mla") else [],
         "norms": m.norms_per_layer * model_norm_shapes(m, h),
         "mlp": [], "router": [], "routed_experts": [], "shared_experts": [],
     }
-    if not moe:
+    if kind.ffn == "dense":
         groups["mlp"] = mlp_shapes(h, m.intermediate_size, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
-    else:
+    elif kind.ffn == "moe":
         groups["router"] = linear_shapes(h, m.num_experts, m.router_bias)
         groups["routed_experts"] = routed_expert_shapes(m)
         if m.num_shared_experts or m.shared_expert_intermediate_size:
@@ -184,10 +185,19 @@ def kind_shapes(m: ModelSpec, moe: bool) -> tuple[tuple[str, tuple[Shape, ...]],
     return tuple((k, tuple(v)) for k, v in groups.items())
 
 
-def layer_kinds(m: ModelSpec) -> tuple[tuple[bool, int], ...]:
-    """(moe, number of decoder layers) for each kind of layer the model has (dense first)."""
-    moe = m.moe_layer_count if m.is_moe else 0
-    return tuple((k, n) for k, n in ((False, m.num_hidden_layers - moe), (True, moe)) if n)
+@lru_cache(maxsize=256)
+def layer_kinds(m: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:
+    """(kind, number of decoder layers) for each kind of layer the model has, in order of first appearance (dense
+    before MoE for the models whose every mixer is the same)."""
+    if all(t in (None, "full_attention", "sliding_attention") for t in (m.layer_types or (None,))):
+        mixer = "mla" if m.is_mla else "attention"
+        moe = m.moe_layer_count if m.is_moe else 0
+        return tuple((LayerKind(mixer, f), n) for f, n in (("dense", m.num_hidden_layers - moe), ("moe", moe)) if n)
+    counts: dict[LayerKind, int] = {}
+    for i in range(m.num_hidden_layers):
+        k = m.layer_kind(i)
+        counts[k] = counts.get(k, 0) + 1
+    return tuple(counts.items())
 
 
 def kind_counts(layers) -> list[tuple[LayerParams, int]]:
@@ -199,16 +209,16 @@ def kind_counts(layers) -> list[tuple[LayerParams, int]]:
 
 def layer_params(m: ModelSpec, i: int) -> LayerParams:
     """Parameters of decoder layer i."""
-    return kind_params(m, m.layer_is_moe(i))
+    return kind_params(m, m.layer_kind(i))
 
 
 @lru_cache(maxsize=512)
-def kind_params(m: ModelSpec, moe: bool) -> LayerParams:
-    """Parameters of a dense (or MoE) decoder layer."""
-    n = {k: numel(v) for k, v in kind_shapes(m, moe)}
+def kind_params(m: ModelSpec, kind: LayerKind) -> LayerParams:
+    """Parameters of one kind of decoder layer."""
+    n = {k: numel(v) for k, v in kind_shapes(m, kind)}
     largest = max(n["attention"], n["mlp"], n["routed_experts"], n["shared_experts"])
     return LayerParams(n["attention"], n["mlp"], n["router"], n["routed_experts"], n["shared_experts"], n["norms"],
-                       largest_module=largest, tensors=sum(len(v) for _, v in kind_shapes(m, moe)))
+                       largest_module=largest, tensors=sum(len(v) for _, v in kind_shapes(m, kind)))
 
 
 def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
@@ -217,15 +227,15 @@ def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
     shapes: list[Shape] = [(m.vocab_size, h)]
     if m.learned_position_embeddings:
         shapes.append((m.learned_position_embeddings, h))
-    kinds = {moe: [s for _, group in kind_shapes(m, moe) for s in group] for moe, _ in layer_kinds(m)}
+    kinds = {kind: [s for _, group in kind_shapes(m, kind) for s in group] for kind, _ in layer_kinds(m)}
     for i in range(m.num_hidden_layers):
-        shapes += kinds[m.layer_is_moe(i)]
+        shapes += kinds[m.layer_kind(i)]
     return shapes + model_norm_shapes(m, h) + lm_head_shapes(m)
 
 
 def _layer_linears(m: ModelSpec):
     """(2-D weight shape, number of decoder layers holding it) over the model's kinds of layer."""
-    return [(shape, n) for moe, n in layer_kinds(m) for _, group in kind_shapes(m, moe) for shape in group
+    return [(shape, n) for kind, n in layer_kinds(m) for _, group in kind_shapes(m, kind) for shape in group
             if len(shape) == 2]
 
 
@@ -236,17 +246,17 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     embedding = m.vocab_size * h + m.learned_position_embeddings * h
     # Identical layers share one LayerParams (a 10,000-layer model: 80 kB of references, not 2.4 MB of objects
     # kept by this cache for every distinct model a server is asked about).
-    kinds = {moe: (kind_params(m, moe), n) for moe, n in layer_kinds(m)}
-    layers = tuple(kinds[m.layer_is_moe(i)][0] for i in range(m.num_hidden_layers)) if len(kinds) > 1 else \
+    kinds = {kind: (kind_params(m, kind), n) for kind, n in layer_kinds(m)}
+    layers = tuple(kinds[m.layer_kind(i)][0] for i in range(m.num_hidden_layers)) if len(kinds) > 1 else \
         tuple(p for p, _ in kinds.values()) * m.num_hidden_layers
     final_norm = numel(model_norm_shapes(m, h))
     tensors = (1 + (m.learned_position_embeddings > 0) + sum(n * p.tensors for p, n in kinds.values())
                + len(model_norm_shapes(m, h)) + len(lm_head_shapes(m)))
     lm_head = numel(lm_head_shapes(m))
     inactive = 0
-    if True in kinds:  # each MoE layer's routed experts beyond the top-k (every MoE layer alike)
-        p, n = kinds[True]
-        inactive = n * (p.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts)
+    for kind, (p, n) in kinds.items():  # each MoE layer's routed experts beyond the top-k
+        if kind.ffn == "moe":
+            inactive += n * (p.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts)
     total = embedding + sum(n * p.total for p, n in kinds.values()) + final_norm + lm_head
     return ParameterCounts(embedding, layers, final_norm, lm_head, tensors, active_per_token=total - inactive)
 
@@ -256,7 +266,7 @@ def largest_tensor(m: ModelSpec) -> int:
     """Elements of the largest parameter tensor (what a for-loop optimizer step allocates temporaries for)."""
     h = m.hidden_size
     shapes = [(m.vocab_size, h), (m.learned_position_embeddings, h)] + model_norm_shapes(m, h) + lm_head_shapes(m)
-    shapes += [s for moe, _ in layer_kinds(m) for _, group in kind_shapes(m, moe) for s in group]
+    shapes += [s for kind, _ in layer_kinds(m) for _, group in kind_shapes(m, kind) for s in group]
     return max(numel([shape]) for shape in shapes)
 
 

@@ -8,7 +8,7 @@ tensors (which decides the exact saved activations; see `calculator.memory.activ
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,6 +16,18 @@ from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
 Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
+
+
+class LayerKind(NamedTuple):
+    """What one decoder layer is made of: a token mixer and a feed-forward, each of a kind
+    (calculator/model/architectures/ holds one module per kind)."""
+
+    mixer: str  # "attention" (full, sliding or chunked), "mla", or a kind of calculator.model.architectures.MIXERS
+    ffn: str  # "dense", "moe" or "none"
+
+
+# layer_types entry -> the token mixer kind of that layer (softmax attention: "attention", or "mla" for MLA models)
+LAYER_TYPE_MIXERS = {"full_attention": "attention", "sliding_attention": "attention", "none": "none"}
 
 
 class ModelSpec(HashedOnce):
@@ -152,6 +164,14 @@ class ModelSpec(HashedOnce):
     def layer_is_moe(self, i: int) -> bool:
         """Whether decoder layer i has a routed-expert MLP."""
         return self.is_moe and i >= self.first_k_dense_layers and i not in self.dense_layer_indices
+
+    def layer_kind(self, i: int) -> LayerKind:
+        """Decoder layer i's token mixer and feed-forward."""
+        types = self.layer_types
+        mixer = LAYER_TYPE_MIXERS[types[i]] if types is not None else "attention"
+        if mixer == "attention" and self.is_mla:
+            mixer = "mla"
+        return LayerKind(mixer, "moe" if self.layer_is_moe(i) else "dense")
 
     def layer_is_sliding(self, i: int) -> bool:
         """Whether decoder layer i attends only within `sliding_window` tokens."""

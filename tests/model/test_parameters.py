@@ -102,12 +102,15 @@ def test_layers_of_a_kind_share_one_count_and_are_grouped_by_kind():
     """A model's layers are counted once per kind (dense, MoE): DeepSeek-V3's 3 dense + 58 MoE layers share two
     LayerParams objects, kind_counts groups them, and layer_shapes(i) is its kind's shapes."""
     from calculator.model.parameters import kind_counts, kind_shapes, layer_kinds, layer_shapes
+    from calculator.model.spec import LayerKind
     m = load_model("deepseek-v3").spec
     layers = count_parameters(m).layers
-    assert layer_kinds(m) == ((False, 3), (True, 58))
+    dense_kind, moe_kind = LayerKind("mla", "dense"), LayerKind("mla", "moe")
+    assert layer_kinds(m) == ((dense_kind, 3), (moe_kind, 58))
     assert [(p is layers[0], n) for p, n in kind_counts(layers)] == [(True, 3), (False, 58)]
     assert layers[3] is layers[60] and layers[0] is not layers[3]
-    assert layer_shapes(m, 0) == {k: list(v) for k, v in kind_shapes(m, False)}
-    assert layer_shapes(m, 60)["routed_experts"] == list(dict(kind_shapes(m, True))["routed_experts"])
+    assert layer_shapes(m, 0) == {k: list(v) for k, v in kind_shapes(m, dense_kind)}
+    assert layer_shapes(m, 60)["routed_experts"] == list(dict(kind_shapes(m, moe_kind))["routed_experts"])
     dense = load_model("llama-3.1-8b").spec
-    assert layer_kinds(dense) == ((False, 32),) and len(kind_counts(count_parameters(dense).layers)) == 1
+    assert layer_kinds(dense) == ((LayerKind("attention", "dense"), 32),)
+    assert len(kind_counts(count_parameters(dense).layers)) == 1
