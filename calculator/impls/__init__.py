@@ -1,7 +1,8 @@
 """Model implementations: what a decoder layer and the loss head keep for backward depends on the code that runs
 the model, not only on its shapes. One module per implementation, each with the same two functions:
 
-    layer(m, w, d, moe) -> LayerActivations   saved tensors of one decoder layer (no / selective recompute)
+    layer(m, w, d, kind) -> LayerActivations  saved tensors of one kind of decoder layer (a LayerKind: its mixer
+                                               and feed-forward; no / selective recompute)
     head(m, w, d) -> Head                      what the final norm and the loss keep, and the working set
                                                beyond it at the loss (forward or backward, whichever is larger)
 

@@ -12,9 +12,9 @@ from calculator.impls import hf
 from calculator.impls.fused import fused_layer, fused_rmsnorm_saved
 
 
-def layer(m, w, d, moe: bool):
+def layer(m, w, d, kind):
     """One compiled decoder block: fused norms and gated activation (calculator.impls.fused)."""
-    return fused_layer(m, w, d, moe)
+    return fused_layer(m, w, d, kind)
 
 
 def head(m, w, d):

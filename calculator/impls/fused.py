@@ -41,9 +41,10 @@ def fused_mlp_saving(m, d) -> int:
     return 0
 
 
-def fused_layer(m, w, d, moe: bool) -> act.LayerActivations:
+def fused_layer(m, w, d, kind) -> act.LayerActivations:
     """transformers' layer (with its LoRA adapters) with fused norms and a fused gated activation."""
-    hf = act.exact_layer(m, w, d, moe)
+    hf = act.exact_layer(m, w, d, kind)
+    moe = kind.ffn != "dense"  # the fused gated activation replaces a dense MLP's
     if m.is_mla or m.norm_type != "rmsnorm":  # LayerNorm already keeps only input + statistics; MLA not measured
         return hf._replace(mlp=hf.mlp - (0 if moe else fused_mlp_saving(m, d)))
     n = m.norms_per_layer

@@ -9,9 +9,9 @@ from calculator.memory import lora
 from calculator.impls.common import Head, HeadTerm
 
 
-def layer(m, w, d, moe: bool) -> act.LayerActivations:
+def layer(m, w, d, kind) -> act.LayerActivations:
     """One decoder layer as transformers runs it (norm upcasts, SwiGLU's four f-wide tensors, ...)."""
-    return act.exact_layer(m, w, d, moe)
+    return act.exact_layer(m, w, d, kind)
 
 
 def head(m, w, d) -> Head:

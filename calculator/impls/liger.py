@@ -29,12 +29,12 @@ def patched(m) -> bool:
     return m.model_type in PATCHED_MODEL_TYPES
 
 
-def layer(m, w, d, moe: bool):
+def layer(m, w, d, kind):
     """One decoder layer with Liger's RMSNorm and SwiGLU/GeGLU (calculator.impls.fused)."""
     if not patched(m):
         from calculator.impls import hf
-        return hf.layer(m, w, d, moe)
-    return fused_layer(m, w, d, moe)
+        return hf.layer(m, w, d, kind)
+    return fused_layer(m, w, d, kind)
 
 
 def flce_chunk_rows(T: int, h: int, vocab: int) -> int:

@@ -21,9 +21,9 @@ from calculator.impls.common import Head, HeadTerm
 from calculator.impls.fused import fused_layer, fused_rmsnorm_saved
 
 
-def layer(m, w, d, moe: bool):
+def layer(m, w, d, kind):
     """One Megatron/TE decoder layer (calculator.impls.fused)."""
-    return fused_layer(m, w, d, moe)
+    return fused_layer(m, w, d, kind)
 
 
 def head(m, w, d) -> Head:

@@ -195,9 +195,10 @@ class LayerActivations(NamedTuple):
         return self.norms + self.attention + self.mlp
 
 
-def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivations:
-    """Saved activations of one decoder layer, exact model, no recompute (or selective)."""
+def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
+    """Saved activations of one kind of decoder layer (a LayerKind), exact model, no recompute (or selective)."""
     e, T = d.e, d.T
+    moe = kind.ffn == "moe"
     # Norms: each keeps its upcast copies; pre-norm outputs are the saved inputs of the next linear.
     n_norms = m.norms_per_layer
     norms = n_norms * norm_saved(m, T, d.h_sp, e)
@@ -223,8 +224,10 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, moe: bool) -> LayerActivatio
             attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
     if moe:
         mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
-    else:
+    elif kind.ffn == "dense":
         mlp = mlp_saved(d, m, d.f)
+    else:
+        mlp = 0
     if w.finetune == "full" and autocast.applies(w):  # fp32 residual stream, one bf16 input copy per linear
         norms += autocast.layer_extra(m, T, d.h_sp, e)
     if w.finetune != "full":

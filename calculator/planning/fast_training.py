@@ -28,7 +28,7 @@ from calculator.model import parameters as params
 from calculator.memory import model_states as tr
 from calculator.core.dtypes import nbytes
 from calculator.core.fit import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES
-from calculator.model.spec import ModelSpec
+from calculator.model.spec import LayerKind, ModelSpec
 from calculator.planning import fast_stages as stages
 from calculator.core.bounded_cache import get_or_build
 from calculator.stacks import deepspeed as ds
@@ -69,8 +69,9 @@ class _Shape:
         code = impls.module(lw.impl)
         full = lw.recompute == "full"
         has_dense = any(not m.layer_is_moe(i) for i in range(m.num_hidden_layers))
-        dense = code.layer(m, lw, d, moe=False) if has_dense else None
-        moe = code.layer(m, lw, d, moe=True) if m.is_moe else None
+        mixer = "mla" if m.is_mla else "attention"  # the fast model covers softmax-attention models only
+        dense = code.layer(m, lw, d, LayerKind(mixer, "dense")) if has_dense else None
+        moe = code.layer(m, lw, d, LayerKind(mixer, "moe")) if m.is_moe else None
         self.full = full
         self.per_full = act.full_recompute_layer(d) if full else 0
         self.dense = tuple(dense) if dense is not None else (0, 0, 0)

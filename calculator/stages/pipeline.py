@@ -76,10 +76,11 @@ class SharedByStages:
         self.code = impls.module(self.w.impl)  # what the model's code keeps: transformers, Liger, compiled, Megatron/TE
         self.m, self.layers = m, {}
 
-    def layer(self, moe: bool):
-        got = self.layers.get(moe)
+    def layer(self, kind):
+        """The saved activations of one kind of decoder layer (a LayerKind), computed once per estimate."""
+        got = self.layers.get(kind)
         if got is None:
-            got = self.layers[moe] = self.code.layer(self.m, self.w, self.d, moe=moe)
+            got = self.layers[kind] = self.code.layer(self.m, self.w, self.d, kind)
         return got
 
 

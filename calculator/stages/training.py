@@ -14,7 +14,7 @@ from calculator.memory import sdpa
 from calculator import impls
 from calculator.memory import model_states as tr
 from calculator.core.dtypes import nbytes
-from calculator.model.spec import ModelSpec
+from calculator.model.spec import LayerKind, ModelSpec
 from calculator.memory.parallel import (StageShard, in_flight_microbatches)
 from calculator.model import parameters as params
 from calculator.model.parameters import count_parameters
@@ -120,8 +120,9 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         first_discount = int(flight * code.first_layer_without_input_grad(m, d)) if (
             lora_ft and w.recompute not in ("full", "op") and shard.has_embedding) else 0
         masked = sdpa.masked_layers(m, w, layers)  # SDPA layers with a padding or sliding-window mask
-        dense_l = shared.layer(False) if n_dense else None
-        moe_l = shared.layer(True) if n_moe else None
+        mixer = "mla" if m.is_mla else "attention"
+        dense_l = shared.layer(LayerKind(mixer, "dense")) if n_dense else None
+        moe_l = shared.layer(LayerKind(mixer, "moe")) if n_moe else None
         if w.recompute in ("full", "op"):
             if w.recompute == "full":
                 per = act.full_recompute_layer(d)

@@ -22,7 +22,7 @@ def per_layer_sbh(model_id: str, attention: str, recompute: str = "none") -> flo
     m = load_model(model_id).spec
     w = Workload(seq_len=4096, micro_batch=1, attention=attention, recompute=recompute)
     d = act.dims(m, w)
-    layer = act.exact_layer(m, w, d, moe=m.layer_is_moe(m.num_hidden_layers - 1))
+    layer = act.exact_layer(m, w, d, m.layer_kind(m.num_hidden_layers - 1))
     return layer.total / (4096 * m.hidden_size)
 
 
@@ -39,7 +39,7 @@ def test_llama_flash_layer_is_the_traced_closed_form():
     w = Workload(seq_len=4096, micro_batch=2)
     d = act.dims(m, w)
     T, h, kvd, f, a = 8192, 4096, 1024, 14336, 32
-    assert act.exact_layer(m, w, d, moe=False).total == T * (20 * h + 4 * kvd + 8 * f + 4 * a + 8)
+    assert act.exact_layer(m, w, d, m.layer_kind(0)).total == T * (20 * h + 4 * kvd + 8 * f + 4 * a + 8)
 
 
 def test_full_recompute_keeps_two_sbh_per_layer_in_bf16():
@@ -65,13 +65,13 @@ def test_fujii_formula():
 
 def test_tensor_parallel_splits_attention_and_mlp_but_not_norms_without_sp():
     m = load_model("llama-3.1-8b").spec
-    one = act.exact_layer(m, Workload(), act.dims(m, Workload()), False)
+    one = act.exact_layer(m, Workload(), act.dims(m, Workload()), m.layer_kind(0))
     w_tp = Workload(parallel={"tp": 4})
-    tp = act.exact_layer(m, w_tp, act.dims(m, w_tp), False)
+    tp = act.exact_layer(m, w_tp, act.dims(m, w_tp), m.layer_kind(0))
     assert tp.mlp == one.mlp // 4
     assert tp.norms == one.norms
     w_sp = Workload(parallel={"tp": 4, "sequence_parallel": True})
-    sp = act.exact_layer(m, w_sp, act.dims(m, w_sp), False)
+    sp = act.exact_layer(m, w_sp, act.dims(m, w_sp), m.layer_kind(0))
     assert sp.norms < one.norms / 3.9
 
 
@@ -79,7 +79,7 @@ def test_eager_scores_grow_with_the_square_of_sequence():
     m = load_model("llama-3.1-8b").spec
     short = per_layer_sbh("llama-3.1-8b", "eager") - per_layer_sbh("llama-3.1-8b", "flash")
     w = Workload(seq_len=8192, attention="eager")
-    long = act.exact_layer(m, w, act.dims(m, w), False).total / (8192 * 4096) - 49.03
+    long = act.exact_layer(m, w, act.dims(m, w), m.layer_kind(0)).total / (8192 * 4096) - 49.03
     assert long == pytest.approx(2 * short, rel=0.01)
 
 
