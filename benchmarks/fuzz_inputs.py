@@ -121,7 +121,7 @@ def gen_custom_spec(rng: random.Random) -> dict:
     return spec
 
 
-def mutate_config(rng: random.Random, cfg: dict) -> str:
+def mutate_config(rng: random.Random, cfg: dict, types: tuple[str, ...] | None = None) -> str:
     """A config.json text: a real config with 1-4 fields changed, removed or nested, sometimes mangled as text."""
     cfg = copy.deepcopy(cfg)
     target = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) and rng.random() < 0.7 else cfg
@@ -135,7 +135,8 @@ def mutate_config(rng: random.Random, cfg: dict) -> str:
         elif r < 0.6:
             target.pop(key, None)
         elif r < 0.7:
-            target["model_type"] = rng.choice(list(SUPPORTED_MODEL_TYPES) + ["brand_new", "", "llama " * 50])
+            target["model_type"] = rng.choice(list(SUPPORTED_MODEL_TYPES if types is None else types)
+                                              + ["brand_new", "", "llama " * 50])
         elif r < 0.8:
             n = target.get("num_hidden_layers") if isinstance(target.get("num_hidden_layers"), int) else 4
             target["layer_types"] = [rng.choice(["full_attention", "sliding_attention", "linear_attention", 3])
@@ -157,15 +158,18 @@ def mutate_config(rng: random.Random, cfg: dict) -> str:
     return text
 
 
-def base_configs() -> list[dict]:
+def base_configs(types: tuple[str, ...] | None = None, presets: tuple[str, ...] | None = None) -> list[dict]:
+    """The presets' config.json files (`presets`: these ids, default all) and the config transformers writes for
+    each model type (`types`, default every supported one)."""
     from calculator.model.presets import MODELS_DIR
-    configs = [json.loads(p.read_text()) for p in sorted(MODELS_DIR.glob("*.json"))]
+    configs = [json.loads(p.read_text()) for p in sorted(MODELS_DIR.glob("*.json"))
+               if presets is None or p.stem in presets]
     try:  # the configs transformers 5 writes for every supported type (their default sizes)
         import logging
 
         import transformers
         logging.getLogger("transformers").setLevel(logging.ERROR)
-        for t in SUPPORTED_MODEL_TYPES:
+        for t in (SUPPORTED_MODEL_TYPES if types is None else types):
             with contextlib.suppress(Exception):
                 configs.append(transformers.AutoConfig.for_model(t, pad_token_id=None).to_dict())
     except ImportError:

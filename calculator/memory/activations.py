@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from calculator.memory import autocast
+from calculator.model import architectures
 from calculator.core.dtypes import nbytes
 from calculator.memory.lora import lora_layer_delta
 from calculator.model.spec import ModelSpec
@@ -81,8 +82,16 @@ def layernorm_saved(T: int, width: int, e: int) -> int:
     return e * T * width + 8 * T
 
 
+def zero_centered_rmsnorm_saved(T: int, width: int) -> int:
+    """Qwen3-Next / Qwen3.5 RMSNorm ((1 + w) in fp32): fp32 input, rsqrt, normalised input and the fp32 (1 + w),
+    8·T·h + 4·T + 4·h (traced on the CPU: tests/model/test_gated_deltanet.py)."""
+    return 8 * T * width + 4 * T + 4 * width
+
+
 def norm_saved(m: ModelSpec, T: int, width: int, e: int) -> int:
     """Saved copies of one norm (without its output): HF RMSNorm, the fp32 Gemma / GPT-OSS one, or LayerNorm."""
+    if m.zero_centered_norm:
+        return zero_centered_rmsnorm_saved(T, width)
     if m.family in ("gemma", "gpt_oss"):  # both multiply the weight in fp32: fp32 input and fp32 normalised kept
         return gemma_rmsnorm_saved(T, width)
     if m.norm_type == "layernorm":
@@ -129,6 +138,9 @@ def qk_norm_saved(d: Dims, m: ModelSpec) -> int:
     """Qwen3 / Gemma-3 per-head q and k norms keep their own fp32 copies."""
     if not m.qk_norm:
         return 0
+    if m.zero_centered_norm:  # rows of one head: fp32 copies of q and k per head, and (1 + w) of head_dim, twice
+        return zero_centered_rmsnorm_saved(d.T * d.a, m.head_size) + zero_centered_rmsnorm_saved(d.T * d.kv,
+                                                                                                  m.head_size)
     if m.family == "gemma":
         return 8 * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv)
     return (4 + d.e) * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv)
@@ -208,9 +220,13 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     if m.family == "gpt2":
         norms += 2 * T * d.h_sp * (1 if m.dropout > 0 else 0)  # residual dropout masks (1 B on CUDA)
 
+    if kind.mixer == "none" or kind.ffn == "none":  # a block of one mixer or one feed-forward: one norm, one output
+        norms = norm_saved(m, T, d.h_sp, e) + e * T * d.h_sp
     selective = w.recompute == "selective"
     eager = w.attention == "eager" and not selective
-    if m.is_mla:
+    if kind.mixer not in ("attention", "mla"):
+        attention = 0 if kind.mixer == "none" else architectures.mixer(kind.mixer).saved(m, d, w)
+    elif m.is_mla:
         attention = mla_attention_saved(d, m, w.attention)
         if selective:
             attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
@@ -222,6 +238,8 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
             attention += sink_softmax_saved(d)
         elif eager:
             attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
+        if m.attention_output_gate:  # sigmoid(gate) and the gated output (o_proj's input); the core's output kept
+            attention += 2 * e * T * d.qd
     if moe:
         mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
     elif kind.ffn == "dense":

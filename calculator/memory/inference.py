@@ -66,7 +66,10 @@ def kv_bytes_per_token_per_layer(m: ModelSpec, kv_heads: int, dtype: str) -> int
 
 def cached_tokens(m: ModelSpec, layer: int, total_tokens: int) -> int:
     """Tokens a layer keeps in its cache: all of them, or at most the window on a sliding-window layer
-    (Mistral 7B §2 rolling buffer)."""
+    (Mistral 7B §2 rolling buffer); none on a layer without softmax attention (its state is per sequence:
+    recurrent_state_bytes)."""
+    if m.layer_types is not None and m.layer_kind(layer).mixer not in ("attention", "mla"):
+        return 0
     if m.layer_is_sliding(layer) and m.sliding_window:
         return min(total_tokens, m.sliding_window)
     return total_tokens
@@ -78,16 +81,44 @@ def _windowed_layers_before(m: ModelSpec) -> tuple[int, ...]:
     return (0, *accumulate(bool(m.layer_is_sliding(i) and m.sliding_window) for i in range(m.num_hidden_layers)))
 
 
+@lru_cache(maxsize=256)
+def _attention_layers_before(m: ModelSpec) -> tuple[int, ...]:
+    """Prefix counts of the layers with a KV cache: softmax attention (every layer but a hybrid's other mixers)."""
+    if m.layer_types is None:
+        return tuple(range(m.num_hidden_layers + 1))
+    return (0, *accumulate(m.layer_kind(i).mixer in ("attention", "mla") for i in range(m.num_hidden_layers)))
+
+
+def attention_layers(m: ModelSpec, layers: range) -> int:
+    """The layers of `layers` that keep a KV cache."""
+    before = _attention_layers_before(m)
+    return before[max(layers.stop, layers.start)] - before[layers.start]
+
+
 def kv_cache_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, kv_heads: int, dtype: str) -> int:
     """KV cache of the given layers: Σ_layers batch × cached tokens × per-token bytes."""
     per_token = kv_bytes_per_token_per_layer(m, kv_heads, dtype)
     if type(per_token) is int and isinstance(layers, range) and layers.step == 1:  # the same sum, in integers
         before = _windowed_layers_before(m)
         windowed = before[max(layers.stop, layers.start)] - before[layers.start]
-        full = len(layers) - windowed
+        full = attention_layers(m, layers) - windowed
         window = min(total_tokens, m.sliding_window) if windowed else 0
         return batch * per_token * (full * total_tokens + windowed * window)
     return sum(batch * cached_tokens(m, i, total_tokens) * per_token for i in layers)
+
+
+def recurrent_state_bytes(m: ModelSpec, layers: range, batch: int, e: float) -> int:
+    """What generate() keeps per sequence in the layers whose token mixer is not softmax attention (conv and
+    recurrent states: calculator/model/architectures/), whatever the sequence length."""
+    if m.layer_types is None:
+        return 0
+    from calculator.model import architectures
+    total = 0
+    for i in layers:
+        mixer = m.layer_kind(i).mixer
+        if mixer not in ("attention", "mla", "none"):
+            total += architectures.mixer(mixer).state_bytes(m, batch, e)
+    return total
 
 
 def prefill_mlp_phase(m: ModelSpec, T: int, e: int, h: int, f: int, rope: int, etp: int = 1) -> int:

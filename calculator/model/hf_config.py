@@ -23,6 +23,7 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
                                     parse_config_json, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
 from calculator.model.hf_archs import ARCH_MAPPERS, map_gemma
+from calculator.model.hf_hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
 from calculator.model.spec import ModelSpec
 
 __all__ = ["ConfigError", "MappedConfig", "Quantization", "parse_config_json", "spec_from_hf_config",
@@ -48,7 +49,7 @@ class MappedConfig:
 
 
 # The text model type inside a multimodal config whose text_config omits its own model_type.
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", **HYBRID_TEXT_TYPES}
 
 # Defaults of transformers' Gemma3TextConfig (models/gemma3/configuration_gemma3.py). The Hub's multimodal
 # Gemma-3 configs (4B, 12B, 27B) leave these out of text_config and rely on them.
@@ -303,6 +304,7 @@ MAPPERS = {
     "olmo2": _map_olmo2, "llama4": _map_llama4, "llama4_text": _map_llama4,
 }
 MAPPERS.update(ARCH_MAPPERS)
+MAPPERS.update(HYBRID_MAPPERS)
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 
 

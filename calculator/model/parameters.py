@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
+from calculator.model import architectures
 from calculator.model.spec import LayerKind, ModelSpec
 
 
@@ -118,10 +119,11 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
         kv = (linear_shapes(h, m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias) + [(m.kv_lora_rank,)]
               + linear_shapes(m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim)))
         return q + kv + linear_shapes(a * m.v_head_dim, h, m.o_bias)
+    q_out = 2 * m.q_dim if m.attention_output_gate else m.q_dim  # Qwen3-Next / Qwen3.5: q and its output gate
     if m.fused_qkv:
-        qkv = linear_shapes(h, m.q_dim + 2 * m.kv_dim, m.qkv_bias)
+        qkv = linear_shapes(h, q_out + 2 * m.kv_dim, m.qkv_bias)
     else:
-        qkv = (linear_shapes(h, m.q_dim, m.qkv_bias) + 2 * linear_shapes(h, m.kv_dim, m.qkv_bias))
+        qkv = (linear_shapes(h, q_out, m.qkv_bias) + 2 * linear_shapes(h, m.kv_dim, m.qkv_bias))
     shapes = qkv + linear_shapes(m.q_dim, h, m.o_bias)
     if m.qk_norm and m.model_type in FULL_WIDTH_QK_NORM_TYPES:
         shapes += [(m.q_dim,), (m.kv_dim,)]
@@ -167,9 +169,12 @@ def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, 
     shard: every layer of a kind has the same, so they are derived once per model and kind (an immutable (group,
     shapes) tuple). The mixer's tensors are the "attention" group whatever its kind."""
     h = m.hidden_size
+    mixer = attention_shapes(m) if kind.mixer in ("attention", "mla") else (
+        [] if kind.mixer == "none" else architectures.mixer(kind.mixer).shapes(m))
     groups: dict[str, list[Shape]] = {
-        "attention": attention_shapes(m) if kind.mixer in ("attention", "mla") else [],
-        "norms": m.norms_per_layer * model_norm_shapes(m, h),
+        "attention": mixer,
+        # a block of a mixer or a feed-forward alone (Nemotron-H) has one norm
+        "norms": (m.norms_per_layer if "none" not in kind else 1) * model_norm_shapes(m, h),
         "mlp": [], "router": [], "routed_experts": [], "shared_experts": [],
     }
     if kind.ffn == "dense":
@@ -195,6 +200,18 @@ def layer_kinds(m: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:
         return tuple((LayerKind(mixer, f), n) for f, n in (("dense", m.num_hidden_layers - moe), ("moe", moe)) if n)
     counts: dict[LayerKind, int] = {}
     for i in range(m.num_hidden_layers):
+        k = m.layer_kind(i)
+        counts[k] = counts.get(k, 0) + 1
+    return tuple(counts.items())
+
+
+@lru_cache(maxsize=256)
+def stage_kinds(m: ModelSpec, first: int, last: int) -> tuple[tuple[LayerKind, int], ...]:
+    """(kind, number of layers) of decoder layers first..last − 1, in order of first appearance."""
+    if first == 0 and last == m.num_hidden_layers:
+        return layer_kinds(m)
+    counts: dict[LayerKind, int] = {}
+    for i in range(first, last):
         k = m.layer_kind(i)
         counts[k] = counts.get(k, 0) + 1
     return tuple(counts.items())

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
+from calculator.model.mixer_specs import LinearAttentionSpec
 
 Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
 
@@ -27,7 +28,9 @@ class LayerKind(NamedTuple):
 
 
 # layer_types entry -> the token mixer kind of that layer (softmax attention: "attention", or "mla" for MLA models)
-LAYER_TYPE_MIXERS = {"full_attention": "attention", "sliding_attention": "attention", "none": "none"}
+LAYER_TYPE_MIXERS = {"full_attention": "attention", "sliding_attention": "attention",
+                     "linear_attention": "gated_deltanet", "none": "none"}
+LayerType = Literal["full_attention", "sliding_attention", "linear_attention", "none"]
 
 
 class ModelSpec(HashedOnce):
@@ -87,11 +90,19 @@ class ModelSpec(HashedOnce):
 
     # Attention pattern.
     sliding_window: int | None = Field(default=None, gt=0, le=B.MAX_WINDOW, strict=True)
-    layer_types: tuple[Literal["full_attention", "sliding_attention"], ...] | None = Field(
-        default=None, max_length=B.MAX_LAYERS)
+    # Each layer's token mixer, as config.json names it (None: softmax attention everywhere, sliding per
+    # sliding_window); linear_attention layers are Gated DeltaNet (linear_attention below).
+    layer_types: tuple[LayerType, ...] | None = Field(default=None, max_length=B.MAX_LAYERS)
     attn_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     final_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     attention_sinks: bool = False  # GPT-OSS: one learned logit per head
+    # Qwen3-Next / Qwen3.5: q_proj also computes a per-channel gate, sigmoid(gate) × the attention output
+    attention_output_gate: bool = False
+    # Qwen3-Next / Qwen3.5 RMSNorm: the weight starts at zero and scales by (1 + w), all in fp32
+    zero_centered_norm: bool = False
+
+    # Token mixers other than softmax attention (calculator/model/mixer_specs.py), for the layers layer_types names.
+    linear_attention: LinearAttentionSpec | None = None
     # Longest context the model was built for (config.json max_position_embeddings / n_positions): serving engines
     # take it as the default max_model_len and size their RoPE cos/sin cache by it. None: not given.
     max_position_embeddings: int | None = Field(default=None, gt=0)
@@ -119,6 +130,9 @@ class ModelSpec(HashedOnce):
                              f"{self.num_hidden_layers}")
         if self.layer_types and "sliding_attention" in self.layer_types and not self.sliding_window:
             raise ValueError("layer_types has sliding_attention layers but sliding_window is not set")
+        if self.layer_types and "linear_attention" in self.layer_types and self.linear_attention is None:
+            raise ValueError("layer_types has linear_attention layers but their heads and widths (linear_attention) "
+                             "are not set")
         if any(not 0 <= i < self.num_hidden_layers for i in self.dense_layer_indices):
             raise ValueError("dense_layer_indices must be layer indices below num_hidden_layers")
         return self

@@ -36,6 +36,9 @@ def covers(m, w: Workload) -> bool:
     """Whether the fast model gives estimate()'s bytes for this job's layouts (training: for the layouts
     calculator.planning.fast_training.layout_covered accepts)."""
     from calculator.planning import fast_training
+    if isinstance(m, ModelSpec) and m.layer_types is not None and any(
+            k.mixer not in ("attention", "mla") for k, _ in params.layer_kinds(m)):
+        return False  # hybrid token mixers: estimate() layout by layout
     return (isinstance(m, ModelSpec) and w.mode == "infer" and w.engine == "hf") or fast_training.covers(m, w)
 
 

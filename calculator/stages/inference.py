@@ -53,7 +53,21 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             src = "sliding-window"
         else:
             src = "kv-cache"
+    n_attn = inf.attention_layers(m, layers)
+    if n_attn != len(layers):  # a hybrid: only its attention layers cache tokens
+        formula = formula.replace("L_stage", "L_attention").replace("Σ_layers", "Σ_attention layers")
+        subst = (subst[0].replace("{} layers", "{} attention layers"), *subst[1:3], n_attn, *subst[4:]) \
+            if not m.is_mla else (subst[0], subst[1], subst[2], n_attn, *subst[4:])
     t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
+    e_model = nbytes(1, w.precision.activations)
+    state = inf.recurrent_state_bytes(m, layers, w.micro_batch, e_model)
+    if state:
+        n_state = len(layers) - n_attn
+        t.add("kv_cache.state", "kv_cache", "Linear-attention state (conv + recurrent, per sequence)", state,
+              "b × L_linear × (conv_dim × K × e + heads × d_k × d_v × 4 B)",
+              ("{} × {} layers, {:,} B per sequence", w.micro_batch, n_state, state // w.micro_batch),
+              "gated-deltanet", "fixed size: grows with the batch, not with the tokens (transformers "
+              "LinearAttentionLayer)")
     if gptq and kernel_buffer:
         t.add("transient.gptq_buffer", "transient", "GPTQ 4-bit kernel dequantization buffer", kernel_buffer,
               "2 B × max(in × out)", ("2 × {:,}", kernel_buffer // 2), "quantization",
@@ -67,8 +81,9 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                                        w.attention == "eager")
     # The prefill peak is at the last layer of the stage, with the whole prompt cached in every layer (sliding
     # layers too: the window is applied at the first decode step); the decode peak is the final cache.
-    prompt_kv = len(layers) * w.micro_batch * w.seq_len * per_tok
+    prompt_kv = n_attn * w.micro_batch * w.seq_len * per_tok + state
     prefill_peak = prompt_kv + max(mlp, attn)
+    kv += state
     decode_peak = kv + inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // p.tp)
     extra = max(prefill_peak, decode_peak) - kv
     phase = "attention" if attn > mlp else "MLP"
@@ -86,7 +101,7 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     loaded = weights + t.by_component.get("transient", 0)  # weights + cuBLAS workspace (+ GPTQ's buffer)
     t.timeline = [("weights loaded", loaded, loaded), ("prefill: peak", loaded + prompt_kv, loaded + prefill_peak)]
     for i in sorted({1, max(1, w.gen_tokens // 2), w.gen_tokens} if w.gen_tokens else {0}):
-        kv_i = inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + i, kvh, w.kv_dtype)
+        kv_i = inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + i, kvh, w.kv_dtype) + state
         t.timeline.append((f"decode: token {i:,}" if i else "decode: last logits", loaded + kv_i,
                            loaded + kv_i + decode_peak - kv))
     return finish_stage(t, w, shard, gpu)

@@ -20,7 +20,7 @@ from calculator.model import parameters as params
 from calculator.model.parameters import count_parameters
 from calculator.core.result import StageEstimate
 from calculator.core.workload import Workload
-from calculator.stages import pipeline
+from calculator.stages import kinds, pipeline
 from calculator.allocator import step_plan
 from calculator.core.bounded_cache import get_or_build
 from calculator.stacks.common import StackContext, StackMemory, backward_peak, layer_grad_params, tied_embedding_extra
@@ -102,6 +102,10 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     n_dense = len(layers) - n_moe
     recompute_ws = loss_ws = 0
     dense_l = moe_l = head = None
+    stage_kinds = params.stage_kinds(m, shard.first_layer, shard.last_layer)
+    hybrid = kinds.is_hybrid(stage_kinds)
+    if hybrid:
+        kinds.check(m, w)
     if w.activation_model == "textbook":
         per = act.textbook_layer(m, w)
         t.add("activations.layers", "activations", "Activations (Korthikanti et al.)", int(flight * len(layers) * per),
@@ -120,48 +124,52 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         first_discount = int(flight * code.first_layer_without_input_grad(m, d)) if (
             lora_ft and w.recompute not in ("full", "op") and shard.has_embedding) else 0
         masked = sdpa.masked_layers(m, w, layers)  # SDPA layers with a padding or sliding-window mask
-        mixer = "mla" if m.is_mla else "attention"
-        dense_l = shared.layer(LayerKind(mixer, "dense")) if n_dense else None
-        moe_l = shared.layer(LayerKind(mixer, "moe")) if n_moe else None
-        if w.recompute in ("full", "op"):
-            if w.recompute == "full":
-                per = act.full_recompute_layer(d)
-                t.add("activations.layers", "activations", "Layer inputs (full recompute)",
-                      int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
-                      ("{:g} × {} × {} × {:,} × {:,}", flight, len(layers), d.e, d.T, d.h_sp),
-                      "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
-            else:
-                per = act.op_selective_layer(m, d)
-                per_moe = act.op_selective_layer(m, d, moe=True) if n_moe else 0
-                t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
-                      "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
-                      "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",
-                      ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per, n_moe, per_moe),
-                      "torchtitan-op-sac")
-            if w.attention == "eager":
-                # the backward peaks in the attention's softmax backward: the layer's norms and attention part,
-                # plus fp32 gradients of the scores beyond the saved (4 + e) bytes per score
-                recompute_ws = max(x.norms + x.attention for x in (dense_l, moe_l) if x is not None) + (
-                    (8 - d.e) * d.a * d.b * d.s * d.s_kv)
-            else:
-                recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
-            if masked:  # a masked layer recomputes SDPA's efficient kernel with its bias
-                recompute_ws += sdpa.masked_layer_extra(d, m, False)
+        if hybrid:  # layers of several mixer kinds (calculator/stages/kinds.py)
+            recompute_ws = kinds.layer_terms(t, m, w, d, shared, stage_kinds, flight, first_discount,
+                                             _hybrid_sources(w, p))
         else:
-            attn_src = "mla" if m.is_mla else ("hf-eager-attention" if w.attention == "eager" else "flash-attention")
-            code_src = impls.SOURCES[w.impl]
-            sources = ("pipeline-1f1b" if p.pp > 1 else code_src, attn_src, "hf-moe" if n_moe else code_src)
-            for i, (key, term_key, label) in enumerate(_ACTIVATION_PARTS):
-                per_dense = dense_l[i] if dense_l else 0  # LayerActivations = (norms, attention, mlp)
-                per_moe = moe_l[i] if moe_l else 0
-                total = int(flight * (n_dense * per_dense + n_moe * per_moe))
-                formula = _ACTIVATION_FORMULA[key].format(d.T)
-                if i == 0 and first_discount:
-                    total -= first_discount
-                    formula += " − first layer's input norm (no input grads)"
-                subst = (("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe) if n_moe
-                         else ("{:g} × {} × {:,} B", flight, n_dense, per_dense))
-                t.add(term_key, "activations", label, total, formula, subst, sources[i], _exact_note(key, m, w))
+            mixer = "mla" if m.is_mla else "attention"
+            dense_l = shared.layer(LayerKind(mixer, "dense")) if n_dense else None
+            moe_l = shared.layer(LayerKind(mixer, "moe")) if n_moe else None
+            if w.recompute in ("full", "op"):
+                if w.recompute == "full":
+                    per = act.full_recompute_layer(d)
+                    t.add("activations.layers", "activations", "Layer inputs (full recompute)",
+                          int(flight * len(layers) * per), "m_inflight × L_stage × e·T·h",
+                          ("{:g} × {} × {} × {:,} × {:,}", flight, len(layers), d.e, d.T, d.h_sp),
+                          "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
+                else:
+                    per = act.op_selective_layer(m, d)
+                    per_moe = act.op_selective_layer(m, d, moe=True) if n_moe else 0
+                    t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
+                          "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
+                          "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",
+                          ("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per, n_moe, per_moe),
+                          "torchtitan-op-sac")
+                if w.attention == "eager":
+                    # the backward peaks in the attention's softmax backward: the layer's norms and attention part,
+                    # plus fp32 gradients of the scores beyond the saved (4 + e) bytes per score
+                    recompute_ws = max(x.norms + x.attention for x in (dense_l, moe_l) if x is not None) + (
+                        (8 - d.e) * d.a * d.b * d.s * d.s_kv)
+                else:
+                    recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
+                if masked:  # a masked layer recomputes SDPA's efficient kernel with its bias
+                    recompute_ws += sdpa.masked_layer_extra(d, m, False)
+            else:
+                attn_src = "mla" if m.is_mla else ("hf-eager-attention" if w.attention == "eager" else "flash-attention")
+                code_src = impls.SOURCES[w.impl]
+                sources = ("pipeline-1f1b" if p.pp > 1 else code_src, attn_src, "hf-moe" if n_moe else code_src)
+                for i, (key, term_key, label) in enumerate(_ACTIVATION_PARTS):
+                    per_dense = dense_l[i] if dense_l else 0  # LayerActivations = (norms, attention, mlp)
+                    per_moe = moe_l[i] if moe_l else 0
+                    total = int(flight * (n_dense * per_dense + n_moe * per_moe))
+                    formula = _ACTIVATION_FORMULA[key].format(d.T)
+                    if i == 0 and first_discount:
+                        total -= first_discount
+                        formula += " − first layer's input norm (no input grads)"
+                    subst = (("{:g} × ({} × {:,} + {} × {:,}) B", flight, n_dense, per_dense, n_moe, per_moe) if n_moe
+                             else ("{:g} × {} × {:,} B", flight, n_dense, per_dense))
+                    t.add(term_key, "activations", label, total, formula, subst, sources[i], _exact_note(key, m, w))
         input_grads = not lora_ft or w.recompute in ("full", "op")  # HF enables input grads for checkpointing
         if shard.has_embedding:
             emb = act.embedding_saved(m, d, input_grads)
@@ -252,6 +260,12 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
               f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if ws.precision.master_weights and ws.precision.grads != ws.precision.master_weights else ''}"
               + (" + every gradient (born in backward, freed after the step)" if born else ""))
     return finish_stage(t, w, shard, gpu, sm.nccl_communicators)
+
+
+def _hybrid_sources(w, p) -> dict[str, str]:
+    code = impls.SOURCES[w.impl]
+    return {"full": "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing", "norms": code, "mixer": "gated-deltanet",
+            "ffn": code}
 
 
 def _grad_dtype(w) -> str:

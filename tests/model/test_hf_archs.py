@@ -40,7 +40,14 @@ SIZES.update(helium=dict(BASE, head_dim=16), ministral=dict(BASE, head_dim=16), 
              smollm3=dict(BASE, pad_token_id=None), glm=dict(BASE, head_dim=16, pad_token_id=None),
              glm4=dict(BASE, head_dim=16, pad_token_id=None), vaultgemma=dict(BASE, head_dim=16),
              exaone4=dict(BASE, head_dim=16), hunyuan_v1_dense=dict(BASE, head_dim=16))
-MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+GDN = dict(BASE, head_dim=16, num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4,
+           linear_key_head_dim=8, linear_value_head_dim=12, linear_conv_kernel_dim=3)
+SIZES.update(qwen3_next=dict(GDN, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                             shared_expert_intermediate_size=24),
+             qwen3_5_text=GDN, qwen3_5_moe_text=dict(GDN, num_experts=4, num_experts_per_tok=2,
+                                                      moe_intermediate_size=32, shared_expert_intermediate_size=24))
+MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
+              "qwen3_5_moe": "qwen3_5_moe_text"}
 
 VARIANTS = [
     ("gpt_bigcode", {"multi_query": False}), ("falcon", {"multi_query": False}),
@@ -54,6 +61,9 @@ VARIANTS = [
     ("qwen2_moe", {"mlp_only_layers": [0]}), ("glm", {"attention_bias": False}), ("glm4", {"attention_bias": False}),
     ("internlm3", {"attention_bias": True, "mlp_bias": True}), ("cwm", {"mlp_bias": True}),
     ("hunyuan_v1_dense", {"attention_bias": True}),
+    ("qwen3_next", {"full_attention_interval": 2, "decoder_sparse_step": 2}), ("qwen3_next", {"mlp_only_layers": [1]}),
+    ("qwen3_next", {"layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention"]}),
+    ("qwen3_5_text", {"attention_bias": True}), ("qwen3_5_moe_text", {"full_attention_interval": 1}),
 ]
 
 

@@ -1,0 +1,94 @@
+"""Gated DeltaNet, the linear-attention token mixer of Qwen3-Next and Qwen3.5 (Yang, Kautz, Hatamizadeh, Gated Delta
+Networks: Improving Mamba2 with Delta Rule, ICLR 2025), as transformers builds it:
+models/qwen3_next/modeling_qwen3_next.py Qwen3NextGatedDeltaNet (fused in_proj_qkvz and in_proj_ba) and
+models/qwen3_5/modeling_qwen3_5.py Qwen3_5GatedDeltaNet (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a).
+
+Per layer: the input projected to q, k (num_key_heads × key_head_dim each), v and the output gate z (num_value_heads ×
+value_head_dim each), and per value head a decay input a and a write strength b; a depthwise causal convolution of
+kernel K over q, k and v; the chunked delta rule keeps a recurrent state of value_head_dim × key_head_dim per value
+head; a gated RMSNorm of value_head_dim (weight only), then out_proj. dt_bias and A_log: one per value head.
+"""
+from __future__ import annotations
+
+from calculator.model.architectures.shapes import Shape, depthwise_conv1d, linear
+
+NAME = "gated_deltanet"
+LABEL = "Gated DeltaNet"
+SOURCE = "gated-deltanet"
+
+
+def shapes(m) -> list[Shape]:
+    """Every parameter tensor of one Gated DeltaNet mixer, in the order transformers registers them."""
+    la, h = m.linear_attention, m.hidden_size
+    nv, k, v = la.num_value_heads, la.key_dim, la.value_dim
+    conv = depthwise_conv1d(la.conv_dim, la.conv_kernel) if la.conv_kernel else []
+    tail = [(nv,), (nv,), (la.value_head_dim,)] + linear(v, h)  # dt_bias, A_log, the gated norm, out_proj
+    if la.projections == "qkvz_ba":
+        return conv + linear(h, 2 * k + 2 * v) + linear(h, 2 * nv) + tail
+    return conv + tail + linear(h, 2 * k + v) + linear(h, v) + linear(h, nv) + linear(h, nv)
+
+
+def linears(m) -> list[tuple[str, int, int]]:
+    """(module name, in_features, out_features) of its nn.Linear modules."""
+    la, h = m.linear_attention, m.hidden_size
+    nv, k, v = la.num_value_heads, la.key_dim, la.value_dim
+    if la.projections == "qkvz_ba":
+        proj = [("in_proj_qkvz", h, 2 * k + 2 * v), ("in_proj_ba", h, 2 * nv)]
+    else:
+        proj = [("in_proj_qkv", h, 2 * k + v), ("in_proj_z", h, v), ("in_proj_b", h, nv), ("in_proj_a", h, nv)]
+    return proj + [("out_proj", v, h)]
+
+
+def conv_state_elements(m) -> int:
+    """Per sequence: the causal convolution's last K inputs of q, k and v, (2·key_dim + value_dim) × K (transformers
+    cache_utils.LinearAttentionLayer keeps all K columns; vLLM K − 1)."""
+    la = m.linear_attention
+    return la.conv_dim * la.conv_kernel
+
+
+def recurrent_state_elements(m) -> int:
+    """Per sequence: one value_head_dim × key_head_dim state per value head."""
+    la = m.linear_attention
+    return la.num_value_heads * la.key_head_dim * la.value_head_dim
+
+
+def state_bytes(m, batch: int, model_dtype_bytes: float) -> int:
+    """What generate() keeps per layer for `batch` sequences, whatever their length (transformers cache_utils
+    LinearAttentionLayer; Qwen3NextGatedDeltaNet.forward): the conv state in the model dtype and the recurrent state
+    in fp32 (the chunked delta rule computes in fp32 and keeps its final state)."""
+    return int(batch * (conv_state_elements(m) * model_dtype_bytes + 4 * recurrent_state_elements(m)))
+
+
+CHUNK = 64  # torch_chunk_gated_delta_rule's chunk_size (and flash-linear-attention's)
+
+
+def saved_torch(m, b: int, s: int, e: int, tp: int = 1) -> int:
+    """Bytes one layer's Gated DeltaNet saves for backward on transformers' PyTorch path (torch_chunk_gated_delta_rule
+    and the causal_conv1d fallback, what runs without flash-linear-attention), beyond its input (the norm output,
+    counted with the norms): measured on CPU with real transformers code (tests/model/test_gated_deltanet.py).
+
+    conv: its input and its padded output, e·(T + b·(s + K − 1))·(2·key_dim + value_dim); gates: sigmoid(b) in e, the
+    fp32 decay softplus(a + dt_bias) and its input, fp32 −exp(A_log); the chunked delta rule in fp32 over the sequence
+    padded to a multiple of 64 (P = ⌈s/64⌉·64, N = P/64 chunks, keys repeated to the value heads):
+    4·(2·T·nv·dk + 2·T·nv + 4·b·P·nv + 3·b·P·nv·dv + (5 + [N ≥ 2])·b·P·nv·dk + 5·b·P·nv·64 + N·b·nv·dk·dv
+    + b·nv·N) + 64²; the gated RMSNorm (12 + 2e)·T·value_dim + 4·T·nv; out_proj's input e·T·value_dim.
+    Heads are split by tensor parallelism."""
+    la = m.linear_attention
+    nv, nk = la.num_value_heads // tp, max(la.num_key_heads // tp, 1)
+    dk, dv, K = la.key_head_dim, la.value_head_dim, la.conv_kernel
+    cd, vd = 2 * nk * dk + nv * dv, nv * dv
+    T, C = b * s, CHUNK
+    P = -(-s // C) * C
+    N, Tp = P // C, b * P
+    conv = (T * cd * e + b * cd * (s + K - 1) * e) if K else 0
+    gates = T * nv * e + 8 * T * nv + 8 * nv
+    core = 4 * (2 * T * nv * dk + 2 * T * nv + 4 * Tp * nv + 3 * Tp * nv * dv + (5 + (N >= 2)) * Tp * nv * dk
+                + 5 * Tp * nv * C + N * b * nv * dk * dv + b * nv * N) + C * C
+    norm = (12 + 2 * e) * T * vd + 4 * T * nv
+    return conv + gates + core + norm + T * vd * e
+
+
+def saved(m, d, w) -> int:
+    """What one Gated DeltaNet saves for backward beyond its input, for the local shapes `d` (calculator.memory
+    .activations.Dims: micro-batch b, local sequence s, element size e, TP degree)."""
+    return saved_torch(m, d.b, d.s, d.e, d.tp)

@@ -1,0 +1,106 @@
+"""Bytes a real transformers model saves for backward, attributed to the decoder-layer module that saved them: a
+forward pass on the CPU under torch.autograd.graph.saved_tensors_hooks (issue 21: the new token mixers' formulas
+are held to it, tests/model/).
+
+Each saved tensor counts once per storage (a view keeps its whole storage alive), parameters never, and only while
+the autograd graph still holds it when the forward pass ends (what backward will read). A storage goes to the
+innermost named module running when it was first saved; `wrap` names module-level functions (e.g. the chunked
+delta rule) whose saves are reported under their own name too.
+"""
+from __future__ import annotations
+
+import weakref
+from collections import defaultdict
+from contextlib import contextmanager
+
+import torch
+
+
+class _Saved:
+    """What the pack hook returns: the tensor, and the key under which its storage is counted."""
+
+    __slots__ = ("tensor", "key", "__weakref__")
+
+    def __init__(self, tensor, key):
+        self.tensor, self.key = tensor, key
+
+
+@contextmanager
+def _module_stack(model, wrap: dict):
+    stack = ["model"]
+    hooks = []
+    for name, module in model.named_modules():
+        if name:
+            hooks.append(module.register_forward_pre_hook(lambda mod, args, n=name: stack.append(n)))
+            hooks.append(module.register_forward_hook(lambda mod, args, out: stack.pop() and None))
+    originals = {}
+    for (owner, fname) in wrap:
+        fn = getattr(owner, fname)
+        originals[(owner, fname)] = fn
+
+        def wrapped(*a, _fn=fn, _name=fname, **k):
+            stack.append(f"{stack[-1]}/{_name}")
+            try:
+                return _fn(*a, **k)
+            finally:
+                stack.pop()
+        setattr(owner, fname, wrapped)
+    try:
+        yield stack
+    finally:
+        for h in hooks:
+            h.remove()
+        for (owner, fname), fn in originals.items():
+            setattr(owner, fname, fn)
+
+
+def saved_bytes_by_module(model, input_ids, wrap: tuple = ()) -> dict[str, int]:
+    """{module name (or name/function): bytes of the storages it first saved that the graph still holds after a
+    forward pass of `input_ids` with labels (the loss included)}."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    first_owner: dict[int, tuple[str, int]] = {}
+    holders: list = []
+    with _module_stack(model, wrap) as stack:
+        def pack(t):
+            if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+                return t
+            storage = t.untyped_storage()
+            ptr = storage.data_ptr()
+            if ptr in params or storage.nbytes() == 0:
+                return t
+            first_owner.setdefault(ptr, (stack[-1], storage.nbytes()))
+            s = _Saved(t, ptr)
+            holders.append(weakref.ref(s))
+            return s
+
+        def unpack(x):
+            return x.tensor if isinstance(x, _Saved) else x
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            out = model(input_ids=input_ids, labels=input_ids)
+    alive = {h().key for h in holders if h() is not None}
+    by_module: dict[str, int] = defaultdict(int)
+    for ptr in alive:
+        name, nbytes = first_owner[ptr]
+        by_module[name] += nbytes
+    del out
+    return dict(by_module)
+
+
+def layer_parts(by_module: dict[str, int], layer: int, parts: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """Sum by_module over decoder layer `layer`'s modules, grouped by the first matching prefix of `parts` (e.g.
+    {"mixer": ("linear_attn", "self_attn"), "norms": ("input_layernorm", ...), "ffn": ("mlp",)})."""
+    prefix = f"model.layers.{layer}."
+    out = {k: 0 for k in parts}
+    for name, nbytes in by_module.items():
+        if not name.startswith(prefix):
+            continue
+        rest = name[len(prefix):]
+        for part, starts in parts.items():
+            if rest.startswith(starts):
+                out[part] += nbytes
+                break
+        else:
+            out.setdefault("other", 0)
+            out["other"] += nbytes
+    return out
