@@ -212,6 +212,10 @@ class Workload(HashedOnce):
     # The code that runs the model, where it changes what the layers and the loss keep (calculator.impls):
     # transformers eager, + Liger kernels, compiled decoder blocks, Megatron-Core + Transformer Engine.
     impl: Impl = "hf"
+    # Token mixers other than softmax attention (Gated DeltaNet, Mamba, short convolutions, KDA): "fused" is the GPU
+    # kernels transformers calls when installed (flash-linear-attention, mamba-ssm, causal-conv1d), "torch" its
+    # PyTorch fallback (what runs without them), which saves several times more for backward
+    mixer_kernels: Literal["fused", "torch"] = "fused"
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
     weight_dtype: Dtype | None = None  # inference weights (None: precision.params); int4/nf4 add group scales
     # elements per scale for 4/8-bit integer weights

@@ -207,6 +207,29 @@ class LayerActivations(NamedTuple):
         return self.norms + self.attention + self.mlp
 
 
+def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
+    """What one layer's softmax attention (MHA/GQA/MQA, MLA) saves for backward beyond its input, exact model, no
+    recompute (or selective)."""
+    e, T = d.e, d.T
+    selective = w.recompute == "selective"
+    eager = w.attention == "eager" and not selective
+    if m.is_mla:
+        attention = mla_attention_saved(d, m, w.attention)
+        if selective:
+            attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
+    else:
+        attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
+        if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel
+            attention += 4 * d.a * T  # FlashAttention-2 fp32 logsumexp per head and token
+        elif eager and m.attention_sinks:
+            attention += sink_softmax_saved(d)
+        elif eager:
+            attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
+        if m.attention_output_gate:  # sigmoid(gate) and the gated output (o_proj's input); the core's output kept
+            attention += 2 * e * T * d.qd
+    return attention
+
+
 def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     """Saved activations of one kind of decoder layer (a LayerKind), exact model, no recompute (or selective)."""
     e, T = d.e, d.T
@@ -224,22 +247,13 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
         norms = norm_saved(m, T, d.h_sp, e) + e * T * d.h_sp
     selective = w.recompute == "selective"
     eager = w.attention == "eager" and not selective
-    if kind.mixer not in ("attention", "mla"):
-        attention = 0 if kind.mixer == "none" else architectures.mixer(kind.mixer).saved(m, d, w)
-    elif m.is_mla:
-        attention = mla_attention_saved(d, m, w.attention)
-        if selective:
-            attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
-    else:
-        attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
-        if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel
-            attention += 4 * d.a * T  # FlashAttention-2 fp32 logsumexp per head and token
-        elif eager and m.attention_sinks:
-            attention += sink_softmax_saved(d)
-        elif eager:
-            attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
-        if m.attention_output_gate:  # sigmoid(gate) and the gated output (o_proj's input); the core's output kept
-            attention += 2 * e * T * d.qd
+    if kind.mixer in ("attention", "mla"):
+        attention = softmax_attention_saved(m, w, d)
+    elif kind.mixer == "none":
+        attention = 0
+    else:  # a kind of the registry (calculator/model/architectures/), beside the attention when it says so
+        attention = architectures.mixer(kind.mixer).saved(m, d, w) + (
+            softmax_attention_saved(m, w, d) if architectures.with_attention(kind.mixer) else 0)
     if moe:
         mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
     elif kind.ffn == "dense":

@@ -6,6 +6,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from calculator.core.dtypes import nbytes
+from calculator.model import architectures
 from calculator.model.spec import ModelSpec
 
 # Per-group scale overhead of quantized weights, bytes per group (QLoRA / GPTQ / OCP MX).
@@ -68,7 +69,7 @@ def cached_tokens(m: ModelSpec, layer: int, total_tokens: int) -> int:
     """Tokens a layer keeps in its cache: all of them, or at most the window on a sliding-window layer
     (Mistral 7B §2 rolling buffer); none on a layer without softmax attention (its state is per sequence:
     recurrent_state_bytes)."""
-    if m.layer_types is not None and m.layer_kind(layer).mixer not in ("attention", "mla"):
+    if m.layer_types is not None and not architectures.with_attention(m.layer_kind(layer).mixer):
         return 0
     if m.layer_is_sliding(layer) and m.sliding_window:
         return min(total_tokens, m.sliding_window)
@@ -86,7 +87,7 @@ def _attention_layers_before(m: ModelSpec) -> tuple[int, ...]:
     """Prefix counts of the layers with a KV cache: softmax attention (every layer but a hybrid's other mixers)."""
     if m.layer_types is None:
         return tuple(range(m.num_hidden_layers + 1))
-    return (0, *accumulate(m.layer_kind(i).mixer in ("attention", "mla") for i in range(m.num_hidden_layers)))
+    return (0, *accumulate(architectures.with_attention(m.layer_kind(i).mixer) for i in range(m.num_hidden_layers)))
 
 
 def attention_layers(m: ModelSpec, layers: range) -> int:
@@ -112,12 +113,26 @@ def recurrent_state_bytes(m: ModelSpec, layers: range, batch: int, e: float) -> 
     recurrent states: calculator/model/architectures/), whatever the sequence length."""
     if m.layer_types is None:
         return 0
-    from calculator.model import architectures
     total = 0
     for i in layers:
         mixer = m.layer_kind(i).mixer
         if mixer not in ("attention", "mla", "none"):
             total += architectures.mixer(mixer).state_bytes(m, batch, e)
+    return total
+
+
+def extra_kv_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, dtype: str) -> int:
+    """What the kinds that run on top of attention cache per token beyond its K/V (DSA's indexer keys), over
+    `layers` (calculator/model/architectures/: kv_bytes_per_token)."""
+    if m.layer_types is None:
+        return 0
+    total = 0
+    for i in layers:
+        mixer = m.layer_kind(i).mixer
+        if mixer not in ("attention", "mla", "none"):
+            per_token = getattr(architectures.mixer(mixer), "kv_bytes_per_token", None)
+            if per_token is not None:
+                total += batch * cached_tokens(m, i, total_tokens) * per_token(m, dtype)
     return total
 
 

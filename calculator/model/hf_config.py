@@ -23,7 +23,11 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
                                     parse_config_json, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
 from calculator.model.hf_archs import ARCH_MAPPERS, map_gemma
+from calculator.model.hf_dsa import DSA_MAPPERS
 from calculator.model.hf_hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
+from calculator.model.hf_linear import LINEAR_MAPPERS
+from calculator.model.hf_ssm import SSM_MAPPERS
+from calculator.model.hf_variants import VARIANT_MAPPERS
 from calculator.model.spec import ModelSpec
 
 __all__ = ["ConfigError", "MappedConfig", "Quantization", "parse_config_json", "spec_from_hf_config",
@@ -304,7 +308,9 @@ MAPPERS = {
     "olmo2": _map_olmo2, "llama4": _map_llama4, "llama4_text": _map_llama4,
 }
 MAPPERS.update(ARCH_MAPPERS)
-MAPPERS.update(HYBRID_MAPPERS)
+# issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)
+FAMILY_MAPPERS = {**HYBRID_MAPPERS, **SSM_MAPPERS, **LINEAR_MAPPERS, **DSA_MAPPERS, **VARIANT_MAPPERS}
+MAPPERS.update(FAMILY_MAPPERS)
 SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
 
 

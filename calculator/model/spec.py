@@ -14,6 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
+from calculator.model.architectures.dsa import IndexerSpec
+from calculator.model.architectures.kda import KDASpec
+from calculator.model.architectures.lightning import LightningSpec
+from calculator.model.architectures.mamba import MambaSpec
+from calculator.model.architectures.short_conv import ShortConvSpec
 from calculator.model.mixer_specs import LinearAttentionSpec
 
 Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
@@ -27,10 +32,17 @@ class LayerKind(NamedTuple):
     ffn: str  # "dense", "moe" or "none"
 
 
+# layer type -> the ModelSpec field that configures it
+_LAYER_TYPE_CONFIG = {"linear_attention": "linear_attention", "mamba": "mamba", "conv": "short_conv", "kda": "kda",
+                      "lightning_attention": "lightning", "indexed_attention": "indexer"}
 # layer_types entry -> the token mixer kind of that layer (softmax attention: "attention", or "mla" for MLA models)
 LAYER_TYPE_MIXERS = {"full_attention": "attention", "sliding_attention": "attention",
-                     "linear_attention": "gated_deltanet", "none": "none"}
-LayerType = Literal["full_attention", "sliding_attention", "linear_attention", "none"]
+                     "linear_attention": "gated_deltanet", "mamba": "mamba", "conv": "short_conv", "kda": "kda",
+                     "lightning_attention": "lightning", "indexed_attention": "dsa", "none": "none"}
+# "none": a block without a token mixer (Nemotron-H's MLP or MoE blocks); mappers name each layer with these values
+LayerType = Literal["full_attention", "sliding_attention", "linear_attention", "mamba", "conv", "kda",
+                    "lightning_attention", "indexed_attention", "none"]
+FfnType = Literal["dense", "moe", "none"]
 
 
 class ModelSpec(HashedOnce):
@@ -101,8 +113,21 @@ class ModelSpec(HashedOnce):
     # Qwen3-Next / Qwen3.5 RMSNorm: the weight starts at zero and scales by (1 + w), all in fp32
     zero_centered_norm: bool = False
 
-    # Token mixers other than softmax attention (calculator/model/mixer_specs.py), for the layers layer_types names.
-    linear_attention: LinearAttentionSpec | None = None
+    # Each layer's feed-forward (None: a dense MLP, or routed experts per num_experts, first_k_dense_layers and
+    # dense_layer_indices); "none": a block without one (Nemotron-H's mamba and attention blocks)
+    ffn_types: tuple[FfnType, ...] | None = Field(default=None, max_length=B.MAX_LAYERS)
+    # Multi-token-prediction layers the checkpoint carries (num_nextn_predict_layers / mtp_num_layers): transformers
+    # does not build them; a trainer that trains them (Megatron) pays a layer each (Workload decides)
+    mtp_layers: int = Field(default=0, ge=0, le=64, strict=True)
+
+    # Token mixers other than softmax attention, for the layers layer_types names (one config per kind; each kind's
+    # module in calculator/model/architectures/ says what it holds and computes).
+    linear_attention: LinearAttentionSpec | None = None  # Gated DeltaNet
+    mamba: MambaSpec | None = None
+    short_conv: ShortConvSpec | None = None
+    kda: KDASpec | None = None
+    lightning: LightningSpec | None = None
+    indexer: IndexerSpec | None = None  # DSA's lightning indexer on "indexed_attention" layers
     # Longest context the model was built for (config.json max_position_embeddings / n_positions): serving engines
     # take it as the default max_model_len and size their RoPE cos/sin cache by it. None: not given.
     max_position_embeddings: int | None = Field(default=None, gt=0)
@@ -130,9 +155,15 @@ class ModelSpec(HashedOnce):
                              f"{self.num_hidden_layers}")
         if self.layer_types and "sliding_attention" in self.layer_types and not self.sliding_window:
             raise ValueError("layer_types has sliding_attention layers but sliding_window is not set")
-        if self.layer_types and "linear_attention" in self.layer_types and self.linear_attention is None:
-            raise ValueError("layer_types has linear_attention layers but their heads and widths (linear_attention) "
-                             "are not set")
+        for layer_type, field in _LAYER_TYPE_CONFIG.items():
+            if self.layer_types and layer_type in self.layer_types and getattr(self, field) is None:
+                raise ValueError(f"layer_types has {layer_type} layers but their configuration ({field}) is not set")
+        if self.ffn_types is not None:
+            if len(self.ffn_types) != self.num_hidden_layers:
+                raise ValueError(f"ffn_types has {len(self.ffn_types)} entries but num_hidden_layers is "
+                                 f"{self.num_hidden_layers}")
+            if "moe" in self.ffn_types and not self.num_experts:
+                raise ValueError("ffn_types has moe layers but num_experts is 0")
         if any(not 0 <= i < self.num_hidden_layers for i in self.dense_layer_indices):
             raise ValueError("dense_layer_indices must be layer indices below num_hidden_layers")
         return self
@@ -177,6 +208,8 @@ class ModelSpec(HashedOnce):
 
     def layer_is_moe(self, i: int) -> bool:
         """Whether decoder layer i has a routed-expert MLP."""
+        if self.ffn_types is not None:
+            return self.ffn_types[i] == "moe"
         return self.is_moe and i >= self.first_k_dense_layers and i not in self.dense_layer_indices
 
     def layer_kind(self, i: int) -> LayerKind:
@@ -185,6 +218,8 @@ class ModelSpec(HashedOnce):
         mixer = LAYER_TYPE_MIXERS[types[i]] if types is not None else "attention"
         if mixer == "attention" and self.is_mla:
             mixer = "mla"
+        if self.ffn_types is not None:
+            return LayerKind(mixer, self.ffn_types[i])
         return LayerKind(mixer, "moe" if self.layer_is_moe(i) else "dense")
 
     def layer_is_sliding(self, i: int) -> bool:

@@ -37,7 +37,8 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
           "llm-int8" if llm_int8 else ("quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math"))
     kvh = kv_heads_per_rank(m, p.tp)
     total_tokens = w.seq_len + w.gen_tokens
-    kv = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens, kvh, w.kv_dtype)
+    kv = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens, kvh, w.kv_dtype) + \
+        inf.extra_kv_bytes(m, layers, w.micro_batch, total_tokens, w.kv_dtype)
     per_tok = inf.kv_bytes_per_token_per_layer(m, kvh, w.kv_dtype)
     if m.is_mla:
         formula = "b × tokens × L_stage × (kv_lora_rank + rope_dim) × b_kv"
@@ -101,7 +102,8 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     loaded = weights + t.by_component.get("transient", 0)  # weights + cuBLAS workspace (+ GPTQ's buffer)
     t.timeline = [("weights loaded", loaded, loaded), ("prefill: peak", loaded + prompt_kv, loaded + prefill_peak)]
     for i in sorted({1, max(1, w.gen_tokens // 2), w.gen_tokens} if w.gen_tokens else {0}):
-        kv_i = inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + i, kvh, w.kv_dtype) + state
+        kv_i = inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + i, kvh, w.kv_dtype) + state + \
+            inf.extra_kv_bytes(m, layers, w.micro_batch, w.seq_len + i, w.kv_dtype)
         t.timeline.append((f"decode: token {i:,}" if i else "decode: last logits", loaded + kv_i,
                            loaded + kv_i + decode_peak - kv))
     return finish_stage(t, w, shard, gpu)

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from calculator.model.hf_config import SUPPORTED_MODEL_TYPES, spec_from_hf_config  # noqa: E402
+from calculator.model.hf_config import FAMILY_MAPPERS, SUPPORTED_MODEL_TYPES, spec_from_hf_config  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 
 BASE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -89,7 +89,14 @@ def real_counts(config) -> tuple[int, int]:
     return sum(p.numel() for p in params), len(params)
 
 
-@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+# issue 21's families are held to the real models by their own test modules (tests/model/test_hf_<family>.py);
+# Qwen's Gated DeltaNet hybrids stay here
+TYPES_HERE = [t for t in SUPPORTED_MODEL_TYPES
+              if t not in FAMILY_MAPPERS or t in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                                                 "qwen3_5_moe_text")]
+
+
+@pytest.mark.parametrize("model_type", TYPES_HERE)
 def test_the_config_transformers_writes_maps_to_the_real_parameter_count(model_type):
     written, config = written_config(model_type)
     counts = count_parameters(spec_from_hf_config(written).spec)

@@ -3,10 +3,17 @@ kind, and each kind of token mixer other than softmax attention is one module he
 transformers module it mirrors (cited in each). A mixer module says:
 
     NAME, LABEL, SOURCE                      its kind, how the page names it, the source key of its formulas
+    WITH_ATTENTION (optional)                True when the layer also runs the model's softmax attention
+                                             (attention_shapes, its saved tensors and KV cache are added)
     shapes(m) -> list[Shape]                 its parameter tensors
     linears(m) -> list[(name, in, out)]      its nn.Linear modules (LoRA targets, the time model)
-    state_bytes(m, b, tp, dtype) -> int      what generate() keeps per sequence instead of a KV cache
-    saved(m, d, w) -> int                    what one layer's mixer saves for backward
+    state_bytes(m, b, e) -> int              what generate() keeps per layer for b sequences beside (or instead of)
+                                             a KV cache, whatever their length (e: the model dtype's bytes)
+    kv_bytes_per_token(m, dtype) (optional)  what a WITH_ATTENTION kind caches per token beyond the attention's
+    serving_state(m, tp) (optional)          (conv elements, recurrent elements) per sequence on one TP rank as
+                                             vLLM / SGLang keep them (conv: K − 1 columns)
+    saved(m, d, w) -> int                    what one layer's mixer saves for backward beyond its input (the norm
+                                             output), per w.mixer_kernels ("fused" GPU kernels or "torch")
 
 Softmax attention (full, sliding, MLA) and the dense / MoE feed-forwards are the engine's original layer
 (calculator/model/parameters.py, calculator/memory/activations.py); a model is a list of layers by kind
@@ -19,10 +26,18 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from calculator.model.architectures import gated_deltanet
+from calculator.model.architectures import dsa, gated_deltanet, kda, lightning, mamba, short_conv
 
-MIXERS: dict[str, ModuleType] = {m.NAME: m for m in (gated_deltanet,)}
+MIXERS: dict[str, ModuleType] = {m.NAME: m for m in (gated_deltanet, mamba, short_conv, kda, lightning, dsa)}
 _LABELS = {"attention": "attention", "mla": "MLA", "none": "none"}
+SOFTMAX_ATTENTION = ("attention", "mla")
+
+
+def with_attention(name: str) -> bool:
+    """Whether a mixer kind caches keys and values per token: softmax attention, or a kind that runs beside or on top
+    of the model's attention (a module with WITH_ATTENTION = True, e.g. DSA's indexer on MLA, Falcon-H1's parallel
+    attention and Mamba): its parameters, saved tensors and KV cache add to the attention's."""
+    return name in SOFTMAX_ATTENTION or (name in MIXERS and getattr(MIXERS[name], "WITH_ATTENTION", False))
 
 
 def mixer(name: str) -> ModuleType:

@@ -88,7 +88,30 @@ def saved_torch(m, b: int, s: int, e: int, tp: int = 1) -> int:
     return conv + gates + core + norm + T * vd * e
 
 
+def saved_fused(m, b: int, s: int, e: int, tp: int = 1) -> int:
+    """Bytes one layer's Gated DeltaNet saves for backward beyond its input with the GPU kernels transformers calls
+    when they are installed (read from source, not measured here): causal-conv1d's CausalConv1dFn saves only its input
+    (causal_conv1d/causal_conv1d_interface.py, snapshot 0d2252d) e·T·conv_dim; flash-linear-attention's
+    ChunkGatedDeltaRuleFunction.forward (fla/ops/gated_delta_rule/chunk.py, snapshot bc3b101, 2026-08-22) saves the
+    L2-normalised q and k with their fp32 rstd (nk heads: 2·e·T·nk·dk + 8·T·nk), a contiguous copy of v (e·T·vd),
+    the fp32 chunk-local decay cumsum (4·T·nv) and the per-chunk inverse A (e·64·T·nv), and recomputes the chunk
+    states in backward; the gates (sigmoid(b) e·T·nv, fp32 softplus 8·T·nv + 8·nv), the gated RMSNorm and
+    out_proj's input stay in torch as on the PyTorch path."""
+    la = m.linear_attention
+    nv, nk = la.num_value_heads // tp, max(la.num_key_heads // tp, 1)
+    dk, vd = la.key_head_dim, nv * la.value_head_dim
+    cd = 2 * nk * dk + vd
+    T = b * s
+    conv = T * cd * e if la.conv_kernel else 0
+    gates = T * nv * e + 8 * T * nv + 8 * nv
+    fla = 2 * T * nk * dk * e + 8 * T * nk + T * vd * e + 4 * T * nv + CHUNK * T * nv * e
+    norm = (12 + 2 * e) * T * vd + 4 * T * nv
+    return conv + gates + fla + norm + T * vd * e
+
+
 def saved(m, d, w) -> int:
     """What one Gated DeltaNet saves for backward beyond its input, for the local shapes `d` (calculator.memory
-    .activations.Dims: micro-batch b, local sequence s, element size e, TP degree)."""
-    return saved_torch(m, d.b, d.s, d.e, d.tp)
+    .activations.Dims: micro-batch b, local sequence s, element size e, TP degree): the GPU kernels'
+    (Workload.mixer_kernels "fused", the default) or transformers' PyTorch fallback ("torch")."""
+    path = saved_torch if w.mixer_kernels == "torch" else saved_fused
+    return path(m, d.b, d.s, d.e, d.tp)

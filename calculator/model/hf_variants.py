@@ -1,0 +1,6 @@
+"""Mappings for decoders that differ from the Llama-style layer in a few tensors (MoE and attention variants) (issue 21): each model_type's config.json, read with its transformers 5.23 configuration
+class's defaults and field names, into a ModelSpec. Each mapper cites the modeling file it mirrors and is held to the
+real model's parameter count by its test (tests/model/test_hf_variants.py)."""
+from __future__ import annotations
+
+VARIANT_MAPPERS: dict = {}
