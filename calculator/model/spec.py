@@ -34,14 +34,16 @@ class LayerKind(NamedTuple):
 
 # layer type -> the ModelSpec field that configures it
 _LAYER_TYPE_CONFIG = {"linear_attention": "linear_attention", "mamba": "mamba", "conv": "short_conv", "kda": "kda",
-                      "lightning_attention": "lightning", "indexed_attention": "indexer"}
+                      "lightning_attention": "lightning", "indexed_attention": "indexer",
+                      "parallel_mamba_attention": "mamba"}
 # layer_types entry -> the token mixer kind of that layer (softmax attention: "attention", or "mla" for MLA models)
 LAYER_TYPE_MIXERS = {"full_attention": "attention", "sliding_attention": "attention",
                      "linear_attention": "gated_deltanet", "mamba": "mamba", "conv": "short_conv", "kda": "kda",
-                     "lightning_attention": "lightning", "indexed_attention": "dsa", "none": "none"}
+                     "lightning_attention": "lightning", "indexed_attention": "dsa",
+                     "parallel_mamba_attention": "mamba_attention", "none": "none"}
 # "none": a block without a token mixer (Nemotron-H's MLP or MoE blocks); mappers name each layer with these values
 LayerType = Literal["full_attention", "sliding_attention", "linear_attention", "mamba", "conv", "kda",
-                    "lightning_attention", "indexed_attention", "none"]
+                    "lightning_attention", "indexed_attention", "parallel_mamba_attention", "none"]
 FfnType = Literal["dense", "moe", "none"]
 
 

@@ -115,3 +115,20 @@ def saved(m, d, w) -> int:
     (Workload.mixer_kernels "fused", the default) or transformers' PyTorch fallback ("torch")."""
     path = saved_torch if w.mixer_kernels == "torch" else saved_fused
     return path(m, d.b, d.s, d.e, d.tp)
+
+
+def serving_state(m, tp: int) -> tuple[int, int]:
+    """(conv elements, recurrent elements) per sequence on one TP rank as vLLM keeps them (vLLM 0.33
+    model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator.gated_delta_net_state_shape: the conv keeps
+    K − 1 columns of the q, k, v channels, heads split by TP)."""
+    la = m.linear_attention
+    conv = (la.conv_kernel - 1) * la.conv_dim // tp if la.conv_kernel else 0
+    return conv, recurrent_state_elements(m) // tp
+
+
+def linear_flops_per_token(m) -> float:
+    """FLOPs per token of one Gated DeltaNet's chunked delta rule beyond its projections (forward), per value head:
+    6·dk·dv + 2·C·(3·dk + 2·dv) + 2·C²/3 with C = 64 (the chunkwise algorithm of Yang et al. 2025 §3.3)."""
+    la, C = m.linear_attention, CHUNK
+    dk, dv = la.key_head_dim, la.value_head_dim
+    return la.num_value_heads * (6 * dk * dv + 2 * C * (3 * dk + 2 * dv) + 2 * C * C / 3)
