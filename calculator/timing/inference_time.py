@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from calculator.memory.activations import dims
 from calculator.core.dtypes import DTYPE_BITS
+from calculator.model import architectures
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import stage_shards
 from calculator.timing.roofline import Op, Rates
@@ -21,10 +22,12 @@ from calculator.timing.rows import TimeEstimate, aggregate_rows, cost_per_millio
 from calculator.core.workload import Workload
 
 
-def _layer_windows(m: ModelSpec, first: int, last: int) -> dict[tuple[bool, int | None], int]:
-    groups: dict[tuple[bool, int | None], int] = {}
+def _layer_windows(m: ModelSpec, first: int, last: int) -> dict[tuple, int]:
+    """Layers of a stage grouped by (MoE, sliding window, mixer kind, feed-forward kind)."""
+    groups: dict[tuple, int] = {}
     for i in range(first, last):
-        key = (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None)
+        kind = m.layer_kind(i)
+        key = (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None, kind.mixer, kind.ffn)
         groups[key] = groups.get(key, 0) + 1
     return groups
 
@@ -35,12 +38,12 @@ def _forward_ops(m: ModelSpec, w: Workload, d, shard, e_w: float, cached: int | 
     eager = w.attention == "eager"
     ops: list[Op] = []
     e_kv = DTYPE_BITS[w.kv_dtype] / 8
-    for (moe, window), n in _layer_windows(m, shard.first_layer, shard.last_layer).items():
+    for (moe, window, mixer, ffn), n in _layer_windows(m, shard.first_layer, shard.last_layer).items():
         keys = None if cached is None else (min(cached, window) if window else cached) + 1
         fwd = layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=e_w, expert_tp=p.expert_tp, ep=p.ep,
-                            s_kv=keys)
+                            s_kv=keys, mixer=mixer, ffn=ffn)
         ops += [o.scaled(n, phase=phase) for o in fwd]
-        if keys is not None:
+        if keys is not None and architectures.with_attention(mixer):
             kv_heads = d.a if m.is_mla else d.kv
             cache = e_kv * d.b * keys * kv_heads * (m.head_size + m.v_head_size)
             copies = 2 * cache * (d.a / kv_heads if eager else 1)  # eager also expands the cache (repeat_kv)

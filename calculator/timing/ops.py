@@ -12,6 +12,7 @@ from calculator.memory.activations import Dims
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.memory.inference import GROUP_SCALE_BYTES, GROUP_SIZE_DEFAULTS
 from calculator.memory.lora import adapted_linears
+from calculator.model import architectures
 from calculator.model.spec import ModelSpec
 from calculator.model.parameters import attention_shapes, mlp_shapes
 from calculator.timing.roofline import HOST_OPS, Op
@@ -57,15 +58,68 @@ def attention_core(m: ModelSpec, d: Dims, window: int | None, eager: bool, s_kv:
     return R.flash_attention(d.b, d.s, d.a, kv_heads, d_qk, d_v, d.e, window, s_kv)
 
 
+def mixer_forward(m: ModelSpec, d: Dims, mixer: str, e_w: float) -> list[Op]:
+    """A registry kind's forward (calculator/model/architectures/): its input projections as one grouped matmul
+    (column-parallel), its core as one kernel of the kind's FLOPs per token that reads its inputs and writes its
+    output once, its output projection (row-parallel)."""
+    kind = architectures.mixer(mixer)
+    T, e, tp = d.T, d.e, d.tp
+    lin = kind.linears(m)
+    proj = [(i, max(1, o // tp)) for _, i, o in lin[:-1]]
+    out_in, out_out = lin[-1][1], lin[-1][2]
+    core_in = sum(o for _, o in proj)
+    return [R.grouped_linear(f"{kind.LABEL}: input projections", T, proj, e, e_w),
+            Op(f"{kind.LABEL}: core", "forward", "attention", T * kind.linear_flops_per_token(m) / tp,
+               e * T * (core_in + out_in // tp), HOST_OPS["flash"][0], "T × FLOPs per token of the kind's core",
+               kind.SOURCE, bwd_host_ops=HOST_OPS["flash"][1]),
+            R.linear(f"{kind.LABEL}: output projection", T, max(1, out_in // tp), out_out, e, e_w)]
+
+
 def layer_forward(m: ModelSpec, d: Dims, *, moe: bool, window: int | None, eager: bool, e_w: float,
-                  expert_tp: int = 1, ep: int = 1, s_kv: int | None = None) -> list[Op]:
+                  expert_tp: int = 1, ep: int = 1, s_kv: int | None = None, mixer: str = "attention",
+                  ffn: str | None = None) -> list[Op]:
     """One decoder layer's forward operations on one GPU for T = d.T tokens (one micro-batch, or one decode step
-    with s_kv cached tokens)."""
+    with s_kv cached tokens). mixer / ffn: the layer's kinds (ModelSpec.layer_kind) when not softmax attention with
+    an MLP or experts (ffn None: by `moe`)."""
     T, e, h, tp = d.T, d.e, d.h, d.tp
     kind = norm_kind(m)
     ops: list[Op] = []
-    n_norms = m.norms_per_layer
+    ffn = ffn or ("moe" if moe else "dense")
+    n_norms = m.norms_per_layer if "none" not in (mixer, ffn) else 1
     ops.append(R.norms("Norms", T * d.h_sp, e, kind, n_norms))
+    if mixer not in ("attention", "mla"):
+        if mixer != "none":
+            ops.extend(mixer_forward(m, d, mixer, e_w))
+            if architectures.with_attention(mixer):
+                ops.extend(_attention_forward(m, d, window, eager, e_w, s_kv)[1:])
+        ops.append(R.elementwise("Residual adds", R.residual_bytes(T, d.h_sp, e, count=1 if ffn == "none" else 2),
+                                 HOST_OPS["residual"][0], "3e·T·h per residual add",
+                                 bwd_host_ops=HOST_OPS["residual"][1]))
+        if ffn == "moe":
+            ops.extend(_moe_forward(m, d, e_w, expert_tp, ep))
+        elif ffn == "dense":
+            ops.extend(_mlp_forward(m, T, h, m.intermediate_size // tp, e, e_w))
+        return ops
+    ops.extend(_attention_forward(m, d, window, eager, e_w, s_kv)[1:])
+    ops.append(R.elementwise("Residual adds", R.residual_bytes(T, d.h_sp, e), HOST_OPS["residual"][0],
+                             "2 × 3e·T·h", bwd_host_ops=HOST_OPS["residual"][1]))
+    if m.dropout > 0:
+        ops.append(R.elementwise("Dropout", 2 * (3 * e + 1) * T * d.h_sp, 2 * HOST_OPS["dropout"][0],
+                                 "2 sites × (3e + 1)·T·h", bwd_host_ops=2 * HOST_OPS["dropout"][1]))
+    if ffn == "moe":
+        ops.extend(_moe_forward(m, d, e_w, expert_tp, ep))
+    elif ffn == "dense":
+        ops.extend(_mlp_forward(m, T, h, m.intermediate_size // tp, e, e_w))
+    return ops
+
+
+def _attention_forward(m: ModelSpec, d: Dims, window: int | None, eager: bool, e_w: float,
+                       s_kv: int | None) -> list[Op]:
+    """Softmax attention's operations, after a placeholder first entry: QKV, q/k norms, latent norms, RoPE, the
+    core, the output projection."""
+    T, e, tp = d.T, d.e, d.tp
+    kind = norm_kind(m)
+    ops: list[Op] = [None]  # type: ignore[list-item]
     attn = _linears(attention_shapes(m), tp, row_parallel_last=True)
     qkv, out = attn[:-1], attn[-1]
     qkv_op = R.grouped_linear("QKV projection", T, qkv, e, e_w)
@@ -88,15 +142,6 @@ def layer_forward(m: ModelSpec, d: Dims, *, moe: bool, window: int | None, eager
     ops.append(attention_core(m, d, window, eager, s_kv))
     o_proj = R.linear("Output projection", T, out[0], out[1], e, e_w)
     ops.append(o_proj._replace(bwd_host_ops=o_proj.bwd_host_ops + (1 if m.o_bias else 0)))
-    ops.append(R.elementwise("Residual adds", R.residual_bytes(T, d.h_sp, e), HOST_OPS["residual"][0],
-                             "2 × 3e·T·h", bwd_host_ops=HOST_OPS["residual"][1]))
-    if m.dropout > 0:
-        ops.append(R.elementwise("Dropout", 2 * (3 * e + 1) * T * d.h_sp, 2 * HOST_OPS["dropout"][0],
-                                 "2 sites × (3e + 1)·T·h", bwd_host_ops=2 * HOST_OPS["dropout"][1]))
-    if moe:
-        ops.extend(_moe_forward(m, d, e_w, expert_tp, ep))
-    else:
-        ops.extend(_mlp_forward(m, T, h, m.intermediate_size // tp, e, e_w))
     return ops
 
 

@@ -18,6 +18,7 @@ from calculator.timing import roofline as R
 from calculator.memory.activations import dims
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.core.errors import InputError
+from calculator.model import architectures
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import check_divisibility, stage_shards
 from calculator.timing.roofline import Op, Rates
@@ -53,11 +54,13 @@ def rates_for(gpu, w: Workload, inputs: TimingInputs) -> tuple[Rates, float]:
                  inputs.kernel_gap_us * 1e-6), fp32
 
 
-def _layer_groups(m: ModelSpec, first: int, last: int) -> dict[tuple[bool, int | None], int]:
-    """Layers of a stage grouped by (MoE, sliding window) — layers in a group run the same operations."""
-    groups: dict[tuple[bool, int | None], int] = {}
+def _layer_groups(m: ModelSpec, first: int, last: int) -> dict[tuple, int]:
+    """Layers of a stage grouped by (MoE, sliding window, mixer kind, feed-forward kind) — layers in a group run
+    the same operations."""
+    groups: dict[tuple, int] = {}
     for i in range(first, last):
-        key = (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None)
+        kind = m.layer_kind(i)
+        key = (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None, kind.mixer, kind.ffn)
         groups[key] = groups.get(key, 0) + 1
     return groups
 
@@ -74,8 +77,9 @@ def _train_stage_ops(m: ModelSpec, w: Workload, shard) -> list[Op]:
     frozen = w.finetune != "full"
     eager = w.attention == "eager"
     ops: list[Op] = []
-    for (moe, window), n in _layer_groups(m, shard.first_layer, shard.last_layer).items():
-        fwd = layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=e_w, expert_tp=p.expert_tp, ep=p.ep)
+    for (moe, window, mixer, ffn), n in _layer_groups(m, shard.first_layer, shard.last_layer).items():
+        fwd = layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=e_w, expert_tp=p.expert_tp, ep=p.ep,
+                            mixer=mixer, ffn=ffn)
         bwd = [backward_of(o, frozen and o.kind == "matmul") for o in fwd]
         if frozen:
             adapters = lora_forward(m, d, w.lora_rank, w.lora_targets, moe)
@@ -87,7 +91,7 @@ def _train_stage_ops(m: ModelSpec, w: Workload, shard) -> list[Op]:
         elif w.recompute == "op":  # every other matmul and the SDPA kernel are saved: the rest is replayed
             ops += [o.scaled(n * (0.5 if o.kind == "matmul" else 0.0 if o.kind == "attention" else 1.0))
                     for o in recomputed(fwd)]
-        elif w.recompute == "selective":
+        elif w.recompute == "selective" and architectures.with_attention(mixer):
             ops.append(attention_core(m, d, window, eager).scaled(n, phase="recompute"))
         ops += [o.scaled(n) for o in bwd]
     n_linear = shard.layer_linear
