@@ -29,6 +29,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "pp_last_stage_layers": ("parallel", "pp_last_stage_layers"),
     "fragmentation": ("overheads", "fragmentation_pct"), "cuda_context": ("overheads", "cuda_context_bytes"),
     "gpu": ("gpu",), "stack": ("stack",), "bucket_view": ("ddp_bucket_view",), "impl": ("impl",),
+    "mixer_kernels": ("mixer_kernels",),
     "ddp_rebuild_peak": ("ddp_rebuild_peak",), "ds_auto_buckets": ("ds_auto_buckets",),
     "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",),
     "lora_targets": ("lora_targets",), "qlora_keeps_inputs": ("qlora_keeps_inputs",), "kbit_prep": ("kbit_prep",),
@@ -92,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="flash: FlashAttention-2; sdpa: PyTorch SDPA (flash kernel, or with a padding / "
                             "sliding-window mask the efficient kernel); eager: transformers' matmul + softmax")
         p.add_argument("--activation-model", choices=["exact", "textbook", "fujii"])
+        p.add_argument("--mixer-kernels", choices=["fused", "torch"],
+                       help="hybrid models' linear-attention / SSM layers: GPU kernels (fused) or transformers' "
+                            "PyTorch fallback (torch)")
         p.add_argument("--impl", choices=list(IMPLS),
                        help="model implementation: transformers (hf), + Liger kernels, compiled blocks, Megatron/TE")
         p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])

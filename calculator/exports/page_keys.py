@@ -152,6 +152,11 @@ PARAMS: tuple[Param, ...] = (
        options=("hf", "liger", "compile", "megatron-te"), fields=("impl",),
        help="The code that runs the model: transformers (hf), transformers + Liger kernels, decoder blocks "
             "compiled with torch.compile, Megatron-Core + Transformer Engine — it decides what layers and loss keep"),
+    _p("mk", "choice", "fused", "Linear-attention / SSM kernels", "recompute", options=("fused", "torch"),
+       fields=("mixer_kernels",),
+       help="Hybrid models' Gated DeltaNet, Mamba, KDA and short-convolution layers: fused = the GPU kernels "
+            "transformers calls when installed (flash-linear-attention, mamba-ssm, causal-conv1d); torch = its "
+            "PyTorch fallback, which saves several times more for backward"),
     _p("act", "choice", "exact", "Activation model", "recompute", options=("exact", "textbook", "fujii"),
        fields=("activation_model",),
        help="exact: tensors the framework really saves; textbook: Korthikanti et al. 2022 + flat overhead; "

@@ -62,6 +62,7 @@ def workload_values(w) -> dict[str, Any]:
         "mode": w.mode, "ft": w.finetune, "lr": w.lora_rank, "lt": w.lora_targets, "lad": w.lora_adapter_dtype,
         "mbs": w.micro_batch, "seq": w.seq_len, "gen": w.gen_tokens,
         "opt": w.optimizer, "oimpl": w.optimizer_impl, "rc": w.recompute, "attn": w.attention, "impl": w.impl,
+        "mk": w.mixer_kernels,
         "act": w.activation_model, "kvdt": w.kv_dtype, "wdt": w.weight_dtype or AUTO,
         "qgs": w.quant_group_size, "qm": w.quant_method,
         "stack": w.stack or AUTO, "zg": "none" if w.zero_grad_set_to_none else "zeros",

@@ -29,7 +29,8 @@ FAMILIES = {
     "qwen2_moe": "Qwen-MoE", "qwen3": "Qwen3", "qwen3_moe": "Qwen3-MoE", "gemma2": "Gemma 2", "gemma3": "Gemma 3",
     "gemma3_text": "Gemma 3", "phi3": "Phi-3/Phi-4", "deepseek_v2": "DeepSeek-V2 (MoE + MLA)",
     "deepseek_v3": "DeepSeek-V3 (MoE + MLA)", "gpt_oss": "GPT-OSS (MoE)", "olmo2": "OLMo 2", "gpt_neox": "GPT-NeoX",
-    "gpt2": "GPT-2",
+    "gpt2": "GPT-2", "qwen3_next": "Qwen3-Next (Gated DeltaNet hybrid, MoE)",
+    "qwen3_5_text": "Qwen3.5 (Gated DeltaNet hybrid)", "qwen3_5_moe_text": "Qwen3.5-MoE (Gated DeltaNet hybrid)",
 }
 
 # Display names where the Hub repository name is not the usual way to say it; notes where a preset needs one.

@@ -231,7 +231,7 @@ def build_workload(values: Mapping[str, Any]):
         padded_batch=bool(v["pad"]),
         micro_batch=int(v["mbs"]), seq_len=int(v["seq"]), gen_tokens=int(v["gen"]),
         precision=precision, optimizer=v["opt"], optimizer_impl=v["oimpl"], recompute=v["rc"],
-        attention=v["attn"], impl=v["impl"], activation_model=v["act"], kv_dtype=v["kvdt"],
+        attention=v["attn"], impl=v["impl"], mixer_kernels=v["mk"], activation_model=v["act"], kv_dtype=v["kvdt"],
         weight_dtype=None if v["wdt"] == AUTO else v["wdt"], quant_group_size=int(v["qgs"]), quant_method=v["qm"],
         parallel=parallel, overheads=overheads, gpu=v["gpu"] or None,
         stack=None if v["stack"] == AUTO else v["stack"], zero_grad_set_to_none=v["zg"] == "none",

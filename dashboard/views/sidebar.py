@@ -123,6 +123,7 @@ def draw(values: dict, problems, result, hub, hub_notes, model_box) -> None:
         field("pad", problems, disabled=not train)
         from calculator.impls import IMPLS
         field("impl", problems, disabled=not train, caption=IMPLS.get(values["impl"]))
+        field("mk", problems, disabled=not train)
         field("act", problems)
 
         st.header("Parallelism")

@@ -66,6 +66,11 @@ VERIFIED_TOTALS = {
     "qwen3-32b": 32_762_123_264,
     "qwen3-4b": 4_022_468_096,
     "qwen3-8b": 8_190_735_360,
+    "qwen3.5-122b-a10b": 122_111_526_912,
+    "qwen3.5-27b": 26_895_998_464,
+    "qwen3.5-35b-a3b": 34_660_610_688,
+    "qwen3.5-397b-a17b": 396_346_350_336,
+    "qwen3.6-35b-a3b": 34_660_610_688,
     "smollm2-1.7b": 1_711_376_384,
 }
 
@@ -75,7 +80,8 @@ REQUIRED = (
     "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "mistral-7b-v0.1", "mixtral-8x7b", "gemma-2-9b",
     "phi-3-mini-4k", "deepseek-v3", "gpt2", "llama-3.3-70b", "gemma-3-27b", "gpt-oss-20b", "gpt-oss-120b",
 )
-MULTIMODAL = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "llama-4-scout"}
+MULTIMODAL = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "llama-4-scout", "qwen3.5-27b", "qwen3.5-35b-a3b",
+              "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3.6-35b-a3b"}
 IDS = [m.id for m in list_models()]
 
 
