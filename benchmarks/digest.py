@@ -56,13 +56,18 @@ DIGEST_PRESETS = (
     "qwen3-1.7b", "qwen3-14b", "qwen3-235b-a22b", "qwen3-30b-a3b", "qwen3-32b", "qwen3-4b", "qwen3-8b",
     "smollm2-1.7b")
 
+# the GPU catalogue's ids before issue 21 (the fit cards of GPUs added later are left out of the digest)
+DIGEST_GPUS = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200", "b200", "b300", "mi300x",
+               "mi325x", "mi355x", "l40s", "l4", "a10g", "rtx-4090", "rtx-5090", "v100-16gb", "v100-32gb", "rtx-a6000")
+
 
 def _record(fn) -> object:
     try:
         return fn()
     except Exception as exc:  # noqa: BLE001 - a refusal's text is part of the digest
-        # the list of supported model types in an unknown type's refusal grows with every new mapper
-        return {"refused": type(exc).__name__, "message": str(exc).split(" (supported: ")[0]}
+        # the lists of supported model types and GPU ids in a refusal grow with every new mapper and GPU
+        message = str(exc).split(" (supported: ")[0].split(" Valid ids: ")[0]
+        return {"refused": type(exc).__name__, "message": message}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             model = make()
             work = Workload(**w)
             d = estimate(model, work).to_dict()
+            d["fits"] = [f for f in d["fits"] if f["gpu"] in DIGEST_GPUS]
             if work.mode != "rl" and work.engine == "hf":
                 d["time"] = _record(lambda: estimate_time(model, work).to_dict())
             return d

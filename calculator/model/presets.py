@@ -88,6 +88,7 @@ class GPU:
     dense_bf16_flops: float | None = None
     dense_fp16_flops: float | None = None
     dense_fp8_flops: float | None = None
+    dense_fp4_flops: float | None = None  # NVFP4 / MXFP4 (Blackwell, MI355X)
     fp32_flops: float | None = None  # non-tensor FP32 (PyTorch matmuls do not use TF32 by default)
     memory_bandwidth_bytes_per_s: float | None = None
     interconnect: str = ""
