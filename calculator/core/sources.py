@@ -241,6 +241,44 @@ SOURCES: dict[str, Source] = {
         "https://arxiv.org/abs/2001.08361",
         "a forward pass costs 2·N FLOPs per token (2·in·out per linear), training 6·N (backward = 2 × forward); "
         "Narayanan et al.: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration for a GPT block"),
+    # ---- token mixers other than softmax attention (calculator/model/architectures/) -------------------------
+    "gated-deltanet": Source(
+        "Yang, Kautz, Hatamizadeh, Gated Delta Networks: Improving Mamba2 with Delta Rule (ICLR 2025); transformers "
+        "models/qwen3_next/modeling_qwen3_next.py and qwen3_5/modeling_qwen3_5.py (Qwen3NextGatedDeltaNet); "
+        "flash-linear-attention fla/ops/gated_delta_rule/chunk.py (ChunkGatedDeltaRuleFunction)",
+        "https://arxiv.org/abs/2412.06464",
+        "parameters, the conv + fp32 recurrent state per sequence, and what the chunked delta rule saves (PyTorch path "
+        "traced on the CPU; the fused kernels' ctx.save_for_backward read from source)"),
+    "mamba": Source(
+        "Dao & Gu, Transformers are SSMs: Generalized Models and Efficient Algorithms Through Structured State Space "
+        "Duality (Mamba-2, 2024); Gu & Dao, Mamba (2023); transformers models/mamba2/modeling_mamba2.py Mamba2Mixer "
+        "and models/mamba/modeling_mamba.py MambaMixer; mamba_ssm ssd_combined.py / selective_scan_interface.py",
+        "https://arxiv.org/abs/2405.21060",
+        "in_proj / conv1d / dt_bias / A_log / D / gated norm / out_proj, the conv and fp32 SSM state per sequence, "
+        "and the chunked scan's saved tensors (PyTorch path traced; the fused kernels read from source)"),
+    "short-conv": Source(
+        "LFM2 short convolutions: transformers models/lfm2/modeling_lfm2.py Lfm2ShortConv; causal-conv1d "
+        "causal_conv1d_interface.py CausalConv1dFn",
+        "https://huggingface.co/docs/transformers/model_doc/lfm2",
+        "in_proj (B, C, x), depthwise causal conv of L_cache taps, out_proj; the conv state per sequence"),
+    "kda": Source(
+        "Kimi Team, Kimi Linear: An Expressive, Efficient Attention Architecture (2025); transformers "
+        "models/kimi_linear/modeling_kimi_linear.py; flash-linear-attention fla/ops/kda",
+        "https://arxiv.org/abs/2510.26692",
+        "Kimi Delta Attention: channel-wise gates, the conv + fp32 recurrent state per sequence, the chunk kernel's "
+        "saved tensors"),
+    "lightning-attention": Source(
+        "MiniMax, MiniMax-01: Scaling Foundation Models with Lightning Attention (2025); transformers "
+        "models/minimax/modeling_minimax.py MiniMaxLightningAttention",
+        "https://arxiv.org/abs/2501.08313",
+        "the lightning attention block recurrence and its per-head d × d state per sequence"),
+    "dsa": Source(
+        "DeepSeek-AI, DeepSeek-V3.2: Pushing the Frontier of Open Large Language Models with DeepSeek Sparse "
+        "Attention (2025); transformers models/deepseek_v32/modeling_deepseek_v32.py DeepseekV32Indexer; vLLM "
+        "sparse MLA indexer cache",
+        "https://arxiv.org/abs/2512.02556",
+        "the lightning indexer's tensors, its key cache per token (bf16 in transformers; fp8 + a fp32 scale per 128 "
+        "in vLLM), no gradient through it in transformers (torch.no_grad)"),
     "flash-attention-2": Source(
         "Dao, FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning (2023)",
         "https://arxiv.org/abs/2307.08691",

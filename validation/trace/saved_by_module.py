@@ -69,7 +69,7 @@ def saved_bytes_by_module(model, input_ids, wrap: tuple = ()) -> dict[str, int]:
             if ptr in params or storage.nbytes() == 0:
                 return t
             first_owner.setdefault(ptr, (stack[-1], storage.nbytes()))
-            s = _Saved(t, ptr)
+            s = _Saved(t.detach(), ptr)  # detached: holding t itself would tie the graph into a reference cycle
             holders.append(weakref.ref(s))
             return s
 
