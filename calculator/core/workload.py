@@ -161,6 +161,22 @@ class ServingConfig(HashedOnce):
     attention_dp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
     # engine release whose rules apply (None: the newest modelled)
     version: str | None = Field(default=None, max_length=40)
+    # Hybrid models' per-sequence state (Mamba, Gated DeltaNet, KDA, short conv, lightning layers;
+    # calculator/engines/states.py). The conv state: vLLM --mamba-cache-dtype ("auto": the model dtype), SGLang
+    # SGLANG_MAMBA_CONV_DTYPE ("auto": bf16). The SSM / recurrent state: vLLM --mamba-ssm-cache-dtype ("auto": the
+    # model's rule, else the conv dtype), SGLang --mamba-ssm-dtype ("auto": the config's mamba_ssm_dtype, else fp32)
+    mamba_cache_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    mamba_ssm_cache_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # SGLang --mamba-full-memory-ratio (None: 0.9), state pool : token pool
+    mamba_full_memory_ratio: float | None = Field(default=None, gt=0, le=1000, allow_inf_nan=False)
+    # SGLang --max-mamba-cache-size: state slots (None: by mamba_full_memory_ratio)
+    max_mamba_cache_size: int | None = Field(default=None, gt=0, le=B.MAX_BATCH, strict=True)
+    # SGLang --mamba-radix-cache-strategy: state slots a request holds with the radix cache ("auto": extra_buffer for
+    # Qwen3-Next / Qwen3.5 / Kimi-Linear / Nemotron-H, else no_buffer)
+    mamba_radix_cache_strategy: Literal["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"] = "auto"
+    # vLLM's Gated DeltaNet prefill kernel ("auto": FlashInfer on Hopper, Triton elsewhere): with prefix caching,
+    # FlashInfer aligns the hybrid block to 64 tokens and holds one more state block per request
+    gdn_prefill_backend: Literal["auto", "flashinfer", "triton"] = "auto"
 
 
 class RLConfig(HashedOnce):

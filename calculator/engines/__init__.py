@@ -25,6 +25,10 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
+def _size(n: int) -> str:
+    return _gib(n) if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
 def stage_terms(sv: Serving, context: int) -> tuple[Term, ...]:
     """The breakdown of one GPU: what the engine holds once it has started."""
     src = f"{sv.engine}-budget"
@@ -49,6 +53,8 @@ def stage_terms(sv: Serving, context: int) -> tuple[Term, ...]:
         Term("kv_cache", "kv_cache", f"KV pool ({sv.kv_pool_tokens:,} tokens)", sv.kv_pool_bytes, kv_formula,
              kv_subst, src, f"{sv.kv_pool_blocks:,} blocks of {sv.block_size} tokens"),
     ]
+    if sv.states is not None:
+        terms[-1:] = state_terms(sv, terms[-1], src)
     if sv.cuda_graph_bytes:
         terms.append(Term("transient.cuda_graphs", "transient", f"CUDA graphs ({sv.cuda_graph_sizes} captures)",
                           sv.cuda_graph_bytes, "first capture's working set + 1 MiB per further graph",
@@ -59,6 +65,25 @@ def stage_terms(sv: Serving, context: int) -> tuple[Term, ...]:
     terms.append(Term("cuda_context", "cuda_context", "CUDA context", context, "C_ctx", f"{context:,} B",
                       "cuda-context"))
     return tuple(terms)
+
+
+def state_terms(sv: Serving, kv: Term, src: str) -> list[Term]:
+    """A hybrid's KV pool with its per-sequence states: vLLM draws them from the same blocks (the pool's term says
+    how many); SGLang sizes a state pool first and the token pool from the rest (two terms)."""
+    st = sv.states
+    each = (f"{st.slots_per_seq} state slot(s) of {_size(st.slot_bytes)} a sequence ({st.layers} "
+            f"{'/'.join(st.kinds)} layers, conv {st.conv_dtype}, recurrent {st.ssm_dtype})")
+    if sv.engine == "vllm":
+        return [Term(kv.key, kv.component, kv.label, kv.bytes, kv.formula, kv.substituted, kv.source,
+                     f"{kv.note}; K/V of {st.attention_layers} attention layers and {each}: at most "
+                     f"{st.max_running_seqs:,} sequences of {sv.tokens_per_seq:,} tokens hold {st.slots:,} slots "
+                     f"({_gib(st.pool_bytes)})")]
+    return [Term(kv.key, kv.component, kv.label, sv.kv_pool_bytes - st.pool_bytes,
+                 "(fraction × free memory before loading − weights − state pool) // cell × cell",
+                 f"{sv.kv_pool_tokens:,} tokens × {sv.kv_bytes_per_token:,} B", kv.source, kv.note),
+            Term("kv_cache.state", "kv_cache", f"State pool ({st.slots:,} slots)", st.pool_bytes,
+                 "(max_mamba_cache_size + 1) × one request's state", f"{st.slots + 1:,} × {_size(st.slot_bytes)}",
+                 src, f"{each}: at most {st.max_running_seqs:,} requests at once")]
 
 
 def _stage(sv: Serving, shard, context: int) -> StageEstimate:

@@ -75,6 +75,26 @@ def kv_heads_on_gpu(m: ModelSpec, w) -> int:
 
 
 @dataclass(frozen=True)
+class StatePool:
+    """A hybrid model's per-sequence states (Mamba, Gated DeltaNet, ... layers) on one GPU, as the engine keeps them.
+    A slot is one sequence's state over this GPU's state layers. vLLM has no pool of its own: a slot is one block in
+    each state group, drawn from the KV blocks; SGLang sizes a pool of slots beside the token pool."""
+
+    engine_rule: str  # the rule that sized it, with its source
+    layers: int  # layers with a state on this GPU
+    attention_layers: int  # layers with a KV cache on this GPU
+    kinds: tuple[str, ...]
+    conv_dtype: str
+    ssm_dtype: str
+    layer_bytes: int  # one sequence's conv + recurrent state in one layer (unpadded)
+    slot_bytes: int  # one slot as allocated (vLLM: a block in each state group, padded to the attention page)
+    slots_per_seq: int  # slots one running request holds (vLLM: blocks per state group; SGLang: the mamba ratio)
+    slots: int  # SGLang: max_mamba_cache_size; vLLM: the slots max_running_seqs requests hold
+    pool_bytes: int  # the memory those slots take (SGLang: its pool with the padding slot)
+    max_running_seqs: int  # requests of tokens_per_seq the engine runs at once, states included
+
+
+@dataclass(frozen=True)
 class Serving:
     """A serving engine's memory budget on one GPU and the KV pool it leaves, with the engine's own capacity
     figures (the lines it logs at start-up). Bytes are integers; `*_gib` helpers are for display."""
@@ -108,8 +128,13 @@ class Serving:
     cuda_graphs_in_budget: bool  # whether the CUDA-graph estimate was taken from the pool (vLLM >= 0.21)
     layout: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    states: StatePool | None = None  # a hybrid model's per-sequence states (None: every layer caches K/V)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["notes"] = list(self.notes)
+        if self.states is None:
+            del out["states"]  # the keys of a model without state layers stay as they were
+        else:
+            out["states"]["kinds"] = list(self.states.kinds)
         return out

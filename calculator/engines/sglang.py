@@ -7,12 +7,16 @@
                                                   (sglang/srt/mem_cache/kv_cache_configurator.py _profile_available_bytes)
     tokens   = KV pool // cell size, cell = KV heads × (head_dim + v_head_dim) × layers × dtype bytes; MLA:
                (kv_lora_rank + qk_rope_head_dim) × layers × bytes (sglang/srt/model_executor/pool_configurator.py)
+    hybrids  : a state pool of K slots first, K = ⌊(pool × r / (1 + r) − per request) / per request⌋, then the
+               token pool over the full-attention layers from the rest (kv_cache_configurator.py _handle_max_mamba_cache)
 
 Source read: the sglang 0.5.23 wheel.
 """
 from __future__ import annotations
 
-from calculator.engines.common import GiB, Serving, device_visible_bytes, kv_heads_on_gpu, kv_token_bytes
+from calculator.engines import states
+from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
+                                       kv_token_bytes)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
 from calculator.model.spec import ModelSpec
 
@@ -20,6 +24,14 @@ VERSION = "0.5.23"
 MiB = 2**20
 SWA_FULL_TOKENS_RATIO = 0.8  # sglang/srt/arg_groups/fields/schedule.py swa_full_tokens_ratio fallback
 PAGE_SIZE = 1  # token-granular pool with the default FlashInfer / FA3 backends
+DSA_PAGE_SIZE = 64  # the DSA index-key pool's page on CUDA (mem_cache/index_key_cache.py IndexKeyCache)
+MAMBA_FULL_MEMORY_RATIO = 0.9  # arg_groups/fields/schedule.py: mamba_full_memory_ratio None resolves to 0.9
+# kv_cache_configurator.py MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: a request's own slot, the locked prefix state
+# and a donated slot; plus mem_cache/allocation_sizing.py get_mamba_tracking_slots per strategy
+MAMBA_SLOTS_PER_REQUEST = 3
+TRACKING_SLOTS = {"extra_buffer": 2, "extra_buffer_lazy": 1, "no_buffer": 0}
+# arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (with the default triton linear-attention backend)
+EXTRA_BUFFER_TYPES = ("qwen3_next", "kimi_linear", "nemotron_h", *states.QWEN3_5_TYPES)
 
 
 def gpu_defaults(gpu_mem_mib: float, tp: int) -> tuple[int, int]:
@@ -61,10 +73,53 @@ def mem_fraction_rule(gpu_mem_mib: float, tp: int, pp: int, chunked: int, max_bs
 
 
 def cell_bytes(m: ModelSpec, w, layers: range) -> tuple[int, int]:
-    """(full-attention cell, sliding-window cell): bytes of one token over this GPU's layers of each kind."""
+    """(full-attention cell, sliding-window cell): bytes of one token over this GPU's layers of each kind; only the
+    layers that cache K/V (pool_configurator.py _compute_cell_size over full_attention_layer_ids), with DSA's index
+    keys (_compute_dsa_indexer_cell_size)."""
+    split = states.split_layers(m, layers)
     token = kv_token_bytes(m, kv_heads_on_gpu(m, w), w.kv_dtype)
-    sliding = sum(1 for i in layers if m.layer_is_sliding(i) and m.sliding_window)
-    return token * (len(layers) - sliding), token * sliding
+    if split.indexed:
+        token = states.ds_mla_token_bytes(m, w.kv_dtype, token)
+    sliding = len(split.sliding)
+    return token * (len(split.attention) - sliding) + split.extra_token_bytes, token * sliding
+
+
+def mamba_ratio(m: ModelSpec, s) -> tuple[int, str]:
+    """(state slots per running request, why): 1 without the radix cache, else 3 + the strategy's tracking slots
+    (kv_cache_configurator.py _calculate_mamba_ratio; "auto": overrides.py _mamba_radix_cache_resolution)."""
+    if not s.prefix_caching:
+        return 1, "radix cache off: one slot a request"
+    strategy = s.mamba_radix_cache_strategy
+    if strategy == "auto":
+        strategy = "extra_buffer" if m.model_type in EXTRA_BUFFER_TYPES else "no_buffer"
+    return MAMBA_SLOTS_PER_REQUEST + TRACKING_SLOTS[strategy], f"radix cache, {strategy}"
+
+
+def mamba_slots(m: ModelSpec, w, split, rest: int) -> tuple[int, int, str, str, str, str]:
+    """(bytes per slot, max_mamba_cache_size K, conv dtype, recurrent dtype, dtype basis, rule): one slot is one
+    request's state over the linear layers (configs/mamba_utils.py mamba_cache_per_req); K as
+    _handle_max_mamba_cache sizes it from `rest` (the memory left after the weights)."""
+    s, ad, tp = w.serving, w.serving.attention_dp, attention_tp(w)
+    per_req, dts = 0, ("bf16", "fp32", "")
+    for i in split.state:
+        kind = m.layer_kind(i).mixer
+        dts = states.sglang_dtypes(m, w, kind)
+        per_req += states.layer_state_bytes(m, kind, tp, dts[0], dts[1])
+    if s.max_mamba_cache_size:
+        return per_req, s.max_mamba_cache_size // ad, *dts, "--max-mamba-cache-size"
+    if not s.prefix_caching and s.max_num_seqs:
+        return per_req, s.max_num_seqs // ad, *dts, "max_running_requests (radix cache off)"
+    r = s.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO
+    k = int((rest * r / (1 + r) - per_req) // per_req) if per_req else 0
+    return per_req, max(k, 0), *dts, f"mamba_full_memory_ratio {r:g}: ⌊(rest × r / (1 + r) − slot) / slot⌋"
+
+
+def max_running(s, tokens: int, context_len: int, slots: int, ratio: int) -> int:
+    """resolve_max_num_reqs: min(max_running_requests or clamp(tokens / context × 512, 2048, 4096), tokens // 2,
+    max_mamba_cache_size // ratio)."""
+    estimated = min(max(int(tokens / context_len * 512), 2048), 4096)
+    cap = s.max_num_seqs // s.attention_dp if s.max_num_seqs else estimated
+    return max(0, min(cap, tokens // 2, slots // ratio))
 
 
 def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
@@ -89,11 +144,20 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     kv_pool = int(pre_load * frac) - weights
     layers = range(shard.first_layer, shard.last_layer)
     full_cell, swa_cell = cell_bytes(m, w, layers)
+    split = states.split_layers(m, layers)
+    rest, state = kv_pool, None
+    if split.state:  # the state pool first, the tokens from what it leaves
+        per_req, slots, conv_dt, ssm_dt, dt_basis, slot_rule = mamba_slots(m, w, split, max(kv_pool, 0))
+        rest = kv_pool - (slots + 1) * per_req
+    if not (full_cell or swa_cell):
+        from calculator.core.errors import InputError
+        raise InputError("engine", "SGLang: a model without attention layers is not modelled")
     if full_cell and swa_cell:  # hybrid SWA pool: each sliding layer holds ratio × the full layers' tokens
-        tokens = int(max(kv_pool, 0) / (full_cell + SWA_FULL_TOKENS_RATIO * swa_cell))
+        tokens = int(max(rest, 0) / (full_cell + SWA_FULL_TOKENS_RATIO * swa_cell))
     else:
-        tokens = max(kv_pool, 0) // (full_cell or swa_cell)
-    tokens = tokens // PAGE_SIZE * PAGE_SIZE
+        tokens = max(rest, 0) // (full_cell or swa_cell)
+    page = DSA_PAGE_SIZE if split.indexed else PAGE_SIZE
+    tokens = tokens // page * page
     configured = s.max_model_len or m.max_position_embeddings or (w.seq_len + w.gen_tokens)
     per_seq = w.seq_len + w.gen_tokens
     window = m.sliding_window or 0
@@ -103,25 +167,41 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         concurrency = tokens / per_seq
     pool_bytes = tokens * full_cell + int(tokens * SWA_FULL_TOKENS_RATIO) * swa_cell if full_cell and swa_cell \
         else tokens * (full_cell or swa_cell)
+    starts = tokens > 0
+    error = "" if starts else ("Not enough memory. Please try to increase --mem-fraction-static. (the KV pool "
+                               f"left after the weights is {kv_pool / GiB:.2f} GiB)")
+    if split.state:
+        ratio, why = mamba_ratio(m, s)
+        running = max_running(s, tokens, configured, slots, ratio)
+        concurrency = float(min(concurrency, running))
+        state = StatePool(f"SGLang: {slots:,} slots ({slot_rule}); {ratio} a request ({why})", len(split.state),
+                          len(split.attention), split.kinds, conv_dt, ssm_dt, per_req // len(split.state), per_req,
+                          ratio, slots, (slots + 1) * per_req, running)
+        pool_bytes += state.pool_bytes
+        if starts and running < 1:
+            starts, error = False, (f"the mamba state pool's {slots:,} slots hold no request ({ratio} slots a "
+                                    "request): raise --mem-fraction-static or set --max-mamba-cache-size")
     graphs = 0
     if s.cuda_graphs:
         dec, pre = decode_graph_sizes(max_bs), prefill_graph_sizes(chunked)
         graphs = forward_peak(m, w, dec[-1]) + len(dec) * MiB + (1536 * MiB if m.is_mla else 8 * len(pre) * MiB)
     activation = forward_peak(m, w, chunked)
-    starts = tokens > 0
     largest = min(configured, tokens - 1) if starts else 0  # a request's input is capped below the pool
-    error = "" if starts else ("Not enough memory. Please try to increase --mem-fraction-static. (the KV pool "
-                               f"left after the weights is {kv_pool / GiB:.2f} GiB)")
     notes = (f"device total {visible / GiB:.2f} GiB ({basis}); free before loading = total − CUDA context"
              + (" − NCCL" if multi else ""), f"mem_fraction_static {frac:g}: {rule}",
              "SGLang starts with any pool > 0 and caps a request's input at min(context length, pool tokens) − 1",
              "activations and CUDA graphs live in the (1 − mem_fraction_static) share: estimates, not subtracted "
              "from the pool", NON_TORCH_BASIS if multi else "")
+    if state is not None:
+        notes += (f"hybrid: {states.describe(split)}: {state.slots:,} state slots of {per_req / 2**20:.1f} MiB (conv "
+                  f"{conv_dt}, recurrent {ssm_dt}: {dt_basis}), {state.slots_per_seq} a running request, so at most "
+                  f"{state.max_running_seqs:,} requests at once (kv_cache_configurator.py resolve_max_num_reqs); the "
+                  "token pool covers the attention layers only",)
     return Serving(
         "sglang", VERSION, frac, rule, visible, int(pre_load * frac), weights, activation, nccl, graphs,
-        pool_bytes if starts else max(kv_pool, 0), kv_pool, full_cell + swa_cell, PAGE_SIZE, tokens // PAGE_SIZE, tokens,
+        pool_bytes if starts else max(kv_pool, 0), kv_pool, full_cell + swa_cell, page, tokens // page, tokens,
         per_seq, concurrency,
         configured, largest, starts, error, chunked, max_bs, s.prefix_caching,
         len(decode_graph_sizes(max_bs)) if s.cuda_graphs else 0, False,
         {"tp": p.tp, "pp": p.pp, "dp": p.dp, "attention_dp": s.attention_dp, "ep": p.ep,
-         "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(n for n in notes if n))
+         "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(n for n in notes if n), state)

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 from calculator.memory import activations as act
 from calculator.memory import inference as inf
-from calculator.engines.common import GiB, Serving, device_visible_bytes, kv_heads_on_gpu, kv_token_bytes
+from calculator.engines import states, vllm_kv
+from calculator.engines.common import GiB, Serving, StatePool, device_visible_bytes, kv_heads_on_gpu, kv_token_bytes
+from calculator.engines.vllm_kv import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, kv_groups, max_model_len_that_fits
 from calculator.model.spec import ModelSpec
 
 DEFAULT_UTILIZATION = 0.9  # vllm/config/cache.py CacheConfig.gpu_memory_utilization
-DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
-MLA_BLOCK_SIZE = 64  # FlashMLA's only kernel block size (vllm/v1/attention/backends/mla/flashmla.py)
 PER_GRAPH_BYTES = 2**20  # vLLM's floor per captured graph (gpu_model_runner.py profile_cudagraph_memory)
 
 
@@ -37,6 +37,10 @@ class Release:
     large_gpu_tier: bool  # >= 160 GiB devices get 16384 batched tokens (added after 0.11)
     non_torch_tp1: int  # non-torch memory (cuBLAS workspaces, CUDA-graph pool bookkeeping) on one GPU
     non_torch_multi: int  # ... with NCCL communicators and custom all-reduce buffers (TP/PP > 1)
+    # hybrids: prefix caching and the "align" mamba cache mode, the token report by concurrency (0.33); older
+    # releases force prefix caching off for hybrids and report num_blocks // groups × block_size tokens
+    # (/work/arch_specs/serving/SPEC.md §1.4, §1.8, vLLM index commit 0144dd5b)
+    hybrid_prefix_caching: bool = True
 
 
 NON_TORCH_BASIS = ("non-torch memory measured by vLLM 0.11 on H100 (llm-d empirical results: 0.13 GiB at TP=1, "
@@ -54,7 +58,7 @@ RELEASES: dict[str, Release] = {
         "tokens' hidden states (0.06 GiB) over 1,024 requests × 128,256 vocab entries = 38.4 B; 28 B of it are the "
         "tensors the 0.11 sampler names (bf16 and fp32 logits, sorted values and int64 indices, two masks, top-p "
         "probabilities, the scattered result), the rest torch.sort's scratch",
-        False, int(0.13 * GiB), int(0.55 * GiB)),
+        False, int(0.13 * GiB), int(0.55 * GiB), hybrid_prefix_caching=False),
 }
 LATEST = "0.33"
 
@@ -104,58 +108,6 @@ def sampler_peak(m: ModelSpec, requests: int, rel: Release) -> int:
     return int(requests * m.vocab_size * rel.sampler_bytes_per_logit)
 
 
-# ---- the KV pool ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class KVGroups:
-    """vLLM's KV-cache groups of one GPU: every group has `group_size` layers and draws blocks from one pool
-    (kv_cache_planning.py _get_kv_cache_groups_uniform_page_size)."""
-
-    page_bytes: int  # one block of one layer
-    group_size: int
-    full_groups: int
-    sliding_groups: int
-    window: int
-
-    @property
-    def bytes_per_block(self) -> int:
-        return self.page_bytes * self.group_size
-
-    def blocks_per_request(self, max_len: int, block_size: int, max_num_batched_tokens: int) -> int:
-        """Full attention: ⌈len / block⌉ (FullAttentionSpec); sliding window: ⌈min(window − 1 + batched tokens,
-        len) / block⌉ + 1 (SlidingWindowSpec.max_admission_blocks_per_request), summed over groups."""
-        full = -(-max_len // block_size)
-        slide = -(-min(self.window - 1 + max_num_batched_tokens, max_len) // block_size) + 1 if self.window else 0
-        return self.full_groups * full + self.sliding_groups * slide
-
-
-def kv_groups(m: ModelSpec, layers: range, token_bytes: int, block_size: int, hybrid: bool = True) -> KVGroups:
-    """Group the layers: one group when all are alike; full + sliding layers in groups of the smaller count (the
-    larger when it is under 1.5 × the smaller), the last group of a kind padded. Without the hybrid allocator
-    sliding layers are kept whole like full ones (unify_hybrid_kv_cache_specs)."""
-    page = block_size * token_bytes
-    sliding = [i for i in layers if m.layer_is_sliding(i) and m.sliding_window] if hybrid else []
-    n_slide, n_full = len(sliding), len(layers) - len(sliding)
-    if not n_slide or not n_full:
-        return KVGroups(page, len(layers), int(n_full > 0), int(n_slide > 0), m.sliding_window if n_slide else 0)
-    size = min(n_full, n_slide)
-    if max(n_full, n_slide) < 1.5 * size:
-        size = max(n_full, n_slide)
-    return KVGroups(page, size, -(-n_full // size), -(-n_slide // size), m.sliding_window or 0)
-
-
-def max_model_len_that_fits(groups: KVGroups, usable: int, block_size: int, mbt: int, cap: int) -> int:
-    """vLLM's estimate_max_model_len: the largest length whose request fits `usable` bytes (binary search)."""
-    def fits(n: int) -> bool:
-        return groups.blocks_per_request(n, block_size, mbt) * groups.bytes_per_block <= usable
-    if not fits(1):
-        return 0
-    lo, hi = 1, cap
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
-
-
 def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     """vLLM's start-up arithmetic for one GPU of pipeline stage `shard`."""
     s, p = w.serving, w.parallel
@@ -181,10 +133,19 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     in_budget = graphs if rel.cudagraphs_in_budget else 0
     kv_pool = requested - weights - act_peak - non_torch - in_budget
 
-    block = s.block_size or (MLA_BLOCK_SIZE if m.is_mla else DEFAULT_BLOCK_SIZE)
     layers = range(shard.first_layer, shard.last_layer)
     token = kv_token_bytes(m, kv_heads_on_gpu(m, w), w.kv_dtype)
-    groups = kv_groups(m, layers, token, block)
+    split = states.split_layers(m, layers)
+    if split.plain:
+        block = s.block_size or (MLA_BLOCK_SIZE if m.is_mla else DEFAULT_BLOCK_SIZE)
+        groups, lay, kv_token = kv_groups(m, layers, token, block), None, token * len(layers)
+    else:  # state layers (Mamba, GDN, ...) or DSA indexer caches: calculator/engines/vllm_kv.py
+        if split.indexed:
+            token = states.ds_mla_token_bytes(m, w.kv_dtype, token)
+        lay = vllm_kv.layout(m, w, layers, split, token if split.attention else 0, gpu, rel.hybrid_prefix_caching)
+        block, groups = lay.block_size, lay.groups
+        kv_token = token * len(split.attention) + split.extra_token_bytes
+    prefix = s.prefix_caching and (lay is None or not split.state or rel.hybrid_prefix_caching)
     blocks = max(kv_pool, 0) // groups.bytes_per_block
     model_max = m.max_position_embeddings or (w.seq_len + w.gen_tokens)
     configured = s.max_model_len or model_max
@@ -203,12 +164,19 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                  f"KV cache is needed, which is larger than the available KV cache memory ({usable / GiB:.2f} GiB). "
                  f"Based on the available memory, the estimated maximum model length is {largest}.")
     seq_blocks = groups.blocks_per_request(per_seq, block, mbt)
+    pool_tokens = int(concurrency * configured)  # "GPU KV cache size" (kv_cache_utils.get_kv_cache_capacity)
+    if lay is not None and split.state and not rel.hybrid_prefix_caching:  # older: num_blocks // groups × block
+        pool_tokens = blocks // groups.count * block
     notes = [f"device total {visible / GiB:.2f} GiB ({basis})",
              f"sampler warm-up: {rel.sampler_basis}", NON_TORCH_BASIS]
     if graphs and not rel.cudagraphs_in_budget:
         notes.append(f"vLLM {version} captures CUDA graphs after sizing the pool: their ~{graphs / GiB:.2f} GiB "
                      "come out of the (1 − gpu_memory_utilization) headroom")
-    if s.prefix_caching:
+    if lay is not None:
+        notes.extend(vllm_kv.notes(lay))
+        if split.state and s.prefix_caching and not prefix:
+            notes.append(f"vLLM {version} turns prefix caching off for hybrid models")
+    if prefix:
         notes.append("prefix caching on: requests sharing a prompt prefix share its blocks, so more of them fit "
                      "than max_concurrent_seqs (which assumes no sharing)")
     if groups.sliding_groups and groups.full_groups:
@@ -216,7 +184,22 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                      f"of {groups.group_size} layers")
     return Serving(
         "vllm", version, util, "set by you" if s.memory_fraction is not None else "vLLM default (0.9)",
-        visible, requested, weights, act_peak, non_torch, graphs, max(kv_pool, 0), kv_pool, token * len(layers), block,
-        blocks, int(concurrency * configured), per_seq, blocks / seq_blocks if seq_blocks else 0.0, configured,
-        largest, starts, error, mbt, max_seqs, s.prefix_caching, len(sizes) + len(full_sizes), bool(in_budget),
-        {"tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(notes))
+        visible, requested, weights, act_peak, non_torch, graphs, max(kv_pool, 0), kv_pool, kv_token, block,
+        blocks, pool_tokens, per_seq, blocks / seq_blocks if seq_blocks else 0.0, configured,
+        largest, starts, error, mbt, max_seqs, prefix, len(sizes) + len(full_sizes), bool(in_budget),
+        {"tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(notes),
+        state_pool(lay, blocks, seq_blocks, max_seqs) if lay is not None and split.state else None)
+
+
+def state_pool(lay: vllm_kv.Layout, blocks: int, seq_blocks: int, max_seqs: int) -> StatePool:
+    """The states of a hybrid in vLLM: no pool of their own, a slot is one block in each state group; requests run
+    at once: min(max_num_seqs, (num_blocks − the null block) // blocks per request) (/work/arch_specs/serving/SPEC.md
+    §1.8; kv_cache_utils.get_max_concurrency_for_kv_cache_config)."""
+    g = lay.groups
+    running = min(max_seqs, (blocks - 1) // seq_blocks) if seq_blocks and blocks > 0 else 0
+    slots = running * g.state_blocks
+    slot = g.state_groups * g.bytes_per_block
+    return StatePool(
+        "vLLM: state blocks in the KV pool (v1/kv_cache_interface.py MambaSpec)", len(lay.split.state),
+        len(lay.split.attention), lay.split.kinds, lay.conv_dtype, lay.ssm_dtype, lay.state_page, slot,
+        g.state_blocks, slots, slots * slot, running)

@@ -1,0 +1,191 @@
+"""vLLM's KV-cache layout on one GPU: the block size, the KV-cache groups of layers that share one pool of blocks, the
+blocks one request holds, and the longest max_model_len that fits, for plain, sliding-window, DSA and hybrid
+(Mamba / linear-attention) models.
+
+    block_size (hybrid)  = A × ⌈M / (A × a1)⌉: one attention page holds one state page M (a1: one token's K/V in one
+                           layer; A: the kernel alignment)   (platforms/interface.py Platform._align_hybrid_block_size)
+    groups               layers bucketed by kind, group_size = min(bucket), max when max < 1.5 × min
+                                                 (v1/core/kv_cache_planning.py _get_kv_cache_groups_uniform_page_size)
+    blocks per request   = Σ attention groups ⌈L / block⌉ + sliding groups (⌈min(window − 1 + batched, L) / block⌉ + 1)
+                           + state groups × (1 with prefix caching off; 2 + C on)
+                                                 (v1/kv_cache_interface.py *Spec.max_memory_usage_bytes)
+
+Sources: vllm 0.33.0 wheel (/work/arch_specs/serving/SPEC.md §1.3–§1.8, §2, each rule's file and function cited).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import lcm
+
+from calculator.engines import states
+from calculator.core.errors import InputError
+
+DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
+MLA_BLOCK_SIZE = 64  # FlashMLA's only kernel block size (vllm/v1/attention/backends/mla/flashmla.py)
+FA_KERNEL_BLOCK = 16  # FlashAttention's smallest kernel block, MultipleOf(16)
+MLA_HYBRID_ALIGNMENT = 128  # _align_hybrid_block_size: an MLA hybrid aligns its block to at least 128 tokens
+# v1/attention/backends/gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT: the FlashInfer GDN prefill kernel checkpoints
+# the state every 64 tokens, so a prefix-cached hybrid's block is a multiple of it
+GDN_CHECKPOINT_ALIGNMENT = 64
+HOPPER = ("h100", "h200", "h20", "h800", "gh200")  # SM90: FlashInfer's GDN prefill is the default there
+
+
+@dataclass(frozen=True)
+class KVGroups:
+    """vLLM's KV-cache groups of one GPU: every group has `group_size` layers and draws blocks from one pool
+    (kv_cache_planning.py _get_kv_cache_groups_uniform_page_size)."""
+
+    page_bytes: int  # one block of one layer
+    group_size: int
+    full_groups: int
+    sliding_groups: int
+    window: int
+    state_groups: int = 0  # groups of layers that keep a state per sequence (MambaSpec)
+    state_blocks: int = 0  # blocks a request holds in each state group
+    extra_block_bytes: int = 0  # DSA: one block of each layer's indexer cache, in the same group as its MLA
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.page_bytes * self.group_size + self.extra_block_bytes
+
+    @property
+    def count(self) -> int:
+        return self.full_groups + self.sliding_groups + self.state_groups
+
+    def blocks_per_request(self, max_len: int, block_size: int, max_num_batched_tokens: int) -> int:
+        """Full attention: ⌈len / block⌉ (FullAttentionSpec); sliding window: ⌈min(window − 1 + batched tokens,
+        len) / block⌉ + 1 (SlidingWindowSpec.max_admission_blocks_per_request); state: state_blocks whatever the
+        length (MambaSpec.max_memory_usage_bytes); summed over groups."""
+        full = -(-max_len // block_size)
+        slide = -(-min(self.window - 1 + max_num_batched_tokens, max_len) // block_size) + 1 if self.window else 0
+        return self.full_groups * full + self.sliding_groups * slide + self.state_groups * self.state_blocks
+
+
+def _group_size(counts: list[int]) -> int:
+    """The smallest bucket, or the largest when it is under 1.5 × the smallest."""
+    size = min(counts)
+    return max(counts) if max(counts) < 1.5 * size else size
+
+
+def kv_groups(m, layers: range, token_bytes: int, block_size: int, hybrid: bool = True) -> KVGroups:
+    """Group the layers: one group when all are alike; full + sliding layers in groups of the smaller count (the
+    larger when it is under 1.5 × the smaller), the last group of a kind padded. Without the hybrid allocator
+    sliding layers are kept whole like full ones (unify_hybrid_kv_cache_specs)."""
+    page = block_size * token_bytes
+    sliding = [i for i in layers if m.layer_is_sliding(i) and m.sliding_window] if hybrid else []
+    n_slide, n_full = len(sliding), len(layers) - len(sliding)
+    if not n_slide or not n_full:
+        return KVGroups(page, len(layers), int(n_full > 0), int(n_slide > 0), m.sliding_window if n_slide else 0)
+    size = _group_size([n_full, n_slide])
+    return KVGroups(page, size, -(-n_full // size), -(-n_slide // size), m.sliding_window or 0)
+
+
+def max_model_len_that_fits(groups: KVGroups, usable: int, block_size: int, mbt: int, cap: int) -> int:
+    """vLLM's estimate_max_model_len: the largest length whose request fits `usable` bytes (binary search)."""
+    def fits(n: int) -> bool:
+        return groups.blocks_per_request(n, block_size, mbt) * groups.bytes_per_block <= usable
+    if not fits(1):
+        return 0
+    lo, hi = 1, cap
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+# ---- hybrid and DSA layouts ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """A non-plain model's layout on one GPU: the groups, the block size and how the state fits a page."""
+
+    groups: KVGroups
+    block_size: int
+    split: states.LayerSplit
+    token_bytes: int  # a1: one token's K/V in one attention layer
+    state_page: int = 0  # M: one request's state in one layer, unpadded
+    conv_dtype: str = ""
+    ssm_dtype: str = ""
+    dtype_basis: str = ""
+    mode: str = "none"  # mamba_cache_mode: "none" (prefix caching off) or "align"
+    alignment: int = 0  # A
+    checkpoint_blocks: int = 0  # C
+
+    @property
+    def padding_pct(self) -> float:
+        return 100 * (self.groups.page_bytes - self.state_page) / self.state_page if self.state_page else 0.0
+
+
+def gdn_flashinfer(w, gpu, split: states.LayerSplit, m) -> bool:
+    """Whether Gated DeltaNet prefills with FlashInfer's kernel (qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend:
+    the default on SM90; on SM100/SM120 only with key_head_dim 128 and CUDA ≥ 13, so "auto" takes Triton there)."""
+    if "gated_deltanet" not in split.kinds:
+        return False
+    backend = w.serving.gdn_prefill_backend
+    if backend != "auto":
+        return backend == "flashinfer"
+    ident = f"{gpu.id} {gpu.name}".lower()
+    return any(h in ident for h in HOPPER)
+
+
+def layout(m, w, layers: range, split: states.LayerSplit, token_bytes: int, gpu, modern: bool) -> Layout:
+    """The groups and block size of a model with state layers (Mamba, GDN, ...) or DSA indexer caches. `modern`:
+    vLLM ≥ 0.33's rule (prefix caching on hybrids, align mode); else the older one (block = 16 × ⌈M / (16 × a1)⌉,
+    prefix caching off: HybridAttentionMambaModelConfig.verify_and_update_config)."""
+    s = w.serving
+    base = s.block_size or (MLA_BLOCK_SIZE if m.is_mla else DEFAULT_BLOCK_SIZE)
+    n_full = len(split.attention) - len(split.sliding)
+    if not split.state:  # DSA: MLA and indexer specs are one uniform-type group (UniformTypeKVCacheSpecs.from_specs)
+        if split.indexed and split.sliding:
+            raise InputError("engine", "vLLM: a DSA model with sliding-window layers is not modelled")
+        size = _group_size([n for n in (n_full, len(split.sliding)) if n] or [1])
+        groups = KVGroups(base * token_bytes, size, -(-n_full // size), -(-len(split.sliding) // size),
+                          m.sliding_window if split.sliding else 0, extra_block_bytes=base * split.extra_token_bytes)
+        return Layout(groups, base, split, token_bytes)
+    if split.indexed:
+        raise InputError("engine", "vLLM: a model with both DSA indexer caches and state layers is not modelled")
+    tp = w.parallel.tp
+    pages = []
+    for kind in split.kinds:
+        conv_dt, ssm_dt, basis = states.vllm_dtypes(m, w, kind)
+        pages.append(states.layer_state_bytes(m, kind, tp, conv_dt, ssm_dt))
+    page = max(pages)  # one page size for every state layer (get_mamba_state_shape_from_config: one shape a model)
+    flashinfer = modern and s.prefix_caching and gdn_flashinfer(w, gpu, split, m)
+    if modern:
+        mode = "align" if s.prefix_caching else "none"
+        align = max(MLA_BLOCK_SIZE if m.is_mla else FA_KERNEL_BLOCK, base)
+        if m.is_mla:
+            align = max(align, MLA_HYBRID_ALIGNMENT)
+        if flashinfer:
+            align = lcm(align, GDN_CHECKPOINT_ALIGNMENT)
+    else:
+        mode, align = "none", FA_KERNEL_BLOCK
+    block = max(base, align * -(-page // (align * token_bytes))) if token_bytes else base
+    checkpoint = int(flashinfer)
+    state_blocks = 1 if mode == "none" else 2 + checkpoint  # MambaSpec.max_memory_usage_bytes, S = 0
+    buckets = [n for n in (n_full, len(split.sliding), len(split.state)) if n]
+    size = _group_size(buckets)
+    groups = KVGroups(block * token_bytes if token_bytes else page, size, -(-n_full // size),
+                      -(-len(split.sliding) // size), m.sliding_window if split.sliding else 0,
+                      -(-len(split.state) // size), state_blocks)
+    return Layout(groups, block, split, token_bytes, page, conv_dt, ssm_dt, basis, mode, align, checkpoint)
+
+
+def notes(lay: Layout) -> list[str]:
+    """What the layout log lines of vLLM say, in words."""
+    g, sp = lay.groups, lay.split
+    if not sp.state and not sp.indexed:
+        return []
+    if not sp.state:
+        out = [f"DSA: {sp.indexed} indexer caches of {sp.extra_token_bytes // max(sp.indexed, 1)} B per token "
+               "(fp8 keys + fp32 scales; DeepseekV32IndexerCache) share the MLA layers' block group"]
+        if sp.indexer_unknown:
+            out.append(f"{sp.indexer_unknown} indexer caches not counted: their vLLM layout was not read")
+        return out
+    return [f"hybrid: {states.describe(sp)} → {g.full_groups + g.sliding_groups} attention + {g.state_groups} state "
+            f"groups of {g.group_size} layers sharing one pool (kv_cache_planning.get_kv_cache_groups)",
+            f"block_size {lay.block_size}: one attention page ({g.page_bytes:,} B) holds one layer's state "
+            f"({lay.state_page:,} B: conv {lay.conv_dtype}, recurrent {lay.ssm_dtype}, {lay.dtype_basis}), padded "
+            f"{lay.padding_pct:.2f}% (alignment {lay.alignment}; platforms/interface.py _align_hybrid_block_size)",
+            f"mamba_cache_mode {lay.mode}: each request holds {g.state_blocks} block(s) in each state group"
+            + (f" (incl. {lay.checkpoint_blocks} prefill-checkpoint block: FlashInfer GDN)" if lay.checkpoint_blocks
+               else "") + " whatever its length (MambaSpec.max_memory_usage_bytes)"]
