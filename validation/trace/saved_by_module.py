@@ -54,35 +54,43 @@ def _module_stack(model, wrap: dict):
             setattr(owner, fname, fn)
 
 
-def saved_bytes_by_module(model, input_ids, wrap: tuple = ()) -> dict[str, int]:
+def saved_bytes_by_module(model, input_ids, wrap: tuple = (), use_cache: bool | None = None) -> dict[str, int]:
     """{module name (or name/function): bytes of the storages it first saved that the graph still holds after a
-    forward pass of `input_ids` with labels (the loss included)}."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    first_owner: dict[int, tuple[str, int]] = {}
-    holders: list = []
+    forward pass of `input_ids` with labels (the loss included)}. Every save is recorded with its storage and its
+    owner; only the tensors still alive when the forward ends count, each storage once, under the module that
+    saved it first among those (a freed storage's address may be reused later by another). Parameters and buffers
+    never count. use_cache=False keeps a generation cache from holding a branch the loss does not reach."""
+    params = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + list(model.buffers())}
+    records: list[tuple[weakref.ref, str]] = []
     with _module_stack(model, wrap) as stack:
         def pack(t):
             if not isinstance(t, torch.Tensor) or t.device.type == "meta":
                 return t
             storage = t.untyped_storage()
-            ptr = storage.data_ptr()
-            if ptr in params or storage.nbytes() == 0:
+            if storage.data_ptr() in params or storage.nbytes() == 0:
                 return t
-            first_owner.setdefault(ptr, (stack[-1], storage.nbytes()))
-            s = _Saved(t.detach(), ptr)  # detached: holding t itself would tie the graph into a reference cycle
-            holders.append(weakref.ref(s))
+            s = _Saved(t.detach(), storage.data_ptr())  # detached: t itself would tie its op into a cycle
+            records.append((weakref.ref(s), stack[-1]))
             return s
 
         def unpack(x):
             return x.tensor if isinstance(x, _Saved) else x
 
+        kwargs = {} if use_cache is None else {"use_cache": use_cache}
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            out = model(input_ids=input_ids, labels=input_ids)
-    alive = {h().key for h in holders if h() is not None}
+            out = model(input_ids=input_ids, labels=input_ids, **kwargs)
     by_module: dict[str, int] = defaultdict(int)
-    for ptr in alive:
-        name, nbytes = first_owner[ptr]
-        by_module[name] += nbytes
+    seen: set[int] = set()
+    for ref, owner in records:  # in save order: the first live saver of a storage owns it
+        s = ref()
+        if s is None:
+            continue
+        storage = s.tensor.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr in seen:
+            continue
+        seen.add(ptr)
+        by_module[owner] += storage.nbytes()
     del out
     return dict(by_module)
 
