@@ -23,7 +23,7 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
                                     parse_config_json, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
 from calculator.model.hf_archs import ARCH_MAPPERS, map_gemma
-from calculator.model.hf_dsa import DSA_MAPPERS
+from calculator.model.hf_dsa import DSA_MAPPERS, DSA_REFUSED
 from calculator.model.hf_hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
 from calculator.model.hf_linear import LINEAR_MAPPERS
 from calculator.model.hf_ssm import SSM_MAPPERS
@@ -311,7 +311,10 @@ MAPPERS.update(ARCH_MAPPERS)
 # issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)
 FAMILY_MAPPERS = {**HYBRID_MAPPERS, **SSM_MAPPERS, **LINEAR_MAPPERS, **DSA_MAPPERS, **VARIANT_MAPPERS}
 MAPPERS.update(FAMILY_MAPPERS)
-SUPPORTED_MODEL_TYPES = tuple(sorted(MAPPERS))
+# model types whose mapper refuses them, naming what the engine lacks (weights shared across layers, compressed
+# attention, hyper-connections, ...): known, but not supported
+REFUSED_MODEL_TYPES = frozenset({"zamba2", "inkling_text", "inkling2_text", *DSA_REFUSED})
+SUPPORTED_MODEL_TYPES = tuple(sorted(t for t in MAPPERS if t not in REFUSED_MODEL_TYPES))
 
 
 LLAMA_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")

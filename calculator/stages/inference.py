@@ -3,6 +3,7 @@
 
 
 from calculator.memory import activations as act
+from calculator.model import architectures
 from calculator.memory import inference as inf
 from calculator.core.dtypes import nbytes
 from calculator.model.spec import ModelSpec
@@ -37,8 +38,7 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
           "llm-int8" if llm_int8 else ("quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math"))
     kvh = kv_heads_per_rank(m, p.tp)
     total_tokens = w.seq_len + w.gen_tokens
-    kv = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens, kvh, w.kv_dtype) + \
-        inf.extra_kv_bytes(m, layers, w.micro_batch, total_tokens, w.kv_dtype)
+    kv = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens, kvh, w.kv_dtype)
     per_tok = inf.kv_bytes_per_token_per_layer(m, kvh, w.kv_dtype)
     if m.is_mla:
         formula = "b × tokens × L_stage × (kv_lora_rank + rope_dim) × b_kv"
@@ -55,20 +55,28 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         else:
             src = "kv-cache"
     n_attn = inf.attention_layers(m, layers)
+    extra_kv = inf.extra_kv_bytes(m, layers, w.micro_batch, total_tokens, w.kv_dtype)
+    if extra_kv:  # DSA's indexer keys beside the latent
+        formula += " + indexer keys (b × tokens × L_indexed × index_head_dim × b_kv)"
+        subst = (subst[0] + " + {:,} B", *subst[1:], extra_kv)
     if n_attn != len(layers):  # a hybrid: only its attention layers cache tokens
         formula = formula.replace("L_stage", "L_attention").replace("Σ_layers", "Σ_attention layers")
         subst = (subst[0].replace("{} layers", "{} attention layers"), *subst[1:3], n_attn, *subst[4:]) \
             if not m.is_mla else (subst[0], subst[1], subst[2], n_attn, *subst[4:])
+    kv += extra_kv
     t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
     e_model = nbytes(1, w.precision.activations)
     state = inf.recurrent_state_bytes(m, layers, w.micro_batch, e_model)
+    mixers = architectures.stage_mixers(m, layers)
     if state:
-        n_state = len(layers) - n_attn
-        t.add("kv_cache.state", "kv_cache", "Linear-attention state (conv + recurrent, per sequence)", state,
-              "b × L_linear × (conv_dim × K × e + heads × d_k × d_v × 4 B)",
-              ("{} × {} layers, {:,} B per sequence", w.micro_batch, n_state, state // w.micro_batch),
-              "gated-deltanet", "fixed size: grows with the batch, not with the tokens (transformers "
-              "LinearAttentionLayer)")
+        kinds = {k: n for k, n in mixers.items() if architectures.mixer(k).state_bytes(m, 1, e_model)}
+        names = " + ".join(architectures.label(k) for k in kinds)
+        t.add("kv_cache.state", "kv_cache", f"{names} state (per sequence)", state,
+              "b × Σ_kinds L_kind × state bytes per sequence (conv + recurrent)",
+              ("{} × ({}) B", w.micro_batch, " + ".join(
+                  f"{n} × {architectures.mixer(k).state_bytes(m, 1, e_model):,}" for k, n in kinds.items())),
+              architectures.mixer(next(iter(kinds))).SOURCE,
+              "fixed size: grows with the batch, not with the tokens (transformers LinearAttentionLayer)")
     if gptq and kernel_buffer:
         t.add("transient.gptq_buffer", "transient", "GPTQ 4-bit kernel dequantization buffer", kernel_buffer,
               "2 B × max(in × out)", ("2 × {:,}", kernel_buffer // 2), "quantization",
@@ -80,6 +88,8 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
     attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
                                        w.attention == "eager")
+    attn += max((getattr(architectures.mixer(k), "prefill_transient", lambda *a: 0)(m, d.b, d.s, d.e)
+                 for k in mixers), default=0)  # e.g. DSA's indexer scores in transformers
     # The prefill peak is at the last layer of the stage, with the whole prompt cached in every layer (sliding
     # layers too: the window is applied at the first decode step); the decode peak is the final cache.
     prompt_kv = n_attn * w.micro_batch * w.seq_len * per_tok + state

@@ -10,6 +10,7 @@ transformers module it mirrors (cited in each). A mixer module says:
     state_bytes(m, b, e) -> int              what generate() keeps per layer for b sequences beside (or instead of)
                                              a KV cache, whatever their length (e: the model dtype's bytes)
     kv_bytes_per_token(m, dtype) (optional)  what a WITH_ATTENTION kind caches per token beyond the attention's
+    prefill_transient(m, b, s, e) (optional) what one layer adds to generate()'s prefill working set
     serving_state(m, tp) (optional)          (conv elements, recurrent elements) per sequence on one TP rank as
                                              vLLM / SGLang keep them (conv: K − 1 columns)
     saved(m, d, w) -> int                    what one layer's mixer saves for backward beyond its input (the norm
@@ -49,6 +50,18 @@ def mixer(name: str) -> ModuleType:
 def label(name: str) -> str:
     """How the page and the formulas name a kind of token mixer."""
     return _LABELS.get(name) or MIXERS[name].LABEL
+
+
+def stage_mixers(m, layers) -> dict[str, int]:
+    """{registry kind: number of layers} among `layers` (softmax attention and blocks without a mixer left out)."""
+    out: dict[str, int] = {}
+    if m.layer_types is None:
+        return out
+    for i in layers:
+        mixer = m.layer_kind(i).mixer
+        if mixer in MIXERS:
+            out[mixer] = out.get(mixer, 0) + 1
+    return out
 
 
 def describe_mixers(m) -> str:

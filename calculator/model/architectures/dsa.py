@@ -171,3 +171,9 @@ def attended_keys(m, context: int) -> int:
         return min(ix.topk, context)
     blocks = -(-context // ix.block_size)
     return min(min(ix.topk, blocks) * ix.block_size, context)
+
+
+def prefill_transient(m, b: int, s: int, e: int) -> int:
+    """What an indexed layer adds to transformers' prefill working set at its attention (prefill_workspace and
+    attention_mask_bytes over the s prompt tokens)."""
+    return prefill_workspace(m, b, s, s) + attention_mask_bytes(m, b, s, s, e)
