@@ -31,6 +31,8 @@ FAMILIES = {
     "deepseek_v3": "DeepSeek-V3 (MoE + MLA)", "gpt_oss": "GPT-OSS (MoE)", "olmo2": "OLMo 2", "gpt_neox": "GPT-NeoX",
     "gpt2": "GPT-2", "qwen3_next": "Qwen3-Next (Gated DeltaNet hybrid, MoE)",
     "qwen3_5_text": "Qwen3.5 (Gated DeltaNet hybrid)", "qwen3_5_moe_text": "Qwen3.5-MoE (Gated DeltaNet hybrid)",
+    "deepseek_v32": "DeepSeek-V3.2 (MoE + MLA + sparse attention)", "glm_moe_dsa": "GLM-5 (MoE + MLA + sparse attention)",
+    "nemotron_h": "Nemotron-H (Mamba-2 hybrid)",
 }
 
 # Display names where the Hub repository name is not the usual way to say it; notes where a preset needs one.
@@ -110,7 +112,7 @@ class GPU:
 # ---- models -----------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _preset_paths() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(MODELS_DIR.glob("*.json"))}
+    return {p.stem: p for p in sorted(MODELS_DIR.glob("*.json"), key=lambda p: p.stem)}
 
 
 def _read_json(path: Path) -> object:

@@ -35,6 +35,10 @@ def hf_text_config(raw: dict) -> dict:
     # transformers now declares it a bool and its strict config validation rejects the int.
     if "attn_temperature_tuning" in cfg:
         cfg["attn_temperature_tuning"] = bool(cfg["attn_temperature_tuning"])
+    # Nemotron-H-56B's config writes time_step_limit [0.0, Infinity] (Python's json.dump of inf); the engine's reader
+    # keeps such a value unreadable, transformers wants the float
+    if isinstance(cfg.get("time_step_limit"), list):
+        cfg["time_step_limit"] = tuple(x if isinstance(x, (int, float)) else float("inf") for x in cfg["time_step_limit"])
     return cfg
 
 
