@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from calculator.memory import autocast
-from calculator.model import architectures
+from calculator.model import architectures, variants
 from calculator.core.dtypes import nbytes
 from calculator.memory.lora import lora_layer_delta
 from calculator.model.spec import ModelSpec
@@ -90,6 +90,10 @@ def zero_centered_rmsnorm_saved(T: int, width: int) -> int:
 
 def norm_saved(m: ModelSpec, T: int, width: int, e: int) -> int:
     """Saved copies of one norm (without its output): HF RMSNorm, the fp32 Gemma / GPT-OSS one, or LayerNorm."""
+    if m.variant is not None:  # hook (issue 21): a variant's norm kind (fp32-weight RMSNorm, fp32 LayerNorm)
+        saved = variants.norm_saved(m.variant, T, width)
+        if saved is not None:
+            return saved
     if m.zero_centered_norm:
         return zero_centered_rmsnorm_saved(T, width)
     if m.family in ("gemma", "gpt_oss"):  # both multiply the weight in fp32: fp32 input and fp32 normalised kept
@@ -138,6 +142,8 @@ def qk_norm_saved(d: Dims, m: ModelSpec) -> int:
     """Qwen3 / Gemma-3 per-head q and k norms keep their own fp32 copies."""
     if not m.qk_norm:
         return 0
+    if m.variant is not None:  # hook (issue 21): q/k norms over the whole projection, or fp32-weight ones
+        return variants.qk_norm_saved(m.variant, d.T, d.qd, d.kvd, d.a, d.kv, d.e)
     if m.zero_centered_norm:  # rows of one head: fp32 copies of q and k per head, and (1 + w) of head_dim, twice
         return zero_centered_rmsnorm_saved(d.T * d.a, m.head_size) + zero_centered_rmsnorm_saved(d.T * d.kv,
                                                                                                   m.head_size)
@@ -149,6 +155,10 @@ def qk_norm_saved(d: Dims, m: ModelSpec) -> int:
 def mlp_saved(d: Dims, m: ModelSpec, f: int) -> int:
     """MLP: gated (SwiGLU/GeGLU) keeps gate, up, act and product: 4·e·T·f; plain GELU keeps fc1 out and act out:
     2·e·T·f; GPT-2's Python gelu_new keeps four f-wide intermediates plus its output: 5·e·T·f."""
+    if m.variant is not None:  # hook (issue 21): a variant's activation (Apertus' xIELU)
+        saved = variants.mlp_saved(m.variant, d.T, f, d.e)
+        if saved is not None:
+            return saved
     if m.gated_mlp:
         return 4 * d.e * d.T * f
     if m.hidden_act == "gelu_new":
@@ -163,6 +173,8 @@ def moe_saved(d: Dims, m: ModelSpec, etp: int) -> int:
     k, T = m.num_experts_per_tok, d.T
     S = T * k
     f = m.expert_intermediate_size // etp
+    if m.variant is not None:  # hook (issue 21): a variant's router bookkeeping
+        return variants.moe_saved(m.variant, T, k, m.num_experts, f, d.h, d.e)
     if m.family == "gpt_oss":
         # clamped SwiGLU keeps five f-wide intermediates besides gate_up; the softmax is over the top-k only
         return d.e * S * (7 * f + 2 * d.h) + 44 * S + 4 * m.num_experts
@@ -227,6 +239,8 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
             attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
         if m.attention_output_gate:  # sigmoid(gate) and the gated output (o_proj's input); the core's output kept
             attention += 2 * e * T * d.qd
+        if m.variant is not None:  # hook (issue 21): a variant's output gate, fp32 RoPE tables per layer
+            attention += variants.attention_extra(m.variant, T, d.s, d.qd, d.a, e, m.head_size)
     return attention
 
 
@@ -240,6 +254,9 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     if m.parallel_residual:
         norms -= e * T * d.h_sp  # GPT-NeoX: both LayerNorms read the same residual, saved once
     norms += 2 * e * T * d.h_sp  # the two pre-norm outputs (inputs of q/k/v and of the MLP)
+    if moe and m.variant is not None and not variants.moe_input_kept(
+            m.variant, bool(m.num_shared_experts or m.shared_expert_intermediate_size)):
+        norms -= e * T * d.h_sp  # hook (issue 21): only an fp32 copy of the MLP norm's output is read (fp32 router)
     if m.family == "gpt2":
         norms += 2 * T * d.h_sp * (1 if m.dropout > 0 else 0)  # residual dropout masks (1 B on CUDA)
 

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from calculator.model import architectures
+from calculator.model import architectures, variants
 from calculator.model.spec import LayerKind, ModelSpec
 
 
@@ -86,11 +86,17 @@ def norm_shapes(width: int, norm_type: str, bias: bool = True) -> list[Shape]:
 
 def model_norm_shapes(m: ModelSpec, width: int) -> list[Shape]:
     """One of the model's own norms over `width`."""
+    if m.variant is not None:  # hook (issue 21): a model type's norms without a bias or without parameters
+        shapes = variants.norm_param_shapes(m.variant, width)
+        if shapes is not None:
+            return shapes
     return norm_shapes(width, m.norm_type, m.model_type not in NORM_WITHOUT_BIAS_TYPES)
 
 
 def lm_head_shapes(m: ModelSpec) -> list[Shape]:
     """The output projection's tensors (none when tied to the embedding)."""
+    if m.variant is not None and m.variant.lm_head_bias:  # hook (issue 21): the bias stays when the weight is tied
+        return [(m.vocab_size,)] if m.tie_word_embeddings else linear_shapes(m.hidden_size, m.vocab_size, True)
     if m.tie_word_embeddings:
         return []
     return linear_shapes(m.hidden_size, m.vocab_size, m.model_type in LM_HEAD_BIAS_TYPES)
@@ -124,10 +130,15 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
         qkv = linear_shapes(h, q_out + 2 * m.kv_dim, m.qkv_bias)
     else:
         qkv = (linear_shapes(h, q_out, m.qkv_bias) + 2 * linear_shapes(h, m.kv_dim, m.qkv_bias))
+    if m.variant is not None:  # hook (issue 21): a variant's extra attention tensors (an output gate's projection
+        qkv = qkv + list(m.variant.attention_tensors)  # reads the attention's input as q/k/v do), before o_proj
     shapes = qkv + linear_shapes(m.q_dim, h, m.o_bias)
-    if m.qk_norm and m.model_type in FULL_WIDTH_QK_NORM_TYPES:
+    layout = m.variant.qk_norm_layout if m.variant is not None else None  # hook (issue 21): a variant's q/k norms
+    if m.qk_norm and layout == "none":
+        pass
+    elif m.qk_norm and (m.model_type in FULL_WIDTH_QK_NORM_TYPES or layout == "full_width"):
         shapes += [(m.q_dim,), (m.kv_dim,)]
-    elif m.qk_norm and m.model_type in LAYERNORM_QK_NORM_TYPES:
+    elif m.qk_norm and (m.model_type in LAYERNORM_QK_NORM_TYPES or layout == "layernorm_head"):
         shapes += 4 * [(m.head_size,)]
     elif m.qk_norm and m.model_type in PER_HEAD_MODULE_QK_NORM_TYPES:
         shapes += (a + m.kv_heads) * [(m.head_size,)]
@@ -140,6 +151,8 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
 
 def routed_expert_shapes(m: ModelSpec) -> list[Shape]:
     """All routed experts of a layer; transformers >= 5 stores them fused as (E, 2f, h) and (E, h, f)."""
+    if m.variant is not None and m.variant.expert_tensors is not None:  # hook (issue 21): experts laid out otherwise
+        return list(m.variant.expert_tensors)
     e, h, f = m.num_experts, m.hidden_size, m.expert_intermediate_size
     width = 2 * f if m.gated_mlp else f
     shapes: list[Shape] = [(e, width, h), (e, h, f)]
@@ -182,9 +195,13 @@ def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, 
     }
     if kind.ffn == "dense":
         groups["mlp"] = mlp_shapes(h, m.intermediate_size, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
+        if m.variant is not None:  # hook (issue 21): a variant's extra dense-MLP tensors (xIELU's alphas)
+            groups["mlp"] += m.variant.mlp_tensors
     elif kind.ffn == "moe":
         groups["router"] = linear_shapes(h, m.num_experts, m.router_bias)
         groups["routed_experts"] = routed_expert_shapes(m)
+        if m.variant is not None:  # hook (issue 21): a variant's router Parameters (e_score_correction_bias)
+            groups["router"] += m.variant.moe_tensors
         if m.num_shared_experts or m.shared_expert_intermediate_size:
             width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
             groups["shared_experts"] = mlp_shapes(h, width, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
@@ -251,7 +268,8 @@ def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
     kinds = {kind: [s for _, group in kind_shapes(m, kind) for s in group] for kind, _ in layer_kinds(m)}
     for i in range(m.num_hidden_layers):
         shapes += kinds[m.layer_kind(i)]
-    return shapes + model_norm_shapes(m, h) + lm_head_shapes(m)
+    outer = list(m.variant.outer_tensors) if m.variant is not None else []  # hook (issue 21): outside the layers
+    return shapes + outer + model_norm_shapes(m, h) + lm_head_shapes(m)
 
 
 def _layer_linears(m: ModelSpec):
@@ -265,6 +283,8 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     """Parameter counts of the whole model, module by module."""
     h = m.hidden_size
     embedding = m.vocab_size * h + m.learned_position_embeddings * h
+    outer = list(m.variant.outer_tensors) if m.variant is not None else []  # hook (issue 21): with the embedding
+    embedding += numel(outer)
     # Identical layers share one LayerParams (a 10,000-layer model: 80 kB of references, not 2.4 MB of objects
     # kept by this cache for every distinct model a server is asked about).
     kinds = {kind: (kind_params(m, kind), n) for kind, n in layer_kinds(m)}
@@ -272,7 +292,7 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
         tuple(p for p, _ in kinds.values()) * m.num_hidden_layers
     final_norm = numel(model_norm_shapes(m, h))
     tensors = (1 + (m.learned_position_embeddings > 0) + sum(n * p.tensors for p, n in kinds.values())
-               + len(model_norm_shapes(m, h)) + len(lm_head_shapes(m)))
+               + len(model_norm_shapes(m, h)) + len(lm_head_shapes(m)) + len(outer))
     lm_head = numel(lm_head_shapes(m))
     inactive = 0
     for kind, (p, n) in kinds.items():  # each MoE layer's routed experts beyond the top-k
@@ -287,6 +307,8 @@ def largest_tensor(m: ModelSpec) -> int:
     """Elements of the largest parameter tensor (what a for-loop optimizer step allocates temporaries for)."""
     h = m.hidden_size
     shapes = [(m.vocab_size, h), (m.learned_position_embeddings, h)] + model_norm_shapes(m, h) + lm_head_shapes(m)
+    if m.variant is not None:  # hook (issue 21): tensors outside the layers
+        shapes += m.variant.outer_tensors
     shapes += [s for kind, _ in layer_kinds(m) for _, group in kind_shapes(m, kind) for s in group]
     return max(numel([shape]) for shape in shapes)
 

@@ -20,6 +20,7 @@ from calculator.model.architectures.lightning import LightningSpec
 from calculator.model.architectures.mamba import MambaSpec
 from calculator.model.architectures.short_conv import ShortConvSpec
 from calculator.model.mixer_specs import LinearAttentionSpec
+from calculator.model.variants import VariantSpec
 
 Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
 
@@ -130,6 +131,9 @@ class ModelSpec(HashedOnce):
     kda: KDASpec | None = None
     lightning: LightningSpec | None = None
     indexer: IndexerSpec | None = None  # DSA's lightning indexer on "indexed_attention" layers
+    # A few tensors or saved activations a model type's block has beyond the engine's layer (calculator.model.variants;
+    # None for every model whose block is the engine's own)
+    variant: VariantSpec | None = None
     # Longest context the model was built for (config.json max_position_embeddings / n_positions): serving engines
     # take it as the default max_model_len and size their RoPE cos/sin cache by it. None: not given.
     max_position_embeddings: int | None = Field(default=None, gt=0)

@@ -1,0 +1,181 @@
+"""Small departures from the engine's decoder layer that several mapped model types share (issue 21), and the pure
+functions that price them.
+
+A `VariantSpec` rides on a ModelSpec (`ModelSpec.variant`; None for every model mapped before it) and says what a
+model type's transformers block holds or keeps beyond (or instead of) the engine's Llama / MoE layer:
+- parameters: extra tensors per attention, dense-MLP or MoE layer (an attention output gate, xIELU's alphas, a
+  router's e_score_correction_bias Parameter), tensors outside the layers, q/k norms spanning the whole projection,
+  norms without a bias or without parameters, an LM head with a bias; which of them stay fp32 in a bf16 model or are
+  never trained (requires_grad=False);
+- saved activations: the norm's kind (fp32-weight RMSNorm, fp32 LayerNorm), an attention output gate, RoPE tables
+  recomputed in fp32 by every layer, the MLP's activation (xIELU), and the router's bookkeeping (which top-k, a
+  renormalisation, fp32 router input / weight copies, fp32 or model-dtype routing weights at the experts).
+
+`calculator.model.parameters` and `calculator.memory.activations` call these functions from small hooks that read
+`m.variant`; each term's source is the modeling file the mapper cites (calculator/model/hf_variants.py) and the
+measurement in tests/model/test_hf_variants.py. Nothing here imports the rest of the engine.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from calculator.core import bounds as B
+from calculator.core.hash_once import HashedOnce
+
+Shape = tuple[int, ...]
+_SHAPES = dict(default=(), max_length=64)
+_COUNT = dict(default=0, ge=0, le=B.MAX_PARAMS, strict=True)
+
+
+class VariantSpec(HashedOnce):
+    """What a model type's block has beyond the engine's layer; every default is the engine's own behaviour."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # ---- parameters ------------------------------------------------------------------------------------------
+    attention_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per layer with softmax attention (e.g. a gate_proj)
+    mlp_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per dense-MLP layer (xIELU's alpha_p, alpha_n)
+    moe_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per MoE layer, with the router (e_score_correction_bias)
+    outer_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # outside the decoder layers (counted with the embedding)
+    # q/k norms (with ModelSpec.qk_norm): "head" (one RMSNorm weight of head_dim each, Qwen3), "full_width" (over
+    # num_heads·head_dim, OLMo-2 style), "layernorm_head" (a LayerNorm of head_dim with a bias each), "none" (no
+    # weight)
+    qk_norm_layout: Literal["head", "full_width", "layernorm_head", "none"] = "head"
+    expert_tensors: tuple[Shape, ...] | None = Field(default=None, max_length=8)  # routed experts laid out otherwise
+    # the model's norms: "default" (ModelSpec.norm_type's), "weight" (a LayerNorm without bias), "none" (no weight)
+    norm_params: Literal["default", "weight", "none"] = "default"
+    lm_head_bias: bool = False  # a separate Parameter: kept even when the weight is tied to the embedding
+    untrained_per_moe_layer: int = Field(**_COUNT)  # parameters with requires_grad=False in each MoE layer
+    fp32_per_moe_layer: int = Field(**_COUNT)  # parameters that stay fp32 in a bf16 model, in each MoE layer
+    fp32_per_layer: int = Field(**_COUNT)  # ... in every decoder layer (attention sinks kept in fp32)
+
+    # ---- saved activations -------------------------------------------------------------------------------------
+    # "hf": the engine's norm for ModelSpec.norm_type; "fp32_weight": RMSNorm multiplying its weight in fp32
+    # (OLMo-2 style, `(self.weight * x).to(dtype)`); "fp32_layernorm": a LayerNorm computed in fp32 (Cohere2-MoE)
+    norm: Literal["hf", "fp32_weight", "fp32_layernorm"] = "hf"
+    # "sigmoid": out · sigmoid(gate_proj(x)) (AFMoE); "softplus_head": out · softplus(g_proj(x).float()) per head
+    # (Laguna); "softplus_element": the same per channel
+    attention_gate: Literal["none", "sigmoid", "softplus_head", "softplus_element"] = "none"
+    fp32_rope: bool = False  # q and k rotated in fp32: every layer keeps its own fp32 cos and sin (ERNIE-4.5-MoE)
+    mlp_act: Literal["hf", "xielu"] = "hf"  # "xielu": Apertus' Python xIELU on a plain up/down MLP
+    # routed experts' router: "softmax" (softmax or sigmoid over all E in fp32, then top-k), "topk_softmax" /
+    # "topk_sigmoid" (top-k of the logits, then an fp32 softmax / a model-dtype sigmoid over those k), "sparsemixer"
+    # (PhiMoE: two experts, training-mode masks)
+    router: Literal["softmax", "topk_softmax", "topk_sigmoid", "sparsemixer"] = "softmax"
+    router_renorm: bool = True  # top-k weights divided by their sum in fp32 (keeps them and the row sum)
+    router_clamp: bool = False  # the sum is clamped first (one more fp32 row)
+    router_fp32_input: bool = False  # the router reads x.float(): an fp32 copy of its input
+    router_fp32_weight_copy: bool = False  # ... and weight.float() of a model-dtype weight
+    fp32_routing_weights: bool = True  # the experts receive fp32 routing weights (else the model dtype)
+
+
+# ---- parameters ----------------------------------------------------------------------------------------------
+
+def norm_param_shapes(v: VariantSpec, width: int) -> list[Shape] | None:
+    """One of the model's norms' tensors, or None for the engine's own (ModelSpec.norm_type)."""
+    if v.norm_params == "none":
+        return []
+    if v.norm_params == "weight":
+        return [(width,)]
+    return None
+
+
+def untrained_parameters(m) -> int:
+    """Parameters created with requires_grad=False: counted by transformers' model.parameters(), given no gradient
+    and no optimizer state (ERNIE-4.5-MoE's moe_statics, AFMoE's expert_bias, Laguna's e_score_correction_bias)."""
+    v = m.variant
+    return v.untrained_per_moe_layer * m.moe_layer_count if v is not None else 0
+
+
+def fp32_parameters(m) -> int:
+    """Parameters that stay fp32 in a bf16 model (ERNIE-4.5-MoE's router, HunYuan-MoE's wg, `_keep_in_fp32_modules`):
+    4 bytes each."""
+    v = m.variant
+    return v.fp32_per_moe_layer * m.moe_layer_count + v.fp32_per_layer * m.num_hidden_layers if v is not None else 0
+
+
+# ---- saved activations (T tokens, e bytes per element; widths on this rank) ------------------------------------
+
+def norm_saved(v: VariantSpec, T: int, width: int) -> int | None:
+    """One norm's saved copies (without its output), or None for the engine's own:
+    fp32-weight RMSNorm: fp32 input, fp32 normalised x, fp32 rsqrt per row, 8·T·w + 4·T;
+    fp32 LayerNorm (Cohere2MoeLayerNorm): x − mean twice and the normalised x in fp32, an fp32 rstd per row and the
+    fp32 copy of its weight, 12·T·w + 4·T + 4·w."""
+    if v.norm == "fp32_weight":
+        return 8 * T * width + 4 * T
+    if v.norm == "fp32_layernorm":
+        return 12 * T * width + 4 * T + 4 * width
+    return None
+
+
+def qk_norm_saved(v: VariantSpec, T: int, qd: int, kvd: int, a: int, kv: int, e: int) -> int:
+    """q and k norms' copies: per element fp32 input + normalised x (model dtype, or fp32 for a fp32-weight norm),
+    and one fp32 rsqrt per row: per head and token, or per token for norms over the whole projection; LayerNorms per
+    head keep their input and fp32 mean and rstd per row."""
+    rows = 2 * T if v.qk_norm_layout == "full_width" else T * (a + kv)
+    if v.qk_norm_layout == "layernorm_head":
+        return e * T * (qd + kvd) + 8 * rows
+    per_elem = 8 if v.norm == "fp32_weight" else 4 + e
+    return per_elem * T * (qd + kvd) + 4 * rows
+
+
+def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rope_dim: int) -> int:
+    """What the attention keeps beyond the engine's: an output gate's activation and the gated product (o_proj's
+    input; the core's output stays saved by the product) and fp32 RoPE tables recomputed in every layer.
+    sigmoid: e·T·qd + e·T·qd; softplus per head: fp32 g_proj output 4·T·a, its cast e·T·a, the product e·T·qd;
+    per channel: 4·T·qd + e·T·qd + e·T·qd; fp32 RoPE: cos and sin of s × rope_dim in fp32, 8·s·rope_dim."""
+    out = 0
+    if v.attention_gate == "sigmoid":
+        out += 2 * e * T * qd
+    elif v.attention_gate == "softplus_head":
+        out += (4 + e) * T * a + e * T * qd
+    elif v.attention_gate == "softplus_element":
+        out += (4 + 2 * e) * T * qd
+    if v.fp32_rope:
+        out += 8 * s * rope_dim
+    return out
+
+
+def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:
+    """A dense MLP's saved tensors, or None for the engine's. Apertus' Python xIELU on a plain up/down MLP keeps the
+    up_proj output, alpha_p·x, expm1(min(x, eps)), expm1(...) − x and the `where` output (down_proj's input), e·T·f
+    each, a bool x > 0 (T·f) and the two softplus-ed alphas (scalars, e B each)."""
+    if v.mlp_act == "xielu":
+        return 5 * e * T * f + T * f + 2 * e
+    return None
+
+
+def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) -> int:
+    """Routed experts and their router (transformers' grouped_mm experts, S = T·k routed pairs; PhiMoE k = 2):
+    gathered input and expert output e·S·2h, gate_up / activation / product e·S·4f, three int64 S-vectors 24·S, the
+    routing weights 4·S (fp32) or e·S, int32 offsets 4·E; then the router:
+    softmax: fp32 scores 4·T·E and int64 top-k indices 8·T·k, a renormalisation 4·T·k + 4·T (+ 4·T clamped), an
+    fp32 copy of the input 4·T·h and of a model-dtype weight 4·E·h;
+    topk_softmax: int64 indices 8·T·k and the fp32 softmax over k, 4·T·k; topk_sigmoid: the indices and the
+    model-dtype sigmoid e·T·k (+ its row sum e·T when renormalised);
+    sparsemixer (training): two softmaxes e·T·E and two bool masks T·E each, int64 argmaxes and gathered weights,
+    20·T."""
+    S = T * k
+    out = e * S * (4 * f + 2 * h) + 24 * S + (4 if v.fp32_routing_weights else e) * S + 4 * E
+    if v.router == "sparsemixer":
+        return out + 2 * e * T * E + 2 * T * E + 20 * T
+    if v.router == "topk_softmax":
+        return out + 12 * T * k
+    if v.router == "topk_sigmoid":  # the sigmoid's output, and the row sum it is divided by when renormalised
+        return out + 8 * T * k + e * T * k + (e * T if v.router_renorm else 0)
+    out += 4 * T * E + 8 * T * k
+    if v.router_renorm:
+        out += 4 * T * k + 4 * T + (4 * T if v.router_clamp else 0)
+    if v.router_fp32_input:
+        out += 4 * T * h
+    if v.router_fp32_weight_copy:
+        out += 4 * E * h
+    return out
+
+
+def moe_input_kept(v: VariantSpec, shared_expert: bool) -> bool:
+    """Whether anything keeps the MoE block's input (the post-attention norm's output): a shared expert's linears or
+    a model-dtype router do; an fp32 router reads an fp32 copy, and the experts keep their gathered copy."""
+    return shared_expert or not v.router_fp32_input
