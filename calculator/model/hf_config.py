@@ -8,7 +8,7 @@ is read with a strict type and a physical bound (`calculator.model.config_read`)
 An unknown `model_type` is refused, never mapped as something else: a block layout the engine has not been
 checked against could hold different tensors. The message lists the supported types and, for a model whose blocks
 are Llama's (RMSNorm, q/k/v/o, SwiGLU), says to set `"model_type": "llama"` and which Llama fields it lacks.
-New types are added in `calculator.model.hf_archs`, each checked against the real transformers model (tests).
+New types are added in `calculator.model.mappers.archs`, each checked against the real transformers model (tests).
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
                                     get_int_list, get_str, get_window, layer_types, llama_like_fields,
                                     parse_config_json, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
-from calculator.model.hf_archs import ARCH_MAPPERS, map_gemma
-from calculator.model.hf_dsa import DSA_MAPPERS, DSA_REFUSED
-from calculator.model.hf_hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
-from calculator.model.hf_linear import LINEAR_MAPPERS
-from calculator.model.hf_ssm import SSM_MAPPERS
-from calculator.model.hf_variants import VARIANT_MAPPERS
+from calculator.model.mappers.archs import ARCH_MAPPERS, map_gemma
+from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
+from calculator.model.mappers.hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
+from calculator.model.mappers.linear import LINEAR_MAPPERS
+from calculator.model.mappers.ssm import SSM_MAPPERS
+from calculator.model.mappers.variants import VARIANT_MAPPERS
 from calculator.model.spec import ModelSpec
 
 __all__ = ["ConfigError", "MappedConfig", "Quantization", "parse_config_json", "spec_from_hf_config",

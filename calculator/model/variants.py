@@ -12,8 +12,8 @@ model type's transformers block holds or keeps beyond (or instead of) the engine
   renormalisation, fp32 router input / weight copies, fp32 or model-dtype routing weights at the experts).
 
 `calculator.model.parameters` and `calculator.memory.activations` call these functions from small hooks that read
-`m.variant`; each term's source is the modeling file the mapper cites (calculator/model/hf_variants.py) and the
-measurement in tests/model/test_hf_variants.py. Nothing here imports the rest of the engine.
+`m.variant`; each term's source is the modeling file the mapper cites (calculator/model/mappers/variants.py) and the
+measurement in tests/model/mappers/test_variants.py. Nothing here imports the rest of the engine.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ transformers module it mirrors (cited in each). A mixer module says:
 
 Softmax attention (full, sliding, MLA) and the dense / MoE feed-forwards are the engine's original layer
 (calculator/model/parameters.py, calculator/memory/activations.py); a model is a list of layers by kind
-(ModelSpec.layer_types), and a new architecture is a mapper (calculator/model/hf_archs.py) plus, at most, one new
+(ModelSpec.layer_types), and a new architecture is a mapper (calculator/model/mappers/archs.py) plus, at most, one new
 kind here.
 
 May import: calculator.model.spec and mixer_specs, calculator.core.

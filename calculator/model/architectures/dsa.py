@@ -88,7 +88,7 @@ def kv_bytes_per_token(m, dtype: str) -> int:
     """What generate() caches per token and layer beyond the attention's K/V: the indexer's one roped key of
     head_dim, in the cache dtype (transformers cache_utils.DynamicIndexedLayer.indexer_keys [B, T, dI] for DeepSeek
     and GLM-5; MiniMaxM3VLSparseCacheLayer.idx_keys [B, 1, T, dI] for MiniMax). Measured after a CPU prefill:
-    tests/model/test_hf_dsa.py. DeepSeek-V3.2 in bf16: 2·128 = 256 B beside MLA's 2·(512 + 64) = 1,152 B."""
+    tests/model/mappers/test_dsa.py. DeepSeek-V3.2 in bf16: 2·128 = 256 B beside MLA's 2·(512 + 64) = 1,152 B."""
     return nbytes(m.indexer.head_dim, dtype)
 
 
@@ -110,7 +110,7 @@ def saved(m, d, w) -> int:
     of its tensors; MiniMaxM3VLIndexer runs with grad but hands on only integer block indices, so its graph is freed
     at once (unless the forward's output keeps a cache: the cached key then holds its k_norm's fp32 copies,
     8·T·dI + 4·T + 4·dI, while that output lives). The top-k is folded into the attention's dense mask, so the
-    attention saves what it saves without the indexer (held to the real models by tests/model/test_hf_dsa.py)."""
+    attention saves what it saves without the indexer (held to the real models by tests/model/mappers/test_dsa.py)."""
     return 0
 
 

@@ -2,9 +2,9 @@
 21): each model_type's config.json, read with its transformers 5.23 configuration class's defaults and field names,
 into a ModelSpec, with a `VariantSpec` (calculator.model.variants) for what the engine's layer lacks. Each mapper cites
 the modeling file it mirrors and is held to the real model's parameter and tensor counts by
-tests/model/test_hf_variants.py; the types of this module (and Apertus) also to one layer's saved activations,
+tests/model/mappers/test_variants.py; the types of this module (and Apertus) also to one layer's saved activations,
 measured on the CPU part by part. This module holds the MoE types so measured and the registry;
-calculator/model/hf_variants_more.py the rest.
+calculator/model/mappers/variants_more.py the rest.
 
 A type whose block the engine cannot describe exactly is refused with what the engine lacks.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from calculator.core import bounds as B
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_int, get_int_list, get_str,
                                           sliding_fields)
-from calculator.model.hf_variants_more import MORE_VARIANT_MAPPERS, dense_layers, untraced, with_layer_types
+from calculator.model.mappers.variants_more import MORE_VARIANT_MAPPERS, dense_layers, untraced, with_layer_types
 from calculator.model.variants import VariantSpec
 
 

@@ -1,4 +1,4 @@
-"""The short-convolution, KDA and lightning-attention hybrids (calculator/model/hf_linear.py) held to transformers
+"""The short-convolution, KDA and lightning-attention hybrids (calculator/model/mappers/linear.py) held to transformers
 5.23: every mapper's parameter and tensor counts against the real model built on the meta device, from the config
 transformers writes (lfm2_moe: with the layer_types its configuration cannot derive), from the configuration classes'
 full-size defaults, from varied configs and from configs shaped like the Hub checkpoints'. LFM3's and Ling's per-head

@@ -1,4 +1,4 @@
-"""State-space models and hybrids (calculator/model/hf_ssm.py): the config.json transformers 5.23 writes for each
+"""State-space models and hybrids (calculator/model/mappers/ssm.py): the config.json transformers 5.23 writes for each
 model_type, and variants of the switches that change tensors, map to the real model's parameter count and tensor
 count (built on the meta device); Zamba2's shared blocks are refused with what is missing."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 
 from calculator.model.config_read import ConfigError, parse_config_json  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
-from calculator.model.hf_ssm import SSM_MAPPERS  # noqa: E402
+from calculator.model.mappers.ssm import SSM_MAPPERS  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.spec import LayerKind  # noqa: E402
 

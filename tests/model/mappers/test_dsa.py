@@ -1,4 +1,4 @@
-"""DeepSeek sparse attention and the MoE families around it (calculator/model/hf_dsa.py, architectures/dsa.py) held to
+"""DeepSeek sparse attention and the MoE families around it (calculator/model/mappers/dsa.py, architectures/dsa.py) held to
 transformers 5.23: every mapper's parameter and tensor counts against the real model on the meta device, from the
 config transformers writes and from varied ones; the indexer keys each layer caches against a real CPU prefill; the
 saved activations of an indexed layer against the same layer without an indexer (saved_by_module, tiny bf16 model).
@@ -21,7 +21,7 @@ from calculator.memory import inference as inf  # noqa: E402
 from calculator.model.architectures import dsa  # noqa: E402
 from calculator.model.config_read import ConfigError  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
-from calculator.model.hf_dsa import DSA_REFUSED  # noqa: E402
+from calculator.model.mappers.dsa import DSA_REFUSED  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.spec import LayerKind  # noqa: E402
 from validation.trace.saved_by_module import layer_parts, saved_bytes_by_module  # noqa: E402

@@ -3,7 +3,7 @@ config.json, read with its transformers 5.23 configuration class's defaults and 
 indexed layers are "indexed_attention" (calculator/model/architectures/dsa.py: the lightning indexer on the model's
 own attention); each layer's feed-forward is ModelSpec.ffn_types from the config's mlp_layer_types, or
 first_k_dense_layers. Each mapper cites the modeling file it mirrors and is held to the real model's parameter and
-tensor counts, its cache and its saved activations by tests/model/test_hf_dsa.py.
+tensor counts, its cache and its saved activations by tests/model/mappers/test_dsa.py.
 
 Refused, each naming what the engine lacks: deepseek_v4, hy_v4, axk2 and dots3_note_text (DSA_REFUSED).
 """

@@ -1,8 +1,8 @@
-"""More mappings of issue 21's variant decoders, registered in calculator.model.hf_variants.VARIANT_MAPPERS: dense
+"""More mappings of issue 21's variant decoders, registered in calculator.model.mappers.variants.VARIANT_MAPPERS: dense
 types whose block differs from Llama's in a few tensors, the older GPT-style layouts, two MLA dense models, the
 remaining MoE types, and the types refused with what the engine lacks. Each config.json is read with its
 transformers 5.23 configuration class's defaults and field names; each mapper cites the modeling file it mirrors;
-tests/model/test_hf_variants.py holds every one to the real model's parameter and tensor counts.
+tests/model/mappers/test_variants.py holds every one to the real model's parameter and tensor counts.
 """
 from __future__ import annotations
 

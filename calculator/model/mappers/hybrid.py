@@ -1,7 +1,7 @@
 """Mappings for hybrid decoders whose token mixers are not all softmax attention (issue 21): each model_type's
 config.json read with its transformers 5.23 configuration class's defaults and field names, into a ModelSpec whose
 layer_types name each layer's mixer (calculator/model/architectures/). Each mapper cites the modeling file it
-mirrors; tests/model/test_hf_hybrid.py holds every one to the real model's parameter count.
+mirrors; tests/model/mappers/test_hybrid.py holds every one to the real model's parameter count.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Seed-OSS, ERNIE-4.5, Arcee and Nemotron.
 
 Each mapper reads the fields its transformers 5 configuration class declares, with that class's defaults, and
 describes the tensors its modeling file builds (cited per mapper; the parameter counts equal the real model's on
-the meta device, tests/model/test_hf_archs.py). Where a block differs from the traced families in ways that only
+the meta device, tests/model/mappers/test_archs.py). Where a block differs from the traced families in ways that only
 change parameters (norms without bias, an LM head with a bias, q/k norm layouts) `calculator.model.parameters` keys the
 difference on `model_type`. Their saved activations follow the nearest traced block layout; none of these was
 traced, so every mapping says so in a warning.

@@ -1,4 +1,4 @@
-"""Issue 21's variant decoders (calculator/model/hf_variants.py, hf_variants_more.py): the config.json transformers
+"""Issue 21's variant decoders (calculator/model/mappers/variants.py, variants_more.py): the config.json transformers
 5.23 writes for each type maps, and the engine's parameter and tensor counts equal the real model's, built from that
 config on the meta device (plus one variant that switches on each type's optional tensors); the types the engine
 cannot describe are refused with what it lacks. For the MoE and attention variants of the spec, one decoder layer's
@@ -21,7 +21,7 @@ from calculator.memory import activations as act  # noqa: E402
 from calculator.model import variants  # noqa: E402
 from calculator.model.config_read import ConfigError  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
-from calculator.model.hf_variants import VARIANT_MAPPERS  # noqa: E402
+from calculator.model.mappers.variants import VARIANT_MAPPERS  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from validation.trace.saved_by_module import layer_parts, saved_bytes_by_module  # noqa: E402
 

@@ -2,7 +2,7 @@
 read with its transformers 5.23 configuration class's defaults, aliases and __post_init__ derivations, into a
 ModelSpec whose layer_types name each layer's mixer ("conv", "kda", "lightning_attention", "full_attention",
 "sliding_attention"; calculator/model/architectures/). Each mapper cites the modeling file it mirrors and is held to
-the real model's parameter and tensor counts by tests/model/test_hf_linear.py.
+the real model's parameter and tensor counts by tests/model/mappers/test_linear.py.
 
 Approximated, with a warning naming the missing tensors: LFM3's and Ling's per-head attention output gates (g_proj,
 hidden_size × heads per attention layer), which ModelSpec cannot describe. Refused, naming what the engine lacks:

@@ -2,7 +2,7 @@
 transformers 5.23 configuration class's defaults and field names, into a ModelSpec whose layer_types name each
 layer's mixer ("mamba", "full_attention", "parallel_mamba_attention", "none") and whose ffn_types name each layer's
 feed-forward. Each mapper cites the modeling file it mirrors and is held to the real model's parameter and tensor
-counts by tests/model/test_hf_ssm.py.
+counts by tests/model/mappers/test_ssm.py.
 """
 from __future__ import annotations
 
