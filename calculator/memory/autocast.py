@@ -43,8 +43,10 @@ def norm_readers(m: ModelSpec) -> tuple[int, int]:
 def norm_extra_per_elem(m: ModelSpec, e: int) -> int:
     """Bytes per element one norm keeps beyond transformers' bf16 model: HF RMSNorm's normalised copy is fp32
     (its fp32 input is the residual itself, as the bf16 model's upcast copy was) and LayerNorm's input is fp32:
-    4 − e; Gemma's norms compute in fp32 either way: 0."""
-    return 0 if m.family in ("gemma", "gpt_oss") else 4 - e
+    4 − e; norms that compute in fp32 either way (Gemma's, GPT-OSS's, the zero-centred / fp32-weight RMSNorms of
+    Qwen3.5 and Nemotron-H, a variant's fp32-weight RMSNorm or fp32 LayerNorm, calculator.model.variants): 0."""
+    fp32_variant = m.variant is not None and m.variant.norm in ("fp32_weight", "fp32_layernorm")
+    return 0 if (m.family in ("gemma", "gpt_oss") or m.zero_centered_norm or fp32_variant) else 4 - e
 
 
 def layer_extra(m: ModelSpec, T: int, h: int, e: int) -> int:

@@ -27,6 +27,17 @@ def test_llama_layer_extra_is_ten_t_h_and_gemma_norms_add_nothing():
     assert autocast.layer_extra(gemma, 100, 10, 2) == 3 * 2 * 100 * 10  # readers only: Gemma's norms are fp32 anyway
 
 
+def test_norms_that_compute_in_fp32_keep_no_extra_copy_under_autocast():
+    """Qwen3.5's zero-centred RMSNorm and an fp32-weight variant norm keep fp32 copies in the bf16 model already."""
+    qwen35 = load_model("qwen3.5-27b").spec
+    assert qwen35.zero_centered_norm and autocast.norm_extra_per_elem(qwen35, 2) == 0
+    llama = load_model("llama-3.2-1b").spec
+    assert autocast.norm_extra_per_elem(llama, 2) == 2
+    from calculator.model.variants import VariantSpec
+    olmo_like = llama.model_copy(update={"variant": VariantSpec(norm="fp32_weight")})
+    assert autocast.norm_extra_per_elem(olmo_like, 2) == 0
+
+
 def test_not_applied_with_full_recompute_or_without_autocast():
     assert not autocast.applies(Workload(precision=RECIPES["amp-fp32"][1], recompute="full"))
     assert not autocast.applies(Workload(precision=RECIPES["mixed-bf16"][1]))
