@@ -34,6 +34,13 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "expandable_segments": ("expandable_segments",), "finetune": ("finetune",), "lora_rank": ("lora_rank",),
     "lora_targets": ("lora_targets",), "qlora_keeps_inputs": ("qlora_keeps_inputs",), "kbit_prep": ("kbit_prep",),
     "padded_batch": ("padded_batch",),
+    # Megatron-Core + Transformer Engine (stack megatron, impl megatron-te; calculator/memory/megatron_core.py)
+    "fp8": ("fp8",), "fp8_param_gather": ("fp8_param_gather",), "ce_fusion": ("cross_entropy_fusion",),
+    "no_grad_accum_fusion": ("gradient_accumulation_fusion",), "vocab_divisible_by": ("make_vocab_size_divisible_by",),
+    "cp_comm_type": ("cp_comm_type",), "mtp_layers": ("mtp_layers",), "moe_dispatcher": ("moe_dispatcher",),
+    "moe_capacity_factor": ("moe_capacity_factor",), "moe_pad_to_capacity": ("moe_pad_to_capacity",),
+    "moe_router_fp32": ("moe_router_fp32",), "moe_imbalance": ("moe_imbalance",),
+    "no_moe_grouped_gemm": ("moe_grouped_gemm",),
     # serving engine (calculator/engines)
     "engine": ("engine",), "memory_fraction": ("serving", "memory_fraction"),
     "max_model_len": ("serving", "max_model_len"), "max_num_batched_tokens": ("serving", "max_num_batched_tokens"),
@@ -98,6 +105,25 @@ def build_parser() -> argparse.ArgumentParser:
                             "PyTorch fallback (torch)")
         p.add_argument("--impl", choices=list(IMPLS),
                        help="model implementation: transformers (hf), + Liger kernels, compiled blocks, Megatron/TE")
+        p.add_argument("--fp8", choices=["none", "delayed", "current", "blockwise", "mxfp8", "nvfp4"],
+                       help="Megatron-Core + TE training recipe (--fp8-recipe; mxfp8 / nvfp4 on Blackwell only)")
+        p.add_argument("--fp8-param-gather", action="store_true", default=None,
+                       help="Megatron --fp8-param-gather: TE linear weights stored in FP8")
+        p.add_argument("--ce-fusion", choices=["none", "te", "native"],
+                       help="Megatron --cross-entropy-loss-fusion with --cross-entropy-fusion-impl (none: unfused)")
+        p.add_argument("--no-grad-accum-fusion", action="store_false", default=None,
+                       help="Megatron --no-gradient-accumulation-fusion (no TE dummy weight gradients)")
+        p.add_argument("--vocab-divisible-by", type=int, help="Megatron --make-vocab-size-divisible-by (128)")
+        p.add_argument("--cp-comm-type", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
+        p.add_argument("--mtp-layers", type=int, help="multi-token-prediction layers trained (Megatron "
+                                                      "--mtp-num-layers; DeepSeek-V3's config has 1)")
+        p.add_argument("--moe-dispatcher", choices=["alltoall", "allgather", "flex"])
+        p.add_argument("--moe-capacity-factor", type=float, help="expert capacity factor (default: dropless)")
+        p.add_argument("--moe-pad-to-capacity", action="store_true", default=None)
+        p.add_argument("--moe-router-fp32", action="store_true", default=None, help="--moe-router-dtype fp32")
+        p.add_argument("--no-moe-grouped-gemm", action="store_false", default=None,
+                       help="Megatron without --moe-grouped-gemm: one TE linear per local expert")
+        p.add_argument("--moe-imbalance", type=float, help="routing imbalance: max tokens per expert / mean (≥ 1)")
         p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
         p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
         p.add_argument("--quant-group-size", type=int)

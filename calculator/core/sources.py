@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from calculator.core.citation import Source
 from calculator.core.engine_sources import ENGINE_SOURCES  # serving engines and RL: their own file
+from calculator.core.megatron_sources import MEGATRON_SOURCES  # Megatron-Core + TE training: their own file
 
 
 SOURCES: dict[str, Source] = {
@@ -330,3 +331,4 @@ SOURCES: dict[str, Source] = {
 }
 
 SOURCES.update(ENGINE_SOURCES)
+SOURCES.update(MEGATRON_SOURCES)

@@ -280,6 +280,24 @@ class Workload(HashedOnce):
     serving: ServingConfig = ServingConfig()
     rl: RLConfig = RLConfig()
     expert_weight_dtype: Dtype | None = None  # routed experts' inference dtype (None: weight_dtype), e.g. MXFP4
+    # Megatron-Core + Transformer Engine training (read with stack "megatron" and impl "megatron-te"; refused
+    # elsewhere when not at their defaults; calculator/memory/megatron_core.py, fp8.py, moe_dispatch.py).
+    # TE's FP8 / FP4 training recipe (--fp8-recipe: delayed, tensorwise = current, blockwise, mxfp8, nvfp4)
+    fp8: Literal["none", "delayed", "current", "blockwise", "mxfp8", "nvfp4"] = "none"
+    fp8_param_gather: bool = False  # --fp8-param-gather: the parameters themselves are kept in FP8
+    # --cross-entropy-loss-fusion with --cross-entropy-fusion-impl te / native; "none": the unfused vocab-parallel loss
+    cross_entropy_fusion: Literal["none", "te", "native"] = "none"
+    gradient_accumulation_fusion: bool = True  # Megatron's default; --no-gradient-accumulation-fusion turns it off
+    make_vocab_size_divisible_by: int = Field(default=128, ge=1, le=B.MAX_VOCAB, strict=True)
+    cp_comm_type: Literal["p2p", "a2a", "allgather", "a2a+p2p"] = "p2p"  # --cp-comm-type
+    mtp_layers: int = Field(default=0, ge=0, le=64, strict=True)  # --mtp-num-layers trained (0: none)
+    moe_dispatcher: Literal["alltoall", "allgather", "flex"] = "alltoall"  # --moe-token-dispatcher-type
+    # --moe-expert-capacity-factor (None: dropless) and --moe-pad-expert-input-to-capacity
+    moe_capacity_factor: float | None = Field(default=None, le=1024, allow_inf_nan=False)  # > 0 (InputError)
+    moe_pad_to_capacity: bool = False
+    moe_router_fp32: bool = False  # --moe-router-dtype fp32
+    moe_grouped_gemm: bool = True  # --moe-grouped-gemm (TE GroupedLinear); off: one TE linear per local expert
+    moe_imbalance: float = Field(default=1.0, le=1024, allow_inf_nan=False)  # max tokens per expert / mean, ≥ 1
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

@@ -17,18 +17,25 @@ Not measured on a GPU here.
 """
 from __future__ import annotations
 
+from calculator.impls import megatron_te_core as core
 from calculator.impls.common import Head, HeadTerm
 from calculator.impls.fused import fused_layer, fused_rmsnorm_saved
+from calculator.memory.megatron_core import applies
 
 
 def layer(m, w, d, kind):
-    """One Megatron/TE decoder layer (calculator.impls.fused)."""
+    """One Megatron/TE decoder layer: Megatron-Core's own (calculator.impls.megatron_te_core) when the stack is
+    named megatron, else the fused layer (calculator.impls.fused)."""
+    if applies(w):
+        return core.layer(m, w, d, kind)
     return fused_layer(m, w, d, kind)
 
 
 def head(m, w, d) -> Head:
     """Final norm (input + rsigma) + output-layer input, Megatron's fp32 softmax, and the model-dtype logits (forward)
-    or gradient (backward) beside it."""
+    or gradient (backward) beside it (Megatron-Core's own head with the stack named megatron)."""
+    if applies(w):
+        return core.head(m, w, d)
     v = m.vocab_size // d.tp
     norm = fused_rmsnorm_saved(d.T, d.h_sp, d.e) + d.e * d.T * d.h_sp
     softmax = 4 * d.T * v

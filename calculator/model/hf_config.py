@@ -228,7 +228,8 @@ def _map_deepseek(cfg: dict) -> dict:
              qk_rope_head_dim=get_int(cfg, "qk_rope_head_dim", hi=B.MAX_HEAD_DIM),
              qk_nope_head_dim=get_int(cfg, "qk_nope_head_dim", hi=B.MAX_HEAD_DIM),
              v_head_dim=get_int(cfg, "v_head_dim", hi=B.MAX_HEAD_DIM), qkv_bias=bias, o_bias=bias, head_dim=None,
-             hidden_act=get_str(cfg, "hidden_act", default="silu"))
+             hidden_act=get_str(cfg, "hidden_act", default="silu"),
+             mtp_layers=get_int(cfg, "num_nextn_predict_layers", default=0, lo=0, hi=64))  # ModelSpec.mtp_layers
     experts = get_int(cfg, "n_routed_experts", default=0, lo=0, hi=B.MAX_EXPERTS)
     if experts:
         f.update(num_experts=experts, num_experts_per_tok=_top_k(cfg, experts),
@@ -305,7 +306,7 @@ MAPPERS = {
     "qwen2_moe": _map_qwen2_moe, "qwen3_moe": _map_qwen3_moe, "mixtral": _map_mixtral, "gemma": map_gemma,
     "gemma2": _map_gemma2, "gemma3": _map_gemma3, "gemma3_text": _map_gemma3, "phi3": _map_phi3, "gpt2": _map_gpt2,
     "gpt_neox": _map_gpt_neox, "deepseek_v2": _map_deepseek, "deepseek_v3": _map_deepseek, "gpt_oss": _map_gpt_oss,
-    "olmo2": _map_olmo2, "llama4": _map_llama4, "llama4_text": _map_llama4,
+    "olmo2": _map_olmo2, "llama4": _map_llama4, "llama4_text": _map_llama4, "kimi_k2": _map_deepseek,
 }
 MAPPERS.update(ARCH_MAPPERS)
 # issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)

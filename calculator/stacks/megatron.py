@@ -12,6 +12,8 @@ to a multiple of lcm(dp, 128) elements (negligible).
 """
 from __future__ import annotations
 
+from calculator.memory.megatron_core import applies
+from calculator.stacks import megatron_buffers
 from calculator.stacks.common import StackContext, StackMemory
 
 NAME = "megatron"
@@ -35,5 +37,8 @@ def states_workload(w):
 
 
 def memory(ctx: StackContext) -> StackMemory:
-    return StackMemory(grads_whole_step=True,
+    """The gradient buffer; with impl megatron-te named too, Megatron-Core's and TE's own buffers
+    (calculator/stacks/megatron_buffers.py)."""
+    extra = megatron_buffers.persistent(ctx) if ctx.original is not None and applies(ctx.original) else ()
+    return StackMemory(grads_whole_step=True, persistent=extra,
                        gradient_note="main_grad views into the contiguous gradient buffer, allocated at construction")

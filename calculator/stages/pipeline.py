@@ -17,6 +17,7 @@ from functools import lru_cache, partial
 from calculator.memory import activations as act
 from calculator import impls
 from calculator.memory import lora
+from calculator.memory import megatron_core
 from calculator import stacks
 from calculator.memory.parallel import StageShard, stage_shards
 from calculator.model.spec import ModelSpec
@@ -69,6 +70,7 @@ class SharedByStages:
     stack and the workload it counts the states in, the local shapes, the model code and its layers."""
 
     def __init__(self, m: ModelSpec, w):
+        megatron_core.check(m, w)  # Megatron-Core inputs: their stack, GPU (FP8 recipes) and values
         self.w = lora.kbit_prepared(w)  # QLoRA's prepare_model_for_kbit_training: fp32 non-4-bit weights, activations
         self.stack = stacks.module(self.w)
         self.ws = self.stack.states_workload(self.w)  # the model states as the stack holds them (FSDP2: fp32 shards)

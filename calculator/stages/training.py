@@ -11,6 +11,7 @@ from typing import NamedTuple
 from calculator.memory import activations as act
 from calculator.memory import autocast
 from calculator.memory import sdpa
+from calculator.memory import megatron_core
 from calculator import impls
 from calculator.memory import model_states as tr
 from calculator.core.dtypes import nbytes
@@ -70,8 +71,8 @@ def _held_for_the_step(m: ModelSpec, shared, shard: StageShard, gpu) -> _Held:
         t.add(*x.__dict__.values())
     if w.activation_model != "textbook":  # the textbook model has a flat overhead instead
         add_cublas_workspaces(t, w, gpu, threads=2)
-    states = t.total(LONG_LIVED) + sum(x.bytes for x in sm.persistent if x.component not in LONG_LIVED) + \
-        t.by_component.get("transient", 0)
+    states = t.total(LONG_LIVED) + sum(x.bytes for x in sm.persistent if x.component not in LONG_LIVED
+                                       and x.component != "transient") + t.by_component.get("transient", 0)
     layout = _born_gradients(m, ws, shard, born) if born else None
     return _Held(tuple(t.items), t.by_component, tuple(t.host), states, n_opt, largest_tensor, sm, born, layout)
 
@@ -204,6 +205,14 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             t.add("activations.autocast_weights", "activations", "bf16 weight copies cached by autocast",
                   copies, "e × (N_layer_linear + V·h/t)", ("{} × ({:,} + {:,})", d.e, shard.layer_linear, head_w),
                   "torch-autocast", "kept by each linear from the forward to its backward")
+        if shard.has_head and w.mtp_layers and megatron_core.applies(w):  # Megatron's MTP block, last stage
+            from calculator.impls.megatron_te_core import mtp_saved
+            mtp_layers, mtp_loss = mtp_saved(m, w, d, shared.layer)
+            t.add("activations.mtp", "activations", f"MTP block ({w.mtp_layers} layers)", mtp_layers,
+                  "n_mtp × (enorm + hnorm + eh_proj input + one decoder layer + final norm)",
+                  ("{} × {:,} B", w.mtp_layers, mtp_layers // w.mtp_layers), "megatron-mtp")
+            t.add("logits.mtp_loss", "logits", "MTP losses' saved logits", mtp_loss, "n_mtp × the main loss's saved",
+                  ("{} × {:,} B", w.mtp_layers, mtp_loss // w.mtp_layers), "megatron-mtp")
         head = code.head(m, w, d) if shard.has_head else None
         if head:
             for h in head.saved:

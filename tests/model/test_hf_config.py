@@ -90,6 +90,23 @@ def test_deepseek_first_k_dense_replace_and_mla():
     assert lite.q_lora_rank is None and lite.first_k_dense_layers == 1 and lite.num_shared_experts == 2
 
 
+KIMI_K2 = dict(load_model("deepseek-v3").raw, model_type="kimi_k2",
+               n_routed_experts=384, num_attention_heads=64, num_key_value_heads=64, first_k_dense_replace=1,
+               vocab_size=163840, n_group=1, topk_group=1)  # Kimi K2's shape (moonshotai/Kimi-K2-Instruct)
+
+
+def test_kimi_k2_is_deepseek_v3_under_its_own_model_type_and_inside_kimi_k25():
+    """Kimi K2 ships DeepseekV3ForCausalLM with "model_type": "kimi_k2" (transformers' Kimi_K25Config maps its
+    text_config to deepseek_v3): the same ModelSpec as the config read as deepseek_v3, bare or wrapped."""
+    k2 = spec_from_hf_config(KIMI_K2).spec
+    as_v3 = spec_from_hf_config(dict(KIMI_K2, model_type="deepseek_v3")).spec
+    assert k2.model_copy(update={"model_type": "deepseek_v3"}) == as_v3
+    assert (k2.num_experts, k2.first_k_dense_layers, k2.moe_layer_count) == (384, 1, 60)
+    wrapped = spec_from_hf_config({"model_type": "kimi_k25", "text_config": KIMI_K2,
+                                   "vision_config": {"hidden_size": 1152}})
+    assert count_parameters(wrapped.spec).total == count_parameters(k2).total
+
+
 def test_gpt_oss_layer_types_sinks_and_mxfp4_quantization():
     mapped = load_model("gpt-oss-20b")
     spec = mapped.spec

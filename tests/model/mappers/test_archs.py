@@ -35,7 +35,7 @@ SIZES: dict[str, dict] = {
                         qk_nope_head_dim=8, v_head_dim=16, n_routed_experts=4, n_shared_experts=1,
                         first_k_dense_replace=1, **MOE),
 }
-SIZES["deepseek_v3"] = SIZES["deepseek_v2"]
+SIZES["deepseek_v3"] = SIZES["kimi_k2"] = SIZES["deepseek_v2"]
 SIZES.update(helium=dict(BASE, head_dim=16), ministral=dict(BASE, head_dim=16), phi3=dict(BASE, pad_token_id=None),
              smollm3=dict(BASE, pad_token_id=None), glm=dict(BASE, head_dim=16, pad_token_id=None),
              glm4=dict(BASE, head_dim=16, pad_token_id=None), vaultgemma=dict(BASE, head_dim=16),
@@ -67,6 +67,10 @@ VARIANTS = [
 ]
 
 
+# model types whose checkpoints ship remote code that transformers runs as one of its own types
+REMOTE_CODE = {"kimi_k2": "deepseek_v3"}  # transformers models/kimi_k25: text_config kimi_k2 -> deepseek_v3
+
+
 def _quiet():
     logging.getLogger("transformers").setLevel(logging.ERROR)
 
@@ -78,8 +82,8 @@ def written_config(model_type: str, **overrides) -> tuple[dict, object]:
     if model_type in MULTIMODAL:
         config = transformers.AutoConfig.for_model(model_type, text_config={**sizes, **overrides})
         return config.to_dict(), config.text_config
-    config = transformers.AutoConfig.for_model(model_type, **{**sizes, **overrides})
-    return config.to_dict(), config
+    config = transformers.AutoConfig.for_model(REMOTE_CODE.get(model_type, model_type), **{**sizes, **overrides})
+    return dict(config.to_dict(), model_type=model_type), config
 
 
 def real_counts(config) -> tuple[int, int]:

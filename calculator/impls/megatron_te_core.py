@@ -1,0 +1,156 @@
+"""What a Megatron-Core GPT layer built from Transformer Engine modules saves for backward, and its loss head, read
+from the sources (NVIDIA/Megatron-LM d98e8a64: megatron/core/models/gpt/gpt_layer_specs.py, transformer/attention.py,
+transformer/mlp.py, transformer/moe/*, fusions/fused_bias_dropout.py, tensor_parallel/cross_entropy.py;
+NVIDIA/TransformerEngine d0067d0d: pytorch/module/layernorm_linear.py, linear.py, grouped_linear.py,
+pytorch/attention/dot_product_attention/backends.py). Used with stack megatron + impl megatron-te
+(calculator/memory/megatron_core.applies); MLA and other token mixers keep calculator.impls.fused's layer.
+
+Per layer (T local tokens, h_sp the h-wide width on this rank, e the activation dtype's bytes):
+- qkv and fc1 are TELayerNormColumnParallelLinear: each keeps its input (the residual, e·T·h_sp), fp32 mu and
+  rsigma per row (LayerNorm; rsigma only for RMSNorm) and the normalised GEMM input (e·T·h_sp; FP8: quantized);
+- hidden dropout (bias-dropout-add after attention and after the MLP) keeps a 1-byte mask of T·h_sp each;
+- attention: q, k, v are views of the fused qkv output, which stays whole (e·T·(qd + 2·kvd)); GQA's query is a
+  reshaped copy (e·T·qd); RoPE (TE's fused kernel) writes new q and k; a q/k LayerNorm keeps its inputs and
+  statistics and writes new q and k. Flash / cuDNN attention keeps the output (the projection's input) and fp32
+  softmax statistics (4·a·T; recomputed under selective recompute). TE's unfused attention keeps the softmax
+  output per score (e·b·a·s·s_kv), and with attention dropout its 1-byte mask and the dropped probabilities, and
+  GQA's k and v repeated to every head;
+- MLP: fc1's output (the fused bias-GELU / SwiGLU keeps its input, 2f wide when gated) and the activation's output
+  (fc2's input; FP8: quantized) — e·T·(2f + f) gated, 2·e·T·f plain;
+- MoE: the router's fp32 scores, map and probabilities, the grouped experts over the rows this GPU receives, the
+  shared expert (calculator.memory.moe_dispatch).
+"""
+from __future__ import annotations
+
+from calculator.impls.common import Head, HeadTerm
+from calculator.impls.fused import fused_layer
+from calculator.memory import activations as act
+from calculator.memory import fp8 as fp8_rules
+from calculator.memory import megatron_core as core
+from calculator.memory import moe_dispatch as moe
+
+
+def _gemm_input(w, elements: int, e: int) -> int:
+    """A GEMM input saved for the weight gradient: model dtype, or quantized under an FP8 recipe."""
+    return fp8_rules.saved_input_bytes(w.fp8, elements) if w.fp8 != "none" else e * elements
+
+
+def ln_linear_saved(m, w, d) -> int:
+    """One TELayerNormColumnParallelLinear: its input, fp32 statistics, its normalised output (the GEMM input)."""
+    layernorm = m.norm_type == "layernorm"
+    return d.e * d.T * d.h_sp + core.norm_stats(d.T, d.h_sp, d.h, layernorm) + _gemm_input(w, d.T * d.h_sp, d.e)
+
+
+def attention_saved(m, w, d) -> int:
+    """Self-attention without its fused norm (see the module docstring)."""
+    e, T = d.e, d.T
+    gqa = d.qd > d.kvd
+    out = e * T * (d.qd + 2 * d.kvd)  # the fused qkv output, kept whole by the v (and k) views
+    rope = not m.learned_position_embeddings
+    if m.qk_norm:  # q/k norms keep their inputs (views) and statistics, write new q and k
+        out += (e * T * d.qd if gqa else 0) + 4 * T * (d.a + d.kv) * (2 if m.norm_type == "layernorm" else 1)
+        out += e * T * (d.qd + d.kvd)
+    elif rope:  # fused RoPE writes new q and k (GQA's reshaped query copy is freed after it)
+        out += e * T * (d.qd + d.kvd)
+    elif gqa:  # the reshaped query copy is what attention keeps
+        out += e * T * d.qd
+    out += e * T * d.qd  # the attention output, the projection's input
+    if w.fp8 != "none":  # the projection also keeps its own quantized copy of it
+        out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
+    selective = w.recompute == "selective"
+    if w.attention != "eager":
+        return out + (0 if selective else 4 * d.a * T)
+    if gqa:  # unfused: k and v repeated to every head and kept by the two batched matmuls
+        out += 2 * e * T * d.qd
+    if not selective:
+        scores = d.a * d.b * d.s * d.s_kv
+        out += scores * (2 * e + 1 if m.dropout > 0 else e)
+    return out
+
+
+def mlp_saved(m, w, d, f: int) -> int:
+    """Dense MLP: fc1 output (2f gated), the activation output as fc2's (possibly quantized) input."""
+    return d.e * d.T * (2 * f if m.gated_mlp else f) + _gemm_input(w, d.T * f, d.e)
+
+
+def moe_layer_saved(m, w, d) -> tuple[int, int]:
+    """(the MoE block's pre-MLP norm part, the router + dispatcher + experts + shared expert) of one MoE layer."""
+    p = w.parallel
+    layernorm = m.norm_type == "layernorm"
+    T = d.T * d.h_sp // d.h  # rows of this rank's sequence-parallel share
+    norm = d.e * d.T * d.h_sp + core.norm_stats(d.T, d.h_sp, d.h, layernorm) + d.e * d.T * d.h_sp
+    k, E, etp = m.num_experts_per_tok, m.num_experts, p.expert_tp
+    R = moe.expert_rows(T, k, E, etp, w.moe_imbalance, w.moe_capacity_factor, w.moe_pad_to_capacity)
+    f = m.expert_intermediate_size // etp
+    experts = moe.experts_saved(R, d.h, f, m.gated_mlp, d.e,
+                                _gemm_input(w, R * d.h, d.e) if w.fp8 != "none" else None)
+    if w.fp8 != "none":  # fc2's input quantized
+        experts += _gemm_input(w, R * f, d.e) - d.e * R * f
+    total = experts + moe.router_saved(T, E, k, d.h, w.moe_router_fp32 or m.family == "deepseek")
+    total += moe.dispatcher_saved(w.moe_dispatcher, T, E, p.ep * etp)
+    if m.num_shared_experts or m.shared_expert_intermediate_size:
+        width = (m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size) // d.tp
+        total += mlp_saved(m, w, d, width)
+    return norm, total
+
+
+def mla_attention_saved(m, w, d, hf_attention: int) -> int:
+    """MLA: transformers' MLA tensors (calculator.memory.activations.mla_attention_saved), with TE's unfused core
+    (the softmax output per score, and with dropout its mask and the dropped probabilities) in place of
+    transformers' eager fp32 softmax and its cast."""
+    if w.attention != "eager" or w.recompute == "selective":
+        return hf_attention
+    scores = d.a * d.b * d.s * d.s_kv
+    return hf_attention - (4 + d.e) * scores + scores * (2 * d.e + 1 if m.dropout > 0 else d.e)
+
+
+def layer(m, w, d, kind) -> act.LayerActivations:
+    """One Megatron-Core decoder layer of `kind` (no recompute or selective; full recompute is the caller's)."""
+    if kind.mixer not in ("attention", "mla"):
+        base = fused_layer(m, w, d, kind)
+        return base._replace(norms=base.norms + core.dropout_masks(d.T, d.h_sp, m.dropout))
+    norms = ln_linear_saved(m, w, d) + core.dropout_masks(d.T, d.h_sp, m.dropout)
+    if m.is_mla:
+        attention = mla_attention_saved(m, w, d, fused_layer(m, w, d, kind).attention)
+    else:
+        attention = attention_saved(m, w, d)
+    if kind.ffn == "moe":
+        moe_norm, mlp = moe_layer_saved(m, w, d)
+        norms += moe_norm
+    else:
+        norms += ln_linear_saved(m, w, d)
+        mlp = mlp_saved(m, w, d, d.f)
+    return act.LayerActivations(norms, attention, mlp)
+
+
+def head(m, w, d) -> Head:
+    """Final norm (input, statistics, output = the output layer's input) and the loss over the padded vocabulary."""
+    v = core.padded_vocab(m.vocab_size, w.make_vocab_size_divisible_by, d.tp) // d.tp
+    norm = d.e * d.T * d.h_sp + core.norm_stats(d.T, d.h_sp, d.h, m.norm_type == "layernorm") + d.e * d.T * d.h_sp
+    saved, ws, f_saved, f_ws = core.loss_terms(w.cross_entropy_fusion, d.T, v, d.e)
+    src = "megatron-cross-entropy" if w.cross_entropy_fusion == "none" else "megatron-fused-cross-entropy"
+    label = {"none": "fp32 softmax saved by the vocab-parallel cross-entropy",
+             "native": "fp32 softmax saved by the fused (native) cross-entropy",
+             "te": "model-dtype logits holding their gradient (TE fused cross-entropy)"}[w.cross_entropy_fusion]
+    return Head(
+        (HeadTerm("final_norm", "Final norm (input + statistics) + output-layer input", norm,
+                  "e·T·h + 4·T (8·T LayerNorm) + e·T·h", f"{norm:,} B", "transformer-engine"),
+         HeadTerm("loss", label, saved, f_saved, ("{} over V_pad/t = {:,} (T = {:,})", f_saved, v, d.T), src)),
+        ws, "Loss backward beside the saved logits (model-dtype gradient; fp32 copy for the native fusion)",
+        f_ws, ("{}, T = {:,}, V_pad/t = {:,}", f_ws, d.T, v), src, ws)
+
+
+def mtp_saved(m, w, d, layer_of) -> tuple[int, int]:
+    """(layer part, loss part) of what the MTP block saves (megatron/core/transformer/multi_token_prediction.py), per
+    micro-batch on the last stage: per MTP layer, enorm and hnorm keep their inputs and statistics, eh_proj keeps
+    the concatenated 2h-wide input, then one decoder layer of the model's last kind and a final norm whose output is
+    the shared output layer's input; each layer's own logits go through the same loss as the main head, whose
+    saved tensors wait for the backward beside the main loss's."""
+    layernorm = m.norm_type == "layernorm"
+    stats = core.norm_stats(d.T, d.h_sp, d.h, layernorm)
+    per = (2 * (d.e * d.T * d.h_sp + stats) + 2 * d.e * d.T * d.h_sp
+           + layer_of(m.layer_kind(m.num_hidden_layers - 1)).total
+           + 2 * d.e * d.T * d.h_sp + stats)
+    v = core.padded_vocab(m.vocab_size, w.make_vocab_size_divisible_by, d.tp) // d.tp
+    loss = core.loss_terms(w.cross_entropy_fusion, d.T, v, d.e)[0]
+    return w.mtp_layers * per, w.mtp_layers * loss

@@ -1,0 +1,159 @@
+"""Megatron-Core + Transformer Engine rules that more than one layer reads: when they apply, the padded vocabulary,
+TE's cuBLASLt workspaces and cached dummy weight gradients, the hidden-dropout masks, the loss variants and the
+context-parallel buffers. One function per rule, each citing the file it is read from (NVIDIA/Megatron-LM at
+d98e8a64, NVIDIA/TransformerEngine at d0067d0d; keys in calculator/core/megatron_sources.py).
+
+They apply to a training run with stack "megatron" and impl "megatron-te" named (`applies`): the layout's default
+stack keeps the earlier, implementation-neutral estimate, which the planner's fast byte model reproduces.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from calculator.core.errors import InputError
+from calculator.memory import fp8, moe_dispatch
+from calculator.memory.fp8 import compute_capability
+
+TE_CUBLAS_STREAMS = 4  # transformer_engine/common/util/multi_stream.cpp: num_compute_streams
+
+
+def applies(w) -> bool:
+    """Megatron-Core's own buffers are priced when a full training run names both the stack and the
+    implementation (LoRA keeps the fused layer's estimate)."""
+    return w.mode == "train" and w.stack == "megatron" and w.impl == "megatron-te" and w.finetune == "full"
+
+
+def padded_vocab(vocab: int, divisible_by: int, tp: int) -> int:
+    """megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding: round the vocabulary up to a multiple
+    of make_vocab_size_divisible_by × tensor-parallel size."""
+    multiple = divisible_by * tp
+    return -(-vocab // multiple) * multiple
+
+
+def te_workspace_bytes(gpu_id: str | None, grouped_gemm: bool) -> tuple[int, int]:
+    """(bytes, workspaces) of TE's cuBLASLt workspaces (transformer_engine/pytorch/cpp_extensions/gemm.py
+    get_cublas_workspace): 32 MiB + 1 KiB each on compute capability ≥ 9 (4 MiB before); one for the plain GEMMs,
+    and one per cuBLAS stream (4) once a grouped GEMM (MoE experts) runs. Unknown GPU: Hopper's size."""
+    cc = compute_capability(gpu_id)
+    each = 32 * 2**20 + 1024 if cc is None or cc[0] >= 9 else 4_194_304
+    n = 1 + (TE_CUBLAS_STREAMS if grouped_gemm else 0)
+    return n * each, n
+
+
+@lru_cache(maxsize=256)
+def te_weight_shapes(m, tp: int, etp: int) -> tuple[tuple[int, int], ...]:
+    """Local 2-D weight shapes of the TE linears of one decoder layer of each kind (megatron/core/models/gpt/
+    gpt_layer_specs.py: TELayerNormColumnParallelLinear qkv and fc1, TERowParallelLinear proj and fc2, TE
+    GroupedLinear experts holding one weight per expert; MLA's down/up projections). The router, the embedding
+    and the output layer are Megatron's own modules, not TE's."""
+    h, hd = m.hidden_size, m.head_size
+    a = m.num_attention_heads // tp
+    shapes: set[tuple[int, int]] = set()
+    if m.is_mla:
+        q_in = m.q_lora_rank or h
+        if m.q_lora_rank:
+            shapes.add((m.q_lora_rank, h))
+        shapes |= {(a * hd, q_in), (m.kv_lora_rank + m.qk_rope_head_dim, h),
+                   (a * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank), (h, a * m.v_head_size)}
+    else:
+        kv = max(m.kv_heads // tp, 1)
+        shapes |= {((a + 2 * kv) * hd, h), (h, a * hd)}
+    gate = 2 if m.gated_mlp else 1
+    has_dense = any(not m.layer_is_moe(i) for i in range(m.num_hidden_layers))
+    if has_dense:
+        f = m.intermediate_size // tp
+        shapes |= {(gate * f, h), (h, f)}
+    if m.is_moe:
+        fe = m.expert_intermediate_size // etp
+        shapes |= {(gate * fe, h), (h, fe)}
+        if m.num_shared_experts or m.shared_expert_intermediate_size:
+            fs = (m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size) // tp
+            shapes |= {(gate * fs, h), (h, fs)}
+    return tuple(sorted(shapes))
+
+
+def dummy_wgrad_bytes(m, tp: int, etp: int, weight_bytes: int) -> tuple[int, int]:
+    """(bytes, tensors) of TE's dummy weight gradients (transformer_engine/pytorch/module/base.py get_dummy_wgrad):
+    with gradient-accumulation fusion each TE linear writes its weight gradient into main_grad and hands autograd
+    a dummy tensor from a cache keyed by (shape, dtype), created once and kept: one per distinct local weight
+    shape, in the weight's dtype."""
+    shapes = te_weight_shapes(m, tp, etp)
+    return sum(r * c for r, c in shapes) * weight_bytes, len(shapes)
+
+
+def dropout_masks(T: int, h_sp: int, p: float) -> int:
+    """megatron/core/fusions/fused_bias_dropout.py: the jit-fused bias-dropout-add after the attention and after
+    the MLP keeps a 1-byte mask of its T × h_sp input each (none when the hidden dropout is 0)."""
+    return 2 * T * h_sp if p > 0 else 0
+
+
+def norm_stats(T: int, h_sp: int, h: int, layernorm: bool) -> int:
+    """TE's fused norm keeps fp32 statistics per row it normalises: mu and rsigma for LayerNorm, rsigma for RMSNorm
+    (transformer_engine/pytorch/module/layernorm_linear.py saves mu, rsigma); rows are the local tokens, T·h_sp/h
+    under sequence parallelism."""
+    return (8 if layernorm else 4) * (T * h_sp // h)
+
+
+def loss_terms(fusion: str, T: int, v_local: int, e: int) -> tuple[int, int, str, str]:
+    """(saved, working set beyond it, saved formula, working-set formula) of the loss on this rank's T × V/t logits:
+    - none (megatron/core/tensor_parallel/cross_entropy.py): the fp32 upcast becomes the softmax in place and is
+      saved; the backward writes the gradient into it and casts it back to the model dtype beside it;
+    - native (megatron/core/fusions/fused_cross_entropy.py): its jit-fused steps return a new fp32 buffer each
+      instead of writing in place: a second fp32 buffer beside the saved softmax, and the model-dtype gradient;
+    - te (transformer_engine/pytorch/cross_entropy.py): the Triton kernel writes the gradient into the
+      model-dtype logits in place and saves them; no fp32 copy."""
+    if fusion == "te":
+        return e * T * v_local, 0, "e·T·V_pad/t", "0"
+    if fusion == "native":
+        return 4 * T * v_local, (4 + e) * T * v_local, "4·T·V_pad/t", "(4 + e)·T·V_pad/t"
+    return 4 * T * v_local, e * T * v_local, "4·T·V_pad/t", "e·T·V_pad/t"
+
+
+def cp_working_set(comm: str, cp: int, e: int, T: int, qd: int, kvd: int, a: int) -> int:
+    """Bytes one layer's context-parallel attention allocates beyond what it saves, while it runs
+    (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py):
+    - p2p (AttnFuncWithCPAndKVP2P): the ring's two K/V chunks in flight (send and receive buffers, 2·e·T·kvd
+      each), two per-step outputs and their fp32 softmax statistics being merged into the output;
+    - allgather (AttnFuncWithCPAndKVAllGather): K and V of the whole sequence, cp·2·e·T·kvd;
+    - a2a (AttnFuncWithCPAndQKVOA2A): q, k, v and the output re-split by heads, one copy each;
+    - a2a+p2p: the all-to-all copies and the ring's buffers."""
+    if cp <= 1:
+        return 0
+    ring = 2 * 2 * e * T * kvd + 2 * (e * T * qd + 4 * a * T)
+    if comm == "allgather":
+        return cp * 2 * e * T * kvd
+    if comm == "a2a":
+        return e * T * (2 * qd + 2 * kvd)
+    if comm == "a2a+p2p":
+        return e * T * (2 * qd + 2 * kvd) + ring
+    return ring
+
+
+def check(m, w) -> None:
+    """Refuse what cannot run, naming the field: values out of range (moe_dispatch.check), an FP8 recipe the GPU
+    lacks (fp8.check), Megatron-Core inputs away from their defaults without stack megatron and impl megatron-te,
+    MoE inputs on a dense model, padding to capacity without a capacity factor."""
+    if w.mode != "train":
+        return
+    moe_dispatch.check(w)
+    fp8.check(w)
+    off_default = [name for name, default in _DEFAULTS.items() if getattr(w, name) != default]
+    if off_default and not applies(w):
+        raise InputError(off_default[0], f"{off_default[0]} is an input of Megatron-Core + Transformer Engine "
+                                         f"training: set stack 'megatron' and impl 'megatron-te', or put "
+                                         f"{off_default[0]} back to {_DEFAULTS[off_default[0]]!r}")
+    if w.moe_dispatcher != "alltoall" or w.moe_capacity_factor is not None or w.moe_imbalance != 1.0 \
+            or w.moe_pad_to_capacity or w.moe_router_fp32:
+        if not m.is_moe:
+            raise InputError("moe_dispatcher", "the MoE inputs (dispatcher, capacity factor, imbalance, router "
+                                               "dtype) need a mixture-of-experts model: leave them at their "
+                                               "defaults")
+    if w.moe_pad_to_capacity and w.moe_capacity_factor is None:
+        raise InputError("moe_pad_to_capacity", "padding to capacity needs a capacity factor: set "
+                                                "moe_capacity_factor (e.g. 1.0) or turn padding off")
+
+
+_DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "none", "cp_comm_type": "p2p",
+             "mtp_layers": 0, "moe_dispatcher": "alltoall", "moe_capacity_factor": None,
+             "moe_pad_to_capacity": False, "moe_router_fp32": False, "moe_imbalance": 1.0,
+             "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True}

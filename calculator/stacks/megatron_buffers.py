@@ -1,0 +1,139 @@
+"""Megatron-Core + Transformer Engine buffers held for the whole step, beyond the model states the engine already
+counts (stack megatron with impl megatron-te; calculator/memory/megatron_core.applies). One function per buffer,
+each citing its source (keys in calculator/core/megatron_sources.py):
+
+- TE's cuBLASLt workspaces (transformer_engine/pytorch/cpp_extensions/gemm.py);
+- TE's dummy weight gradients under gradient-accumulation fusion (transformer_engine/pytorch/module/base.py);
+- the rows Megatron pads the vocabulary with (megatron/training/tokenizer/tokenizer.py), in the embedding and the
+  output layer, with their gradients, master weights and Adam state;
+- FP8 weight copies cached between micro-batches and FP8 scaling state (calculator/memory/fp8.py); the weights
+  kept in FP8 with --fp8-param-gather;
+- the MTP block's parameters, gradients and optimizer state on the last pipeline stage
+  (megatron/core/transformer/multi_token_prediction.py).
+"""
+from __future__ import annotations
+
+from calculator.core.dtypes import nbytes
+from calculator.memory import fp8 as fp8_rules
+from calculator.memory import megatron_core as core
+from calculator.model.parameters import count_parameters, kind_params
+from calculator.stacks.common import Line, StackContext, line
+
+
+def te_workspace(ctx: StackContext) -> Line:
+    w = ctx.original
+    n_bytes, n = core.te_workspace_bytes(w.gpu, ctx.shard.experts > 0 and w.moe_grouped_gemm)
+    return line("transient.te_workspace", "transient", f"TE cuBLASLt workspaces ({n})", n_bytes,
+                "n × (32 MiB + 1 KiB) (4 MiB before Hopper)", ("{} × {:,} B", n, n_bytes // n), "te-workspace",
+                "one for TE's GEMMs, + 4 for the grouped GEMM streams with MoE experts")
+
+
+def dummy_wgrads(ctx: StackContext) -> Line | None:
+    w = ctx.original
+    if not w.gradient_accumulation_fusion or ctx.shard.last_layer == ctx.shard.first_layer:
+        return None
+    p = w.parallel
+    e = nbytes(1, w.precision.params)
+    n_bytes, n = core.dummy_wgrad_bytes(ctx.m, p.tp, p.expert_tp, e)
+    return line("transient.te_dummy_wgrad", "transient", f"TE dummy weight gradients ({n} shapes)", n_bytes,
+                "Σ over distinct local weight shapes of rows × cols × b_param", ("{} shapes, {:,} B", n, n_bytes),
+                "te-dummy-wgrad", "gradient-accumulation fusion writes into main_grad; TE keeps one dummy wgrad per "
+                "(shape, dtype) for the run (--no-gradient-accumulation-fusion removes it)")
+
+
+def _state_lines(ctx: StackContext, key: str, label: str, dense: int, experts: int, source: str) -> list[Line]:
+    """Weights, fp32 main grads, master weights and optimizer state of `dense` + `experts` parameters on this GPU,
+    as the states workload holds them (the distributed optimizer shards master + Adam over dp·cp, or the
+    expert-data-parallel group for experts)."""
+    w, prec = ctx.w, ctx.w.precision
+    p = w.parallel
+    n = dense + experts
+    if not n:
+        return []
+    expert_group = max(1, (p.dp * p.cp * p.tp) // (p.ep * p.expert_tp))
+    n_opt = (-(-dense // (p.dp * p.cp)) + -(-experts // expert_group)) if p.distributed_optimizer else n
+    per_state = 2 if w.optimizer in ("adamw", "adamw-8bit") else (1 if w.optimizer in ("sgd-momentum", "lion") else 0)
+    out = [line(f"weights.{key}", "weights", f"{label}: weights ({prec.params})", nbytes(n, prec.params),
+                "N × b_param", ("{:,} × {} B", n, nbytes(1, prec.params)), source),
+           line(f"gradients.{key}", "gradients", f"{label}: main grads ({prec.grads})", nbytes(n, prec.grads),
+                "N × b_grad", ("{:,} × {} B", n, nbytes(1, prec.grads)), source)]
+    if prec.master_weights:
+        out.append(line(f"master_weights.{key}", "master_weights", f"{label}: master weights",
+                        nbytes(n_opt, prec.master_weights), "N_opt × b_master",
+                        ("{:,} × {} B", n_opt, nbytes(1, prec.master_weights)), source))
+    if per_state:
+        out.append(line(f"optimizer_states.{key}", "optimizer_states", f"{label}: optimizer state",
+                        per_state * nbytes(n_opt, prec.optimizer_states), "states × N_opt × b_opt",
+                        ("{} × {:,} × {} B", per_state, n_opt, nbytes(1, prec.optimizer_states)), source))
+    return out
+
+
+def vocab_padding(ctx: StackContext) -> list[Line]:
+    """(V_pad − V)·h/t rows in the embedding (first stage; the last stage's copy of a tied one) and the output layer."""
+    m, w, shard = ctx.m, ctx.original, ctx.shard
+    p = w.parallel
+    extra = core.padded_vocab(m.vocab_size, w.make_vocab_size_divisible_by, p.tp) - m.vocab_size
+    if not extra:
+        return []
+    tables = int(shard.has_embedding) + int(shard.has_head and (not m.tie_word_embeddings or p.pp > 1))
+    n = tables * extra * m.hidden_size // p.tp
+    return _state_lines(ctx, "vocab_padding", f"Vocabulary padding ({extra} rows × {tables} tables)", n, 0,
+                        "megatron-vocab-padding")
+
+
+def mtp_params(ctx: StackContext) -> tuple[int, int]:
+    """(dense, routed-expert) parameters of the MTP block on this GPU (last stage only): per layer enorm, hnorm,
+    eh_proj (2h → h, split by TP), one decoder layer of the model's last layer's kind, a final norm; plus the word
+    and position embeddings when an untied model is split over pipeline stages (the block embeds its input)."""
+    m, w, shard = ctx.m, ctx.original, ctx.shard
+    if not (w.mtp_layers and shard.has_head):
+        return 0, 0
+    p, h = w.parallel, m.hidden_size
+    norm = h * (2 if m.norm_type == "layernorm" else 1)
+    lay = kind_params(m, m.layer_kind(m.num_hidden_layers - 1))
+    dense = -(-(lay.attention + lay.mlp + lay.shared_experts) // p.tp) + lay.router + lay.norms
+    experts = -(-lay.routed_experts // (p.ep * p.expert_tp))
+    per = 3 * norm + -(-2 * h * h // p.tp) + dense
+    emb = (-(-count_parameters(m).embedding // p.tp)) if (p.pp > 1 and not m.tie_word_embeddings) else 0
+    return w.mtp_layers * per + emb, w.mtp_layers * experts
+
+
+def mtp_states(ctx: StackContext) -> list[Line]:
+    dense, experts = mtp_params(ctx)
+    return _state_lines(ctx, "mtp", f"MTP block ({ctx.original.mtp_layers} layers)", dense, experts, "megatron-mtp")
+
+
+def fp8_buffers(ctx: StackContext) -> list[Line]:
+    w, shard = ctx.original, ctx.shard
+    if w.fp8 == "none":
+        return []
+    n_linear = shard.layer_linear
+    out = []
+    cache = fp8_rules.weight_cache_bytes(w.fp8, n_linear, w.gpu, w.fp8_param_gather)
+    if cache:
+        copies = "column-wise" if w.fp8_param_gather else ("row- and column-wise" if fp8_rules.needs_transpose(
+            w.fp8, w.gpu) else "row-wise")
+        out.append(line("weights.fp8_cache", "weights", f"{w.fp8} weight copies cached by TE ({copies})", cache,
+                        "N_linear × bytes per quantized element × copies", ("{:,} weights", n_linear), "te-fp8",
+                        "quantized on the first micro-batch of a step, kept to its end"))
+    if w.fp8_param_gather:
+        saved = nbytes(n_linear, w.precision.params) - fp8_rules.param_bytes(w.fp8, n_linear)
+        out.append(line("weights.fp8_params", "weights", "TE linear weights kept in FP8 (--fp8-param-gather)", -saved,
+                        "−N_linear × (b_param − bytes per quantized element)", ("{:,} weights", n_linear), "te-fp8"))
+    n_layers = shard.last_layer - shard.first_layer
+    modules = 4 * n_layers + (4 * w.mtp_layers if shard.has_head else 0)
+    scaling = fp8_rules.scaling_state_bytes(w.fp8, modules)
+    if scaling:
+        out.append(line("transient.fp8_scaling", "transient", f"FP8 scaling state ({w.fp8})", scaling,
+                        "TE modules × 5 tensors × 4 B × (history + 2)", ("{} modules", modules), "te-fp8"))
+    return out
+
+
+def persistent(ctx: StackContext) -> tuple[Line, ...]:
+    """Every Megatron-Core buffer of this stage held for the whole step."""
+    out: list[Line] = [te_workspace(ctx)]
+    dummy = dummy_wgrads(ctx)
+    if dummy is not None:
+        out.append(dummy)
+    out += vocab_padding(ctx) + mtp_states(ctx) + fp8_buffers(ctx)
+    return tuple(out)

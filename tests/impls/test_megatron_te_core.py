@@ -1,0 +1,65 @@
+"""A Megatron-Core TE layer's saved tensors and loss head (calculator/impls/megatron_te_core.py), by formula."""
+from calculator import Workload
+from calculator.impls import megatron_te_core as core
+from calculator.memory import activations as act
+from calculator.model.spec import LayerKind, ModelSpec
+
+CORE = dict(stack="megatron", impl="megatron-te")
+# a Megatron GPT: LayerNorm, GELU, biases, learned positions, MHA (the CI test model)
+GPT = ModelSpec(hidden_size=512, num_hidden_layers=12, num_attention_heads=8, intermediate_size=2048,
+                vocab_size=50257, norm_type="layernorm", gated_mlp=False, hidden_act="gelu", qkv_bias=True,
+                o_bias=True, mlp_bias=True, learned_position_embeddings=1024, dropout=0.1)
+
+
+def _d(m, w):
+    return act.dims(m, w)
+
+
+def test_dense_layer_by_part():
+    w = Workload(**CORE, micro_batch=4, seq_len=1024)
+    d = _d(GPT, w)
+    T, h, e, f, a = 4096, 512, 2, 2048, 8
+    layer = core.layer(GPT, w, d, LayerKind("attention", "dense"))
+    ln_linear = e * T * h + 8 * T + e * T * h  # input, mu + rsigma, normalised GEMM input
+    assert layer.norms == 2 * ln_linear + 2 * T * h  # + the two hidden-dropout masks
+    assert layer.attention == e * T * 3 * h + e * T * h + 4 * a * T  # qkv output (views), output, fp32 lse
+    assert layer.mlp == e * T * f + e * T * f  # fc1 output (bias-GELU input), GELU output
+
+
+def test_unfused_attention_keeps_softmax_mask_and_dropped_probs():
+    w = Workload(**CORE, micro_batch=4, seq_len=1024, attention="eager")
+    d = _d(GPT, w)
+    scores = 8 * 4 * 1024 * 1024
+    assert core.attention_saved(GPT, w, d) == 2 * 4096 * 4 * 512 + scores * (2 * 2 + 1)
+    no_dropout = GPT.model_copy(update={"dropout": 0.0})
+    assert core.attention_saved(no_dropout, w, d) == 2 * 4096 * 4 * 512 + scores * 2
+
+
+def test_gqa_and_rope():
+    m = ModelSpec(hidden_size=512, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                  intermediate_size=1024, vocab_size=1000)  # RoPE, GQA
+    w = Workload(**CORE, seq_len=256)
+    d = _d(m, w)
+    e, T, qd, kvd = 2, 256, 512, 128
+    assert core.attention_saved(m, w, d) == e * T * (qd + 2 * kvd) + e * T * (qd + kvd) + e * T * qd + 4 * 8 * T
+    selective = Workload(**CORE, seq_len=256, recompute="selective")
+    assert core.attention_saved(m, selective, d) == core.attention_saved(m, w, d) - 4 * 8 * T
+
+
+def test_head_pads_the_vocabulary_and_follows_the_loss_fusion():
+    d = _d(GPT, Workload(**CORE, parallel={"tp": 2}))
+    v = 50432 // 2  # 50,257 padded to a multiple of 256
+    for fusion, saved, ws in (("none", 4, 2), ("native", 4, 6), ("te", 2, 0)):
+        head = core.head(GPT, Workload(**CORE, parallel={"tp": 2}, cross_entropy_fusion=fusion), d)
+        assert head.saved[1].bytes == saved * d.T * v and head.transient == ws * d.T * v
+
+
+def test_mtp_saved_is_a_layer_and_norms_per_mtp_layer_and_a_loss():
+    w = Workload(**CORE, micro_batch=1, seq_len=512, mtp_layers=2)
+    d = _d(GPT, w)
+    layer_of = lambda kind: core.layer(GPT, w, d, kind)  # noqa: E731
+    layers, loss = core.mtp_saved(GPT, w, d, layer_of)
+    T, h, e = 512, 512, 2
+    per = 2 * (e * T * h + 8 * T) + 2 * e * T * h + layer_of(LayerKind("attention", "dense")).total \
+        + 2 * e * T * h + 8 * T
+    assert layers == 2 * per and loss == 2 * 4 * T * 50304

@@ -1,0 +1,263 @@
+"""Megatron-LM's own CI golden values (validation/published/megatron_ci/rows.csv: one row per test case and GPU, each
+with its source file, commit and exact launch arguments) against the engine's peak allocated for the same run
+with `--stack megatron --impl megatron-te`.
+
+The measured figure is `mem-max-allocated-bytes` (torch.cuda.memory_stats()['allocated_bytes.all.peak'], cumulative
+since the process started) of the last rank, which holds the last pipeline stage: it is compared with the engine's
+last stage, and the engine's most loaded stage is reported beside it. Rows come from the tests whose GPU count is
+public (tests/test_utils/recipes/{h100,gb200}/*.yaml: 8 GPUs, or 4 for the `*_1node` recipes) and which run
+Transformer Engine layers without Megatron-FSDP, Muon, CUDA graphs, activation offloading, hybrid Mamba stacks or
+distillation (calculator/validation scripts do not model those). GB200 rows run on the catalogue's B200 (the same
+Blackwell compute capability, cuBLAS and TE workspaces).
+
+Groups and what stays approximate (each group's bound in tests/validation/test_megatron_ci.py is what it reaches):
+- dense: GPT with LayerNorm / RMSNorm, GELU / SwiGLU / squared ReLU, learned or rotary positions, TP / PP / VPP /
+  uneven stages, flash / cuDNN attention. The small test model (12 layers, h = 512) is dominated by the loss head
+  and the fixed workspaces, which are exact; what stays: 512-byte allocator rounding and a few small tensors
+  (loss-scale, grad-norm buffers), and checkpoint-resume runs that load states before the first step.
+- unfused: the same runs with TE's unfused attention (`--attention-backend unfused`): the softmax output, dropout
+  mask and dropped probabilities per score.
+- cp: context parallelism (p2p ring); its ring buffers live inside one layer and never reach the loss peak.
+- moe: routed experts (alltoall / allgather, grouped GEMM or sequential experts, EP / ETP); Megatron's
+  sequential-experts path and sinkhorn routing keep a little more than the grouped path counted here.
+- fp8: current (tensorwise) and blockwise scaling on the small models.
+- mtp: the MoE + MLA + MTP memory-speed run (the only MTP row with a public GPU count).
+
+Run: .venv/bin/python -m validation.published.megatron_ci (its __main__.py)
+"""
+from __future__ import annotations
+
+import csv
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+
+CSV_PATH = Path(__file__).with_name("rows.csv")
+
+
+# ---- Megatron-LM launch arguments to ModelSpec / Workload fields -------------------------------------------------
+# Megatron-LM launch arguments (pretrain_gpt.py) to the engine's ModelSpec and Workload, by Megatron's own
+# defaults (megatron/training/arguments.py at NVIDIA/Megatron-LM d98e8a64, the commit the golden values were read at):
+#
+# - `--ffn-hidden-size` defaults to 4·h, or int(4·h·2/3 / 64)·64 with `--swiglu`; `--kv-channels` to h / heads;
+#   `--num-query-groups` applies only with `--group-query-attention`;
+# - `--normalization` LayerNorm, `--position-embedding-type learned_absolute` (a learned table of
+#   `--max-position-embeddings` rows), biases on every linear unless `--disable-bias-linear`, tied input and output
+#   embeddings unless `--untie-embeddings-and-output-weights`, GELU unless `--swiglu` / `--squared-relu`;
+# - `--hidden-dropout` and `--attention-dropout` 0.1;
+# - the GPT-2 BPE vocabulary (`--vocab-file ... vocab.json`) has 50,257 tokens; NullTokenizer takes `--vocab-size`;
+# - `--moe-ffn-hidden-size` defaults to the dense width, `--moe-layer-freq` to 1 (every layer), and a list such as
+#   `([0]*1+[1]*3)` names each layer.
+#
+# Only what changes memory is read; everything else (learning rates, logging, data) is ignored.
+
+
+GPT2_BPE_VOCAB = 50257
+
+
+def parse_args(text: str) -> dict[str, str | bool]:
+    """`--flag=value` / `--flag value` / `--flag` to {flag: value or True} (the last occurrence wins)."""
+    out: dict[str, str | bool] = {}
+    tokens = text.split()
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--"):
+            i += 1
+            continue
+        if "=" in tok:
+            key, val = tok[2:].split("=", 1)
+            out[key] = val
+        elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            out[tok[2:]] = tokens[i + 1]
+            i += 1
+        else:
+            out[tok[2:]] = True
+        i += 1
+    return out
+
+
+def _int(a: dict, key: str, default: int | None = None) -> int | None:
+    v = a.get(key)
+    return default if v is None or v is True else int(v)
+
+
+def moe_layer_pattern(value: str | bool | None, layers: int) -> tuple[int, ...]:
+    """`--moe-layer-freq`: an int k (every k-th layer, from layer 0) or a Python list expression of 0/1."""
+    if value is None or value is True:
+        return (1,) * layers
+    if re.fullmatch(r"\d+", str(value)):
+        k = int(value)
+        return tuple(1 if i % k == 0 else 0 for i in range(layers))
+    out: list[int] = []
+    for count_list in re.findall(r"\[([01])\]\s*\*\s*(\d+)", str(value)):
+        out += [int(count_list[0])] * int(count_list[1])
+    if len(out) != layers:
+        raise ValueError(f"--moe-layer-freq {value!r} names {len(out)} layers, not {layers}")
+    return tuple(out)
+
+
+def model_fields(a: dict) -> dict:
+    """ModelSpec fields of a Megatron GPT from its launch arguments."""
+    h, heads, layers = int(a["hidden-size"]), int(a["num-attention-heads"]), int(a["num-layers"])
+    swiglu = bool(a.get("swiglu"))
+    ffn = _int(a, "ffn-hidden-size") or (int((4 * h * 2 / 3) / 64) * 64 if swiglu else 4 * h)
+    bias = not a.get("disable-bias-linear")
+    vocab = _int(a, "vocab-size") or GPT2_BPE_VOCAB
+    f = dict(name="megatron-gpt", model_type="llama", family="llama", hidden_size=h, num_hidden_layers=layers,
+             num_attention_heads=heads, intermediate_size=ffn, vocab_size=vocab,
+             num_key_value_heads=_int(a, "num-query-groups") if a.get("group-query-attention") else heads,
+             head_dim=_int(a, "kv-channels") or h // heads,
+             tie_word_embeddings=not a.get("untie-embeddings-and-output-weights"),
+             gated_mlp=swiglu, hidden_act="silu" if swiglu else ("relu2" if a.get("squared-relu") else "gelu"),
+             norm_type="rmsnorm" if a.get("normalization") == "RMSNorm" else "layernorm",
+             qkv_bias=bias or bool(a.get("add-qkv-bias")), o_bias=bias, mlp_bias=bias,
+             qk_norm=bool(a.get("qk-layernorm")),
+             learned_position_embeddings=(int(a["max-position-embeddings"])
+                                          if a.get("position-embedding-type", "learned_absolute") == "learned_absolute"
+                                          else 0),
+             dropout=float(a.get("hidden-dropout", 0.1)), max_position_embeddings=_int(a, "max-position-embeddings"))
+    if a.get("multi-latent-attention"):
+        f.update(q_lora_rank=_int(a, "q-lora-rank"), kv_lora_rank=_int(a, "kv-lora-rank"),
+                 qk_nope_head_dim=_int(a, "qk-head-dim", 128), qk_rope_head_dim=_int(a, "qk-pos-emb-head-dim", 64),
+                 v_head_dim=_int(a, "v-head-dim", 128), head_dim=None, num_key_value_heads=heads, family="deepseek",
+                 model_type="deepseek_v3")
+    experts = _int(a, "num-experts", 0)
+    if experts:
+        pattern = moe_layer_pattern(a.get("moe-layer-freq"), layers)
+        shared = _int(a, "moe-shared-expert-intermediate-size")
+        f.update(num_experts=experts, num_experts_per_tok=_int(a, "moe-router-topk", 2),
+                 moe_intermediate_size=_int(a, "moe-ffn-hidden-size") or ffn,
+                 shared_expert_intermediate_size=shared, num_shared_experts=1 if shared else 0,
+                 ffn_types=tuple("moe" if x else "dense" for x in pattern), router_bias=False)
+    mtp = _int(a, "mtp-num-layers", 0)
+    if mtp:
+        f["mtp_layers"] = mtp
+    return f
+
+
+def virtual_stages(a: dict, layers: int, pp: int) -> int:
+    """Model chunks per pipeline rank: `--num-layers-per-virtual-pipeline-stage` n gives layers / (pp·n)."""
+    if a.get("num-virtual-stages-per-pipeline-rank"):
+        return int(a["num-virtual-stages-per-pipeline-rank"])
+    n = _int(a, "num-layers-per-virtual-pipeline-stage")
+    return layers // (pp * n) if n else 1
+
+FP8_RECIPES = {"tensorwise": "current", "delayed": "delayed", "blockwise": "blockwise", "mxfp8": "mxfp8"}
+
+
+@dataclass(frozen=True)
+class CIRow:
+    id: str
+    test: str
+    group: str
+    gpu: str
+    measured: int
+    estimated: int  # the engine's last stage
+    worst_stage: int  # the engine's most loaded stage
+    stages: int
+
+    @property
+    def error_pct(self) -> float:
+        return 100 * (self.estimated - self.measured) / self.measured
+
+
+def group_of(a: dict) -> str:
+    if a.get("mtp-num-layers"):
+        return "mtp"
+    if a.get("fp8-recipe") or a.get("fp8-format"):
+        return "fp8"
+    if a.get("num-experts"):
+        return "moe"
+    if int(a.get("context-parallel-size", 1)) > 1:
+        return "cp"
+    if a.get("attention-backend") == "unfused":
+        return "unfused"
+    return "dense"
+
+
+def inputs(row: dict):
+    """(ModelSpec, Workload) of one CSV row, from its launch arguments."""
+    from calculator import Workload
+    from calculator.model.spec import ModelSpec
+    a = parse_args(row["launch_args"])
+    fields = model_fields(a)
+    mtp = fields.pop("mtp_layers", 0)
+    m = ModelSpec(**fields)
+    tp = int(a.get("tensor-model-parallel-size", 1))
+    pp = int(a.get("pipeline-model-parallel-size", 1))
+    cp = int(a.get("context-parallel-size", 1))
+    dp = int(row["num_gpus"]) // (tp * pp * cp)
+    mbs, gbs = int(a["micro-batch-size"]), int(a.get("global-batch-size") or 0)
+    v = virtual_stages(a, m.num_hidden_layers, pp)
+    par = dict(tp=tp, pp=pp, cp=cp, dp=dp, ep=int(a.get("expert-model-parallel-size", 1)),
+               etp=int(a["expert-tensor-parallel-size"]) if a.get("expert-tensor-parallel-size") else None,
+               sequence_parallel=bool(a.get("sequence-parallel")) and tp > 1,
+               distributed_optimizer=bool(a.get("use-distributed-optimizer")),
+               schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
+               num_microbatches=max(1, gbs // (mbs * dp)) if gbs else None,
+               pp_first_stage_layers=int(a["decoder-first-pipeline-num-layers"])
+               if a.get("decoder-first-pipeline-num-layers") else None,
+               pp_last_stage_layers=int(a["decoder-last-pipeline-num-layers"])
+               if a.get("decoder-last-pipeline-num-layers") else None)
+    granularity = a.get("recompute-granularity")
+    fusion = "none"
+    if a.get("cross-entropy-loss-fusion"):
+        fusion = a.get("cross-entropy-fusion-impl", "native")
+    w = Workload(
+        micro_batch=mbs, seq_len=int(a["seq-length"]), stack="megatron", impl="megatron-te",
+        precision=dict(params="fp16" if a.get("fp16") else "bf16", grads="fp32", master_weights="fp32",
+                       optimizer_states="fp32"),
+        attention="eager" if a.get("attention-backend") == "unfused" else "flash",
+        recompute={"full": "full", "selective": "selective"}.get(granularity, "none"),
+        parallel=par, gpu="h100-sxm" if "H100" in row["gpu_type"] else "b200",
+        fp8=FP8_RECIPES.get(a.get("fp8-recipe", "delayed"), "none") if a.get("fp8-format") else "none",
+        fp8_param_gather=bool(a.get("fp8-param-gather")), cross_entropy_fusion=fusion,
+        gradient_accumulation_fusion=not a.get("no-gradient-accumulation-fusion"),
+        make_vocab_size_divisible_by=int(a.get("make-vocab-size-divisible-by", 128)),
+        cp_comm_type=a.get("cp-comm-type", "p2p"), mtp_layers=mtp,
+        moe_dispatcher=a.get("moe-token-dispatcher-type", "allgather") if m.is_moe else "alltoall",
+        moe_router_fp32=a.get("moe-router-dtype") == "fp32", moe_grouped_gemm=bool(a.get("moe-grouped-gemm")))
+    return m, w
+
+
+def read_rows(path: Path = CSV_PATH) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def compare(rows: list[dict[str, str]] | None = None) -> list[CIRow]:
+    from calculator.stages.estimate import estimate
+    out = []
+    for row in rows if rows is not None else read_rows():
+        m, w = inputs(row)
+        est = estimate(m, w, with_fits=False)
+        last = est.stages[-1]
+        out.append(CIRow(row["row_id"], row["model"], group_of(parse_args(row["launch_args"])), w.gpu,
+                         int(float(row["memory_value"])), last.peak_allocated_bytes, est.worst_stage,
+                         len(est.stages)))
+    return out
+
+
+def summary(rows: list[CIRow]) -> dict[str, tuple[int, float, float]]:
+    """{group: (rows, median |error| %, worst |error| %)} and "all"."""
+    out = {}
+    groups = sorted({r.group for r in rows}) + ["all"]
+    for g in groups:
+        errs = [abs(r.error_pct) for r in rows if g in ("all", r.group)]
+        out[g] = (len(errs), statistics.median(errs), max(errs))
+    return out
+
+
+def main() -> int:
+    rows = compare()
+    for r in rows:
+        print(f"{r.id} {r.group:8} {r.gpu:8} {r.test[:62]:62} {r.measured / 2**30:7.3f} GiB  engine "
+              f"{r.estimated / 2**30:7.3f} GiB  {r.error_pct:+6.2f}%  most loaded stage {r.worst_stage}/{r.stages}")
+    for g, (n, med, worst) in summary(rows).items():
+        print(f"{g:8} {n:4} rows  median |error| {med:5.2f}%  worst {worst:6.2f}%")
+    return 0
+
+
