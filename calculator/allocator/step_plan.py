@@ -123,9 +123,7 @@ def model_tensors(m, shard, finetune: str, lora_rank: int, lora_targets: str, pa
     else:
         adapters = []
         for i in layers:
-            adapters.append(tuple(int(r * b_grad) for _, a, o in lora.adapted_linears(m, lora_targets,
-                                                                                        m.layer_is_moe(i))
-                                  for r in (lora_rank * a, lora_rank * o)))
+            adapters.append(tuple(int(n * b_grad) for n in lora.layer_adapter_tensors(m, lora_rank, lora_targets, i)))
         layer_grads, head_grads, emb_grads = tuple(adapters), (), ()
         weights += [n for lg in adapters for n in lg]
     masters = ()

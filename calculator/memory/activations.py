@@ -19,7 +19,7 @@ from typing import NamedTuple
 from calculator.memory import autocast
 from calculator.model import architectures, variants
 from calculator.core.dtypes import nbytes
-from calculator.memory.lora import lora_layer_delta
+from calculator.memory.lora_layer import lora_layer_delta
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import kv_heads_per_rank
 from calculator.core.workload import Workload
@@ -281,9 +281,9 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
         norms += autocast.layer_extra(m, T, d.h_sp, e)
     if w.finetune != "full":
         dn, dm, adapters = lora_layer_delta(m, w.lora_targets, moe, T, e, w.lora_rank, d.h_sp, m.intermediate_size,
-                                            d.tp, eager=eager,
-                                            fp32_adapters=w.lora_adapter_dtype == "fp32",
-                                            base_keeps_inputs=w.finetune == "qlora" and w.qlora_keeps_inputs)
+                                            d.tp, eager=eager, fp32_adapters=w.lora_adapter_dtype == "fp32",
+                                            base_keeps_inputs=w.finetune == "qlora" and w.qlora_keeps_inputs,
+                                            kind=kind, d=d, w=w)
         norms, mlp, attention = norms + dn, mlp + dm, attention + adapters
     return LayerActivations(norms, attention, mlp)
 

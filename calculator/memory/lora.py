@@ -9,19 +9,48 @@ its input, and a frozen norm weight does not keep the normalised input.
 """
 from __future__ import annotations
 
+from calculator.core.errors import InputError
+from calculator.memory import lora_moe
+from calculator.model import architectures
 from calculator.model.spec import ModelSpec
 
 # target sets, by the names PEFT users pass as target_modules
 TARGETS: dict[str, str] = {
     "qv": "q_proj, v_proj (the LoRA paper's default)",
     "attention": "q_proj, k_proj, v_proj, o_proj",
-    "all-linear": "every linear of attention and the dense/shared MLP (PEFT 'all-linear'; routed experts excluded)",
+    "all-linear": "every nn.Linear of the decoder layers (PEFT 'all-linear'); on the MoE types PEFT converts, the "
+                  "routed experts and the router instead of the dense and shared MLPs",
 }
 
 
-def adapted_linears(m: ModelSpec, targets: str, moe_layer: bool) -> list[tuple[str, int, int]]:
-    """(name, in, out) of the linears of one layer that get an adapter."""
+# PEFT matches target_modules against the last component of each module's name (peft/tuners/tuners_utils.py,
+# check_target_module_exists): these are the names each target set stands for in a kind of the architecture registry
+PEFT_NAMES = {"qv": frozenset({"q_proj", "v_proj"}), "attention": frozenset({"q_proj", "k_proj", "v_proj", "o_proj"})}
+
+
+# PEFT 0.21.2 refuses out_proj and conv1d as LoRA targets on these model types (peft/tuners/tuners_utils.py
+# _check_lora_target_modules_mamba), so target_modules="all-linear" raises there
+PEFT_MAMBA_TYPES = frozenset({"falcon_h1", "mamba", "mamba2", "falcon_mamba", "nemotron_h"})
+
+
+def check_targets(m: ModelSpec, targets: str) -> None:
+    """Refuse what PEFT refuses: all-linear on its Mamba model types (out_proj is among the linears), and a target set
+    that matches no linear of the model (PEFT: "Target modules ... not found in the base model")."""
+    if targets == "all-linear" and m.model_type in PEFT_MAMBA_TYPES:
+        raise InputError("lora_targets", f"PEFT 0.21 refuses LoRA on out_proj (and conv1d) of {m.model_type} models, "
+                                         "so all-linear fails there: use qv or attention (the attention layers' "
+                                         "projections)")
+    if not layers_adapter_params(m, 1, targets, range(m.num_hidden_layers))[0]:
+        raise InputError("lora_targets", f"no linear of {m.name} is named as the {targets} targets are "
+                                         f"({TARGETS[targets]}): PEFT would find no target module; use all-linear")
+
+
+def attention_linears(m: ModelSpec, targets: str) -> list[tuple[str, int, int]]:
+    """(name, in, out) of the softmax attention's linears that get an adapter: q_proj, v_proj (and k_proj, o_proj), a
+    fused qkv_proj, or MLA's projections (qv: the two up-projections; attention: all). Qwen3-Next / Qwen3.5's q_proj
+    writes the query and its output gate (2·q_dim)."""
     h, qd, kvd = m.hidden_size, m.q_dim, m.kv_dim
+    q_out = 2 * qd if m.attention_output_gate else qd
     if m.is_mla:
         a, ql, kvl, rope = m.num_attention_heads, m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim
         q = [("q_a_proj", h, ql), ("q_b_proj", ql, a * m.head_size)] if ql else [("q_proj", h, a * m.head_size)]
@@ -31,94 +60,123 @@ def adapted_linears(m: ModelSpec, targets: str, moe_layer: bool) -> list[tuple[s
         fused = [("qkv_proj", h, qd + 2 * kvd)]
         attention = {"qv": fused, "attention": fused + [("o_proj", qd, h)]}
     else:
-        attention = {"qv": [("q_proj", h, qd), ("v_proj", h, kvd)],
-                     "attention": [("q_proj", h, qd), ("k_proj", h, kvd), ("v_proj", h, kvd), ("o_proj", qd, h)]}
+        attention = {"qv": [("q_proj", h, q_out), ("v_proj", h, kvd)],
+                     "attention": [("q_proj", h, q_out), ("k_proj", h, kvd), ("v_proj", h, kvd), ("o_proj", qd, h)]}
+    return attention["attention" if targets == "all-linear" else targets]
+
+
+def mixer_linears(m: ModelSpec, targets: str, mixer: str = "attention") -> list[tuple[str, int, int]]:
+    """(name, in, out) of one token mixer's linears that get an adapter. Softmax attention: attention_linears; a kind
+    of the registry: its own nn.Linear modules (calculator.model.architectures, `linears`) whose names PEFT matches —
+    all of them for all-linear, only those named q_proj / k_proj / v_proj / o_proj otherwise (Kimi's KDA, MiniMax-M3's
+    indexer), so a Gated DeltaNet, Mamba or short-convolution layer gets none — plus the attention's when the kind
+    runs beside it (Falcon-H1, DSA)."""
+    if mixer in architectures.SOFTMAX_ATTENTION:
+        return attention_linears(m, targets)
+    if mixer == "none":
+        return []
+    own = architectures.mixer(mixer).linears(m)
     if targets != "all-linear":
-        return attention[targets]
+        own = [lin for lin in own if lin[0].rsplit(".", 1)[-1] in PEFT_NAMES[targets]]
+    return (attention_linears(m, targets) if architectures.with_attention(mixer) else []) + own
+
+
+def ffn_linears(m: ModelSpec, moe_layer: bool, targets: str = "all-linear") -> list[tuple[str, int, int]]:
+    """(name, in, out) of the feed-forward's nn.Linear modules that all-linear adapts: the dense MLP's, or an MoE
+    layer's shared expert's and its shared_expert_gate (Qwen2-MoE / Qwen3-Next: h → 1). The routed experts are fused
+    3-D parameters in transformers 5, not nn.Linear: PEFT reaches them (and the router, here ("gate", h, E)) only on
+    lora_moe.PEFT_MOE_TYPES, where the dense and shared MLPs get no adapter instead (lora_moe.dense_mlp_adapted)."""
+    h = m.hidden_size
     if moe_layer:
         width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
     else:
         width = m.intermediate_size
-    mlp: list[tuple[str, int, int]] = []
-    if width:
-        if m.fused_gate_up:
-            mlp = [("gate_up_proj", h, 2 * width), ("down_proj", width, h)]
-        elif m.gated_mlp:
-            mlp = [("gate_proj", h, width), ("up_proj", h, width), ("down_proj", width, h)]
-        else:
-            mlp = [("fc1", h, width), ("fc2", width, h)]
-    return attention["attention"] + mlp
+    out: list[tuple[str, int, int]] = []
+    if moe_layer and lora_moe.experts_adapted(m, targets):
+        out.append(("gate", h, m.num_experts))
+    if moe_layer and width and m.shared_expert_gate:
+        out.append(("shared_expert_gate", h, 1))
+    if not width or not lora_moe.dense_mlp_adapted(m, targets):
+        return out
+    if m.fused_gate_up:
+        return out + [("gate_up_proj", h, 2 * width), ("down_proj", width, h)]
+    if m.gated_mlp:
+        return out + [("gate_proj", h, width), ("up_proj", h, width), ("down_proj", width, h)]
+    return out + [("fc1", h, width), ("fc2", width, h)]
 
 
-def adapter_params(m: ModelSpec, rank: int, targets: str, moe_layer: bool) -> int:
-    """Trainable parameters one layer's adapters add: Σ r·(in + out) (Hu et al. 2021 §4.1)."""
-    return sum(rank * (i + o) for _, i, o in adapted_linears(m, targets, moe_layer))
+def adapted_linears(m: ModelSpec, targets: str, moe_layer: bool, mixer: str = "attention",
+                    ffn: str | None = None) -> list[tuple[str, int, int]]:
+    """(name, in, out) of the linears of one layer (its token mixer of kind `mixer`, its feed-forward of kind `ffn`:
+    dense, moe or none) that get an adapter."""
+    ffn = ffn or ("moe" if moe_layer else "dense")
+    out = mixer_linears(m, targets, mixer)
+    if targets == "all-linear" and ffn != "none":
+        out += ffn_linears(m, ffn == "moe", targets)
+    return out
 
 
-def adapter_tensors(m: ModelSpec, targets: str, moe_layer: bool) -> int:
-    """Parameter tensors of one layer's adapters (A and B per adapted linear)."""
-    return 2 * len(adapted_linears(m, targets, moe_layer))
+def layer_adapted_linears(m: ModelSpec, targets: str, i: int) -> list[tuple[str, int, int]]:
+    """adapted_linears of decoder layer i, by its kind (ModelSpec.layer_kind)."""
+    kind = m.layer_kind(i)
+    return adapted_linears(m, targets, kind.ffn == "moe", kind.mixer, kind.ffn)
 
 
-def lora_layer_delta(m: ModelSpec, targets: str, moe_layer: bool, T: int, e: int, rank: int, h: int, f: int,
-                     tp: int, eager: bool = False, fp32_adapters: bool = False,
-                     base_keeps_inputs: bool = False) -> tuple[int, int, int]:
-    """Saved activations of a LoRA layer relative to full fine-tuning, as (norms delta, MLP delta, attention delta:
-the adapters less the frozen q/k norms),
-    traced with peft 0.21 on transformers 5.23 (validation/README.md, LoRA):
-    frozen norm weights keep no normalised copy (−e·T·h per RMSNorm, −4·T·h for Gemma's fp32 one; the per-head q and
-    k norms of Qwen3 / Gemma-3 likewise, −e·T·(qd + kvd): H200 Qwen3-8B LoRA q,v +3.57% → 0.0%); a pre-norm
-    output is kept only if an adapted linear reads it; the down projection's input only if it is adapted; under
-    eager attention the o_proj input only if o_proj is adapted (flash keeps it as its output); each adapter adds
-    its r-wide A output (e·T·r). fp32 adapters (PEFT's default autocast_adapter_dtype) save their own fp32 copy of
-    each input instead (4·T·in) and an fp32 A output (4·T·r).
-    A 4-bit base (QLoRA) is such a frozen linear too: since bitsandbytes 0.45 `MatMul4Bit.forward` stores
-    `ctx.tensors = (None, B)` — the packed weight only, which the input gradient dequantizes again
-    (bitsandbytes/autograd/_functions.py; 0.42 stored `(A, B)`, the input too). Measured with bitsandbytes 0.50 on
-    an H200 (tests/golden_gpu/h200/qlora_*): QLoRA keeps the LoRA activations, to within 0.3% of the peak.
-    `base_keeps_inputs` (bitsandbytes before 0.43, Workload.qlora_keeps_inputs): every 4-bit linear keeps its input,
-    so the norm outputs, the o_proj and the down-projection inputs all stay alive."""
-    adapted = adapted_linears(m, targets, moe_layer)
-    names = {n for n, _, _ in adapted}
-    norms = -m.norms_per_layer * frozen_norm_copy(m, e) * T * h
-    # Qwen3 / Gemma-3 per-head q and k norms are frozen too: saved with the attention (activations.qk_norm_saved),
-    # so their copy comes off the attention term
-    qk_norms = frozen_norm_copy(m, e) * T * (m.q_dim + m.kv_dim) // tp if m.qk_norm and not m.is_mla else 0
-    adapters = e * T * rank * len(names) - qk_norms
-    if fp32_adapters:
-        adapters = 4 * T * sum(i for _, i, _ in adapted) // tp + 4 * T * rank * len(names) - qk_norms
-    if base_keeps_inputs:
-        return norms, 0, adapters
-    reads_attn_norm = bool(names & {"q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj", "kv_a_proj_with_mqa"})
-    reads_mlp_norm = bool(names & {"gate_proj", "up_proj", "gate_up_proj", "fc1"})
-    reads_down = bool(names & {"down_proj", "fc2"})
-    if fp32_adapters:  # the adapters read their own fp32 copies, not the model-dtype tensors
-        reads_attn_norm = reads_mlp_norm = reads_down = False
-    if not reads_attn_norm and not m.is_mla:
-        norms -= e * T * h  # no adapter reads the attention norm's output
-    if not reads_mlp_norm:
-        norms -= e * T * h  # ... nor the MLP norm's output
-    mlp = 0
-    if not moe_layer and not reads_down:
-        mlp -= e * T * (f // tp)  # the frozen down projection does not keep its input
-    if eager and "o_proj" not in names and not m.is_mla:
-        adapters -= e * T * m.q_dim // tp  # a frozen o_proj keeps nothing of its input
-    return norms, mlp, adapters
+def adapter_params(m: ModelSpec, rank: int, targets: str, moe_layer: bool, mixer: str = "attention",
+                   ffn: str | None = None) -> int:
+    """Trainable parameters one layer's adapters add: Σ r·(in + out) (Hu et al. 2021 §4.1), plus the routed experts'
+    where PEFT adapts them (lora_moe.expert_adapter_params)."""
+    experts = lora_moe.expert_adapter_params(m, rank) if _experts(m, targets, moe_layer, ffn) else 0
+    return sum(rank * (i + o) for _, i, o in adapted_linears(m, targets, moe_layer, mixer, ffn)) + experts
+
+
+def adapter_tensors(m: ModelSpec, targets: str, moe_layer: bool, mixer: str = "attention",
+                    ffn: str | None = None) -> int:
+    """Parameter tensors of one layer's adapters (A and B per adapted linear or expert parameter)."""
+    return 2 * len(adapted_linears(m, targets, moe_layer, mixer, ffn)) + (4 if _experts(m, targets, moe_layer, ffn)
+                                                                           else 0)
+
+
+def _experts(m: ModelSpec, targets: str, moe_layer: bool, ffn: str | None) -> bool:
+    return (ffn or ("moe" if moe_layer else "dense")) == "moe" and lora_moe.experts_adapted(m, targets)
+
+
+def layer_adapter_tensors(m: ModelSpec, rank: int, targets: str, i: int) -> list[int]:
+    """Elements of decoder layer i's adapter tensors, A then B per adapted linear, then the experts' (ParamWrapper)."""
+    kind = m.layer_kind(i)
+    out = [n for _, a, o in layer_adapted_linears(m, targets, i) for n in (rank * a, rank * o)]
+    return out + (lora_moe.expert_adapter_tensors(m, rank) if _experts(m, targets, False, kind.ffn) else [])
+
+
+def layers_adapter_params(m: ModelSpec, rank: int, targets: str, layers) -> tuple[int, int]:
+    """(trainable parameters, parameter tensors) of the adapters of decoder layers `layers`, each by its kind."""
+    counts: dict = {}
+    for i in layers:
+        kind = m.layer_kind(i)
+        counts[kind] = counts.get(kind, 0) + 1
+    params = sum(n * adapter_params(m, rank, targets, k.ffn == "moe", k.mixer, k.ffn) for k, n in counts.items())
+    tensors = sum(n * adapter_tensors(m, targets, k.ffn == "moe", k.mixer, k.ffn) for k, n in counts.items())
+    return params, tensors
 
 
 def frozen_norm_copy(m: ModelSpec, e: int) -> int:
     """Bytes per element a transformers norm stops saving when its weight is frozen: the normalised copy the weight
-    multiply keeps for the weight's gradient (RMSNorm e B, Gemma's fp32 one 4 B; LayerNorm none)."""
-    return {"gemma": 4}.get(m.family, 0 if m.norm_type == "layernorm" else e)
+    multiply keeps for the weight's gradient — RMSNorm e B; 4 B for the norms that multiply the weight in fp32
+    (Gemma's and GPT-OSS's, the zero-centred (1 + w) one of Qwen3-Next / Qwen3.5 / Nemotron-H, a variant's
+    fp32_weight RMSNorm: measured −4·T·h per norm, validation/trace/lora_hybrid.py); LayerNorm none."""
+    if m.family in ("gemma", "gpt_oss") or m.zero_centered_norm or (
+            m.variant is not None and m.variant.norm == "fp32_weight"):
+        return 4
+    return 0 if m.norm_type == "layernorm" else e
 
 
 def first_layer_without_input_grad(m: ModelSpec, T: int, h: int) -> int:
     """Bytes the first layer does not save when its input does not require grad (PEFT without gradient
-    checkpointing): its first norm keeps no fp32 copy and no rsqrt (RMSNorm 4·T·h + 4·T; Gemma + 4·h; LayerNorm
-    its 8·T statistics)."""
+    checkpointing): its first norm keeps no fp32 copy and no rsqrt (RMSNorm 4·T·h + 4·T; Gemma and the zero-centred
+    norm + 4·h, their fp32 (1 + w); LayerNorm its 8·T statistics)."""
     if m.norm_type == "layernorm":
         return 8 * T
-    return 4 * T * h + 4 * T + (4 * h if m.family == "gemma" else 0)
+    return 4 * T * h + 4 * T + (4 * h if m.family == "gemma" or m.zero_centered_norm else 0)
 
 
 def frozen_head_saved(m: ModelSpec, T: int, h: int) -> int:

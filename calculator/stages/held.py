@@ -88,13 +88,10 @@ def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[
     """LoRA / QLoRA: the frozen base (QLoRA: NF4 linears) plus trainable adapters with their master weights,
     gradients and optimizer state (Hu et al. 2021; Dettmers et al. 2023)."""
     p, prec = w.parallel, w.precision
-    moe_layers = shard.moe_layers
-    dense_layers = (shard.last_layer - shard.first_layer) - moe_layers
-    per_dense = lora.adapter_params(m, w.lora_rank, w.lora_targets, False)
-    per_moe = lora.adapter_params(m, w.lora_rank, w.lora_targets, True) if moe_layers else 0
-    n_t = -(-(dense_layers * per_dense + moe_layers * per_moe) // p.tp)
-    tensors = dense_layers * lora.adapter_tensors(m, w.lora_targets, False) + (
-        moe_layers * lora.adapter_tensors(m, w.lora_targets, True) if moe_layers else 0)
+    layers = range(shard.first_layer, shard.last_layer)
+    lora.check_targets(m, w.lora_targets)  # what PEFT refuses (all-linear on its Mamba types, no target found)
+    n_layers, tensors = lora.layers_adapter_params(m, w.lora_rank, w.lora_targets, layers)
+    n_t = -(-n_layers // p.tp)
     zero3 = p.zero >= 3 and p.shard_group > 1
     g = p.shard_group if zero3 else 1
     if w.finetune == "qlora":
@@ -124,7 +121,8 @@ def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[
     t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer}, adapters only)",
           tr.optimizer_state_bytes(n_o, tensors, w.optimizer, prec.optimizer_states), "per optimizer, N_trainable",
           f"{n_o:,} trainable params, {tensors} tensors", "lora")
-    largest = max((w.lora_rank * max(i, o) for _, i, o in lora.adapted_linears(m, w.lora_targets, False)),
+    firsts = {m.layer_kind(i): i for i in reversed(layers)}  # one layer of each kind (the experts' tensors included)
+    largest = max((n for i in firsts.values() for n in lora.layer_adapter_tensors(m, w.lora_rank, w.lora_targets, i)),
                   default=0)
     return n_o, largest
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from calculator.core.errors import InputError
 from calculator.memory import activations as act
+from calculator.memory import lora_layer
 from calculator.model import architectures
 from calculator.model.spec import LayerKind, ModelSpec
 
@@ -44,15 +45,37 @@ def layer_terms(t, m: ModelSpec, w, d, shared, kinds, flight: float, first_disco
               "m_inflight × L_stage × e·T·h", ("{:g} × {} × {} × {:,} × {:,}", flight, n_layers, d.e, d.T, d.h_sp),
               sources["full"])
         return max(x.total for _, _, x in per_kind)
+    discount, note = _first_layers_discount(m, w, d, shared, flight, first_discount, n_layers)
     mixers = " + ".join(sorted({architectures.label(k.mixer) for k, _ in kinds if k.mixer != "none"}))
     parts = (("norms", "activations.norms", "Activations: norms", sources["norms"]),
              ("attention", "activations.attention", f"Activations: token mixers ({mixers})", sources["mixer"]),
              ("mlp", "activations.mlp", "Activations: feed-forward", sources["ffn"]))
     for i, (name, key, label, source) in enumerate(parts):
-        total = int(flight * sum(n * x[i] for _, n, x in per_kind)) - (first_discount if i == 0 else 0)
+        total = int(flight * sum(n * x[i] for _, n, x in per_kind)) - discount[i]
         template = "{:g} × (" + " + ".join(["{} × {:,}"] * len(per_kind)) + ") B"
         values = [v for _, n, x in per_kind for v in (n, x[i])]
         kinds_text = ", ".join(f"{architectures.label(k.mixer)} + {k.ffn}" for k, _, _ in per_kind)
-        t.add(key, "activations", label, total, f"m_inflight × Σ_kinds L_kind × A_{name}(T={d.T:,})",
-              (template, flight, *values), source, f"layer kinds: {kinds_text}")
+        formula = f"m_inflight × Σ_kinds L_kind × A_{name}(T={d.T:,})" + (" − " + note if discount[i] else "")
+        t.add(key, "activations", label, total, formula, (template, flight, *values), source,
+              f"layer kinds: {kinds_text}")
     return 0
+
+
+def _first_layers_discount(m: ModelSpec, w, d, shared, flight: float, first_discount: int,
+                           n_layers: int) -> tuple[tuple[int, int, int], str]:
+    """What the stage's layers do not save because the frozen embedding's output needs no gradient (LoRA without
+    checkpointing; first_discount, the first norm's copies, non-zero only then), by part (norms, mixers,
+    feed-forwards): the layers before the first adapted one save nothing and the first adapted one saves less
+    (calculator.memory.lora_layer.first_adapted_layer, first_adapted_extra; measured with PEFT 0.21,
+    validation/trace/lora_hybrid.py)."""
+    if not first_discount or w.finetune == "full":
+        return (first_discount, 0, 0), "first layer's input norm (no input grads)"
+    first = lora_layer.first_adapted_layer(m, w.lora_targets, w)
+    before = [shared.layer(m.layer_kind(i)) for i in range(min(first, n_layers))]
+    parts = [int(flight * sum(x[i] for x in before)) for i in range(3)]
+    if first < n_layers:
+        parts[0] += first_discount
+        parts[1] += int(flight * lora_layer.first_adapted_extra(m, w, d, m.layer_kind(first)))
+    if not before:
+        return tuple(parts), "the first layer's input without grads"
+    return tuple(parts), f"layers 0–{len(before) - 1}, before the first adapted one (no input grads: nothing saved)"

@@ -11,6 +11,7 @@ from typing import NamedTuple
 from calculator.memory import activations as act
 from calculator.memory import autocast
 from calculator.memory import sdpa
+from calculator.memory import lora_moe
 from calculator.memory import megatron_core
 from calculator import impls
 from calculator.memory import model_states as tr
@@ -361,4 +362,7 @@ def _exact_note(key: str, m: ModelSpec, w) -> str:
         return _NOTES["norms"]
     if key == "attention":
         return _NOTES["selective" if w.recompute == "selective" else w.attention]
+    if w.finetune != "full" and lora_moe.experts_adapted(m, w.lora_targets):  # PEFT all-linear reaches the experts
+        return ("MoE: every token is copied to its top-k experts; PEFT's adapters on the experts fold into their "
+                "weights: each MoE layer keeps W' = W + B·A, E·3·f·h·e (calculator/memory/lora_moe.py)")
     return _NOTES["moe" if m.is_moe else ("gated" if m.gated_mlp else "plain")]

@@ -82,7 +82,9 @@ def test_lora_on_every_family_gives_positive_terms(model_id):
     m = load_model(model_id).spec
     e = estimate(m, Workload(finetune="qlora", seq_len=1024), with_fits=False)
     assert all(t.bytes >= 0 for t in e.terms)
-    assert 0 < e.components["optimizer_states"] < e.components["weights"] / 5
+    # PEFT's all-linear also adapts Qwen3-MoE's 128 routed experts (calculator/memory/lora_moe.py): ~1B trainable
+    bound = 2 if model_id == "qwen3-30b-a3b" else 5
+    assert 0 < e.components["optimizer_states"] < e.components["weights"] / bound
 
 
 def test_kbit_prep_casts_every_non_4bit_weight_and_the_activations_to_fp32():
@@ -115,7 +117,7 @@ def test_bitsandbytes_before_0_43_kept_every_4bit_linear_input():
 
 def test_frozen_per_head_q_and_k_norms_keep_no_normalised_copy():
     # Qwen3's q_norm / k_norm are frozen under LoRA like the layer norms (H200 Qwen3-8B LoRA q,v: +3.57% -> 0.00%)
-    from calculator.memory.lora import lora_layer_delta
+    from calculator.memory.lora_layer import lora_layer_delta
     q3, ll = load_model("qwen3-8b").spec, load_model("llama-3.1-8b").spec
     T, e = 8192, 2
     q3_norms, _, q3_attention = lora_layer_delta(q3, "qv", False, T, e, 16, 4096, 12288, 1, fp32_adapters=True)

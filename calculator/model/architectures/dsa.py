@@ -177,3 +177,17 @@ def prefill_transient(m, b: int, s: int, e: int) -> int:
     """What an indexed layer adds to transformers' prefill working set at its attention (prefill_workspace and
     attention_mask_bytes over the s prompt tokens)."""
     return prefill_workspace(m, b, s, s) + attention_mask_bytes(m, b, s, s, e)
+
+
+# ---- LoRA ------------------------------------------------------------------------------------------------------------
+
+# The indexer's linears read the hidden state or MLA's q latent, but DeepseekV32Indexer.forward runs under no_grad and
+# MiniMax's hands on only integer indices: no adapter on them keeps anything, and none of them keeps the layer's input
+READS_INPUT: frozenset[str] = frozenset()
+ADAPTERS_SAVE = False
+
+
+def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
+    """Bytes saved() no longer keeps when the indexer is frozen: none (it saves nothing; the attention beside it has
+    the engine's LoRA rules)."""
+    return 0

@@ -132,3 +132,22 @@ def linear_flops_per_token(m) -> float:
     la, C = m.linear_attention, CHUNK
     dk, dv = la.key_head_dim, la.value_head_dim
     return la.num_value_heads * (6 * dk * dv + 2 * C * (3 * dk + 2 * dv) + 2 * C * C / 3)
+
+
+# ---- LoRA: what the frozen mixer no longer saves -------------------------------------------------------------------
+
+# its nn.Linear modules that read the layer's normalised input (a LoRA adapter on one keeps that input alive)
+READS_INPUT = frozenset({"in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"})
+
+
+def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
+    """Bytes saved() no longer keeps when the mixer's parameters are frozen and only the `adapted` linears carry LoRA
+    adapters, its input requiring grad (transformers 5.23 Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet.forward;
+    measured with PEFT 0.21 on the CPU, validation/trace/lora_hybrid.py): the fp32 softplus(a + dt_bias) and
+    exp(A_log) that only A_log's gradient reads, 4·T·nv + 4·nv; the gated RMSNorm's normalised copy (its weight
+    frozen), e·T·value_dim; out_proj's input unless out_proj is adapted, e·T·value_dim. The same with the fused
+    kernels: the gates, the gated norm and out_proj run in torch there too (saved_fused)."""
+    la = m.linear_attention
+    nv = la.num_value_heads // d.tp
+    vd = nv * la.value_head_dim
+    return 4 * d.T * nv + 4 * nv + d.e * d.T * vd + (0 if "out_proj" in adapted else d.e * d.T * vd)

@@ -173,3 +173,25 @@ def linear_flops_per_token(m) -> float:
     dh = k.head_dim
     core = k.num_heads * (6 * dh * dh + 2 * C * 5 * dh + 2 * C * C / 3)
     return core + 6 * k.proj_dim * k.conv_kernel
+
+
+# ---- LoRA: what the frozen mixer no longer saves -------------------------------------------------------------------
+
+# the linears that read the layer's normalised input (a LoRA adapter on one keeps that input alive)
+READS_INPUT = frozenset({"q_proj", "k_proj", "v_proj", "f_a_proj", "b_proj", "g_a_proj", "f_proj", "g_proj"})
+
+
+def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
+    """Bytes saved() no longer keeps when the mixer's parameters are frozen and only the `adapted` linears carry LoRA
+    adapters, its input requiring grad (KimiLinearDeltaAttention.forward; measured with PEFT 0.21 on the CPU,
+    validation/trace/lora_hybrid.py): the forget gate's fp32 softplus (or Ling's gate input) and exp(A_log) that
+    only A_log's and dt_bias's gradients read, 4·T·P + 4·nh; the low-rank gates' second halves' inputs unless
+    adapted, e·T·dh each (f_b_proj, g_b_proj); the fp32 gated RMSNorm's normalised copy, 4·T·P; o_proj's input
+    unless adapted, e·T·P. The same with the fused kernels (the gates, the norm and o_proj run in torch)."""
+    k, e, T = m.kda, d.e, d.T
+    nh = max(k.num_heads // d.tp, 1)
+    P = nh * k.head_dim
+    out = 4 * T * P + 4 * nh + 4 * T * P + (0 if "o_proj" in adapted else e * T * P)
+    if k.low_rank_gates:
+        out += sum(e * T * k.head_dim for name in ("f_b_proj", "g_b_proj") if name not in adapted)
+    return out

@@ -110,3 +110,18 @@ def linear_flops_per_token(m) -> float:
     lt = m.lightning
     d = lt.head_dim
     return lt.num_heads * (4 * d * d + 4 * lt.block_size * d)
+
+
+# ---- LoRA: what the frozen mixer no longer saves -------------------------------------------------------------------
+
+READS_INPUT = frozenset({"qkv_proj", "output_gate"})  # the linears that read the layer's normalised input
+
+
+def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
+    """Bytes saved() no longer keeps when the mixer is frozen and only the `adapted` linears carry LoRA adapters,
+    its input requiring grad (MiniMaxLightningAttention.forward; measured with PEFT 0.21 on the CPU,
+    validation/trace/lora_hybrid.py): the RMSNorm's normalised copy (its weight frozen), e·T·w, and out_proj's input
+    unless out_proj is adapted, e·T·w (w = heads × head_dim on this rank)."""
+    lt = m.lightning
+    wd = max(lt.num_heads // d.tp, 1) * lt.head_dim
+    return d.e * d.T * wd + (0 if "out_proj" in adapted else d.e * d.T * wd)

@@ -277,3 +277,49 @@ def linear_flops_per_token(m) -> float:
     if mb.version == 2:
         return conv + 2 * mb.n_groups * mb.chunk_size * N + 2 * mb.chunk_size * d + 4 * N * d
     return conv + 9 * d * N
+
+
+# ---- LoRA: what the frozen mixer no longer saves -------------------------------------------------------------------
+
+READS_INPUT = frozenset({"in_proj"})  # the linears that read the layer's normalised input
+
+
+def bypassed_adapters(m, w) -> frozenset[str]:
+    """Linears whose LoRA adapters the forward never runs (they train nothing and save nothing): the fused Mamba-2
+    path passes out_proj.weight to mamba_split_conv1d_scan_combined; Mamba-1 reads dt_proj.weight directly (Jamba
+    on both paths: `self.dt_proj.weight @ time_step`; Mamba / Falcon-Mamba inside mamba_inner_fn) and, fused, passes
+    out_proj.weight to mamba_inner_fn (not Jamba, whose out_proj is called as a module)."""
+    mb, fused = m.mamba, w.mixer_kernels != "torch"
+    if mb.version == 2:
+        return frozenset({"out_proj"}) if fused else frozenset()
+    if mb.dt_bc_norm == "weighted" or fused:
+        return frozenset({"dt_proj"}) | (frozenset({"out_proj"}) if fused and mb.dt_bc_norm != "weighted" else
+                                         frozenset())
+    return frozenset()
+
+
+def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
+    """Bytes saved() no longer keeps when the mixer's parameters are frozen and only the `adapted` linears carry LoRA
+    adapters, its input requiring grad. PyTorch path, measured with PEFT 0.21 on the CPU
+    (validation/trace/lora_hybrid.py): Mamba-2 (Mamba2Mixer.torch_forward and its copies) the fp32 x that D·x keeps
+    for D's gradient 4·T·d, the fp32 softplus(dt + dt_bias) and exp(A_log) 4·T·h + 4·h, the gated RMSNorm's fp32
+    normalised copy 4·T·d, out_proj's input unless adapted e·T·d; Mamba-1 (Jamba's slow path) x_proj's and out_proj's
+    inputs unless adapted e·T·d each, the weighted dt/B/C RMSNorms' normalised copies e·T·(R + 2N), and e·T·d + 4·d·N
+    + 4·d inside the scan (what only dt_proj's bias, A_log and D read). Fused kernels (derived from source, not
+    measured): their autograd Functions save the same tensors whether the weights are frozen or not, so only the
+    torch ops around them change: exp(A_log.float()) 4·h (Mamba-2) or 4·d·N (Mamba-1); Jamba's torch RMSNorms and
+    dt_proj.weight @ time_step's input e·T·R, and its x_proj / out_proj inputs as on the PyTorch path."""
+    mb, e, T = m.mamba, d.e, d.T
+    h, dl, _ = _rank_widths(mb, d.tp)
+    fused = w.mixer_kernels != "torch"
+    if mb.version == 2:
+        if fused:
+            return F32 * h
+        out = F32 * T * dl + F32 * T * h + F32 * h + (F32 * T * dl if mb.gated_norm else 0)
+        return out + (0 if "out_proj" in adapted else e * T * dl)
+    R, N = mb.dt_rank, mb.d_state
+    inputs = sum(e * T * dl for name in ("x_proj", "out_proj") if name not in adapted)
+    norms = e * T * (R + 2 * N) if mb.dt_bc_norm == "weighted" else 0
+    if fused:
+        return F32 * dl * N + (norms + e * T * R + inputs if mb.dt_bc_norm == "weighted" else 0)
+    return inputs + norms + e * T * dl + F32 * dl * N + F32 * dl

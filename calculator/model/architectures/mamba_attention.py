@@ -56,3 +56,23 @@ def saved(m, d, w) -> int:
 def linear_flops_per_token(m) -> float:
     """The Mamba-2 half's core FLOPs per token (the attention's are the engine's)."""
     return mamba.linear_flops_per_token(m)
+
+
+# ---- LoRA: what the frozen Mamba-2 half no longer saves ---------------------------------------------------------
+
+# in_proj reads its own scaled copy of the normalised input (input_copies_saved), not the norm output the attention's
+# q/k/v read: the reads-input rule is the attention's
+READS_INPUT: frozenset[str] = frozenset()
+
+
+def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
+    """Bytes saved() no longer keeps when the Mamba-2 half is frozen and only the `adapted` linears carry LoRA
+    adapters, its input requiring grad (FalconH1DecoderLayer / FalconH1Mixer; measured with PEFT 0.21 on the CPU,
+    validation/trace/lora_hybrid.py): the Mamba-2 mixer's (mamba.frozen_saved) and in_proj's scaled input copy unless
+    in_proj is adapted, e·T·h."""
+    return mamba.frozen_saved(m, d, w, adapted) + (0 if "in_proj" in adapted else d.e * d.T * d.h_sp)
+
+
+def bypassed_adapters(m, w) -> frozenset[str]:
+    """The Mamba-2 half's linears whose adapters the forward never runs (mamba.bypassed_adapters)."""
+    return mamba.bypassed_adapters(m, w)

@@ -90,3 +90,16 @@ def linear_flops_per_token(m) -> float:
     depthwise causal convolution (2·h·K), 2·h·K + 2·h (Lfm2ShortConv.forward)."""
     h, K = m.hidden_size, m.short_conv.conv_kernel
     return 2 * h * K + 2 * h
+
+
+# ---- LoRA: what the frozen mixer no longer saves -------------------------------------------------------------------
+
+READS_INPUT = frozenset({"in_proj"})  # the linears that read the layer's normalised input
+
+
+def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
+    """Bytes saved() no longer keeps when the mixer is frozen and only the `adapted` linears carry LoRA adapters,
+    its input requiring grad (Lfm2ShortConv.forward; measured with PEFT 0.21 on the CPU,
+    validation/trace/lora_hybrid.py): out_proj's input unless out_proj is adapted, e·T·c; the convolution keeps its
+    input either way (F.conv1d and CausalConv1dFn save it for the input gradient)."""
+    return 0 if "out_proj" in adapted else d.e * d.T * (m.hidden_size // d.tp)
