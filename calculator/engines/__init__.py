@@ -78,7 +78,8 @@ def state_terms(sv: Serving, kv: Term, src: str) -> list[Term]:
                      f"{kv.note}; K/V of {st.attention_layers} attention layers and {each}: at most "
                      f"{st.max_running_seqs:,} sequences of {sv.tokens_per_seq:,} tokens hold {st.slots:,} slots "
                      f"({_gib(st.pool_bytes)})")]
-    return [Term(kv.key, kv.component, kv.label, sv.kv_pool_bytes - st.pool_bytes,
+    tokens_pool = max(sv.kv_pool_bytes - st.pool_bytes, 0)  # an engine that does not start holds no token pool
+    return [Term(kv.key, kv.component, kv.label, tokens_pool,
                  "(fraction × free memory before loading − weights − state pool) // cell × cell",
                  f"{sv.kv_pool_tokens:,} tokens × {sv.kv_bytes_per_token:,} B", kv.source, kv.note),
             Term("kv_cache.state", "kv_cache", f"State pool ({st.slots:,} slots)", st.pool_bytes,

@@ -2,7 +2,7 @@
 
 Why: each bound Streamlit widget of the number/select/radio/text kinds walks the whole session state when drawn
 (SessionState.filtered_state), so a rerun costs O(widgets²). The inputs most people never touch (a custom
-architecture, per-tensor dtypes, overheads, the serving engine in training, RL) sit in sections that are drawn
+architecture, per-tensor dtypes, overheads, the serving engine in training, RL, Megatron-Core's flags) sit in sections that are drawn
 only while open, or while they apply (Model = custom, mode = rl, …), or while one of their values is not the
 default.
 
@@ -27,6 +27,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "serving": tuple(p.key for p in PARAMS if p.group == "serving"),
     "rl": tuple(p.key for p in PARAMS if p.group == "rl"),
     "overheads": tuple(p.key for p in PARAMS if p.group == "overheads"),
+    "megatron": ("fp8", "f8pg", "cef", "gaf", "vdiv", "mtp", "cpc", "moed", "moecf", "moepad", "moer32", "moegg",
+                 "moeimb"),
 }
 LAZY_KEYS = frozenset(k for keys in SECTIONS.values() for k in keys)
 SECTION_OF = {k: name for name, keys in SECTIONS.items() for k in keys}

@@ -159,7 +159,7 @@ def build_model(values: Mapping[str, Any], hub=None):
             raise InputProblems(_validation_problems(exc, "", "gparams")) from None
     if source == CONFIG:
         from calculator.model.hf_config import ConfigError, parse_config_json, spec_from_hf_config
-        text = (v["cfg"] or "").strip()
+        text = (v["cfg"] or "").lstrip("\ufeff").strip()  # a pasted UTF-8 BOM, as the Hub client reads one
         if not text:
             raise InputProblems([Problem("cfg", "Paste a config.json to estimate it (Model = config).")])
         try:  # bounded in size, nesting and number magnitude before the JSON parser runs
@@ -238,7 +238,13 @@ def build_workload(values: Mapping[str, Any]):
         ddp_bucket_view=bool(v["bview"]), ddp_rebuild_peak=bool(v["drp"]), ds_auto_buckets=bool(v["dsa"]),
         expandable_segments=bool(v["exps"]),
         engine=v["eng"], serving=serving, rl=rl,
-        expert_weight_dtype=None if v["ewdt"] == AUTO else v["ewdt"]), "", "mode")
+        expert_weight_dtype=None if v["ewdt"] == AUTO else v["ewdt"],
+        fp8=v["fp8"], fp8_param_gather=bool(v["f8pg"]), cross_entropy_fusion=v["cef"],
+        gradient_accumulation_fusion=bool(v["gaf"]), make_vocab_size_divisible_by=int(v["vdiv"]),
+        mtp_layers=int(v["mtp"]), cp_comm_type=v["cpc"], moe_dispatcher=v["moed"],
+        moe_capacity_factor=float(v["moecf"]) or None, moe_pad_to_capacity=bool(v["moepad"]),
+        moe_router_fp32=bool(v["moer32"]), moe_grouped_gemm=bool(v["moegg"]),
+        moe_imbalance=float(v["moeimb"])), "", "mode")
     if problems:
         raise InputProblems(problems)
     return workload

@@ -176,6 +176,13 @@ def draw(values: dict, problems, result, hub, hub_notes, model_box) -> None:
         if box is not None:
             with box:
                 serving.sidebar_rl(values, problems)
+        box = lazy.section("Megatron-Core: FP8, MTP, MoE dispatch", "megatron", values, problems,
+                           force=stack_now == "megatron" and train or lazy.non_default(values, lazy.SECTIONS["megatron"]))
+        if box is not None:
+            with box:
+                st.caption("Read by the Megatron stack (calculator/memory/megatron_core.py, fp8.py, moe_dispatch.py).")
+                for key in lazy.SECTIONS["megatron"]:
+                    field(key, problems, disabled=not train)
         box = lazy.section("Overheads (fragmentation, CUDA context, NCCL)", "overheads", values, problems,
                            force=lazy.non_default(values, lazy.SECTIONS["overheads"]))
         if box is not None:

@@ -82,3 +82,19 @@ def test_a_section_is_drawn_while_open_and_its_edit_keeps_it_open():
     at.session_state[open_key("overheads")] = False  # a value off its default keeps the section drawn
     at.run()
     assert at.number_input(key="ctx").value == 650 and at.query_params["ctx"] == "650"
+
+
+def test_megatron_flags_from_a_link_reach_the_estimate_and_open_their_section():
+    """Megatron-Core's flags (FP8 recipe, MTP, MoE dispatch…) are read from the link into the Workload: the page's
+    total is the engine's for the same flags, and their section is drawn because a value is not at its default."""
+    link = {"v": "1", "model": "llama-3.1-8b", "stack": "megatron", "impl": "megatron-te", "tp": "2",
+            "fp8": "delayed", "cef": "te", "gpu": GPU}
+    at = run(link)
+    assert not at.exception
+    w = Workload(gpu=GPU, stack="megatron", impl="megatron-te", fp8="delayed", cross_entropy_fusion="te",
+                 parallel={"tp": 2})
+    assert total(at) == format_bytes(estimate(load_model("llama-3.1-8b").spec, w).total_bytes)
+    plain = estimate(load_model("llama-3.1-8b").spec, Workload(gpu=GPU, stack="megatron", impl="megatron-te",
+                                                                      parallel={"tp": 2}))
+    assert total(at) != format_bytes(plain.total_bytes)
+    assert at.selectbox(key="fp8").value == "delayed" and at.query_params["fp8"] == "delayed"
