@@ -280,6 +280,13 @@ class Workload(HashedOnce):
     serving: ServingConfig = ServingConfig()
     rl: RLConfig = RLConfig()
     expert_weight_dtype: Dtype | None = None  # routed experts' inference dtype (None: weight_dtype), e.g. MXFP4
+    # Vision-language models (calculator/stages/vision.py): images per sequence (0: text only), each a square of
+    # image_size pixels (None: the family's size, calculator.model.vision.VisionSpec.default_image_px); their tokens
+    # join the LM's sequence (seq_len counts the text). vision_tower: the tower and projector frozen, or trained
+    # (full fine-tuning: every weight; LoRA / QLoRA: adapters on their linears).
+    images_per_sample: int = Field(default=0, ge=0, le=4096, strict=True)
+    image_size: int | None = Field(default=None, gt=0, le=1 << 16, strict=True)
+    vision_tower: Literal["frozen", "trained"] = "frozen"
     # Megatron-Core + Transformer Engine training (read with stack "megatron" and impl "megatron-te"; refused
     # elsewhere when not at their defaults; calculator/memory/megatron_core.py, fp8.py, moe_dispatch.py).
     # TE's FP8 / FP4 training recipe (--fp8-recipe: delayed, tensorwise = current, blockwise, mxfp8, nvfp4)

@@ -127,6 +127,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if s.version and not VERSION.startswith(s.version):
         from calculator.core.errors import InputError
         raise InputError("serving.version", f"SGLang {s.version!r} is not modelled; use {VERSION}")
+    if m.gemma_next is not None:  # hook: SGLang's Gemma 3n / 4 pools (KV sharing, per-layer head sizes) not read
+        from calculator.core.errors import InputError
+        raise InputError("engine", "SGLang: Gemma 3n / Gemma 4 KV pools are not modelled; use vllm or hf")
     visible, basis = device_visible_bytes(gpu)
     gpu_mib = gpu.memory_bytes / MiB
     chunked, max_bs = gpu_defaults(gpu_mib, p.tp)

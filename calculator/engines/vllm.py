@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from calculator.memory import activations as act
 from calculator.memory import inference as inf
 from calculator.engines import states, vllm_kv
-from calculator.engines.common import GiB, Serving, StatePool, device_visible_bytes, kv_heads_on_gpu, kv_token_bytes
+from calculator.core.dtypes import nbytes
+from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
+                                       kv_token_bytes)
 from calculator.engines.vllm_kv import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, kv_groups, max_model_len_that_fits
 from calculator.model.spec import ModelSpec
 
@@ -136,7 +138,10 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     layers = range(shard.first_layer, shard.last_layer)
     token = kv_token_bytes(m, kv_heads_on_gpu(m, w), w.kv_dtype)
     split = states.split_layers(m, layers)
-    if split.plain:
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4: KV-shared layers allocate nothing; head sizes per layer type
+        block, lay = s.block_size or DEFAULT_BLOCK_SIZE, None
+        groups, kv_token = vllm_kv.gemma_next_groups(m, layers, attention_tp(w), nbytes(1, w.kv_dtype), block)
+    elif split.plain:
         block = s.block_size or (MLA_BLOCK_SIZE if m.is_mla else DEFAULT_BLOCK_SIZE)
         groups, lay, kv_token = kv_groups(m, layers, token, block), None, token * len(layers)
     else:  # state layers (Mamba, GDN, ...) or DSA indexer caches: calculator/engines/vllm_kv.py

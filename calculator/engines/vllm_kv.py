@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from math import lcm
 
 from calculator.engines import states
+from calculator.model.architectures.gemma_next import vllm_token_bytes
 from calculator.core.errors import InputError
 
 DEFAULT_BLOCK_SIZE = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
@@ -43,6 +44,10 @@ class KVGroups:
     state_groups: int = 0  # groups of layers that keep a state per sequence (MambaSpec)
     state_blocks: int = 0  # blocks a request holds in each state group
     extra_block_bytes: int = 0  # DSA: one block of each layer's indexer cache, in the same group as its MLA
+    # tokens per block of the full / sliding groups when their pages were unified by a larger block (0: block_size;
+    # Gemma 4: gemma_next_groups)
+    full_block: int = 0
+    sliding_block: int = 0
 
     @property
     def bytes_per_block(self) -> int:
@@ -56,8 +61,9 @@ class KVGroups:
         """Full attention: ⌈len / block⌉ (FullAttentionSpec); sliding window: ⌈min(window − 1 + batched tokens,
         len) / block⌉ + 1 (SlidingWindowSpec.max_admission_blocks_per_request); state: state_blocks whatever the
         length (MambaSpec.max_memory_usage_bytes); summed over groups."""
-        full = -(-max_len // block_size)
-        slide = -(-min(self.window - 1 + max_num_batched_tokens, max_len) // block_size) + 1 if self.window else 0
+        full = -(-max_len // (self.full_block or block_size))
+        sb = self.sliding_block or block_size
+        slide = -(-min(self.window - 1 + max_num_batched_tokens, max_len) // sb) + 1 if self.window else 0
         return self.full_groups * full + self.sliding_groups * slide + self.state_groups * self.state_blocks
 
 
@@ -78,6 +84,32 @@ def kv_groups(m, layers: range, token_bytes: int, block_size: int, hybrid: bool 
         return KVGroups(page, len(layers), int(n_full > 0), int(n_slide > 0), m.sliding_window if n_slide else 0)
     size = _group_size([n_full, n_slide])
     return KVGroups(page, size, -(-n_full // size), -(-n_slide // size), m.sliding_window or 0)
+
+
+def gemma_next_groups(m, layers: range, tp: int, elem_bytes: float, block_size: int) -> tuple[KVGroups, int]:
+    """Gemma 3n / 4 in vLLM: (the groups, one token's K/V over `layers`). KV-shared layers get no KV cache spec
+    (v1/worker/gpu_model_runner.py get_kv_cache_spec skips a layer with kv_sharing_target_layer_name); full and
+    sliding layers may differ in head_dim and KV heads (Gemma 4), so their pages are unified by giving the smaller
+    page a larger block (v1/core/kv_cache_utils.py unify_kv_cache_spec_page_size: block × max page / page;
+    NotImplementedError when the page does not divide the largest)."""
+    tokens = {i: vllm_token_bytes(m, i, tp, elem_bytes) for i in layers}
+    own = [i for i in layers if tokens[i]]
+    sliding = [i for i in own if m.layer_is_sliding(i)]
+    full = [i for i in own if not m.layer_is_sliding(i)]
+    per_kind = [{tokens[i] for i in kind} for kind in (full, sliding)]
+    if any(len(t) > 1 for t in per_kind):
+        raise InputError("engine", "vLLM: Gemma layers of one attention type with different head sizes are not "
+                                   "modelled")
+    pages = [block_size * t.pop() if t else 0 for t in per_kind]
+    top = max(pages)
+    if any(p and top % p for p in pages):
+        raise InputError("engine", f"vLLM cannot unify KV pages of {pages[0]:,} and {pages[1]:,} B "
+                                   "(unify_kv_cache_spec_page_size: NotImplementedError)")
+    blocks = [block_size * top // p if p else 0 for p in pages]
+    size = _group_size([n for n in (len(full), len(sliding)) if n] or [1])
+    groups = KVGroups(top, size, -(-len(full) // size), -(-len(sliding) // size),
+                      m.sliding_window if sliding else 0, full_block=blocks[0], sliding_block=blocks[1])
+    return groups, sum(tokens[i] for i in own)
 
 
 def max_model_len_that_fits(groups: KVGroups, usable: int, block_size: int, mbt: int, cap: int) -> int:

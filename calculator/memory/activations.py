@@ -90,6 +90,8 @@ def zero_centered_rmsnorm_saved(T: int, width: int) -> int:
 
 def norm_saved(m: ModelSpec, T: int, width: int, e: int) -> int:
     """Saved copies of one norm (without its output): HF RMSNorm, the fp32 Gemma / GPT-OSS one, or LayerNorm."""
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4's norm keeps 8 B per row and its fp32 weight (gemma_next_saved)
+        return architectures.gemma_next_saved.norm_saved(T, width) + 4 * width
     if m.variant is not None:  # hook (issue 21): a variant's norm kind (fp32-weight RMSNorm, fp32 LayerNorm)
         saved = variants.norm_saved(m.variant, T, width)
         if saved is not None:
@@ -246,6 +248,8 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
 
 def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     """Saved activations of one kind of decoder layer (a LayerKind), exact model, no recompute (or selective)."""
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4 layers, layer by layer (architectures/gemma_next_saved.py)
+        return LayerActivations(*architectures.gemma_next_saved.layer_saved(m, w, d, kind))
     e, T = d.e, d.T
     moe = kind.ffn == "moe"
     # Norms: each keeps its upcast copies; pre-norm outputs are the saved inputs of the next linear.
@@ -351,6 +355,8 @@ def fujii_layer(m: ModelSpec, w: Workload, moe: bool) -> int:
 def embedding_saved(m: ModelSpec, d: Dims, output_requires_grad: bool) -> int:
     """The embedding backward reads the input ids (the batch itself, not counted); GPT-2 keeps an embedding-dropout
     mask (1 B × T·h) when the embedding output requires grad (not under LoRA without input grads)."""
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4's per-layer inputs and AltUp projections (gemma_next_saved)
+        return architectures.gemma_next_saved.embedding_side_saved(m, d)
     return d.T * d.h_sp if output_requires_grad and m.dropout > 0 else 0
 
 
@@ -380,6 +386,8 @@ def loss_transient(d: Dims, vocab: int) -> int:
 def rotary_saved(m: ModelSpec, d: Dims) -> int:
     """RoPE cos and sin tables (s × head_dim each, model dtype, shared by the batch), computed once and saved by
     every layer's q/k multiply; none for learned positions (GPT-2)."""
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4: one table per attention type, of its head_dim
+        return architectures.gemma_next_saved.rotary_saved(m, d)
     if m.learned_position_embeddings:
         return 0
     rope = m.qk_rope_head_dim if m.is_mla else m.head_size

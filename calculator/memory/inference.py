@@ -87,6 +87,8 @@ def _attention_layers_before(m: ModelSpec) -> tuple[int, ...]:
     """Prefix counts of the layers with a KV cache: softmax attention (every layer but a hybrid's other mixers)."""
     if m.layer_types is None:
         return tuple(range(m.num_hidden_layers + 1))
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4's KV-shared layers keep no cache of their own
+        return (0, *accumulate(mode != "reuse" for mode in m.gemma_next.kv_modes))
     return (0, *accumulate(architectures.with_attention(m.layer_kind(i).mixer) for i in range(m.num_hidden_layers)))
 
 
@@ -98,6 +100,8 @@ def attention_layers(m: ModelSpec, layers: range) -> int:
 
 def kv_cache_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, kv_heads: int, dtype: str) -> int:
     """KV cache of the given layers: Σ_layers batch × cached tokens × per-token bytes."""
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4: per-layer dims, KV-shared layers cache nothing, W − 1 kept
+        return architectures.gemma_next.generate_kv_bytes(m, layers, batch, total_tokens, kv_heads, nbytes(1, dtype))
     per_token = kv_bytes_per_token_per_layer(m, kv_heads, dtype)
     if type(per_token) is int and isinstance(layers, range) and layers.step == 1:  # the same sum, in integers
         before = _windowed_layers_before(m)

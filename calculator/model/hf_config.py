@@ -24,11 +24,13 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
 from calculator.core.dtypes import normalize_dtype
 from calculator.model.mappers.archs import ARCH_MAPPERS, map_gemma
 from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
+from calculator.model.mappers.gemma_next import GEMMA_NEXT_MAPPERS, GEMMA_NEXT_TEXT_TYPES
 from calculator.model.mappers.hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
 from calculator.model.mappers.linear import LINEAR_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
 from calculator.model.spec import ModelSpec
+from calculator.model.vision import vision_from_config
 
 __all__ = ["ConfigError", "MappedConfig", "Quantization", "parse_config_json", "spec_from_hf_config",
            "SUPPORTED_MODEL_TYPES"]
@@ -53,7 +55,7 @@ class MappedConfig:
 
 
 # The text model type inside a multimodal config whose text_config omits its own model_type.
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", **HYBRID_TEXT_TYPES}
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", **HYBRID_TEXT_TYPES, **GEMMA_NEXT_TEXT_TYPES}
 
 # Defaults of transformers' Gemma3TextConfig (models/gemma3/configuration_gemma3.py). The Hub's multimodal
 # Gemma-3 configs (4B, 12B, 27B) leave these out of text_config and rely on them.
@@ -310,7 +312,8 @@ MAPPERS = {
 }
 MAPPERS.update(ARCH_MAPPERS)
 # issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)
-FAMILY_MAPPERS = {**HYBRID_MAPPERS, **SSM_MAPPERS, **LINEAR_MAPPERS, **DSA_MAPPERS, **VARIANT_MAPPERS}
+FAMILY_MAPPERS = {**HYBRID_MAPPERS, **SSM_MAPPERS, **LINEAR_MAPPERS, **DSA_MAPPERS, **VARIANT_MAPPERS,
+                  **GEMMA_NEXT_MAPPERS}  # Gemma 3n / Gemma 4 text decoders (mappers/gemma_next.py)
 MAPPERS.update(FAMILY_MAPPERS)
 # model types whose mapper refuses them, naming what the engine lacks (weights shared across layers, compressed
 # attention, hyper-connections, ...): known, but not supported
@@ -356,15 +359,11 @@ def _text_config(cfg: dict, warnings: list[str]) -> dict:
     """A multimodal config's text_config, with the outer fields that apply to the text model."""
     if not (isinstance(cfg.get("text_config"), dict) and "hidden_size" not in cfg):
         return cfg
-    outer_type = get_str(cfg, "model_type", default=None)
-    warnings.append(f"multimodal {outer_type!r} config: using its text_config (vision tower ignored)")
-    text = dict(cfg["text_config"])
-    if text.get("model_type") is None:
-        text["model_type"] = TEXT_MODEL_TYPES.get(outer_type, outer_type)
-    for k in ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config", "_name_or_path"):
-        if k in cfg and k not in text:
-            text[k] = cfg[k]
-    return text
+    outer_type = get_str(cfg, "model_type", default=None)  # the warning: calculator.model.vision.vision_from_config
+    text = cfg["text_config"]
+    missing = {"model_type": TEXT_MODEL_TYPES.get(outer_type, outer_type)} if text.get("model_type") is None else {}
+    keys = ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config", "_name_or_path")
+    return {**text, **missing, **{k: cfg[k] for k in keys if k in cfg and k not in text}}
 
 
 def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
@@ -381,7 +380,8 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
     if mapper is None:
         raise _unknown_type(cfg, model_type)
     fields = mapper(cfg)
-    warnings.extend(fields.pop("_warnings", ()))
+    fields["vision"], vision_warning = vision_from_config(raw, fields["hidden_size"])  # the tower, or why not
+    warnings.extend(([vision_warning] if vision_warning else []) + list(fields.pop("_warnings", ())))
     fields["model_type"] = model_type
     given = name if isinstance(name, str) and name else cfg.get("_name_or_path")
     fields["name"] = given[:200] if isinstance(given, str) and given else model_type

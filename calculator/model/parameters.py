@@ -182,6 +182,8 @@ def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, 
     shard: every layer of a kind has the same, so they are derived once per model and kind (an immutable (group,
     shapes) tuple). The mixer's tensors are the "attention" group whatever its kind."""
     h = m.hidden_size
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4 layers differ layer by layer (architectures/gemma_next.py)
+        return architectures.gemma_next.kind_shapes(m, kind)
     if kind.mixer in ("attention", "mla", "none"):
         mixer = attention_shapes(m) if kind.mixer != "none" else []
     else:  # a kind of the registry, beside (or on top of) the model's attention when it says so
@@ -215,7 +217,7 @@ def layer_kinds(m: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:
     """(kind, number of decoder layers) for each kind of layer the model has, in order of first appearance (dense
     before MoE for the models whose every mixer is the same)."""
     if all(t in (None, "full_attention", "sliding_attention") for t in (m.layer_types or (None,))) and (
-            m.ffn_types is None or "none" not in m.ffn_types):
+            m.ffn_types is None or "none" not in m.ffn_types) and m.gemma_next is None:  # (Gemma 3n / 4: per layer)
         mixer = "mla" if m.is_mla else "attention"
         moe = m.moe_layer_count if m.is_moe else 0
         return tuple((LayerKind(mixer, f), n) for f, n in (("dense", m.num_hidden_layers - moe), ("moe", moe)) if n)

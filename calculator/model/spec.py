@@ -15,12 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 from calculator.model.architectures.dsa import IndexerSpec
+from calculator.model.architectures.gemma_next import GemmaNextSpec
+from calculator.model.architectures.gemma_next import layer_slots as gemma_slots
 from calculator.model.architectures.kda import KDASpec
 from calculator.model.architectures.lightning import LightningSpec
 from calculator.model.architectures.mamba import MambaSpec
 from calculator.model.architectures.short_conv import ShortConvSpec
 from calculator.model.mixer_specs import LinearAttentionSpec
 from calculator.model.variants import VariantSpec
+from calculator.model.vision import VisionSpec
 
 Family = Literal["llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss"]
 
@@ -31,6 +34,9 @@ class LayerKind(NamedTuple):
 
     mixer: str  # "attention" (full, sliding or chunked), "mla", or a kind of calculator.model.architectures.MIXERS
     ffn: str  # "dense", "moe" or "none"
+    # Gemma 3n / 4 (calculator.model.architectures.gemma_next): the first layer built like this one, whose parts
+    # change layer by layer; -1 for every other model
+    slot: int = -1
 
 
 # layer type -> the ModelSpec field that configures it
@@ -134,6 +140,9 @@ class ModelSpec(HashedOnce):
     # A few tensors or saved activations a model type's block has beyond the engine's layer (calculator.model.variants;
     # None for every model whose block is the engine's own)
     variant: VariantSpec | None = None
+    vision: VisionSpec | None = None  # a vision-language model's tower and projector (calculator.model.vision)
+    # Gemma 3n / 4: KV sharing, per-layer dims, PLE, AltUp, LAuReL (calculator.model.architectures.gemma_next)
+    gemma_next: GemmaNextSpec | None = None
     # Longest context the model was built for (config.json max_position_embeddings / n_positions): serving engines
     # take it as the default max_model_len and size their RoPE cos/sin cache by it. None: not given.
     max_position_embeddings: int | None = Field(default=None, gt=0)
@@ -220,6 +229,8 @@ class ModelSpec(HashedOnce):
 
     def layer_kind(self, i: int) -> LayerKind:
         """Decoder layer i's token mixer and feed-forward."""
+        if self.gemma_next is not None:  # hook: each Gemma 3n / 4 layer's kind is its slot (layers alike share one)
+            return LayerKind("gemma_next", "moe" if self.gemma_next.moe_block else "dense", gemma_slots(self)[i])
         types = self.layer_types
         mixer = LAYER_TYPE_MIXERS[types[i]] if types is not None else "attention"
         if mixer == "attention" and self.is_mla:

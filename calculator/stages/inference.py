@@ -12,10 +12,12 @@ from calculator.model import parameters as params
 from calculator.core.result import StageEstimate
 
 
+from calculator.stages import vision
 from calculator.stages.terms import TermList, dtype_bytes_text, add_cublas_workspaces, finish_stage
 
 
 def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
+    w = vision.lm_workload(m, w)  # a vision-language model's image tokens lengthen the prompt
     p, t = w.parallel, TermList()
     wdt = w.weight_dtype or w.precision.params
     layers = range(shard.first_layer, shard.last_layer)
@@ -36,6 +38,7 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
           "N_linear × b_w (+ scales per group) + N_other × b_param",
           ("{:,} × {} (+ scales) + {:,} × {}", quantizable, dtype_bytes_text(wdt), rest, dtype_bytes_text(w.precision.params)),
           "llm-int8" if llm_int8 else ("quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math"))
+    vision.inference_weights(t, m, w, shard)  # the tower's weights, unquantized
     kvh = kv_heads_per_rank(m, p.tp)
     total_tokens = w.seq_len + w.gen_tokens
     kv = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens, kvh, w.kv_dtype)
@@ -108,6 +111,7 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     else:
         t.add("activations.decode", "activations", "Decode working set (one token, fp32 logits)", extra,
               "b·(4·e·h + 3·e·f + V·(e + 4))", ("{:,} B", decode_peak - kv), "kv-cache")
+    vision.inference_transient(t, m, w, shard, max(prefill_peak, decode_peak))  # the tower's run at prefill
     add_cublas_workspaces(t, w, gpu, threads=1)
     loaded = weights + t.by_component.get("transient", 0)  # weights + cuBLAS workspace (+ GPTQ's buffer)
     t.timeline = [("weights loaded", loaded, loaded), ("prefill: peak", loaded + prompt_kv, loaded + prefill_peak)]

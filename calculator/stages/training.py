@@ -22,7 +22,7 @@ from calculator.model import parameters as params
 from calculator.model.parameters import count_parameters
 from calculator.core.result import StageEstimate
 from calculator.core.workload import Workload
-from calculator.stages import kinds, pipeline
+from calculator.stages import kinds, pipeline, vision
 from calculator.allocator import step_plan
 from calculator.core.bounded_cache import get_or_build
 from calculator.stacks.common import StackContext, StackMemory, backward_peak, layer_grad_params, tied_embedding_extra
@@ -92,6 +92,7 @@ def _held(m: ModelSpec, w, shard: StageShard, gpu) -> _Held:
 
 
 def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
+    w = vision.lm_workload(m, w)  # a vision-language model's image tokens lengthen the LM's sequence
     held = _held(m, w, shard, gpu)
     t = TermList(held.items, held.by_component, held.host)
     states, n_opt, largest_tensor, sm, born = held.states, held.n_opt, held.largest_tensor, held.sm, held.born
@@ -248,6 +249,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         # the plan is a function of (model, workload, shard): replays are cached on that key, the plan built on a miss
         t.plan = ((m, w, shard), partial(step_plan.training_plan, m, w, ws, shard, d, dense_l or moe_l, head, sm,
                                          _grad_dtype(ws)))
+    states += vision.training_terms(t, m, shared, shard, states)  # the tower's states, activations or forward
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
     if born:

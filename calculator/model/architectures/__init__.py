@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from calculator.model.architectures import dsa, gated_deltanet, kda, lightning, mamba, mamba_attention, short_conv
+from calculator.model.architectures import (dsa, gated_deltanet, gemma_next, gemma_next_saved, kda, lightning, mamba,
+                                            mamba_attention, short_conv)
 
 MIXERS: dict[str, ModuleType] = {m.NAME: m for m in (gated_deltanet, mamba, mamba_attention, short_conv, kda, lightning,
-                                                      dsa)}
+                                                      dsa, gemma_next)}
 _LABELS = {"attention": "attention", "mla": "MLA", "none": "none"}
 SOFTMAX_ATTENTION = ("attention", "mla")
 

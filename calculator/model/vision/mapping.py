@@ -1,0 +1,149 @@
+"""A multimodal config.json's vision_config (and the outer fields the tower needs) to a VisionSpec.
+
+Lenient by design: the text model is what the estimate is built on, so a vision_config the engine cannot read
+drops the tower with a warning (as every vision tower was dropped before) instead of refusing the model; a workload
+that then asks for images is refused at estimate time (calculator/stages/vision.py).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from calculator.core import bounds as B
+from calculator.model.config_read import ConfigError, get_bool, get_float, get_int, get_int_list
+from calculator.model.vision.spec import VisionSpec
+from calculator.model.vision.tensors import vision_parameters
+
+# Defaults of the transformers 5.23 vision configuration classes, for the fields a config leaves out.
+QWEN2_5_VISION = {  # models/qwen2_5_vl/configuration_qwen2_5_vl.py Qwen2_5_VLVisionConfig
+    "depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
+    "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 112,
+    "out_hidden_size": 3584, "fullatt_block_indexes": [7, 15, 23, 31]}
+QWEN3_VISION = {  # models/qwen3_vl/configuration_qwen3_vl.py Qwen3VLVisionConfig (Qwen3.5's: no DeepStack)
+    "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
+    "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
+    "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24]}
+SIGLIP_VISION = {  # models/siglip/configuration_siglip.py SiglipVisionConfig
+    "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+    "num_channels": 3, "image_size": 224, "patch_size": 16, "vision_use_head": True}
+LLAMA4_VISION = {  # models/llama4/configuration_llama4.py Llama4VisionConfig
+    "hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_attention_heads": 16,
+    "num_channels": 3, "image_size": 448, "patch_size": 14, "vision_output_dim": 7680, "pixel_shuffle_ratio": 0.5,
+    "projector_input_dim": 4096, "projector_output_dim": 4096}
+PIXTRAL_VISION = {  # models/pixtral/configuration_pixtral.py PixtralVisionConfig
+    "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+    "num_channels": 3, "image_size": 1024, "patch_size": 16}
+MISTRAL3_ABSENT_VISION = {  # Mistral3Config.sub_configs_defaults: the vision config when the file has none
+    **PIXTRAL_VISION, "patch_size": 14, "image_size": 1540, "head_dim": 64}
+
+# Image processor pixel bounds the checkpoints ship (preprocessor_config.json "min_pixels"/"max_pixels", or
+# "size": {"shortest_edge", "longest_edge"}), read by Qwen2VLImageProcessor's smart_resize
+# (models/qwen2_vl/image_processing_pil_qwen2_vl.py). Qwen/Qwen2.5-VL-*-Instruct: 3,136 … 12,845,056 (the class
+# default max is 1,003,520); Qwen/Qwen3-VL-*, Qwen/Qwen3.5-* and Qwen/Qwen3.6-*: 65,536 … 16,777,216.
+QWEN2_5_PIXELS = (3136, 12_845_056)
+QWEN3_PIXELS = (65_536, 16_777_216)
+
+KINDS = {"qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
+         "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral"}
+VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
+
+
+def _qwen(v: dict, outer: str) -> dict:
+    qwen3 = KINDS[outer] == "qwen3_vl"
+    v = {**(QWEN3_VISION if qwen3 else QWEN2_5_VISION), **v}
+    depth = get_int(v, "depth", hi=B.MAX_LAYERS)
+    f = dict(hidden_size=get_int(v, "hidden_size", hi=B.MAX_HIDDEN),
+             intermediate_size=get_int(v, "intermediate_size", hi=B.MAX_FFN), num_layers=depth,
+             num_heads=get_int(v, "num_heads", hi=B.MAX_HEADS), patch_size=get_int(v, "patch_size", hi=4096),
+             num_channels=get_int(v, "in_channels", hi=64), temporal_patch_size=get_int(v, "temporal_patch_size", hi=64),
+             spatial_merge_size=get_int(v, "spatial_merge_size", hi=64),
+             out_hidden_size=get_int(v, "out_hidden_size", hi=B.MAX_HIDDEN))
+    if qwen3:
+        lo, hi = QWEN3_PIXELS
+        f["num_position_embeddings"] = get_int(v, "num_position_embeddings", hi=B.MAX_POSITIONS)
+        if outer in ("qwen3_vl", "qwen3_vl_moe"):  # Qwen3.5's vision model builds no DeepStack mergers
+            f["deepstack_layers"] = tuple(get_int_list(v, "deepstack_visual_indexes", lo=0, hi=depth - 1) or ())
+    else:
+        lo, hi = QWEN2_5_PIXELS
+        f["window_size"] = get_int(v, "window_size", hi=1 << 16)
+        f["full_attention_blocks"] = tuple(get_int_list(v, "fullatt_block_indexes", lo=0, hi=depth - 1) or ())
+    return dict(f, min_pixels=lo, max_pixels=hi)
+
+
+def _layers_heads(v: dict) -> dict:
+    return dict(hidden_size=get_int(v, "hidden_size", hi=B.MAX_HIDDEN),
+                intermediate_size=get_int(v, "intermediate_size", hi=B.MAX_FFN),
+                num_layers=get_int(v, "num_hidden_layers", hi=B.MAX_LAYERS),
+                num_heads=get_int(v, "num_attention_heads", hi=B.MAX_HEADS),
+                patch_size=get_int(v, "patch_size", hi=4096), num_channels=get_int(v, "num_channels", hi=64),
+                image_size=get_int(v, "image_size", hi=1 << 16))
+
+
+def _siglip(v: dict, cfg: dict, text_hidden: int) -> dict:
+    v = {**SIGLIP_VISION, **v}
+    f = _layers_heads(v)
+    f.update(use_head=get_bool(v, "vision_use_head", True), out_hidden_size=text_hidden,
+             tokens_per_image=get_int(cfg, "mm_tokens_per_image", default=256, hi=1 << 24))
+    return f
+
+
+def _llama4(v: dict, text_hidden: int) -> dict:
+    v = {**LLAMA4_VISION, **v}
+    f = _layers_heads(v)
+    f.update(out_hidden_size=text_hidden, vision_output_dim=get_int(v, "vision_output_dim", hi=B.MAX_HIDDEN),
+             projector_input_dim=get_int(v, "projector_input_dim", hi=B.MAX_HIDDEN),
+             projector_output_dim=get_int(v, "projector_output_dim", hi=B.MAX_HIDDEN),
+             pixel_shuffle_ratio=get_float(v, "pixel_shuffle_ratio", 0.5, 1e-3, 1.0))
+    return f
+
+
+def _pixtral(v: dict | None, cfg: dict, text_hidden: int) -> dict:
+    v = dict(MISTRAL3_ABSENT_VISION) if v is None else {**PIXTRAL_VISION, **v}
+    f = _layers_heads(v)
+    head_dim = get_int(v, "head_dim", default=f["hidden_size"] // f["num_heads"], hi=B.MAX_HEAD_DIM)
+    if head_dim * f["num_heads"] != f["hidden_size"]:
+        raise ConfigError("head_dim × num_attention_heads must equal hidden_size in a Pixtral vision tower")
+    layers = cfg.get("vision_feature_layer", -1)
+    f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(cfg, "spatial_merge_size", default=2, hi=64),
+             feature_layers=len(layers) if isinstance(layers, list) and layers else 1,
+             projector_bias=get_bool(cfg, "multimodal_projector_bias", False))
+    return f
+
+
+def _is_multimodal(cfg: dict) -> bool:
+    return isinstance(cfg.get("vision_config"), dict) or (
+        isinstance(cfg.get("text_config"), dict) and "hidden_size" not in cfg)
+
+
+def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, str | None]:
+    """(VisionSpec or None, a warning or None) of a raw config.json: the tower of a mapped multimodal type
+    (VISION_TYPES); None with the warning "vision tower ignored" for any other multimodal config, or when the
+    vision config cannot be read."""
+    if not isinstance(cfg, dict) or not _is_multimodal(cfg):
+        return None, None
+    outer = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None
+    nested = isinstance(cfg.get("text_config"), dict) and "hidden_size" not in cfg
+    head = f"multimodal {outer[:60]!r} config: " + ("using its text_config; " if nested else "") \
+        if outer else "multimodal config: "
+    if outer not in VISION_TYPES:
+        return None, head + "vision tower ignored" + ("" if nested else " (not a mapped vision-language type)")
+    v = cfg.get("vision_config")
+    try:
+        if v is not None and not isinstance(v, dict):
+            raise ConfigError("vision_config: must be an object")
+        kind = KINDS[outer]
+        if kind in ("qwen2_5_vl", "qwen3_vl"):
+            f = _qwen(v or {}, outer)
+        elif kind == "siglip":
+            f = _siglip(v or {}, cfg, text_hidden)
+        elif kind == "llama4":
+            f = _llama4(v or {}, text_hidden)
+        else:
+            f = _pixtral(v, cfg, text_hidden)
+        spec = VisionSpec(kind=kind, model_type=outer, **f)
+    except (ConfigError, ValidationError, TypeError, ValueError) as exc:
+        return None, head + f"vision tower ignored ({str(exc).splitlines()[0][:200]})"
+    n = vision_parameters(spec)
+    return spec, head + (f"its vision tower ({kind}: {n.tower:,} + projector {n.projector:,} parameters, not in "
+                         f"the model's count) is priced when the workload has images")

@@ -1,0 +1,143 @@
+"""Bytes a vision encoder block saves for backward, for the patches of one tower call (one micro-batch's images).
+
+Ported from the transformers 5.23 modules named in calculator/model/vision/spec.py and held byte-exact to a trace of
+the real modules on the CPU (tests/model/test_vision.py, validation/trace/saved_by_module.py). e: bytes of the
+activation dtype; N: patches in the call; hv, fv, a: the tower's hidden and MLP widths and heads.
+
+    LayerNorm(w)  e·N·w + st·N   (its input, and mean + rstd per row: st = 8 on CUDA (fp32), 2e on the CPU)
+    RMSNorm(w)    (4 + e)·N·w + 4·N   (Qwen2.5-VL's and Pixtral's: the fp32 input, the normalised input, fp32 rstd)
+    SigLIP / Llama 4    2·LN(hv) + 3e·N·hv (q/k/v, o and fc1 inputs) + 3e·N·hv (q, k, v) + 2e·N·fv (GELU in, out)
+    Qwen3-VL / Qwen3.5  2·LN(hv) + 3e·N·hv + 3e·N·hv (the fused qkv output, kept whole by v) + 2e·N·hv (rotated
+                        q, k) + 2e·N·fv
+    Qwen2.5-VL          2·RMS(hv) + 2e·N·hv + 3e·N·hv + 2e·N·hv + e·N·hv (proj input) + 4e·N·fv (SwiGLU)
+    Pixtral             2·RMS(hv) + 3e·N·hv + 3e·N·hv + 4e·N·fv (SwiGLU)
+plus the attention core over each group of n tokens that attend to each other:
+    eager   Σ (4 + e)·a·n² (fp32 softmax and its model-dtype copy; Llama 4's vision softmax stays in the model
+            dtype: Σ e·a·n²)
+    flash   Σ 4·a·n (FlashAttention-2 keeps q, k, v, the output and an fp32 logsumexp: no n² term) — the GPU path
+            of attn_implementation="flash_attention_2", read from flash-attn's saved tensors, not traced here
+    sdpa    as flash (measured on the CPU: SDPA's flash kernel keeps the output and an fp32 logsumexp); the Qwen
+            towers then split q/k/v per image (or window) and torch.cat the outputs: + e·N·hv
+The groups: one per image (Qwen3, SigLIP), per tile (Llama 4), per attention window in Qwen2.5-VL's windowed blocks
+(full per image in fullatt_block_indexes), and for Pixtral under eager / SDPA all images of the call as ONE
+sequence with a block-diagonal mask ((ΣN)² scores; flash attends per image).
+"""
+from __future__ import annotations
+
+from calculator.model.vision.spec import VisionSpec
+from calculator.model.vision.tokens import image_tokens, qwen_windows, square_grid
+
+CUDA_LN_STATS = 8  # nn.LayerNorm's fp32 mean and rstd per row on CUDA
+
+
+def _ln(n: int, width: int, e: int, st: int) -> int:
+    return e * n * width + st * n
+
+
+def _rms(n: int, width: int, e: int) -> int:
+    return (4 + e) * n * width + 4 * n
+
+
+def attention_groups(v: VisionSpec, grids: tuple[tuple[int, int], ...], sequences: tuple[int, ...], block: int,
+                     attention: str) -> tuple[int, ...]:
+    """The lengths of the token groups that attend to each other in encoder block `block` for one call: `sequences`
+    per image (or tile), `grids` the (rows, cols) patch grid of each image (Qwen2.5-VL's windows need it)."""
+    if v.kind == "qwen2_5_vl" and block not in v.full_attention_blocks and v.window_size:
+        return tuple(n for gh, gw in grids for n in qwen_windows(v, gh, gw))
+    if v.kind == "pixtral" and attention != "flash":
+        return (sum(sequences),)
+    return sequences
+
+
+def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention: str,
+                      ln_stats: int = CUDA_LN_STATS) -> int:
+    """Bytes one encoder block saves for backward for a call whose attention groups are `groups` (their sum: the
+    call's patches)."""
+    n, hv, fv, a, k = sum(groups), v.hidden_size, v.intermediate_size, v.num_heads, v.kind
+    if attention == "eager":
+        per_score = e if k == "llama4" else 4 + e
+        core = sum(per_score * a * g * g for g in groups)
+    else:
+        core = sum(4 * a * g for g in groups)
+        if k in ("qwen2_5_vl", "qwen3_vl") and attention == "sdpa":
+            core += e * n * hv  # the per-image (or per-window) outputs torch.cat'ed into a new tensor
+    if k == "qwen2_5_vl":
+        return 2 * _rms(n, hv, e) + 8 * e * n * hv + 4 * e * n * fv + core
+    if k == "qwen3_vl":
+        return 2 * _ln(n, hv, e, ln_stats) + 8 * e * n * hv + 2 * e * n * fv + core
+    if k == "pixtral":
+        return 2 * _rms(n, hv, e) + 6 * e * n * hv + 4 * e * n * fv + core
+    return 2 * _ln(n, hv, e, ln_stats) + 6 * e * n * hv + 2 * e * n * fv + core  # siglip, llama4
+
+
+def _rope(v: VisionSpec, n: int, e: int) -> int:
+    """The rotary cos and sin the first block saves (shared by the others): fp32 in the Qwen towers, the model
+    dtype in Pixtral's; Llama 4's complex frequencies are a buffer-derived constant the trace does not count."""
+    if v.kind in ("qwen2_5_vl", "qwen3_vl"):
+        return 2 * 4 * n * v.head_dim
+    return 2 * e * n * v.head_dim if v.kind == "pixtral" else 0
+
+
+def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], merged: int, e: int, attention: str,
+                        ln_stats: int = CUDA_LN_STATS) -> int:
+    """What the trained tower saves outside its blocks for one call of `images` equal images (each of `per_image`
+    encoder sequences and `merged` projector tokens): the patch embedding's input, positions, the rotary tables, final
+    norms, and the projector (merger, DeepStack mergers, pooling, adapter), traced like the blocks."""
+    hv, c, p = v.hidden_size, v.num_channels, v.patch_size
+    n = images * sum(per_image)  # encoder tokens of the call
+    m_tok = images * merged  # projector output tokens
+    k = v.kind
+    if k in ("qwen2_5_vl", "qwen3_vl"):
+        x = e * n * c * v.temporal_patch_size * p * p + _rope(v, n, e) + 3 * e * n * hv  # conv input; merger MLP
+        if k == "qwen2_5_vl":  # window_index and its inverse (int64 per merged unit); RMSNorm ln_q
+            return x + 16 * (n // v.spatial_merge_size ** 2) + _rms(n, hv, e)
+        x += 48 * n + _ln(n, hv, e, ln_stats)  # 4 bilinear position indices (int64) and weights (fp32) per patch
+        return x + len(v.deepstack_layers) * (3 * e * n * hv + ln_stats * (n // v.spatial_merge_size ** 2))
+    if k == "siglip":  # conv input, post_layernorm, the pool's input, Gemma RMSNorm (fp32 in/out, rstd, 1 + w), matmul
+        return e * n * c * p * p + _ln(n, hv, e, ln_stats) + e * n * hv + 8 * m_tok * hv + 4 * m_tok + 4 * hv + \
+            e * m_tok * hv
+    if k == "llama4":  # per tile: unfolded patches, pre/post LayerNorm (with CLS), adapter fc1 in, GELU/fc2, GELU/proj
+        n_p = n - images * len(per_image)  # the CLS token is dropped before the adapter
+        return e * n_p * c * p * p + 2 * _ln(n, hv, e, ln_stats) + e * n_p * hv + e * m_tok * 2 * (
+            v.projector_input_dim + v.projector_output_dim)
+    mask = e * n * n if attention == "sdpa" else 0  # Pixtral's block-diagonal mask, kept once by SDPA
+    return e * n * c * p * p + _rope(v, n, e) + 2 * _rms(n, hv, e) + e * n * hv + \
+        e * m_tok * hv * v.feature_layers + 2 * e * m_tok * v.out_hidden_size + mask
+
+
+def tower_saved_bytes(v: VisionSpec, images: int, px: int, e: int, attention: str,
+                      ln_stats: int = CUDA_LN_STATS) -> tuple[int, int]:
+    """(every block's, the rest's) bytes a trained tower saves for one call of `images` square images of `px`
+    pixels (a micro-batch's images: transformers runs them through the tower in one call)."""
+    it = image_tokens(v, px, px)
+    sequences = it.sequences * images
+    grids = (square_grid(v, px),) * images if v.kind == "qwen2_5_vl" else ()
+    full = sum(1 for i in set(v.full_attention_blocks) if i < v.num_layers) if v.kind == "qwen2_5_vl" else 0
+    per = [block_saved_bytes(v, attention_groups(v, grids, sequences, i, attention), e, attention, ln_stats)
+           for i in ((v.full_attention_blocks[0], -1) if full else (-1,))]  # -1: a block outside the full ones
+    blocks = full * per[0] + (v.num_layers - full) * per[-1]
+    return blocks, outside_saved_bytes(v, images, it.sequences, it.merged, e, attention, ln_stats)
+
+
+def forward_peak_bytes(v: VisionSpec, images: int, px: int, e: int, attention: str) -> int:
+    """≈ the most a forward pass of the tower without autograd holds at once (a frozen tower while training, or
+    generate()'s prefill): the processor's fp32 pixels, and in the busiest block the residual stream and its normed
+    copy plus, per phase, q, k, v and the attention output (Qwen: the fp32 rotary copies of q and k; eager: the
+    scores and their softmax over each group; Pixtral eager / SDPA: its (ΣN)² mask) or the MLP's hidden tensors
+    (gated: 3·fv, else 2·fv). An estimate of the live tensors, not a trace: it only matters under eager attention,
+    where the scores dominate."""
+    it = image_tokens(v, px, px)
+    sequences = it.sequences * images
+    n, hv, fv, a, k = sum(sequences), v.hidden_size, v.intermediate_size, v.num_heads, v.kind
+    grids = (square_grid(v, px),) * images if k == "qwen2_5_vl" else ()
+    block = v.full_attention_blocks[0] if k == "qwen2_5_vl" and v.full_attention_blocks else 0
+    groups = attention_groups(v, grids, sequences, block, attention)
+    attn = 6 * e * n * hv + (8 * n * hv if k in ("qwen2_5_vl", "qwen3_vl") else 0)
+    if attention == "eager":
+        attn += sum((2 * e if k == "llama4" else 4 + e) * a * g * g for g in groups)
+    else:
+        attn += 4 * a * n
+    if k == "pixtral" and attention != "flash":
+        attn += e * n * n
+    mlp = 2 * e * n * hv + (3 if k in ("qwen2_5_vl", "pixtral") else 2) * e * n * fv
+    return 4 * n * v.num_channels * v.temporal_patch_size * v.patch_size ** 2 + max(attn, mlp)

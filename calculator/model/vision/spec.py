@@ -1,0 +1,93 @@
+"""VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
+
+One spec describes one of five encoder kinds, each mirroring a transformers 5.23 module:
+
+    qwen2_5_vl  models/qwen2_5_vl/modeling_qwen2_5_vl.py   Qwen2_5_VisionTransformerPretrainedModel (RMSNorm,
+                                                           SwiGLU with biases, windowed attention, merger)
+    qwen3_vl    models/qwen3_vl/modeling_qwen3_vl.py       Qwen3VLVisionModel (LayerNorm, GELU MLP, learned +
+                models/qwen3_5/modeling_qwen3_5.py         rotary positions, merger, DeepStack mergers in
+                                                           qwen3_vl / qwen3_vl_moe only); Qwen3_5VisionModel
+    siglip      models/siglip/modeling_siglip.py           SiglipVisionModel + Gemma3MultiModalProjector
+                models/gemma3/modeling_gemma3.py           (average pool to mm_tokens_per_image, RMSNorm, matmul)
+    llama4      models/llama4/modeling_llama4.py           Llama4VisionModel (unfold patches, CLS, pixel-shuffle
+                                                           adapter) + Llama4MultiModalProjector
+    pixtral     models/pixtral/modeling_pixtral.py         PixtralVisionModel + Mistral3MultiModalProjector
+                models/mistral3/modeling_mistral3.py       (RMSNorm, learned 2×2 patch merger, two linears)
+
+A field the config leaves out takes the transformers configuration class's default (the tables below, from each
+configuration_*.py), as transformers itself does when it builds the model.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from calculator.core import bounds as B
+from calculator.core.hash_once import HashedOnce
+
+Kind = Literal["qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "pixtral"]
+
+_PX = 1 << 16  # largest image side or patch the engine takes (pixels)
+
+
+class VisionSpec(HashedOnce):
+    """The vision tower (encoder) and projector of one model, with the image processor defaults its checkpoints
+    ship (each cited where it is set: calculator/model/vision/mapping.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Kind
+    model_type: str = Field(max_length=B.MAX_NAME_CHARS)  # the outer config's model_type
+    hidden_size: int = Field(gt=0, le=B.MAX_HIDDEN, strict=True)
+    intermediate_size: int = Field(gt=0, le=B.MAX_FFN, strict=True)
+    num_layers: int = Field(gt=0, le=B.MAX_LAYERS, strict=True)
+    num_heads: int = Field(gt=0, le=B.MAX_HEADS, strict=True)
+    patch_size: int = Field(gt=0, le=_PX, strict=True)
+    num_channels: int = Field(default=3, gt=0, le=64, strict=True)
+    temporal_patch_size: int = Field(default=1, gt=0, le=64, strict=True)  # Qwen: a still image is 2 frames
+    spatial_merge_size: int = Field(default=1, gt=0, le=64, strict=True)  # Qwen merger / Mistral-3 patch merger
+    # width the projector writes: the language model's hidden size (Qwen: vision_config.out_hidden_size)
+    out_hidden_size: int = Field(gt=0, le=B.MAX_HIDDEN, strict=True)
+    # SigLIP / Llama 4: the side every image (tile) is resized to; Pixtral: the processor's longest edge
+    image_size: int = Field(default=0, ge=0, le=_PX, strict=True)
+    num_position_embeddings: int = Field(default=0, ge=0, le=B.MAX_POSITIONS, strict=True)  # Qwen3-VL / Qwen3.5
+    deepstack_layers: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen3-VL DeepStack mergers
+    window_size: int = Field(default=0, ge=0, le=_PX, strict=True)  # Qwen2.5-VL attention window (pixels)
+    full_attention_blocks: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen2.5-VL
+    use_head: bool = False  # SigLIP's attention-pooling head (False in Gemma 3)
+    tokens_per_image: int = Field(default=0, ge=0, le=_PX * _PX, strict=True)  # Gemma 3 mm_tokens_per_image
+    projector_input_dim: int = Field(default=0, ge=0, le=B.MAX_HIDDEN, strict=True)  # Llama 4 adapter
+    projector_output_dim: int = Field(default=0, ge=0, le=B.MAX_HIDDEN, strict=True)
+    vision_output_dim: int = Field(default=0, ge=0, le=B.MAX_HIDDEN, strict=True)
+    pixel_shuffle_ratio: float = Field(default=0.5, gt=0, le=1, allow_inf_nan=False)
+    feature_layers: int = Field(default=1, gt=0, le=B.MAX_LAYERS, strict=True)  # Mistral-3 vision_feature_layer
+    projector_bias: bool = False  # Mistral-3 multimodal_projector_bias
+    # image processor: Qwen's pixel bounds of smart_resize, Llama 4's tiles per image
+    min_pixels: int = Field(default=0, ge=0, le=_PX * _PX, strict=True)
+    max_pixels: int = Field(default=0, ge=0, le=_PX * _PX, strict=True)
+    max_tiles: int = Field(default=16, gt=0, le=1024, strict=True)
+
+    @model_validator(mode="after")
+    def _check(self) -> "VisionSpec":
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})")
+        if self.kind != "qwen2_5_vl" and self.kind != "qwen3_vl" and self.image_size < self.patch_size:
+            raise ValueError(f"image_size ({self.image_size}) must be at least patch_size ({self.patch_size})")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def merged_width(self) -> int:
+        """Width of one merged token before the projector's MLP (Qwen: hv·m²)."""
+        return self.hidden_size * self.spatial_merge_size ** 2
+
+    @property
+    def default_image_px(self) -> int:
+        """The side of a square image when the workload names none: the size every image is resized to (Gemma 3,
+        Llama 4's tile), else 1024 px (our choice for dynamic-resolution families: a typical photo or screenshot
+        after the client's downscale; Pixtral's class default longest edge is also 1024)."""
+        return self.image_size if self.kind in ("siglip", "llama4") else 1024

@@ -1,0 +1,166 @@
+"""The parameter tensors of a vision tower and its projector, tensor by tensor, as each transformers 5.23 module
+builds them (the files are named in calculator/model/vision/spec.py); their counts are the tower's parameters.
+
+Each tensor is (name, shape, part, role): part "tower" (the encoder: what LLaMA-Factory's freeze_vision_tower and
+ms-swift's freeze_vit freeze) or "projector" (what maps the encoder's output to the language model's width:
+Qwen's merger and DeepStack mergers, Gemma 3's multi_modal_projector, Llama 4's multi_modal_projector, Mistral 3's
+multi_modal_projector); role "qv" (q and v, or Qwen's fused qkv) / "attn" (the other attention projections) / "mlp"
+(every other nn.Linear: MLPs, Llama 4's patch embedding and adapter, the projectors' linears) for nn.Linear weights
+(LoRA targets), "" for everything else (convolutions, norms, biases, embeddings, Gemma 3's projection matrix, which is
+an nn.Parameter used by torch.matmul, not an nn.Linear).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+from calculator.model.vision.spec import VisionSpec
+
+
+class Tensor(NamedTuple):
+    name: str
+    shape: tuple[int, ...]
+    part: str  # "tower" or "projector"
+    role: str  # "qv", "attn", "mlp" for nn.Linear weights; "" otherwise
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+class VisionParams(NamedTuple):
+    tower: int
+    projector: int
+    tower_linear: int  # nn.Linear weights of the tower (what bitsandbytes quantizes under QLoRA)
+    projector_linear: int
+    tensors: int
+
+    @property
+    def total(self) -> int:
+        return self.tower + self.projector
+
+
+def _linear(name: str, out: int, inp: int, part: str, role: str, bias: bool) -> list[Tensor]:
+    t = [Tensor(f"{name}.weight", (out, inp), part, role)]
+    return t + [Tensor(f"{name}.bias", (out,), part, "")] if bias else t
+
+
+def _norm(name: str, width: int, part: str, bias: bool) -> list[Tensor]:
+    t = [Tensor(f"{name}.weight", (width,), part, "")]
+    return t + [Tensor(f"{name}.bias", (width,), part, "")] if bias else t
+
+
+def _block(v: VisionSpec, i: int) -> list[Tensor]:
+    """One encoder block's tensors."""
+    hv, fv, k = v.hidden_size, v.intermediate_size, v.kind
+    p = f"blocks.{i}"
+    if k in ("qwen2_5_vl", "qwen3_vl"):  # fused qkv with bias, proj with bias
+        t = _norm(f"{p}.norm1", hv, "tower", k == "qwen3_vl") + _norm(f"{p}.norm2", hv, "tower", k == "qwen3_vl")
+        t += _linear(f"{p}.attn.qkv", 3 * hv, hv, "tower", "qv", True) + _linear(f"{p}.attn.proj", hv, hv, "tower",
+                                                                                  "attn", True)
+        if k == "qwen2_5_vl":  # Qwen2_5_VLMLP: gate, up, down, all with bias
+            return t + _linear(f"{p}.mlp.gate_proj", fv, hv, "tower", "mlp", True) + _linear(
+                f"{p}.mlp.up_proj", fv, hv, "tower", "mlp", True) + _linear(f"{p}.mlp.down_proj", hv, fv, "tower",
+                                                                            "mlp", True)
+        return t + _linear(f"{p}.mlp.linear_fc1", fv, hv, "tower", "mlp", True) + _linear(
+            f"{p}.mlp.linear_fc2", hv, fv, "tower", "mlp", True)
+    bias = k != "pixtral"
+    t = _norm(f"{p}.norm1", hv, "tower", bias) + _norm(f"{p}.norm2", hv, "tower", bias)
+    for proj, role in (("q", "qv"), ("k", "attn"), ("v", "qv"), ("o", "attn")):
+        t += _linear(f"{p}.attn.{proj}_proj", hv, hv, "tower", role, bias)
+    if k == "pixtral":  # PixtralMLP: gated, no biases
+        return t + _linear(f"{p}.mlp.gate_proj", fv, hv, "tower", "mlp", False) + _linear(
+            f"{p}.mlp.up_proj", fv, hv, "tower", "mlp", False) + _linear(f"{p}.mlp.down_proj", hv, fv, "tower",
+                                                                         "mlp", False)
+    return t + _linear(f"{p}.mlp.fc1", fv, hv, "tower", "mlp", True) + _linear(f"{p}.mlp.fc2", hv, fv, "tower",
+                                                                                "mlp", True)
+
+
+def _embeddings(v: VisionSpec) -> list[Tensor]:
+    hv, c, p, k = v.hidden_size, v.num_channels, v.patch_size, v.kind
+    if k in ("qwen2_5_vl", "qwen3_vl"):  # Conv3d over (temporal_patch_size, P, P); Qwen3 adds a bias and positions
+        t = [Tensor("patch_embed.proj.weight", (hv, c, v.temporal_patch_size, p, p), "tower", "")]
+        if k == "qwen3_vl":
+            t += [Tensor("patch_embed.proj.bias", (hv,), "tower", ""),
+                  Tensor("pos_embed.weight", (v.num_position_embeddings, hv), "tower", "")]
+        return t
+    if k == "siglip":  # Conv2d with bias, a learned position per patch of the fixed image size
+        return [Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
+                Tensor("embeddings.patch_embedding.bias", (hv,), "tower", ""),
+                Tensor("embeddings.position_embedding.weight", ((v.image_size // p) ** 2, hv), "tower", "")]
+    if k == "llama4":  # Llama4UnfoldConvolution: nn.Linear over unfolded patches; CLS + positions; pre norm
+        return (_linear("patch_embedding.linear", hv, c * p * p, "tower", "mlp", False)
+                + [Tensor("class_embedding", (hv,), "tower", ""),
+                   Tensor("positional_embedding_vlm", ((v.image_size // p) ** 2 + 1, hv), "tower", "")]
+                + _norm("layernorm_pre", hv, "tower", True))
+    return [Tensor("patch_conv.weight", (hv, c, p, p), "tower", "")] + _norm("ln_pre", hv, "tower", False)
+
+
+def _after(v: VisionSpec) -> list[Tensor]:
+    """What follows the blocks: final norms, heads, adapters and the projector."""
+    hv, fv, out, k = v.hidden_size, v.intermediate_size, v.out_hidden_size, v.kind
+    if k in ("qwen2_5_vl", "qwen3_vl"):
+        hm = v.merged_width
+        mlp = lambda name: (_linear(f"{name}.fc1", hm, hm, "projector", "mlp", True)  # noqa: E731
+                            + _linear(f"{name}.fc2", out, hm, "projector", "mlp", True))
+        t = _norm("merger.norm", hv, "projector", k == "qwen3_vl") + mlp("merger")
+        for i in v.deepstack_layers:  # Qwen3VLVisionPatchMerger(use_postshuffle_norm=True): LayerNorm(hv·m²)
+            t += _norm(f"deepstack_merger_list.{i}.norm", hm, "projector", True) + mlp(f"deepstack_merger_list.{i}")
+        return t
+    if k == "siglip":
+        t = _norm("post_layernorm", hv, "tower", True)
+        if v.use_head:  # SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention, LayerNorm, MLP
+            t += [Tensor("head.probe", (1, 1, hv), "tower", ""),
+                  Tensor("head.attention.in_proj_weight", (3 * hv, hv), "tower", ""),
+                  Tensor("head.attention.in_proj_bias", (3 * hv,), "tower", "")]
+            t += _linear("head.attention.out_proj", hv, hv, "tower", "attn", True) + _norm(
+                "head.layernorm", hv, "tower", True) + _linear("head.mlp.fc1", fv, hv, "tower", "mlp", True) + \
+                _linear("head.mlp.fc2", hv, fv, "tower", "mlp", True)
+        return t + [Tensor("multi_modal_projector.mm_input_projection_weight", (hv, out), "projector", ""),
+                    Tensor("multi_modal_projector.mm_soft_emb_norm.weight", (hv,), "projector", "")]
+    if k == "llama4":  # layernorm_post, the pixel-shuffle adapter (Llama4VisionMLP2, no biases), the projector
+        return (_norm("layernorm_post", hv, "tower", True)
+                + _linear("vision_adapter.mlp.fc1", v.projector_input_dim, fv, "tower", "mlp", False)
+                + _linear("vision_adapter.mlp.fc2", v.projector_output_dim, v.projector_output_dim, "tower", "mlp",
+                          False)
+                + _linear("multi_modal_projector.linear_1", out, v.vision_output_dim, "projector", "mlp", False))
+    m, b = v.spatial_merge_size, v.projector_bias  # Mistral3MultiModalProjector
+    return (_norm("multi_modal_projector.norm", hv, "projector", False)
+            + _linear("multi_modal_projector.patch_merger.merging_layer", hv, hv * m * m, "projector", "mlp", False)
+            + _linear("multi_modal_projector.linear_1", out, hv * v.feature_layers, "projector", "mlp", b)
+            + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", b))
+
+
+@lru_cache(maxsize=64)
+def vision_tensors(v: VisionSpec) -> tuple[Tensor, ...]:
+    """Every parameter tensor of the tower and the projector."""
+    t = _embeddings(v)
+    for i in range(v.num_layers):
+        t += _block(v, i)
+    return tuple(t + _after(v))
+
+
+@lru_cache(maxsize=64)
+def vision_parameters(v: VisionSpec) -> VisionParams:
+    """Parameters of the tower and of the projector (exact: tests/model/test_vision.py builds the real modules)."""
+    tower = projector = tower_linear = projector_linear = 0
+    tensors = vision_tensors(v)
+    for t in tensors:
+        if t.part == "tower":
+            tower += t.numel
+            tower_linear += t.numel if t.role else 0
+        else:
+            projector += t.numel
+            projector_linear += t.numel if t.role else 0
+    return VisionParams(tower, projector, tower_linear, projector_linear, len(tensors))
+
+
+def adapted_linears(v: VisionSpec, targets: str) -> list[Tensor]:
+    """The tower's and projector's nn.Linear weights a LoRA of `targets` adapts when the tower is trained:
+    all-linear (PEFT's rule: every nn.Linear but the output layer), attention (q/k/v/o, fused qkv and proj),
+    qv (q and v, or Qwen's fused qkv)."""
+    roles = {"all-linear": ("qv", "attn", "mlp"), "attention": ("qv", "attn"), "qv": ("qv",)}[targets]
+    return [t for t in vision_tensors(v) if t.role in roles]

@@ -1,0 +1,106 @@
+"""One image of H × W pixels → the encoder's sequences (patches) → the language model's tokens, per family, as the
+transformers 5.23 image processors and processors compute them (ported in our own words; tests/model/test_vision.py
+runs the real PIL processors where they run without torchvision).
+
+    Qwen2.5-VL / Qwen3-VL / Qwen3.5  qwen2_vl/image_processing_pil_qwen2_vl.py smart_resize: each side rounded to a
+        multiple of P·m, scaled down (floor) into max_pixels or up (ceil) into min_pixels; N = (H'/P)·(W'/P)
+        patches of C·temporal·P² values (a still image is repeated to 2 frames: grid_t = 1); the merger turns
+        each m×m group into one token: N/m², plus <|vision_start|> and <|vision_end|> (processing_qwen2_vl.py).
+    Gemma 3  image_processing_pil_gemma3.py: every image resized to image_size² (pan-and-scan off, the default):
+        N = (image_size/P)² = 4096; Gemma3MultiModalProjector average-pools to mm_tokens_per_image = 256;
+        processing_gemma3.py writes "\\n\\n<start_of_image>" + 256 × <image_soft_token> + "<end_of_image>\\n\\n"
+        (each "\\n\\n" one token): 260 tokens.
+    Llama 4  image_processing_llama4.py get_best_fit over canvases of a×b tiles (a·b ≤ max_patches = 16) of
+        image_size² (336²): the smallest upscale, else the least downscale, ties to the smallest area; a global tile
+        is added when a·b > 1; each tile is one encoder sequence of (336/14)² + 1 (CLS) = 577; pixel shuffle
+        (ratio 0.5) leaves 144 <|patch|> tokens per tile; processing_llama4.py _prompt_split_image adds
+        <|image_start|>, <|image|>, <|image_end|> and a separator after each tile (x) and each row (y).
+    Mistral 3 (Pixtral)  pixtral/image_processing_pil_pixtral.py: scaled down (never up) so the longest side ≤
+        longest_edge, each side rounded up to a multiple of P·m (processing_pixtral.py passes patch_size·m);
+        N = (H/P)·(W/P); the patch merger leaves (H/(P·m))·(W/(P·m)) tokens, and the processor adds one
+        [IMG_BREAK] per row ([IMG_END] after the last): rows·(cols + 1).
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import NamedTuple
+
+from calculator.model.vision.spec import VisionSpec
+
+
+class ImageTokens(NamedTuple):
+    sequences: tuple[int, ...]  # the encoder's sequence length of each piece of the image (Llama 4: each tile)
+    merged: int  # tokens the projector hands the language model (image features)
+    lm_tokens: int  # tokens the image adds to the language model's sequence (features + the processor's markers)
+
+    @property
+    def patches(self) -> int:
+        return sum(self.sequences)
+
+
+def smart_resize(h: int, w: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """Qwen2VLImageProcessor's resize: sides rounded to multiples of `factor`, the area brought into bounds."""
+    hb, wb = round(h / factor) * factor, round(w / factor) * factor
+    if hb * wb > max_pixels:
+        beta = math.sqrt(h * w / max_pixels)
+        hb = max(factor, math.floor(h / beta / factor) * factor)
+        wb = max(factor, math.floor(w / beta / factor) * factor)
+    elif hb * wb < min_pixels:
+        beta = math.sqrt(min_pixels / (h * w))
+        hb, wb = math.ceil(h * beta / factor) * factor, math.ceil(w * beta / factor) * factor
+    return hb, wb
+
+
+def llama4_canvas(h: int, w: int, tile: int, max_tiles: int) -> tuple[int, int]:
+    """(rows, cols) of tiles get_best_fit picks for an h × w image (resize_to_max_canvas False)."""
+    options = [(a, n // a) for n in range(max_tiles, 0, -1) for a in range(1, n + 1) if n % a == 0]
+    scales = [(min(b * tile / w, a * tile / h), a, b) for a, b in options]
+    up = [s for s, _, _ in scales if s >= 1]
+    chosen = min(up) if up else max(s for s, _, _ in scales)
+    return min(((a * b, a, b) for s, a, b in scales if s == chosen))[1:]
+
+
+def pixtral_size(h: int, w: int, longest_edge: int, unit: int) -> tuple[int, int]:
+    """PixtralImageProcessor's resize: scaled down into longest_edge, sides rounded up to multiples of `unit`."""
+    ratio = max(h / longest_edge, w / longest_edge)
+    if ratio > 1:
+        h, w = int(math.floor(h / ratio)), int(math.floor(w / ratio))
+    return (h - 1) // unit * unit + unit, (w - 1) // unit * unit + unit
+
+
+@lru_cache(maxsize=1024)
+def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
+    """Patches and language-model tokens of one image of `height` × `width` pixels."""
+    p, m, k = v.patch_size, v.spatial_merge_size, v.kind
+    if k in ("qwen2_5_vl", "qwen3_vl"):
+        hh, ww = smart_resize(height, width, p * m, v.min_pixels, v.max_pixels)
+        n = (hh // p) * (ww // p)
+        return ImageTokens((n,), n // (m * m), n // (m * m) + 2)
+    if k == "siglip":
+        return ImageTokens(((v.image_size // p) ** 2,), v.tokens_per_image, v.tokens_per_image + 4)
+    if k == "llama4":
+        a, b = llama4_canvas(height, width, v.image_size, v.max_tiles)
+        tiles = a * b + (1 if a * b > 1 else 0)
+        per_tile = int((v.image_size // p) ** 2 * v.pixel_shuffle_ratio ** 2)
+        markers = 3 + (a * b if a * b > 1 else 0)  # start, <|image|>, end; x separators + y separators
+        return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + markers)
+    hh, ww = pixtral_size(height, width, v.image_size, p * m)
+    rows, cols = hh // (p * m), ww // (p * m)
+    return ImageTokens(((hh // p) * (ww // p),), rows * cols, rows * (cols + 1))
+
+
+def qwen_windows(v: VisionSpec, n_patches_side_h: int, n_patches_side_w: int) -> tuple[int, ...]:
+    """Qwen2.5-VL's attention windows over one image's h × w patch grid (vision_utils.get_vision_window_index):
+    windows of (window_size / P / m)² merged units, edge windows smaller; lengths in patches."""
+    m = v.spatial_merge_size
+    win = max(1, v.window_size // m // v.patch_size)
+    lh, lw = n_patches_side_h // m, n_patches_side_w // m
+    return tuple(min(win, lh - r) * min(win, lw - c) * m * m for r in range(0, lh, win) for c in range(0, lw, win))
+
+
+def square_grid(v: VisionSpec, px: int) -> tuple[int, int]:
+    """Qwen's patch grid (rows, cols) of a square image of `px` pixels."""
+    f = v.patch_size * v.spatial_merge_size
+    hh, ww = smart_resize(px, px, f, v.min_pixels, v.max_pixels)
+    return hh // v.patch_size, ww // v.patch_size

@@ -1,0 +1,166 @@
+"""What a trained vision tower saves for backward (calculator/model/vision/saved.py), byte for byte against the real
+transformers 5.23 modules: tiny bf16 models on the CPU, traced with validation/trace/saved_by_module.py (storages
+alive at the end of the forward, parameters and buffers never), eager and SDPA attention. One encoder block (block 1:
+block 0 also owns the rotary tables every block shares) and the whole tower with its projector, for one and two
+images. The CPU keeps nn.LayerNorm's mean and rstd in the model dtype (2e bytes per row; CUDA: fp32, 8)."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from calculator.model.vision import attention_groups, block_saved_bytes, image_tokens, vision_from_config  # noqa: E402
+from calculator.model.vision.saved import tower_saved_bytes  # noqa: E402
+from validation.trace.saved_by_module import saved_bytes_by_module  # noqa: E402
+
+T = transformers
+E, CPU_LN_STATS = 2, 4
+TEXT = dict(hidden_size=40, num_hidden_layers=1, vocab_size=16, intermediate_size=8, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=8)
+ROOMY = dict(min_pixels=0, max_pixels=1 << 40)  # tiny images: no resize to the checkpoints' pixel bounds
+
+
+class _Run(torch.nn.Module):
+    """The tower (and projector) as saved_bytes_by_module calls a model: forward(input_ids, labels)."""
+
+    def __init__(self, parts: dict, run):
+        super().__init__()
+        self.tower = torch.nn.ModuleDict(parts)
+        self.run = run
+
+    def forward(self, input_ids=None, labels=None, **_):
+        return self.run(self.tower)
+
+
+def _trace(parts: dict, run, impl: str) -> dict[str, int]:
+    torch.manual_seed(0)
+    model = _Run(parts, run)
+    for sub in model.modules():
+        if hasattr(sub, "config") and hasattr(sub.config, "_attn_implementation"):
+            sub.config._attn_implementation = impl
+    model = model.to(torch.bfloat16).train()
+    return saved_bytes_by_module(model, torch.zeros(1, 1, dtype=torch.long))
+
+
+def _block(by: dict[str, int], prefix: str, i: int) -> int:
+    return sum(b for k, b in by.items() if k.startswith(f"{prefix}{i}."))
+
+
+def _check(v, by, prefix, images, px, impl, groups):
+    blocks, outside = tower_saved_bytes(v, images, px, E, impl, CPU_LN_STATS)
+    assert _block(by, prefix, 1) == block_saved_bytes(v, groups, E, impl, CPU_LN_STATS)
+    assert sum(by.values()) == blocks + outside
+
+
+IMPLS = ("eager", "sdpa")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("outer", ["qwen3_5", "qwen3_vl"])
+@pytest.mark.parametrize("images, px", [(1, 32), (2, 32), (1, 48)])
+def test_qwen3_vision_blocks_and_tower(outer, images, px, impl):
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionModel
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
+    kw = dict(hidden_size=48, intermediate_size=104, depth=3, num_heads=4, patch_size=4, out_hidden_size=40,
+              num_position_embeddings=64)
+    if outer == "qwen3_vl":
+        cfg, cls = T.Qwen3VLVisionConfig(**kw, deepstack_visual_indexes=[1]), Qwen3VLVisionModel
+    else:
+        cfg, cls = T.Qwen3_5VisionConfig(**kw), Qwen3_5VisionModel
+    v = vision_from_config({"model_type": outer, "vision_config": cfg.to_dict()}, 40)[0].model_copy(update=ROOMY)
+    g = px // 4
+    pixels, grid = torch.randn(images * g * g, 3 * 2 * 16), torch.tensor([[1, g, g]] * images)
+
+    def run(t):
+        out = t["visual"](pixels.bfloat16(), grid_thw=grid)
+        return out.pooler_output.sum() + sum(x.sum() for x in (getattr(out, "deepstack_features", None) or []))
+    by = _trace({"visual": cls._from_config(cfg)}, run, impl)
+    # (qwen3_vl: block 1's output feeds a DeepStack merger, which saves it before block 2's norm does)
+    assert _block(by, "tower.visual.blocks.", 1) == block_saved_bytes(v, (g * g,) * images, E, impl, CPU_LN_STATS)
+    assert sum(by.values()) == sum(tower_saved_bytes(v, images, px, E, impl, CPU_LN_STATS))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("images, px", [(1, 32), (2, 32), (1, 48)])
+def test_qwen2_5_vl_windowed_and_full_blocks_and_tower(images, px, impl):
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
+    cfg = T.Qwen2_5_VLVisionConfig(hidden_size=48, intermediate_size=104, depth=3, num_heads=4, patch_size=4,
+                                   window_size=16, fullatt_block_indexes=[1], out_hidden_size=40)
+    v = vision_from_config({"model_type": "qwen2_5_vl", "vision_config": cfg.to_dict()}, 40)[0].model_copy(
+        update=ROOMY)
+    g = px // 4
+    pixels, grid = torch.randn(images * g * g, 3 * 2 * 16), torch.tensor([[1, g, g]] * images)
+    by = _trace({"visual": Qwen2_5_VisionTransformerPretrainedModel._from_config(cfg)},
+                lambda t: t["visual"](pixels.bfloat16(), grid_thw=grid).pooler_output.sum(), impl)
+    sequences = (g * g,) * images
+    for i in (1, 2):  # block 1 attends over each image, block 2 within windows of 4 × 4 patches
+        groups = attention_groups(v, ((g, g),) * images, sequences, i, impl)
+        assert _block(by, "tower.visual.blocks.", i) == block_saved_bytes(v, groups, E, impl, CPU_LN_STATS)
+    assert attention_groups(v, ((g, g),) * images, sequences, 2, impl) != sequences
+    assert sum(by.values()) == sum(tower_saved_bytes(v, images, px, E, impl, CPU_LN_STATS))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("images, side, tokens", [(1, 64, 16), (2, 64, 16), (1, 96, 36)])
+def test_gemma3_siglip_blocks_and_tower_with_projector(images, side, tokens, impl):
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3MultiModalProjector
+    cfg = T.Gemma3Config(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                            num_attention_heads=4, image_size=side, patch_size=8,
+                                            vision_use_head=False), text_config=TEXT, mm_tokens_per_image=tokens)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    pixels = torch.randn(images, 3, side, side)
+    by = _trace({"vision": T.SiglipVisionModel._from_config(cfg.vision_config),
+                 "projector": Gemma3MultiModalProjector(cfg)},
+                lambda t: t["projector"](t["vision"](pixel_values=pixels.bfloat16()).last_hidden_state).float().sum(),
+                impl)
+    _check(v, by, "tower.vision.encoder.layers.", images, side, impl, ((side // 8) ** 2,) * images)
+
+
+@pytest.mark.filterwarnings("ignore:Casting complex values")  # .to(bfloat16) of its complex rotary buffer
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("tile, px", [(64, 64), (64, 128), (96, 96)])
+def test_llama4_blocks_and_tower_with_adapter_and_projector(tile, px, impl):
+    from transformers.models.llama4.modeling_llama4 import Llama4MultiModalProjector, Llama4VisionModel
+    cfg = T.Llama4Config(vision_config=dict(hidden_size=48, intermediate_size=192, num_hidden_layers=3,
+                                            num_attention_heads=4, image_size=tile, patch_size=8,
+                                            projector_input_dim=40, projector_output_dim=40, vision_output_dim=40),
+                         text_config={"hidden_size": 40})
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    tiles = len(image_tokens(v, px, px).sequences)  # 1, or a 2 × 2 canvas and the global tile
+    pixels = torch.randn(tiles, 3, tile, tile)
+    by = _trace({"vision": Llama4VisionModel._from_config(cfg.vision_config), "projector": Llama4MultiModalProjector(cfg)},
+                lambda t: t["projector"](t["vision"](pixel_values=pixels.bfloat16()).last_hidden_state).float().sum(),
+                impl)
+    _check(v, by, "tower.vision.model.layers.", 1, px, impl, ((tile // 8) ** 2 + 1,) * tiles)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("images, px", [(1, 64), (2, 64), (1, 80)])
+def test_pixtral_blocks_and_tower_with_the_mistral3_projector(images, px, impl):
+    from transformers.models.mistral3.modeling_mistral3 import Mistral3MultiModalProjector
+    cfg = T.Mistral3Config(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                              num_attention_heads=4, head_dim=12, image_size=96, patch_size=8),
+                           text_config=TEXT)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    pixels, sizes = torch.randn(images, 3, px, px), torch.tensor([(px, px)] * images)
+
+    def run(t):
+        out = t["vision"](pixels.bfloat16(), image_sizes=sizes, output_hidden_states=True, return_dict=True)
+        return t["projector"](out.hidden_states[-1].squeeze(0), sizes).float().sum()
+    by = _trace({"vision": T.PixtralVisionModel._from_config(cfg.vision_config),
+                 "projector": Mistral3MultiModalProjector(cfg)}, run, impl)
+    # eager / SDPA: every image of the call is one sequence under a block-diagonal mask
+    _check(v, by, "tower.vision.transformer.layers.", images, px, impl, ((px // 8) ** 2 * images,))
+
+
+def test_flash_attention_keeps_no_scores_and_pixtral_attends_per_image():
+    v, _ = vision_from_config(T.Mistral3Config().to_dict(), 5120)
+    per_image = (5476, 5476)
+    assert attention_groups(v, (), per_image, 0, "flash") == per_image
+    assert attention_groups(v, (), per_image, 0, "sdpa") == (10952,)
+    eager = block_saved_bytes(v, (10952,), 2, "eager")
+    flash = block_saved_bytes(v, per_image, 2, "flash")
+    assert eager - flash == 6 * 16 * 10952 ** 2 - 4 * 16 * 10952
+    # the same tensors; SDPA's mask is counted once, outside the blocks
+    assert block_saved_bytes(v, (10952,), 2, "sdpa") == flash
