@@ -87,7 +87,7 @@ if __name__ == "__main__":
     print("targets: PP=1 <= 50 µs, PP=16 <= 120 µs, new model <= 1000 µs")
 
 
-# ---- planner: layouts per second over whole grids (target ≥ 100,000/s on the fast byte model) -------------------
+# ---- planner: layouts per second over whole grids, with the time model in the loop (target ≥ 100,000/s) ---------
 PLANNER_JOBS = {
     "llama-3.1-70b infer 128k, a100-40gb": ("llama-3.1-70b", Workload(mode="infer", seq_len=131072, gen_tokens=1024,
                                                                       gpu="a100-40gb")),
@@ -98,18 +98,23 @@ PLANNER_JOBS = {
 PLANNER_COUNTS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512)
 
 
-def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, float, float, str]:
-    """(layouts, byte-model layouts/s, planner layouts/s, path) over every layout of PLANNER_COUNTS GPUs: the fast
-    byte model alone (calculator.planning.fast.totals) and calculator.planning.planner.evaluate (the byte model, estimate()
-    for the layouts it does not cover, a Plan for each layout that fits). Fresh layout objects each time; the
-    per-shard and per-shape pricing is not cached between calls."""
+def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, float, float, float, str]:
+    """(layouts, byte-model layouts/s, planner layouts/s without and with the time model, path) over every layout of
+    PLANNER_COUNTS GPUs: the fast byte model alone (calculator.planning.fast.totals); calculator.planning.planner.
+    evaluate (the byte model, estimate() for the layouts it does not cover, a Plan for each layout that fits); and
+    evaluate + calculator.planning.ranking.time_plans (step time, tokens/s per GPU, MFU and bottleneck of every
+    plan: calculator.planning.fast_time over the grid, estimate_time() where it does not cover the job) and the sort
+    by the default ranking. Fresh layout objects each time; the per-shard and per-shape pricing (bytes and time) is
+    not cached between calls."""
     from calculator.planning import fast as planner_fast
+    from calculator.planning import fast_infer_time, fast_time
     from calculator.planning.planner import evaluate
+    from calculator.planning.ranking import rank_key, time_plans
     from calculator.planning.grid import layouts_of
     from calculator.model.presets import get_gpu
     spec = load_model(model_id).spec
     cap = get_gpu(w.gpu).usable_bytes
-    model = plan = float("inf")
+    model = plan = timed = float("inf")
     for _ in range(repeat):
         layouts = [lay for n in PLANNER_COUNTS for lay in layouts_of(spec, w, n)]
         planner_fast.clear_cache()
@@ -119,13 +124,20 @@ def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, floa
         planner_fast.clear_cache()
         evaluate(spec, w, layouts, cap)
         t2 = time.perf_counter()
-        model, plan = min(model, t1 - t0), min(plan, t2 - t1)
+        planner_fast.clear_cache()
+        fast_time.clear_cache()
+        fast_infer_time.clear_cache()
+        plans = evaluate(spec, w, layouts, cap)
+        time_plans(spec, w, plans)
+        plans.sort(key=rank_key("fastest"))
+        t3 = time.perf_counter()
+        model, plan, timed = min(model, t1 - t0), min(plan, t2 - t1), min(timed, t3 - t2)
     path = "fast byte model" if planner_fast.covers(spec, w) else "estimate()"
-    return len(layouts), len(layouts) / model, len(layouts) / plan, path
+    return len(layouts), len(layouts) / model, len(layouts) / plan, len(layouts) / timed, path
 
 
 if __name__ == "__main__":
     for label, (model_id, w) in PLANNER_JOBS.items():
-        n, model_rate, plan_rate, path = planner_rate(model_id, w)
+        n, model_rate, plan_rate, timed_rate, path = planner_rate(model_id, w)
         print(f"planner {label:<40} {n:6,} layouts  byte model {model_rate:10,.0f}/s  planner {plan_rate:10,.0f}/s"
-              f"  ({path})")
+              f"  with time {timed_rate:10,.0f}/s  ({path})")

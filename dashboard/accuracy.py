@@ -241,6 +241,43 @@ def timing_group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "Worst |error| %": round(max(v), 1)} for g, v in groups.items()]
 
 
+@lru_cache(maxsize=1)
+def _throughput_comparisons() -> tuple:
+    from validation.published import throughput
+    cases, skipped = throughput.load()
+    results, refused = throughput.evaluate(cases)
+    return tuple(results), tuple(skipped) + tuple(refused)
+
+
+def throughput_group_rows() -> list[dict[str, Any]]:
+    """Per source of published multi-GPU throughput (validation/published/throughput/): runs compared, the
+    median and worst |error| of the step time, the median signed error; then the fit and held-out sets."""
+    from validation.published.throughput import summary
+    results, _ = _throughput_comparisons()
+    out = []
+    for group, (n, median, worst, signed) in summary(results).items():
+        fit = {"fit": "fitted", "held out": "held out", "all": "all"}.get(group)
+        if fit is None:
+            fit = "fitted" if any(r.case.fit for r in results if r.case.group == group) else "held out"
+        out.append({"Group": group, "Rows": n, "Set": fit, "Median |error| %": round(median, 1),
+                    "Worst |error| %": round(worst, 1), "Median error %": round(signed, 1)})
+    return out
+
+
+def throughput_rows() -> list[dict[str, Any]]:
+    """One row per compared published run: published and estimated step time, error, what bounds the step."""
+    results, _ = _throughput_comparisons()
+    return [{"Row": r.case.id, "Run": r.case.label, "Group": r.case.group, "Set": "fitted" if r.case.fit else
+             "held out", "Published (s)": round(r.case.published_step_s, 3), "Estimated (s)": round(r.estimated_s, 3),
+             "Error %": round(r.error_pct, 1), "Bottleneck": r.bottleneck, "Note": r.note}
+            for r in sorted(results, key=lambda r: (r.case.group, r.case.id))]
+
+
+def throughput_skipped_rows() -> list[dict[str, Any]]:
+    _, skipped = _throughput_comparisons()
+    return [{"Row": s.id, "Run": s.label, "Group": s.group, "Why not compared": s.reason} for s in skipped]
+
+
 def load_gpu_matrix(path: Path = GPU_JSON) -> dict:
     """validation/gpu_comparison.json: the engine against the real-GPU goldens (python -m validation.gpu.compare)."""
     return json.loads(path.read_text(encoding="utf-8"))

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from dashboard.inputs import state
+from dashboard.memo import Shared
 from dashboard.safe_text import cut, md
 
 PLANNER_PARAMS: tuple[state.Param, ...] = (
@@ -25,12 +26,23 @@ PLANNER_PARAMS: tuple[state.Param, ...] = (
                      "heads)"),
     state.Param("ppage", "int", 1, "Page", "planner", lo=1, hi=100_000,
                 help="The layouts table shows 50 rows a page, best first"),
+    state.Param("prank", "choice", "fastest", "Rank layouts by", "planner",
+                options=("fastest", "fewest-gpus", "cheapest", "most-headroom", "memory"),
+                help="fastest: highest estimated tokens/s per GPU; fewest-gpus; cheapest: lowest cost per million "
+                     "tokens (needs a price per GPU-hour); most-headroom: lowest memory per GPU; memory: fewest GPUs, "
+                     "largest micro-batch, least recompute, lowest memory"),
+    state.Param("pgb", "int", 0, "Global batch (sequences per step; 0 = PP micro-batches)", "planner", lo=0,
+                hi=1 << 24, help="The same tokens per optimizer step for every layout: micro-batch × gradient "
+                                 "accumulation × DP; the pipeline bubble and the DP traffic are amortised over it"),
 )
 PLANNER_KEYS = tuple(p.key for p in PLANNER_PARAMS)
 CALC_VIEW = "_calc_view"  # session-state entry: the last calculator view seen (kept across pages)
 MAX_GPUS = 4096
 LIMIT = None  # every layout is listed (paginated on the page)
 PAGE_ROWS = 50
+# The Planner page's results, shared by every session (pages/planner.py): keyed by the view's canonical query and
+# the planner's inputs; a result is ~2-20 kB pickled (thousands of layouts: a few MB), a fit ~0.4 kB.
+PLANS, FITS = Shared(64, max_bytes=64 * 2**20), Shared(256, max_bytes=4 * 2**20)
 
 
 # ---- which view the page plans for -----------------------------------------------------------------------------
@@ -85,7 +97,7 @@ def check_own_keys(query: Mapping[str, Any]) -> OwnKeys:
         raw = query[p.key]
         raw = (raw[-1] if raw else "") if isinstance(raw, list) else raw
         try:
-            _, note = state.read_value(p, raw)
+            _, note = state.read_value(p, raw, p.options or None)
         except ValueError as exc:  # (Unsafe too) removed from the URL: the widget has no range of its own
             drop.append(p.key)
             note = f"{exc}; the default ({state.format_default(p)}) is used"
@@ -136,6 +148,9 @@ def layout_values(values: Mapping[str, Any], plan) -> dict[str, Any]:
         out["mbs"] = plan.micro_batch
     if int(values.get("mb", 0) or 0):
         out["mb"] = max(plan.pp, int(values["mb"]))
+    accumulate = getattr(plan, "microbatches", 1) or 1  # a global batch's micro-batches per step
+    if values["mode"] == "train" and accumulate > max(plan.pp, int(values.get("mb", 0) or 0)):
+        out["mb"] = accumulate
     return out
 
 
@@ -175,11 +190,19 @@ def _inputs(values: Mapping[str, Any]):
     return model, workload, gpu
 
 
-def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int = LIMIT) -> PlanResult:
-    """Ranked layouts for the view on its GPU: of exactly `gpus` GPUs, or the fewest (gpus=0)."""
+def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int = LIMIT, rank: str = "fastest",
+         global_batch: int = 0) -> PlanResult:
+    """Ranked layouts for the view on its GPU: of exactly `gpus` GPUs, or the fewest (gpus=0), by `rank`
+    (calculator.planning.ranking; "cheapest" without a price ranks by speed, which orders the same at one GPU
+    count), every layout with its step time, tokens/s per GPU, MFU and bottleneck; `global_batch` sequences per
+    step (0: PP micro-batches)."""
     from calculator.model.spec import ModelSpec
     from calculator.planning.planner import fewest_gpus, plans_for
     model, workload, gpu = _inputs(values)
+    timing = state.timing_inputs(values)
+    if rank == "cheapest" and timing.price_per_gpu_hour is None:
+        rank = "fastest"
+    opts = dict(limit=limit, rank=rank, timing=timing, global_batch=global_batch or None)
     cap = gpu.usable_bytes
     if not isinstance(model, ModelSpec):
         return PlanResult((), gpus, cap, gpu.name, "The planner splits a transformer's heads and layers: a generic "
@@ -191,13 +214,13 @@ def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int =
     except InputError as exc:
         return PlanResult((), gpus, cap, gpu.name, str(exc))
     if gpus:
-        found = plans_for(model, workload, gpus, cap, max_tp=max_tp, limit=limit, timed_rows=0)
+        found = plans_for(model, workload, gpus, cap, max_tp=max_tp, **opts)
         why = "" if found else (
             f"No layout of {gpus} GPUs keeps the most loaded {gpu.name} within its 80% safe band (TP up to "
             f"{max_tp}, any PP with even or uneven stages, CP, EP, ZeRO 0–3, recompute, micro-batch). Try more "
             "GPUs, 0 for the fewest that fit, a larger TP, or a smaller micro-batch or sequence.")
     else:
-        found = fewest_gpus(model, workload, cap, max_gpus=MAX_GPUS, max_tp=max_tp, limit=limit, timed_rows=0)
+        found = fewest_gpus(model, workload, cap, max_gpus=MAX_GPUS, max_tp=max_tp, **opts)
         why = "" if found else (
             f"Nothing fits: no layout of up to {MAX_GPUS} {gpu.name} GPUs (TP up to {max_tp}) keeps the most "
             "loaded GPU within its 80% safe band. Try a GPU with more memory, a larger TP, or a smaller "
@@ -228,7 +251,8 @@ def what_fits(values: Mapping[str, Any]) -> Fits:
 
 # ---- what the page shows ---------------------------------------------------------------------------------------
 TABLE_COLUMNS = ("Rank", "GPUs", "TP", "PP", "Stages", "DP", "CP", "EP", "ZeRO", "Recompute", "Micro-batch",
-                 "Per GPU", "Of capacity", "Open")
+                 "Micro-batches", "Step time", "Tokens/s/GPU", "MFU", "Bottleneck", "$/M tokens", "Per GPU",
+                 "Of capacity", "Open")
 
 
 def page_of(plans: tuple, page: int, rows: int = PAGE_ROWS) -> tuple[int, int, tuple]:
@@ -245,8 +269,21 @@ def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str, 
     return [{"Rank": first_rank + i, "GPUs": p.gpus, "TP": p.tp, "PP": p.pp,
              "Stages": f"{p.pp_first_stage_layers} … {p.pp_last_stage_layers}" if p.pp_first_stage_layers else "even",
              "DP": p.dp, "CP": p.cp, "EP": p.ep, "ZeRO": p.zero, "Recompute": p.recompute,
-             "Micro-batch": p.micro_batch, "Per GPU": format_bytes(p.total_bytes, unit), "Of capacity": p.utilization,
+             "Micro-batch": p.micro_batch, "Micro-batches": p.microbatches,
+             "Step time": _seconds(p.step_time_s), "Tokens/s/GPU": _round(p.tokens_per_s_per_gpu),
+             "MFU": p.mfu, "Bottleneck": p.bottleneck or "—", "$/M tokens": p.cost_per_million_tokens,
+             "Per GPU": format_bytes(p.total_bytes, unit), "Of capacity": p.utilization,
              "Open": calculator_url(root, layout_values(values, p))} for i, p in enumerate(plans)]
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "—"
+    return f"{s * 1e3:,.1f} ms" if s < 10 else f"{s:,.2f} s"
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
 
 
 def describe(values: Mapping[str, Any]) -> str:

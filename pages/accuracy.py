@@ -194,6 +194,23 @@ with st.expander(f"All {len(time_rows)} timed cases"):
     st.dataframe(time_rows, hide_index=True, width="stretch", key="time_cases", height="content",
                  column_config={"Error %": st.column_config.NumberColumn(format="%+.1f")})
 
+st.subheader("Multi-GPU step time against published runs", divider="gray")
+st.caption("The same time estimate against published training throughput with its exact configuration "
+           "(`validation/published/throughput/rows.csv`: Megatron-Bridge / NeMo performance tables, NeMo's "
+           "long-context tables, torchtitan; every row cites its source and quotes the figure). Published step time "
+           "= tokens per step / (tokens/s per GPU × GPUs). The GEMM and fused-attention efficiencies per GPU "
+           "generation and the Megatron MoE host constant were fitted on the newest Megatron-Bridge tables "
+           "(\"fitted\"); every other source is held out (`python -m validation.published.throughput`).")
+st.dataframe(acc.throughput_group_rows(), hide_index=True, width="stretch", height="content", key="tput_groups",
+             column_config={"Median error %": st.column_config.NumberColumn(format="%+.1f")})
+tput_rows = acc.throughput_rows()
+with st.expander(f"All {len(tput_rows)} compared runs"):
+    st.dataframe(tput_rows, hide_index=True, width="stretch", key="tput_cases", height="content",
+                 column_config={"Error %": st.column_config.NumberColumn(format="%+.1f")})
+skipped_rows = acc.throughput_skipped_rows()
+with st.expander(f"{len(skipped_rows)} published runs the engine cannot express, and why"):
+    st.dataframe(skipped_rows, hide_index=True, width="stretch", key="tput_skipped", height="content")
+
 st.subheader("Calibrated constants", divider="gray")
 table = acc.calibrated_constants_markdown()
 if table:

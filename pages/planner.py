@@ -3,7 +3,8 @@ fit its GPU, for a number of GPUs or the fewest, each one click away from the ca
 out now (the largest micro-batch, the longest sequence).
 
 The job is the calculator's view: the calculator's own URL keys (a planner link carries them), else the inputs
-the calculator page held when you switched here. The planner's own inputs are `pgpus`, `pmaxtp` and `ppage`.
+the calculator page held when you switched here. The planner's own inputs are `pgpus`, `pmaxtp`, `ppage`, `prank`
+(the ranking key) and `pgb` (the global batch).
 Every number comes from calculator.planning.planner and calculator.planning.solvers (through dashboard.planner).
 """
 from __future__ import annotations
@@ -18,15 +19,16 @@ from dashboard.inputs.widgets import out_of_range_note
 PAGE_PATH = "planner"
 
 
-@st.cache_data(max_entries=64, show_spinner="Planning layouts…")
-def _plan(key: tuple, gpus: int, max_tp: int, _values: dict) -> planner.PlanResult:
-    """planner.plan, cached by the view's canonical query (key) and the planner's inputs."""
-    return planner.plan(_values, gpus, max_tp)
+def _plan(key: tuple, gpus: int, max_tp: int, values: dict, **more) -> planner.PlanResult:
+    """planner.plan, cached for every session (dashboard.memo: a visitor's clear-cache message cannot empty it) by
+    the view's canonical query (key) and every planner input (gpus, max_tp and any keyword of planner.plan)."""
+    return planner.PLANS.get((key, gpus, max_tp, tuple(sorted(more.items()))),
+                             lambda: planner.plan(values, gpus, max_tp, **more),
+                             on_miss=lambda: st.spinner("Planning layouts…"))
 
 
-@st.cache_data(max_entries=64, show_spinner="Solving what fits…")
-def _fits(key: tuple, _values: dict) -> planner.Fits:
-    return planner.what_fits(_values)
+def _fits(key: tuple, values: dict) -> planner.Fits:
+    return planner.FITS.get(key, lambda: planner.what_fits(values), on_miss=lambda: st.spinner("Solving what fits…"))
 
 
 def _keep_in_range(p: state.Param) -> None:
@@ -45,11 +47,12 @@ def _number(p: state.Param, container) -> int:
 
 
 st.title("Parallel layout planner")
-from calculator.planning.planner import RANK_KEY  # noqa: E402
+from calculator.planning.ranking import RANK_TEXT  # noqa: E402
 
 st.caption("Which ways of splitting this job over GPUs (TP, PP with even or uneven stages, DP, CP, EP, ZeRO, "
-           "recompute, micro-batch) keep the most loaded GPU within the 80% safe band (Fujii et al. 2024). "
-           f"Ranked by {RANK_KEY}.")
+           "recompute, micro-batch) keep the most loaded GPU within the 80% safe band (Fujii et al. 2024), and how "
+           "fast each runs: step time, tokens/s per GPU, MFU and what bounds the step (the time model is checked "
+           "against published multi-GPU runs on the Accuracy page).")
 
 # The planner's own keys are checked before their widgets read the URL: a value the bound number_input cannot read
 # (pgpus=inf, 1e400) is removed first, and every value a widget would drop silently is named (kept for the session).
@@ -85,10 +88,19 @@ row = st.container(horizontal=True, gap="medium")
 gpus = int(_number(planner.PLANNER_PARAMS[0], row))
 max_tp = int(_number(planner.PLANNER_PARAMS[1], row))
 page = int(_number(planner.PLANNER_PARAMS[2], row))
+row2 = st.container(horizontal=True, gap="medium")
+rank_param = planner.PLANNER_PARAMS[3]
+rank = row2.selectbox(rank_param.label, rank_param.options, key=rank_param.key, bind="query-params",
+                      help=rank_param.help, width=260)
+global_batch = int(_number(planner.PLANNER_PARAMS[4], row2)) if values["mode"] == "train" else 0
+shown_rank = "fastest" if rank == "cheapest" and values.get("price") is None else rank
+if shown_rank != rank:
+    st.info("Ranking by cost needs a price per GPU-hour (the calculator's Time and cost inputs): ranked by speed, "
+            "the same order at one GPU count.", icon=":material/info:")
 
 key = planner.query_key(values)
 try:
-    result = _plan(key, gpus, max_tp, values)
+    result = _plan(key, gpus, max_tp, values, rank=shown_rank, global_batch=global_batch)
     fits = _fits(key, values)
 except state.InputProblems as exc:
     lines = [f"- **{state.BY_KEY[p.key].label if p.key in state.BY_KEY else 'Input'}**: {md_message(p.message)}"
@@ -107,7 +119,9 @@ else:
     n = result.plans[0].gpus
     st.caption(f"{len(result.plans)} layouts of {n} × {result.gpu_name} "
                f"({format_bytes(result.capacity_bytes, unit)} each)"
-               + (": the fewest GPUs where any layout fits." if not gpus else "."))
+               + (": the fewest GPUs where any layout fits" if not gpus else "")
+               + f". Ranked by {RANK_TEXT[shown_rank]}"
+               + (f"; {global_batch:,} sequences per step for every layout." if global_batch else "."))
     first, shown_page, page_plans = planner.page_of(result.plans, page)
     if len(result.plans) > planner.PAGE_ROWS:
         st.caption(f"Rows {first:,}–{first + len(page_plans) - 1:,} of {len(result.plans):,} (page {shown_page}); "
@@ -116,6 +130,12 @@ else:
     st.dataframe(rows, hide_index=True, width="stretch", height="content", key="plans", column_config={
         "Of capacity": st.column_config.ProgressColumn("Of capacity", format="percent", min_value=0.0,
                                                        max_value=1.0),
+        "MFU": st.column_config.NumberColumn("MFU", format="percent",
+                                             help="Model FLOPs (no recompute) / the GPUs' dense peak × step time"),
+        "$/M tokens": st.column_config.NumberColumn("$/M tokens", format="$%.3f",
+                                                    help="Cost per million tokens at the calculator's price"),
+        "Bottleneck": st.column_config.TextColumn("Bottleneck", help="What bounds the step: compute, memory, "
+                                                  "host, TP / EP / PP / CP / DP communication, pipeline bubble"),
         "Open": st.column_config.LinkColumn("Open", display_text="open in calculator",
                                             help="Open the calculator with this layout")})
     best = planner.calculator_url(root, planner.layout_values(values, result.plans[0]))

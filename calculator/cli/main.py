@@ -134,31 +134,28 @@ def run(argv: list[str] | None = None) -> int:
             raise CliError("model: the planner needs a transformer architecture, not a generic network")
         capacity = get_gpu(workload.gpu).usable_bytes
         timing = timing_inputs(args, getattr(args, "timing_config", None))
-        for flag in ("limit", "max_micro_batch", "max_tp"):
+        for flag in ("limit", "max_micro_batch", "max_tp", "global_batch"):
             if getattr(args, flag) is not None and getattr(args, flag) < 1:
                 raise CliError(f"{flag.replace('_', '-')}: must be at least 1")
+        if args.global_batch is not None and args.global_batch > 1 << 24:
+            raise CliError(f"global-batch: at most {1 << 24:,} sequences, got {args.global_batch:,}")
         too_long = (f"max-seconds: the layout search for {model.name[:80]} ran past {args.max_seconds:g} s; "
                     f"narrow it (--gpus N, a smaller --max-tp or --max-micro-batch) or raise --max-seconds")
         with deadline(args.max_seconds, too_long):
             found = (plans_for(model, workload, args.gpus, capacity, args.max_tp, limit=args.limit, rank=args.rank,
-                               timing=timing, include_unfit=args.include_unfit, max_micro_batch=args.max_micro_batch)
+                               timing=timing, include_unfit=args.include_unfit, max_micro_batch=args.max_micro_batch,
+                               global_batch=args.global_batch)
                      if args.gpus is not None else
                      fewest_gpus(model, workload, capacity, max_tp=args.max_tp, limit=args.limit, rank=args.rank,
-                                 timing=timing, max_micro_batch=args.max_micro_batch))
+                                 timing=timing, max_micro_batch=args.max_micro_batch,
+                                 global_batch=args.global_batch))
         if args.json:
             print(json.dumps([dict(dataclasses.asdict(p), label=p.label) for p in found]))
         elif not found:
             print(f"no layout fits {workload.gpu} within the 80% safe band")
         else:
-            from calculator.planning.planner import RANK_KEY
-            print(f"{len(found)} layouts, ranked by " + (RANK_KEY if args.rank == "memory" else
-                                                          f"fits, fewest GPUs, then {args.rank}"))
-            for p in found:
-                speed = (f"  {p.step_time_s * 1e3:>9,.1f} ms/step {p.tokens_per_s:>11,.0f} tok/s"
-                         if p.step_time_s is not None else "")
-                cost = f"  ${p.cost_per_million_tokens:,.3f}/M tok" if p.cost_per_million_tokens is not None else ""
-                print(f"{p.label:<64} {format_bytes(p.total_bytes, args.unit):>12} ({p.utilization:.0%}){speed}{cost}"
-                      + ("" if p.fits else "  does not fit"))
+            from calculator.cli.output import print_plans
+            print_plans(found, args.rank, args.unit)
         return 0
     if args.command == "export":
         from calculator.cli.export import run_export

@@ -70,3 +70,16 @@ def print_time(t, note: str | None) -> None:
               f"{r.intensity:>8.1f} FLOP/B  {r.bound:<13} {r.time_s * 1e3:>9.3f} ms")
     for n in t.notes:
         print(f"note: {n}")
+
+
+def print_plans(plans, rank: str, unit: str) -> None:
+    """The planner's layouts, best first: memory on the most loaded GPU, and with a GPU's speed figures the step
+    time, tokens/s per GPU, MFU, what bounds the step and the cost per million tokens."""
+    from calculator.planning.ranking import RANK_TEXT, canonical
+    print(f"{len(plans)} layouts, ranked by {RANK_TEXT[canonical(rank)]}")
+    for p in plans:
+        speed = (f"  {p.step_time_s * 1e3:>9,.1f} ms/step {p.tokens_per_s_per_gpu:>9,.0f} tok/s/GPU "
+                 f"MFU {p.mfu:5.1%}  {p.bottleneck}" if p.step_time_s is not None else "")
+        cost = f"  ${p.cost_per_million_tokens:,.3f}/M tok" if p.cost_per_million_tokens is not None else ""
+        print(f"{p.label:<64} {format_bytes(p.total_bytes, unit):>12} ({p.utilization:.0%}){speed}{cost}"
+              + ("" if p.fits else "  does not fit"))

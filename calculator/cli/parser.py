@@ -185,9 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "plan":
             p.add_argument("--gpus", type=int, help="exactly this many GPUs (default: the fewest that fit)")
             p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size (one node)")
-            p.add_argument("--rank", choices=["memory", "time", "cost"], default="memory",
-                           help="order layouts by memory (fits, fewest GPUs, largest micro-batch, least recompute, "
-                                "lowest memory), time (tokens/s) or cost")
+            p.add_argument("--rank", choices=["fastest", "fewest-gpus", "cheapest", "most-headroom", "memory",
+                                              "time", "cost"], default="fastest",
+                           help="order the layouts that fit: fastest (tokens/s per GPU, the default), fewest-gpus, "
+                                "cheapest (cost per million tokens: --price-per-gpu-hour), most-headroom, or memory "
+                                "(fewest GPUs, largest micro-batch, least recompute, lowest memory); time = fastest, "
+                                "cost = cheapest")
+            p.add_argument("--global-batch", type=int, help="sequences per optimizer step, the same for every "
+                           "layout (micro-batch × gradient accumulation × DP; default: PP micro-batches per step)")
             p.add_argument("--limit", type=int, help="print at most this many layouts (default: all)")
             p.add_argument("--max-micro-batch", type=int,
                            help="largest micro-batch to try (default: --batch); smaller powers of two are tried too")
@@ -207,10 +212,18 @@ TIMING_FLAGS: dict[str, tuple[str, type, str]] = {
     "host_op_us": ("host_op_us", float, "host microseconds per forward operator (eager PyTorch)"),
     "nvlink_gbps": ("nvlink_gbps", float, "GPU-to-GPU GB/s per direction inside a node (default: catalogue / 2)"),
     "ib_gbps": ("ib_gbps", float, "network GB/s per GPU per direction across nodes (default 50 = 400 Gb/s)"),
-    "gpus_per_node": ("gpus_per_node", int, "GPUs per node (default 8)"),
+    "gpus_per_node": ("gpus_per_node", int, "GPUs per NVLink domain (default 8; 72 on GB300 NVL72)"),
+    "moe_layer_host_ms": ("moe_layer_host_ms", float, "host ms a MoE layer adds per micro-batch (default: "
+                          "Megatron-Core's fitted constant with --impl megatron-te, else 0)"),
     "peak_tflops": ("peak_tflops", float, "dense TFLOP/s (default: the GPU catalogue's)"),
     "memory_bandwidth_gbps": ("memory_bandwidth_gbps", float, "DRAM GB/s (default: the GPU catalogue's)"),
 }
+
+
+# on / off flags -> TimingInputs field: how the stack overlaps its communication (calculator/timing/overlap.py)
+TIMING_SWITCHES = {"overlap_grad_reduce": "Megatron's --overlap-grad-reduce (default: the stack's own; Megatron off)",
+                   "overlap_param_gather": "Megatron's --overlap-param-gather (default: the stack's own)",
+                   "tp_comm_overlap": "Megatron's --tp-comm-overlap / torchtitan's async TP (default off)"}
 
 
 def _timing_flags(p: argparse.ArgumentParser) -> None:
@@ -218,6 +231,8 @@ def _timing_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--" + flag.replace("_", "-"), type=kind, help=text)
     p.add_argument("--matmul-dtype", choices=["auto", "bf16", "fp16", "fp8", "fp32"],
                    help="GEMM precision for the time estimate (auto: the activation dtype)")
+    for name, text in TIMING_SWITCHES.items():
+        _on_off(p, name.replace("_", "-"), text)
 
 
 def timing_inputs(args: argparse.Namespace, data: dict | None = None):
@@ -229,6 +244,9 @@ def timing_inputs(args: argparse.Namespace, data: dict | None = None):
             values[name] = getattr(args, flag)
     if getattr(args, "matmul_dtype", None):
         values["matmul_dtype"] = args.matmul_dtype
+    for name in TIMING_SWITCHES:
+        if getattr(args, name, None) is not None:
+            values[name] = getattr(args, name)
     return TimingInputs(**values)
 
 

@@ -142,6 +142,12 @@ _SHAPES: dict = {}
 _CACHE_ENTRIES = 4096  # each: bounded, a server sees many models
 
 
+def shard_rows(m: ModelSpec, lay) -> list[tuple]:
+    """_shard_rows of a layout, cached by its (TP, PP, EP, expert TP, uneven stages) for every caller."""
+    skey = (lay.tp, lay.pp, lay.ep, lay.etp, lay.pp_first, lay.pp_last)
+    return get_or_build(_SHARD_ROWS, (m, skey), lambda: _shard_rows(m, lay), _CACHE_ENTRIES)
+
+
 def _shard_rows(m: ModelSpec, lay) -> list[tuple]:
     """The stages of a layout that can be the most loaded (calculator.planning.fast_stages.candidate_stages), each as
     (stage, dense, experts, tensors, layers, MoE layers, has embedding, has head, total) of its shard."""

@@ -103,8 +103,10 @@ def _micro_batches(w: Workload, max_micro_batch: int | None, search: str) -> lis
 
 
 def layouts_of(m: ModelSpec, w: Workload, n: int, max_tp: int = 8, max_micro_batch: int | None = None,
-               search: str = "all"):
-    """Every layout of exactly n GPUs (search "all": also recompute and micro-batch; "layout": the job's own)."""
+               search: str = "all", global_batch: int | None = None):
+    """Every layout of exactly n GPUs (search "all": also recompute and micro-batch; "layout": the job's own).
+    With a global batch (sequences per optimizer step) only the layouts whose micro-batch × DP divides it into at
+    least PP micro-batches (fits_global_batch)."""
     train = w.mode == "train"
     p = w.parallel
     mbs = _micro_batches(w, max_micro_batch, search)
@@ -127,6 +129,8 @@ def layouts_of(m: ModelSpec, w: Workload, n: int, max_tp: int = 8, max_micro_bat
                     for zero in zeros:
                         for rc in recomputes:
                             for mb in mbs:
+                                if global_batch and not fits_global_batch(global_batch, mb, dp, pp):
+                                    continue
                                 yield Layout(tp, pp, dp, cp, ep, etp, zero, rc, mb, first, last)
 
 
@@ -145,15 +149,32 @@ def candidate_counts(max_gpus: int) -> list[int]:
     return [n for n in (1, 2, 4) if n <= max_gpus] + list(range(8, max_gpus + 1, 8))
 
 
-def workload_of(w: Workload, lay: Layout) -> Workload:
+def fits_global_batch(global_batch: int, micro_batch: int, dp: int, pp: int) -> bool:
+    """Whether a global batch of sequences splits into whole micro-batches per data-parallel rank, at least PP of
+    them (fewer leaves a pipeline stage idle: Megatron-LM's 1F1B needs m ≥ p to fill the pipeline)."""
+    per_rank, rest = divmod(global_batch, micro_batch * dp)
+    return rest == 0 and per_rank >= max(1, pp)
+
+
+def microbatches_of(w: Workload, lay: Layout, global_batch: int | None = None) -> int:
+    """Micro-batches per optimizer step: global batch / (micro-batch × DP) when the global batch is set (the same
+    tokens per step for every layout: micro-batch × gradient accumulation × DP), else at least PP."""
+    if w.mode != "train":
+        return w.parallel.num_microbatches or 1
+    if global_batch:
+        return global_batch // (lay.micro_batch * lay.dp)
+    return max(lay.pp, w.parallel.num_microbatches or 1)
+
+
+def workload_of(w: Workload, lay: Layout, global_batch: int | None = None) -> Workload:
     """The job with this layout (1F1B; sequence parallelism with TP where the sequence splits; at least PP
-    micro-batches per step)."""
+    micro-batches per step, or the global batch's)."""
     p = w.parallel
     train = w.mode == "train"
     sp = train and lay.tp > 1 and (w.seq_len // lay.cp) % lay.tp == 0
     par = Parallelism(**{**p.model_dump(), "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
                          "etp": lay.etp, "zero": lay.zero, "sequence_parallel": sp,
-                         "num_microbatches": max(lay.pp, p.num_microbatches or 1) if train else p.num_microbatches,
+                         "num_microbatches": microbatches_of(w, lay, global_batch) if train else p.num_microbatches,
                          "schedule": "1f1b", "virtual_stages": 1,
                          "pp_first_stage_layers": lay.pp_first, "pp_last_stage_layers": lay.pp_last})
     return w.model_copy(update={"parallel": par, "recompute": lay.recompute, "micro_batch": lay.micro_batch})

@@ -13,14 +13,16 @@ workload, estimate() otherwise; the plans returned always carry estimate()'s num
 A layout fits when its most loaded GPU stays within the 80% safe band (Fujii et al. 2024) of the GPU's usable
 memory; with a serving engine, when the engine starts and its KV pool holds the batch's sequences at once.
 
-Ranking (RANK_KEY, the page caption says the same): fits first, then fewest GPUs, then largest micro-batch, then
-least recompute (none, selective, full), then lowest memory on the most loaded GPU; ties by lower ZeRO stage, PP,
-CP, TP and EP. `rank="time"` puts the highest tokens/s first and `rank="cost"` the lowest cost per million tokens
-(calculator.timing.step_time), after fits and GPU count.
+Ranking (calculator.planning.ranking; the page caption says the same): fits first, then by the rank key —
+"fastest" (the default: highest estimated tokens/s per GPU, lowest memory breaking ties), "fewest-gpus",
+"cheapest" (cost per million tokens, with a price), "most-headroom", or "memory" (the earlier order: fewest GPUs,
+largest micro-batch, least recompute, lowest memory). Every plan carries its step time, tokens/s per GPU, MFU and
+bottleneck (calculator.timing.step_time, vectorised over the grid by calculator.planning.fast_time). With a global
+batch (sequences per step) every layout runs the same tokens per step: micro-batch × gradient accumulation × DP.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -31,18 +33,16 @@ from calculator.core.fit import SAFE_FRACTION
 from calculator.model.spec import ModelSpec
 from calculator.planning.grid import MAX_PP, Layout, candidate_counts, layouts_of, workload_of
 from calculator.planning.prices import count_grid, training_totals
+from calculator.planning.ranking import RANK_TEXT, RANKS, RECOMPUTE_COST, check_rank, rank_key, time_plans
 from calculator.core.workload import Workload
 
-RECOMPUTE_COST = {"none": 0, "selective": 1, "op": 1, "full": 2}  # rank: prefer less recomputation (op: torchtitan's
-# op-level selective AC, searched only as the job's own recompute, e.g. by the fit cards)
+__all__ = ["RANKS", "RANK_TEXT", "RECOMPUTE_COST", "rank_key"]
 # The planner estimates thousands of layouts and each estimate walks the layers: its time grows with the layer
 # count (llama-3.1-8b's shape on one core: 128 layers 1.7 s, 256 layers 4.6 s, 1,000 layers 22 s, 10,000 layers
 # over 5 minutes). The deepest published decoders have 126 (Llama-3.1-405B) to 128 layers; twice that is planned,
 # deeper models are refused before any estimate, so one planner link cannot hold a server core for minutes.
 MAX_PLAN_LAYERS = 256
-RANKS = ("memory", "time", "cost")
-RANK_KEY = ("fits, then fewest GPUs, then largest micro-batch, then least recompute (none, selective, full), "
-            "then lowest memory on the most loaded GPU")
+RANK_KEY = RANK_TEXT["fastest"]  # the default order, in words
 
 
 @dataclass(slots=True)
@@ -59,6 +59,9 @@ class Plan:
     step_time_s: float | None = None  # calculator.timing.step_time on the workload's GPU (None without one)
     tokens_per_s: float | None = None
     cost_per_million_tokens: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    mfu: float | None = None
+    bottleneck: str = ""  # compute, memory, host, TP / EP / PP / CP / DP comm, bubble, optimizer
     cp: int = 1
     ep: int = 1
     etp: int | None = None  # expert tensor parallel (None: = tp)
@@ -67,6 +70,7 @@ class Plan:
     pp_last_stage_layers: int | None = None
     fits: bool = True
     mode: str = "train"
+    microbatches: int = 1  # per optimizer step (gradient accumulation; with PP the pipeline's micro-batches)
 
     @property
     def layout(self) -> Layout:
@@ -97,43 +101,11 @@ class Plan:
         return (text or "one GPU") + (f", ZeRO-{lay.zero}" if lay.zero else "")
 
 
-def _timed(m: ModelSpec, w: Workload, plan: Plan, timing) -> Plan:
-    """The plan with its step time, tokens/s and cost on the workload's GPU."""
-    from calculator.timing.step_time import estimate_time
-    try:
-        t = estimate_time(m, w, timing)
-    except InputError:  # the catalogue has no speed figures for this GPU
-        return plan
-    return replace(plan, step_time_s=t.step_time_s, tokens_per_s=t.tokens_per_s,
-                   cost_per_million_tokens=t.cost_per_million_tokens)
-
-
-def rank_key(rank: str = "memory"):
-    """The sort key of RANK_KEY (memory), or with tokens/s or cost in place of micro-batch, recompute and memory."""
-    def base(p: Plan):
-        return (not p.fits, p.gpus)
-
-    def ties(p: Plan):
-        return (p.zero, p.pp, p.cp, p.tp, p.ep)
-    if rank == "time":
-        return lambda p: base(p) + (-(p.tokens_per_s or 0.0), RECOMPUTE_COST[p.recompute], p.total_bytes) + ties(p)
-    if rank == "cost":
-        return lambda p: base(p) + (p.cost_per_million_tokens if p.cost_per_million_tokens is not None
-                                    else float("inf"), -(p.tokens_per_s or 0.0), RECOMPUTE_COST[p.recompute],
-                                    p.total_bytes) + ties(p)
-    return lambda p: base(p) + (-p.micro_batch, RECOMPUTE_COST[p.recompute], p.total_bytes) + ties(p)
-
-
-def _check(w: Workload, rank: str, timing) -> None:
+def _check(w: Workload, rank: str, timing) -> str:
     if w.mode == "rl":
         raise InputError("mode", "the planner lays out training or inference; for RL plan the trainer (mode train) "
                                  "and the rollout engine (mode infer with --engine) apart")
-    if rank not in RANKS:
-        raise InputError("rank", f"rank by one of {', '.join(RANKS)}, not {rank!r}")
-    if rank != "memory" and not w.gpu:
-        raise InputError("gpu", f"ranking by {rank} needs a GPU for the time estimate")
-    if rank == "cost" and (timing is None or timing.price_per_gpu_hour is None):
-        raise InputError("price_per_gpu_hour", "ranking by cost needs a price per GPU-hour")
+    return check_rank(w, rank, timing)
 
 
 def check_plannable(m: ModelSpec) -> None:
@@ -149,14 +121,17 @@ def _fits_engine(est, w: Workload) -> bool:
     return sv.starts and sv.max_concurrent_seqs >= w.micro_batch
 
 
-def _plan(w: Workload, lay: Layout, total: int, peak: int, capacity_bytes: int, fits: bool) -> Plan:
+def _plan(w: Workload, lay: Layout, total: int, peak: int, capacity_bytes: int, fits: bool,
+          global_batch: int | None = None) -> Plan:
+    from calculator.planning.grid import microbatches_of
     return Plan(lay.world_size, lay.tp, lay.pp, lay.dp, lay.zero, lay.recompute, total, peak, total / capacity_bytes,
                 cp=lay.cp, ep=lay.ep, etp=lay.etp, micro_batch=lay.micro_batch, pp_first_stage_layers=lay.pp_first,
-                pp_last_stage_layers=lay.pp_last, fits=fits, mode=w.mode)
+                pp_last_stage_layers=lay.pp_last, fits=fits, mode=w.mode,
+                microbatches=microbatches_of(w, lay, global_batch))
 
 
 def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: int,
-             include_unfit: bool = False, fast=None) -> list[Plan]:
+             include_unfit: bool = False, fast=None, global_batch: int | None = None) -> list[Plan]:
     """Plans for `layouts`, estimated: by the fast byte model over the whole grid where it covers the job
     (calculator.planning.fast, equal to estimate() byte for byte), else by estimate() layout by layout. Layouts the
     engine refuses are left out, and those that do not fit unless `include_unfit`. `fast`: the fast model's
@@ -170,7 +145,8 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
         total, peak, covered = fast
         fits = total <= budget
         keep = np.nonzero(covered & (fits | include_unfit))[0]
-        out = [_plan(w, layouts[i], int(total[i]), int(peak[i]), capacity_bytes, bool(fits[i])) for i in keep]
+        out = [_plan(w, layouts[i], int(total[i]), int(peak[i]), capacity_bytes, bool(fits[i]), global_batch)
+               for i in keep]
         layouts = [layouts[i] for i in np.nonzero(~covered)[0]]
     for lay in layouts:
         if w.mode == "train" and w.engine == "hf":
@@ -187,53 +163,56 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
             total, peak = est.total_bytes, est.peak_allocated_bytes
             fits = _fits_engine(est, w) if est.serving is not None else total <= budget
         if fits or include_unfit:
-            out.append(_plan(w, lay, total, peak, capacity_bytes, fits))
+            out.append(_plan(w, lay, total, peak, capacity_bytes, fits, global_batch))
     return out
 
 
 def _finish(m: ModelSpec, w: Workload, plans: list[Plan], limit: int | None, rank: str, timing,
-            timed_rows: int = 50) -> list[Plan]:
-    """Rank; with a GPU, the time of every plan (time / cost ranking) or of the first rows shown (memory)."""
-    if w.gpu:
-        if rank == "memory":
-            plans.sort(key=rank_key("memory"))
-            n = min(len(plans), limit if limit is not None and timed_rows else timed_rows)
-            plans[:n] = [_timed(m, workload_of(w, p.layout), p, timing) for p in plans[:n]]
-        else:
-            plans = [_timed(m, workload_of(w, p.layout), p, timing) for p in plans]
+            global_batch: int | None = None) -> list[Plan]:
+    """Time every plan (with a GPU), rank, cut to `limit`."""
+    time_plans(m, w, plans, timing, global_batch)
     plans.sort(key=rank_key(rank))
     return plans if limit is None else plans[:limit]
 
 
 def plans_for(m: ModelSpec, w: Workload, gpus: int, capacity_bytes: int, max_tp: int = 8, limit: int | None = None,
-              rank: str = "memory", timing=None, include_unfit: bool = False, max_micro_batch: int | None = None,
-              search: str = "all", timed_rows: int = 50) -> list[Plan]:
+              rank: str = "fastest", timing=None, include_unfit: bool = False, max_micro_batch: int | None = None,
+              search: str = "all", global_batch: int | None = None) -> list[Plan]:
     """Layouts of exactly `gpus` GPUs that fit `capacity_bytes` within the safe band, best first by `rank`
-    (RANK_KEY; time / cost). With a GPU in the workload every plan carries its step time and tokens/s; `timing`:
-    calculator.timing.inputs.TimingInputs (price, efficiencies, links). `search="layout"` keeps the job's own
-    micro-batch and recompute and varies only the parallel layout. `timed_rows`: how many of the first rows get
-    their time when ranking by memory (0: none)."""
+    (calculator.planning.ranking). With a GPU in the workload every plan carries its step time, tokens/s (per GPU),
+    MFU and bottleneck; `timing`: calculator.timing.inputs.TimingInputs (price, efficiencies, links, overlap).
+    `search="layout"` keeps the job's own micro-batch and recompute and varies only the parallel layout;
+    `global_batch`: sequences per optimizer step, the same for every layout (micro-batch × accumulation × DP)."""
     if gpus < 1:
         raise InputError("gpus", "the number of GPUs must be at least 1")
-    _check(w, rank, timing)
+    rank = _check(w, rank, timing)
     check_plannable(m)
-    layouts = list(layouts_of(m, w, gpus, max_tp, max_micro_batch, search))
-    return _finish(m, w, evaluate(m, w, layouts, capacity_bytes, include_unfit), limit, rank, timing, timed_rows)
+    layouts = list(layouts_of(m, w, gpus, max_tp, max_micro_batch, search, _batch(w, global_batch)))
+    plans = evaluate(m, w, layouts, capacity_bytes, include_unfit, global_batch=_batch(w, global_batch))
+    return _finish(m, w, plans, limit, rank, timing, _batch(w, global_batch))
+
+
+def _batch(w: Workload, global_batch: int | None) -> int | None:
+    if global_batch is not None and global_batch < 1:
+        raise InputError("global_batch", "the global batch must be at least 1 sequence")
+    return global_batch if w.mode == "train" else None
 
 
 def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 4096, max_tp: int = 8,
-                limit: int | None = None, rank: str = "memory", timing=None, max_micro_batch: int | None = None,
-                search: str = "all", timed_rows: int = 50) -> list[Plan]:
+                limit: int | None = None, rank: str = "fastest", timing=None, max_micro_batch: int | None = None,
+                search: str = "all", global_batch: int | None = None) -> list[Plan]:
     """The layouts at the smallest GPU count where any layout fits (counts tried: 1, 2, 4, 8, then whole nodes of 8;
-    calculator.planning.grid.candidate_counts)."""
-    _check(w, rank, timing)
+    calculator.planning.grid.candidate_counts), ranked by `rank`."""
+    rank = _check(w, rank, timing)
     check_plannable(m)
-    found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, max_micro_batch, search)
-    return _finish(m, w, found, limit, rank, timing, timed_rows) if found else []
+    gb = _batch(w, global_batch)
+    found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, max_micro_batch, search, global_batch=gb)
+    return _finish(m, w, found, limit, rank, timing, gb) if found else []
 
 
 def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_tp: int,
-            max_micro_batch: int | None, search: str, max_layouts: int | None = None) -> list[Plan]:
+            max_micro_batch: int | None, search: str, max_layouts: int | None = None,
+            global_batch: int | None = None) -> list[Plan]:
     """Probe 1, 2, 4, 8, … GPUs for the first power of two P where a layout fits, then find the fewest of the
     candidate counts above P/2 (whole nodes): one by one for serving, by bisection for training (a count where a
     layout fits leaves one at every larger count: more ranks to shard over). Counts below P/2 are not tried.
@@ -242,11 +221,11 @@ def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_t
 
     def at(n: int) -> list[Plan]:
         nonlocal spent
-        layouts, fast = count_grid(m, w, n, max_tp, max_micro_batch, search)
+        layouts, fast = count_grid(m, w, n, max_tp, max_micro_batch, search, global_batch)
         spent += len(layouts)
         if max_layouts is not None and spent > max_layouts:
             raise _OverBudget
-        return evaluate(m, w, layouts, capacity_bytes, fast=fast)
+        return evaluate(m, w, layouts, capacity_bytes, fast=fast, global_batch=global_batch)
     if w.mode != "train":  # a serving replica: TP × PP GPUs (DP replicas hold the same per GPU)
         max_gpus = min(max_gpus, max_tp * MAX_PP)
     probe, found = 1, []
@@ -334,4 +313,7 @@ def _gpus_needed(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, 
         found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, None, "layout", budget)
     except _OverBudget:
         return OVER_BUDGET
-    return min(found, key=rank_key("memory")) if found else None
+    if not found:
+        return None
+    time_plans(m, w, found)  # the card's layout: the fastest of the fewest-GPU layouts, as the planner ranks them
+    return min(found, key=rank_key("fastest"))

@@ -49,7 +49,8 @@ _COUNT_GRIDS: dict = {}  # (model, job on its workspace peer, n, max_tp, max mic
 _MAX_COUNT_GRIDS = 512
 
 
-def count_grid(m: ModelSpec, w: Workload, n: int, max_tp: int, max_micro_batch: int | None, search: str):
+def count_grid(m: ModelSpec, w: Workload, n: int, max_tp: int, max_micro_batch: int | None, search: str,
+               global_batch: int | None = None):
     """(layouts of n GPUs, the fast model's (total, peak, covered) for them or None), shared by the fit cards of
     every catalogue GPU with the same cuBLAS workspace: as in training_totals, a training layout's total depends
     on the GPU only through that workspace (inside the peak) and its CUDA context (added last, the same on every
@@ -58,14 +59,14 @@ def count_grid(m: ModelSpec, w: Workload, n: int, max_tp: int, max_micro_batch: 
     from calculator.stages.terms import gpu_of
     gpu = gpu_of(w.gpu)
     if w.mode != "train" or gpu is None or gpu.id not in _catalogue_ids():
-        layouts = list(layouts_of(m, w, n, max_tp, max_micro_batch, search))
+        layouts = list(layouts_of(m, w, n, max_tp, max_micro_batch, search, global_batch))
         return layouts, fast_model.totals(m, w, layouts)
     peer = _workspace_peer(gpu)
     on_peer = w if peer.id == gpu.id else w.model_copy(update={"gpu": peer.id})
-    key = (m, on_peer, n, max_tp, max_micro_batch, search)
+    key = (m, on_peer, n, max_tp, max_micro_batch, search, global_batch)
 
     def price() -> tuple:
-        layouts = list(layouts_of(m, on_peer, n, max_tp, max_micro_batch, search))
+        layouts = list(layouts_of(m, on_peer, n, max_tp, max_micro_batch, search, global_batch))
         return layouts, fast_model.totals(m, on_peer, layouts)
     layouts, fast = get_or_build(_COUNT_GRIDS, key, price, _MAX_COUNT_GRIDS)
     shift = _context_shift(w, gpu, peer)

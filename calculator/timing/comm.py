@@ -3,7 +3,7 @@
 Collective times follow NCCL's bus-bandwidth model (nccl-tests doc/PERFORMANCE.md): an all-reduce of S bytes over n
 ranks moves 2·(n−1)/n·S per rank, an all-gather or reduce-scatter (S = the full, gathered size) and an all-to-all
 (n−1)/n·S, a point-to-point send S; time = latency + moved / bus bandwidth. A group whose ranks sit in one node
-(ranks are laid out TP innermost, then CP, then DP (EP inside it), then PP — Megatron-LM's default order) uses the
+(ranks are laid out TP innermost, then CP, then DP, then PP — Megatron-LM's default order; `strides`) uses the
 GPU-to-GPU link (NVLink: half the datasheet's two-way figure per direction); a group that spans nodes is limited by
 each GPU's network link (InfiniBand). Each is scaled by the share of the link NCCL reaches (`comm_efficiency`).
 
@@ -70,6 +70,9 @@ class CommVolume(NamedTuple):
     overlap: str  # what compute may hide it: "" (exposed), "backward", "forward", "attention"
 
 
-def strides(tp: int, cp: int, dp: int, ep_inner: int = 1) -> dict[str, int]:
-    """Distance between consecutive ranks of each group in the TP-CP-DP-PP order (EP ranks are consecutive DP ranks)."""
-    return {"tp": 1, "cp": tp, "ep": tp * cp, "dp": tp * cp, "pp": tp * cp * dp}
+def strides(tp: int, cp: int, dp: int, expert_tp: int = 1) -> dict[str, int]:
+    """Distance between consecutive ranks of each group in Megatron-Core's tp-cp-ep-dp-pp order
+    (megatron/core/parallel_state.py RankGenerator): CP ranks stride TP; the data-parallel × context-parallel group
+    that reduces the gradients strides TP (its ranks fill the tp·cp·dp block); the expert-parallel group, laid out
+    by the expert rank generator (etp-ep-dp-pp), strides the expert TP; PP strides tp·cp·dp."""
+    return {"tp": 1, "cp": tp, "ep": expert_tp, "dp": tp, "pp": tp * cp * dp}

@@ -9,6 +9,8 @@ Decode cost grows linearly with the cache, so the step at the mean cache length 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from calculator.memory.activations import dims
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.model import architectures
@@ -18,47 +20,86 @@ from calculator.timing.roofline import Op, Rates
 from calculator.timing.ops import head_forward, layer_forward, weight_bytes_per_element
 from calculator.timing.comm_time import forward_comm
 from calculator.timing.inputs import TimingInputs
-from calculator.timing.rows import TimeEstimate, aggregate_rows, cost_per_million, host_seconds, op_seconds
+from calculator.timing.rows import TimeEstimate, aggregate_rows, cost_per_million, op_seconds
+from calculator.timing import train_ops as T
 from calculator.core.workload import Workload
 
 
-def _layer_windows(m: ModelSpec, first: int, last: int) -> dict[tuple, int]:
-    """Layers of a stage grouped by (MoE, sliding window, mixer kind, feed-forward kind)."""
-    groups: dict[tuple, int] = {}
-    for i in range(first, last):
-        kind = m.layer_kind(i)
-        key = (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None, kind.mixer, kind.ffn)
-        groups[key] = groups.get(key, 0) + 1
-    return groups
-
-
-def _forward_ops(m: ModelSpec, w: Workload, d, shard, e_w: float, cached: int | None, phase: str) -> list[Op]:
-    """The ops of one forward pass of a stage: prefill (cached=None) or a decode step against `cached` tokens."""
+def layer_ops(m: ModelSpec, w: Workload, d, key: tuple, e_w: float, cached: int | None, phase: str) -> list[Op]:
+    """One layer of a group's forward pass: prefill (cached=None) or a decode step against `cached` tokens, with
+    the decode step's KV-cache append."""
+    moe, window, mixer, ffn = key
     p = w.parallel
     eager = w.attention == "eager"
-    ops: list[Op] = []
-    e_kv = DTYPE_BITS[w.kv_dtype] / 8
-    for (moe, window, mixer, ffn), n in _layer_windows(m, shard.first_layer, shard.last_layer).items():
-        keys = None if cached is None else (min(cached, window) if window else cached) + 1
-        fwd = layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=e_w, expert_tp=p.expert_tp, ep=p.ep,
-                            s_kv=keys, mixer=mixer, ffn=ffn)
-        ops += [o.scaled(n, phase=phase) for o in fwd]
-        if keys is not None and architectures.with_attention(mixer):
-            kv_heads = d.a if m.is_mla else d.kv
-            cache = e_kv * d.b * keys * kv_heads * (m.head_size + m.v_head_size)
-            copies = 2 * cache * (d.a / kv_heads if eager else 1)  # eager also expands the cache (repeat_kv)
-            ops.append(Op("KV cache append (torch.cat)", phase, "elementwise", 0.0, n * (2 * cache + copies),
-                          2 * n, "read + write the layer's cache, per step", "kv-cache"))
-    if w.weight_dtype in ("nf4", "int8"):  # bitsandbytes dequantizes every weight before its matmul
-        ops.append(Op("bitsandbytes dequantize", phase, "elementwise", 0.0, 2.5 * shard.layer_linear,
-                      7 * (shard.last_layer - shard.first_layer), "read the packed weight, write it in bf16",
-                      "quantization"))
-    if shard.has_embedding or shard.has_head:
-        e_head = DTYPE_BITS[w.precision.params] / 8
-        head = head_forward(m, d, e_head, m.vocab_size // p.tp, d.b, with_loss=False)
-        ops += [o._replace(phase=phase) for o in head
-                if (o.name == "Embedding" and shard.has_embedding) or (o.name != "Embedding" and shard.has_head)]
+    keys = None if cached is None else (min(cached, window) if window else cached) + 1
+    ops = [o._replace(phase=phase) for o in layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=e_w,
+                                                          expert_tp=p.expert_tp, ep=p.ep, s_kv=keys, mixer=mixer,
+                                                          ffn=ffn)]
+    # transformers' DynamicCache appends with torch.cat (the whole cache read and written again each step); vLLM and
+    # SGLang write the new token's K and V into their paged pool in place (vLLM reshape_and_cache): no such copy
+    if keys is not None and architectures.with_attention(mixer) and w.engine == "hf":
+        e_kv = DTYPE_BITS[w.kv_dtype] / 8
+        kv_heads = d.a if m.is_mla else d.kv
+        cache = e_kv * d.b * keys * kv_heads * (m.head_size + m.v_head_size)
+        copies = 2 * cache * (d.a / kv_heads if eager else 1)  # eager also expands the cache (repeat_kv)
+        ops.append(Op("KV cache append (torch.cat)", phase, "elementwise", 0.0, 2 * cache + copies, 2,
+                      "read + write the layer's cache, per step", "kv-cache"))
     return ops
+
+
+def head_ops(m: ModelSpec, w: Workload, d, embedding: bool, head: bool, phase: str) -> list[Op]:
+    """The embedding (first stage) and the final norm + LM head on the last token (last stage)."""
+    e_head = DTYPE_BITS[w.precision.params] / 8
+    ops = head_forward(m, d, e_head, m.vocab_size // w.parallel.tp, d.b, with_loss=False)
+    return [o._replace(phase=phase) for o in ops
+            if (o.name == "Embedding" and embedding) or (o.name != "Embedding" and head)]
+
+
+def dequantize_op(w: Workload, layers: int, layer_linear: int, phase: str) -> list[Op]:
+    """bitsandbytes dequantizes every weight of the stage before its matmul (nf4 / int8 weights)."""
+    if w.weight_dtype not in ("nf4", "int8"):
+        return []
+    return [Op("bitsandbytes dequantize", phase, "elementwise", 0.0, 2.5 * layer_linear, 7 * layers,
+               "read the packed weight, write it in bf16", "quantization")]
+
+
+def _stage(m: ModelSpec, w: Workload, d, shard, e_w: float, cached: int | None, phase: str, r: Rates, fp32: float,
+           inputs: TimingInputs, cache: dict) -> np.ndarray:
+    """STATS (calculator.timing.train_ops) of one forward pass of a stage: Σ n × one layer of each group + the
+    stage's dequantize + its embedding / head."""
+    total = np.zeros(len(T.STATS))
+    for key, n in T.layer_groups(m, shard.first_layer, shard.last_layer).items():
+        st = cache.get((key, phase))
+        if st is None:
+            st = cache[(key, phase)] = T.stats(layer_ops(m, w, d, key, e_w, cached, phase), r, fp32, inputs, d)
+        total = total + n * st
+    extra = dequantize_op(w, shard.last_layer - shard.first_layer, shard.layer_linear, phase) + head_ops(
+        m, w, d, shard.has_embedding, shard.has_head, phase)
+    return total + T.stats(extra, r, fp32, inputs, d)
+
+
+def _stage_ops(m: ModelSpec, w: Workload, d, shard, e_w: float, cached: int | None, phase: str) -> list[Op]:
+    """The operations of one forward pass of a stage, scaled by their layers (the roofline table's rows)."""
+    ops: list[Op] = []
+    for key, n in T.layer_groups(m, shard.first_layer, shard.last_layer).items():
+        ops += [o.scaled(n) for o in layer_ops(m, w, d, key, e_w, cached, phase)]
+    return ops + dequantize_op(w, shard.last_layer - shard.first_layer, shard.layer_linear, phase) + head_ops(
+        m, w, d, shard.has_embedding, shard.has_head, phase)
+
+
+def decode_dims(d, w: Workload) -> tuple:
+    """(the decode step's dims, the mean cache length it attends over): s + (gen − 1)/2."""
+    mean_cache = w.seq_len + max(0, w.gen_tokens - 1) / 2
+    return d._replace(s=1, T=d.b, s_kv=int(mean_cache)), int(mean_cache)
+
+
+def call_seconds(prefill_s, decode_s, comm_pre, comm_dec, gen: int, overhead_s: float):
+    """(generate() seconds, time to first token, time per output token or None), on numbers or arrays."""
+    ttft = prefill_s + comm_pre + overhead_s
+    if gen <= 1:
+        return ttft, ttft, None
+    tpot = decode_s + comm_dec + overhead_s
+    return ttft + (gen - 1) * tpot, ttft, tpot
 
 
 def estimate_inference_time(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp32: float):
@@ -67,45 +108,66 @@ def estimate_inference_time(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu
     e_w = weight_bytes_per_element(w.weight_dtype or w.precision.params)
     shards = stage_shards(m, p)
     gen = w.gen_tokens
-    mean_cache = w.seq_len + max(0, gen - 1) / 2
-    d_dec = d._replace(s=1, T=d.b, s_kv=int(mean_cache))
-    prefill_t = decode_t = 0.0
-    prefill_ops: list[Op] = []
-    decode_ops: list[Op] = []
-    gpu_total = host_total = 0.0
-    for shard in shards:  # one batch walks the stages one after the other
-        pre = _forward_ops(m, w, d, shard, e_w, None, "prefill")
-        pre_times = [op_seconds(o, r, fp32) for o in pre]
-        pre_host = host_seconds(pre, inputs)
-        prefill_t += max(sum(pre_times), pre_host)
-        prefill_ops += pre
-        if gen > 1:
-            dec = _forward_ops(m, w, d_dec, shard, e_w, int(mean_cache), "decode")
-            dec_times = [op_seconds(o, r, fp32) for o in dec]
-            dec_host = host_seconds(dec, inputs)
-            decode_t += max(sum(dec_times), dec_host)
-            decode_ops += dec
-            gpu_total += sum(dec_times) * (gen - 1)
-            host_total += dec_host * (gen - 1)
-        gpu_total += sum(pre_times)
-        host_total += pre_host
+    d_dec, mean_cache = decode_dims(d, w)
+    pre_cache: dict = {}
+    dec_cache: dict = {}
+    pre = [_stage(m, w, d, s, e_w, None, "prefill", r, fp32, inputs, pre_cache) for s in shards]
+    dec = [_stage(m, w, d_dec, s, e_w, mean_cache, "decode", r, fp32, inputs, dec_cache) for s in shards] \
+        if gen > 1 else []
+    # one batch walks the stages one after the other: each bound by the slower of its GPU and its host
+    prefill_t = sum(max(s[T.GPU], s[T.HOST]) for s in pre)
+    decode_t = sum(max(s[T.GPU], s[T.HOST]) for s in dec)
     layers, moe_layers = m.num_hidden_layers, m.moe_layer_count
     comm_pre, t_comm_pre = forward_comm(m, w, inputs, gpu, d.T, "prefill", layers, moe_layers)
     comm_dec, t_comm_dec = forward_comm(m, w, inputs, gpu, d.b, "decode", layers, moe_layers)
-    ttft = prefill_t + t_comm_pre + inputs.decode_step_overhead_ms * 1e-3
-    tpot = decode_t + t_comm_dec + inputs.decode_step_overhead_ms * 1e-3 if gen > 1 else None
-    total = ttft + (gen - 1) * tpot if tpot is not None else ttft
+    total, ttft, tpot = call_seconds(prefill_t, decode_t, t_comm_pre, t_comm_dec, gen,
+                                     inputs.decode_step_overhead_ms * 1e-3)
+    steps = max(0, gen - 1)
+    both = sum(pre) + steps * sum(dec) if dec else sum(pre)
+    gpu_total, host_total = both[T.GPU], both[T.HOST]
+    prefill_ops = [o for s in shards for o in _stage_ops(m, w, d, s, e_w, None, "prefill")]
+    decode_ops = [o for s in shards for o in _stage_ops(m, w, d_dec, s, e_w, mean_cache, "decode")] if dec else []
     rows = aggregate_rows(prefill_ops, [op_seconds(o, r, fp32) for o in prefill_ops], r, 1) + comm_pre
     if decode_ops:
         rows += aggregate_rows(decode_ops, [op_seconds(o, r, fp32) for o in decode_ops], r, 1) + comm_dec
     tokens = w.micro_batch * (gen if gen else w.seq_len) * p.dp
-    flops = (sum(o.flops for o in prefill_ops) + (gen - 1) * sum(o.flops for o in decode_ops)
-             if gen > 1 else sum(o.flops for o in prefill_ops))
+    flops = both[T.HW_FLOPS]
     world = p.world_size
     mfu = flops / (r.peak_flops * p.pp * total) if total else 0.0
     notes = ("time per output token at the mean cache length; the decode step overhead is HF generate()'s "
              "per-token cost beyond its kernels",)
+    comm_s = t_comm_pre + steps * t_comm_dec
+    comm = comm_parts(comm_pre, comm_dec, steps)
+    bottleneck = INFERENCE_BOTTLENECKS[int(np.argmax(inference_parts(both, total, comm)))]
     return TimeEstimate("infer", gpu.id, total, tokens, tokens / total, mfu, mfu, flops * p.tp * p.dp,
-                        gpu_total, host_total, t_comm_pre + max(0, gen - 1) * t_comm_dec, 0.0, world,
+                        gpu_total, host_total, comm_s, 0.0, world,
                         cost_per_million(inputs.price_per_gpu_hour, world, total, tokens), ttft_s=ttft,
-                        tpot_s=tpot, roofline=tuple(rows), notes=notes)
+                        tpot_s=tpot, roofline=tuple(rows), notes=notes, bottleneck=bottleneck)
+
+
+INFERENCE_BOTTLENECKS = ("compute", "memory", "host", "TP comm", "EP comm", "PP comm")
+
+
+def comm_parts(comm_pre, comm_dec, steps: int) -> tuple[float, float, float]:
+    """Seconds of TP, EP and PP communication over a generate() call (from forward_comm's rows)."""
+    out = {"TP": 0.0, "EP": 0.0, "PP": 0.0}
+    for rows, times_n in ((comm_pre, 1), (comm_dec, steps)):
+        for row in rows:
+            out[row.name.split(" ")[0]] += row.time_s * times_n
+    return out["TP"], out["EP"], out["PP"]
+
+
+def comm_arrays(m: ModelSpec, c: dict, e: float, tokens, gpu, inputs: TimingInputs, phase: str):
+    """(TP, EP, PP) seconds of one forward pass for a grid of layouts (columns `c`; comm_time.forward_items)."""
+    from calculator.timing.comm_time import forward_items, forward_seconds
+    items = forward_items(c, e, tokens, m.num_hidden_layers, m.moe_layer_count if m.is_moe else 0, m.hidden_size,
+                          m.num_experts_per_tok if m.is_moe else 0, phase)
+    return tuple(forward_seconds(items, gpu, inputs))
+
+
+def inference_parts(both, total, comm: tuple):
+    """Seconds of a generate() call per INFERENCE_BOTTLENECKS entry: compute- and memory-bound kernels, the host
+    (per-step overhead and dispatch beyond the GPU's time), each group's communication (numbers or arrays)."""
+    gpu, compute = both[T.GPU], both[T.COMPUTE]
+    tp, ep, pp = comm
+    return (compute, gpu - compute, np.maximum(0.0, total - gpu - tp - ep - pp), tp, ep, pp)

@@ -2,7 +2,19 @@
 
 The efficiency defaults are calibrated on measured training steps and generate() calls of Hugging Face
 `transformers` eager code on one H200 (validation/gpu/timing_compare.py; constants and their fit in
-validation/CALIBRATION.md, "Step time"). Bandwidths: GB/s = 10⁹ bytes per second, per direction.
+validation/CALIBRATION.md, "Step time"); `matmul_efficiency` is the Hopper BF16 figure, scaled per GPU generation and
+GEMM dtype by calculator.timing.efficiency (fitted on published multi-GPU runs, validation/published/throughput/).
+Bandwidths: GB/s = 10⁹ bytes per second, per direction.
+
+How the stack overlaps its communication (each None: the stack's own default, calculator.timing.overlap):
+- overlap_grad_reduce / overlap_param_gather: Megatron-LM's --overlap-grad-reduce / --overlap-param-gather
+  (off by default: megatron/core/distributed/distributed_data_parallel_config.py, so the gradient reduce-scatter
+  or all-reduce and the parameter all-gather are exposed); PyTorch DDP and FSDP2 always overlap (bucketed hooks,
+  prefetch); DeepSpeed's overlap_comm (off for ZeRO-1/2, on for ZeRO-3: deepspeed/runtime/zero/config.py).
+- tp_comm_overlap: Megatron's --tp-comm-overlap (Transformer Engine userbuffers: the TP all-gather / reduce-scatter
+  chunked under the GEMMs; off by default), torchtitan's async TP.
+The job's own communication choices are Workload fields (Megatron's --cp-comm-type, --moe-token-dispatcher-type),
+priced by calculator.timing.comm_time.
 """
 from __future__ import annotations
 
@@ -19,7 +31,7 @@ class TimingInputs(BaseModel):
     # Floors keep every time finite and plausible: a 1% efficiency, 0.1 GB/s link, 10 GFLOP/s, 1 GB/s DRAM.
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    matmul_efficiency: float = Field(default=0.8, ge=0.01, le=1)  # share of the dense peak a GEMM reaches
+    matmul_efficiency: float = Field(default=0.8, ge=0.01, le=1)  # share of the dense peak a BF16 GEMM reaches on Hopper
     attention_efficiency: float = Field(default=0.485, ge=0.01, le=1)  # share of the peak the flash kernel reaches
     memory_efficiency: float = Field(default=0.478, ge=0.01, le=1)  # share of the DRAM bandwidth elementwise kernels reach
     host_op_us: float = Field(default=47.5, ge=0, le=10_000)  # host time per forward operator (Python + dispatch)
@@ -32,8 +44,14 @@ class TimingInputs(BaseModel):
     collective_latency_us: float = Field(default=15.0, ge=0, le=100_000)  # per collective call
     nvlink_gbps: float | None = Field(default=None, ge=0.1, le=100_000)  # per direction; None: the catalogue's / 2
     ib_gbps: float = Field(default=50.0, ge=0.1, le=100_000)  # per GPU per direction: 400 Gb/s NDR = 50 GB/s
-    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=1024)  # None: 72 on an NVL72 rack, else 8
     price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1_000_000)  # USD per GPU-hour
     peak_tflops: float | None = Field(default=None, ge=0.01, le=1_000_000)  # override the catalogue's dense peak
     memory_bandwidth_gbps: float | None = Field(default=None, ge=1, le=1_000_000)  # override the catalogue's
     matmul_dtype: MatmulDtype = "auto"  # auto: the activation dtype (fp8: Transformer Engine style FP8 GEMMs)
+    overlap_grad_reduce: bool | None = None  # None: the stack's default (calculator.timing.overlap)
+    overlap_param_gather: bool | None = None
+    tp_comm_overlap: bool = False
+    # host time a MoE layer adds per micro-batch (None: Megatron-Core's fitted constant with impl megatron-te, else 0;
+    # calculator.timing.train_ops.MEGATRON_MOE_LAYER_HOST_S)
+    moe_layer_host_ms: float | None = Field(default=None, ge=0, le=10_000)

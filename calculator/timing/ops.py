@@ -55,7 +55,7 @@ def attention_core(m: ModelSpec, d: Dims, window: int | None, eager: bool, s_kv:
     if eager:
         keys = s_kv if s_kv is not None else d.s_kv
         return R.eager_attention(d.b, d.s, keys, d.a, kv_heads, d_qk, d_v, d.e)
-    return R.flash_attention(d.b, d.s, d.a, kv_heads, d_qk, d_v, d.e, window, s_kv)
+    return R.flash_attention(d.b, d.s, d.a, kv_heads, d_qk, d_v, d.e, window, s_kv, s_full=d.s_kv)
 
 
 def mixer_forward(m: ModelSpec, d: Dims, mixer: str, e_w: float) -> list[Op]:

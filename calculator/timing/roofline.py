@@ -83,6 +83,7 @@ class Rates(NamedTuple):
     attention_eff: float
     memory_eff: float
     kernel_gap_s: float = 0.0  # GPU idle time between dependent kernels (launch latency)
+    attention_peak: float = 0.0  # the attention kernel's dense peak when it differs (FP8 GEMMs, BF16 attention)
 
     @property
     def ridge(self) -> float:
@@ -102,8 +103,11 @@ def gpu_seconds(op: Op, r: Rates) -> float:
     idle gap before each of its kernels."""
     if op.kind == "communication":
         return op.seconds
-    eff = r.attention_eff if op.kind == "attention" else r.matmul_eff
-    return op.host_ops * r.kernel_gap_s + max(op.flops / (r.peak_flops * eff), op.bytes / (r.bandwidth * r.memory_eff))
+    if op.kind == "attention":
+        peak, eff = r.attention_peak or r.peak_flops, r.attention_eff
+    else:
+        peak, eff = r.peak_flops, r.matmul_eff
+    return op.host_ops * r.kernel_gap_s + max(op.flops / (peak * eff), op.bytes / (r.bandwidth * r.memory_eff))
 
 
 # ---- matmuls ----------------------------------------------------------------------------------------------------
@@ -143,6 +147,17 @@ def causal_pairs(s: int, window: int | None = None) -> float:
     return window * (window + 1) / 2 + (s - window) * window
 
 
+def context_parallel_pairs(s_local: int, s: int, window: int | None = None) -> float:
+    """(query, key) pairs one context-parallel rank scores: its s_local = s/cp queries attend to their whole causal
+    prefix, not to their own chunk only. Megatron-Core splits the sequence into 2·cp chunks and gives rank r chunks
+    r and 2cp−1−r (the load-balanced "zigzag" split: megatron/core/utils.py get_batch_on_this_cp_rank; Liu et al.
+    2023, Ring Attention), so every rank scores the same share s_local/s of the s·(s+1)/2 causal pairs:
+    s_local·(s+1)/2 without a window (= causal_pairs(s) at cp = 1)."""
+    if s_local >= s:
+        return causal_pairs(s, window)
+    return causal_pairs(s, window) * s_local / s
+
+
 def attention_core_flops(batch: int, heads: int, pairs: float, d_qk: int, d_v: int) -> float:
     """Forward FLOPs of softmax(QKᵀ)V over `pairs` scored (query, key) pairs: 2·pairs·(d_qk + d_v) per head
     (FlashAttention-2 §4.1: 4·s²·d·heads for the full square, halved when causal)."""
@@ -163,9 +178,16 @@ def eager_score_bytes_backward(e: float) -> float:
 
 
 def flash_attention(batch: int, s: int, heads: int, kv_heads: int, d_qk: int, d_v: int, e: float,
-                    window: int | None = None, s_kv: int | None = None) -> Op:
-    """FlashAttention (the SDPA flash kernel), causal, forward: reads q, k, v once, writes o and the fp32 logsumexp."""
-    pairs = causal_pairs(s, window) if s_kv is None else s * s_kv  # s_kv: queries attend to a cache, no mask
+                    window: int | None = None, s_kv: int | None = None, s_full: int | None = None) -> Op:
+    """FlashAttention (the SDPA flash kernel), causal, forward: reads q, k, v once, writes o and the fp32 logsumexp.
+    s_kv: a decode step's cached keys (no mask); s_full: the whole sequence when s is one context-parallel rank's
+    share of it (context_parallel_pairs)."""
+    if s_kv is not None:
+        pairs = s * s_kv  # queries attend to a cache, no mask
+    elif s_full is not None and s_full > s:
+        pairs = context_parallel_pairs(s, s_full, window)
+    else:
+        pairs = causal_pairs(s, window)
     flops = attention_core_flops(batch, heads, pairs, d_qk, d_v)
     nbytes = e * batch * s * (heads * d_qk + kv_heads * (d_qk + d_v) + heads * d_v) + 4 * batch * heads * s
     return Op("Attention core (FlashAttention)", "forward", "attention", flops, nbytes, HOST_OPS["flash"][0],

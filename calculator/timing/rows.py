@@ -44,6 +44,11 @@ class TimeEstimate:
     tpot_s: float | None = None
     roofline: tuple[RooflineRow, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    bottleneck: str = ""  # what bounds the step: compute, memory, host, TP/EP/PP/CP/DP comm, bubble, optimizer
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.world_size
 
     def to_dict(self) -> dict:
         return {"step_time_s": self.step_time_s, "tokens_per_step": self.tokens_per_step,
@@ -52,7 +57,7 @@ class TimeEstimate:
                 "cost_per_million_tokens": self.cost_per_million_tokens, "ttft_s": self.ttft_s,
                 "tpot_s": self.tpot_s, "timing": {"gpu": self.gpu, "gpu_time_s": self.gpu_time_s,
                                                   "host_time_s": self.host_time_s, "comm_time_s": self.comm_time_s,
-                                                  "bubble_fraction": self.bubble_fraction,
+                                                  "bubble_fraction": self.bubble_fraction, "bottleneck": self.bottleneck,
                                                   "world_size": self.world_size, "notes": list(self.notes)},
                 "roofline": [r.__dict__ for r in self.roofline]}
 

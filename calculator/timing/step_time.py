@@ -12,23 +12,19 @@ dense peak (Chowdhery et al. 2022, PaLM, appendix B; Korthikanti et al. 2022 for
 """
 from __future__ import annotations
 
-from dataclasses import replace
+import numpy as np
 
-from calculator.timing import roofline as R
+from calculator.timing import train_ops as T
 from calculator.memory.activations import dims
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.core.errors import InputError
-from calculator.model import architectures
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import check_divisibility, stage_shards
-from calculator.timing.roofline import Op, Rates
-from calculator.timing.ops import (attention_core, backward_of, head_backward, head_forward, layer_forward,
-                                 lora_backward, lora_forward, recomputed)
+from calculator.timing.efficiency import attention_efficiency, matmul_efficiency
+from calculator.timing.roofline import Rates
 from calculator.timing.inputs import TimingInputs
-from calculator.timing.rows import (RooflineRow, TimeEstimate, aggregate_rows, cost_per_million, host_seconds,
-                                   op_seconds)
+from calculator.timing.rows import TimeEstimate, aggregate_rows, cost_per_million, op_seconds
 from calculator.timing import inference_time
-from calculator.timing.comm_time import training_comm
 from calculator.core.workload import Workload
 
 
@@ -37,11 +33,15 @@ def _bytes(dtype: str | None) -> float:
 
 
 def rates_for(gpu, w: Workload, inputs: TimingInputs) -> tuple[Rates, float]:
-    """(Rates of the matmul dtype, the FP32 peak for fp32 adapters) on `gpu`; InputError when a figure is missing."""
-    dtype = inputs.matmul_dtype if inputs.matmul_dtype != "auto" else w.precision.activations
-    field_name = {"bf16": "dense_bf16_flops", "fp16": "dense_fp16_flops", "fp8": "dense_fp8_flops",
-                  "fp32": "fp32_flops"}[dtype]
-    peak = inputs.peak_tflops * 1e12 if inputs.peak_tflops else getattr(gpu, field_name)
+    """(Rates of the matmul dtype, the FP32 peak for fp32 adapters) on `gpu`; InputError when a figure is missing.
+    The GEMM dtype: TimingInputs.matmul_dtype, else FP8 under a Transformer Engine FP8 recipe (Workload.fp8), else
+    the activations' dtype.
+    The GEMM efficiency is the GPU generation's for that dtype (calculator.timing.efficiency); with FP8 GEMMs the
+    attention kernel still runs at the activation dtype's peak (Transformer Engine's DotProductAttention in BF16)."""
+    dtype = inputs.matmul_dtype if inputs.matmul_dtype != "auto" else (
+        "fp8" if getattr(w, "fp8", "none") in ("delayed", "current", "blockwise", "mxfp8") else w.precision.activations)
+    fields = {"bf16": "dense_bf16_flops", "fp16": "dense_fp16_flops", "fp8": "dense_fp8_flops", "fp32": "fp32_flops"}
+    peak = inputs.peak_tflops * 1e12 if inputs.peak_tflops else getattr(gpu, fields[dtype])
     if not peak:
         hint = " (no bf16 tensor cores: use fp16 activations)" if dtype == "bf16" else ""
         raise InputError("peak_tflops", f"the catalogue has no dense {dtype} FLOP/s for {gpu.name}{hint}; give "
@@ -50,107 +50,12 @@ def rates_for(gpu, w: Workload, inputs: TimingInputs) -> tuple[Rates, float]:
     if not bw:
         raise InputError("memory_bandwidth_gbps", f"the catalogue has no memory bandwidth for {gpu.name}")
     fp32 = gpu.fp32_flops or peak / 16
-    return Rates(peak, bw, inputs.matmul_efficiency, inputs.attention_efficiency, inputs.memory_efficiency,
-                 inputs.kernel_gap_us * 1e-6), fp32
-
-
-def _layer_groups(m: ModelSpec, first: int, last: int) -> dict[tuple, int]:
-    """Layers of a stage grouped by (MoE, sliding window, mixer kind, feed-forward kind) — layers in a group run
-    the same operations."""
-    groups: dict[tuple, int] = {}
-    for i in range(first, last):
-        kind = m.layer_kind(i)
-        key = (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None, kind.mixer, kind.ffn)
-        groups[key] = groups.get(key, 0) + 1
-    return groups
-
-
-def _causal_share(op: Op, s: int, s_kv: int) -> float:
-    """FLOPs of an operation a model needs: eager attention computes the whole square, causal needs half."""
-    return op.flops * (R.causal_pairs(s) / (s * s_kv)) if op.name == "Attention core (eager)" else op.flops
-
-
-def _train_stage_ops(m: ModelSpec, w: Workload, shard) -> list[Op]:
-    """Every operation of one micro-batch on one GPU of a pipeline stage: forward, recompute, backward."""
-    p, d = w.parallel, dims(m, w)
-    e_w = d.e  # the matmuls read weights in the compute dtype (autocast copies of fp32 params)
-    frozen = w.finetune != "full"
-    eager = w.attention == "eager"
-    ops: list[Op] = []
-    for (moe, window, mixer, ffn), n in _layer_groups(m, shard.first_layer, shard.last_layer).items():
-        fwd = layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=e_w, expert_tp=p.expert_tp, ep=p.ep,
-                            mixer=mixer, ffn=ffn)
-        bwd = [backward_of(o, frozen and o.kind == "matmul") for o in fwd]
-        if frozen:
-            adapters = lora_forward(m, d, w.lora_rank, w.lora_targets, moe)
-            fwd += adapters
-            bwd += [lora_backward(adapters[0], m, d, w.lora_rank, w.lora_targets, moe)]
-        ops += [o.scaled(n) for o in fwd]
-        if w.recompute == "full":
-            ops += [o.scaled(n) for o in recomputed(fwd)]
-        elif w.recompute == "op":  # every other matmul and the SDPA kernel are saved: the rest is replayed
-            ops += [o.scaled(n * (0.5 if o.kind == "matmul" else 0.0 if o.kind == "attention" else 1.0))
-                    for o in recomputed(fwd)]
-        elif w.recompute == "selective" and architectures.with_attention(mixer):
-            ops.append(attention_core(m, d, window, eager).scaled(n, phase="recompute"))
-        ops += [o.scaled(n) for o in bwd]
-    n_linear = shard.layer_linear
-    if frozen and w.finetune == "qlora":
-        per_pass = 2.5 * n_linear  # bitsandbytes dequantize_4bit: read 0.5 B (+ absmax), write 2 B per weight
-        ops.append(Op("NF4 dequantize", "forward", "elementwise", 0.0, per_pass, 2 * _linears_per_stage(m, shard),
-                      "2.5 B per base weight per pass", "quantization"))
-        ops.append(ops[-1]._replace(phase="backward"))
-    if _bytes(w.precision.params) > d.e and not frozen:  # autocast: fp32 weights cast to the compute dtype
-        cast = (_bytes(w.precision.params) + d.e) * n_linear
-        passes = 2 if w.recompute == "full" else 1
-        ops.append(Op("Weight casts (autocast)", "forward", "elementwise", 0.0, passes * cast,
-                      passes * _linears_per_stage(m, shard), "(4 + e) B per weight per forward", "mixed-precision"))
-        ops.append(ops[-1]._replace(phase="backward", bytes=cast, host_ops=_linears_per_stage(m, shard)))
-    vocab = m.vocab_size // p.tp
-    def held(o: Op) -> bool:
-        return shard.has_embedding if o.name == "Embedding" else shard.has_head
-    ops += [o for o in head_forward(m, d, e_w, vocab, d.T, with_loss=True) if held(o)]
-    ops += [o for o in head_backward(m, d, e_w, vocab, frozen, _bytes(w.precision.grads)) if held(o)]
-    return ops
-
-
-def _linears_per_stage(m: ModelSpec, shard) -> int:
-    per_layer = (2 if m.fused_qkv else 4) + (2 if m.fused_gate_up or not m.gated_mlp else 3)
-    return per_layer * (shard.last_layer - shard.first_layer)
-
-
-def _optimizer_op(w: Workload, n_params: int, n_tensors: int) -> Op:
-    """One optimizer step over the parameters this GPU updates."""
-    prec, impl = w.precision, w.optimizer_impl
-    b_p, b_g, b_s = _bytes(prec.params), _bytes(prec.grads), _bytes(prec.optimizer_states)
-    b_m = _bytes(prec.master_weights)
-    if w.finetune != "full":  # PEFT's fp32 adapters are their own master copy
-        b_p = b_g = b_s = 4.0
-        b_m = 0.0
-    o = w.optimizer
-    if o == "adamw":
-        per = R.adamw_bytes_per_param(b_p, b_g, b_s, b_m, impl)
-    elif o == "adamw-8bit":
-        per = 2 * (b_m or b_p) + b_g + 4 + (b_p if b_m else 0)
-    elif o in ("sgd-momentum", "lion"):
-        per = 2 * (b_m or b_p) + b_g + 2 * b_s + (b_p if b_m else 0)
-    elif o == "adafactor":
-        per = 2 * (b_m or b_p) + 4 * b_g + (b_p if b_m else 0)
-    elif o == "sgd":
-        per = 2 * (b_m or b_p) + b_g
-    else:
-        return Op("Optimizer step", "optimizer", "elementwise", 0.0, 0.0, 0, "no optimizer", "torch-adamw")
-    launches = R.multi_tensor_launches(n_params, n_tensors)
-    if o == "adamw-8bit":
-        host = 2 * n_tensors  # bitsandbytes launches one kernel per parameter tensor
-    elif impl == "fused":
-        host = 2 + launches
-    elif impl == "foreach":
-        host = 12 * launches
-    else:
-        host = 12 * n_tensors
-    return Op("Optimizer step", "optimizer", "elementwise", 12.0 * n_params, per * n_params, host,
-              f"{per:g} B per parameter ({o}, {impl})", "torch-adamw")
+    attention_peak = 0.0
+    if dtype == "fp8" and not inputs.peak_tflops:
+        attention_peak = getattr(gpu, fields.get(w.precision.activations, "dense_bf16_flops")) or 0.0
+    eff = matmul_efficiency(getattr(gpu, "id", None), dtype, inputs.matmul_efficiency)
+    att = attention_efficiency(getattr(gpu, "id", None), w.impl, inputs.attention_efficiency)
+    return Rates(peak, bw, eff, att, inputs.memory_efficiency, inputs.kernel_gap_us * 1e-6, attention_peak), fp32
 
 
 def estimate_time(m: ModelSpec, w: Workload, inputs: TimingInputs | None = None, gpu=None) -> TimeEstimate:
@@ -168,50 +73,137 @@ def estimate_time(m: ModelSpec, w: Workload, inputs: TimingInputs | None = None,
     return _training(m, w, inputs, gpu, r, fp32)
 
 
+def stage_stats(m: ModelSpec, w: Workload, d, shard, r: Rates, fp32: float, inputs: TimingInputs,
+                per_group=None):
+    """The STATS vector (calculator.timing.train_ops) of one micro-batch on one GPU of a pipeline stage:
+    Σ n × one layer of each group + the embedding / head it holds + its shard's own operations. `per_group`: a
+    dict caching each group's stats for this local shape (shared by the stages of a layout)."""
+    cache = per_group if per_group is not None else {}
+    total = np.zeros(len(T.STATS))
+    for key, n in T.layer_groups(m, shard.first_layer, shard.last_layer).items():
+        st = cache.get(key)
+        if st is None:
+            st = cache[key] = T.layer_stats(m, w, d, key, r, fp32, inputs)
+        total = total + n * st
+    head = T.stats(T.head_ops(m, w, d, shard.has_embedding, shard.has_head), r, fp32, inputs, d)
+    return total + head + T.stats(T.shard_ops(m, w, d, shard), r, fp32, inputs, d)
+
+
+def compute_seconds(st):
+    """A micro-batch's compute on a stage: the slower of the GPU and the host issuing its kernels (He 2022), plus
+    the host time that cannot run ahead (calculator.timing.train_ops.SERIAL)."""
+    return np.maximum(st[T.GPU], st[T.HOST]) + st[T.SERIAL]
+
+
+def comm_columns(m: ModelSpec, w: Workload, d, shard, st, inputs: TimingInputs) -> dict:
+    """The columns calculator.timing.comm_time prices for one layout (its critical stage `shard`, that stage's
+    stats `st`); calculator.planning.fast_time builds the same columns as arrays over a grid."""
+    from calculator.timing import overlap
+    p, e = w.parallel, d.e
+    full = w.finetune == "full"
+    n_dense, n_experts, b_g, b_p = shard.dense, shard.experts, _bytes(w.precision.grads), _bytes(w.precision.params)
+    g_dense, g_experts = shard.dense * b_p, shard.experts * b_p  # what ZeRO-3 gathers each micro-batch
+    if not full:  # adapters: fp32 gradients and optimizer; ZeRO-3 still gathers the frozen base
+        from calculator.memory.lora import adapter_params
+        n_dense = sum(adapter_params(m, w.lora_rank, w.lora_targets, m.layer_is_moe(i))
+                      for i in range(shard.first_layer, shard.last_layer)) // p.tp
+        n_experts, b_g, b_p = 0, 4.0, 4.0
+        g_dense += 4.0 * n_dense
+    return {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep, "etp": p.expert_tp,
+            "v": p.virtual_stages if p.schedule == "interleaved" else 1, "zero": p.zero,
+            "plain_dp": int(p.zero == 0 and not p.distributed_optimizer),
+            "sp": int(bool(p.sequence_parallel and p.tp > 1)), "full": int(w.recompute == "full"),
+            "mb": p.microbatches, "layers": shard.last_layer - shard.first_layer, "moe_layers": shard.moe_layers,
+            "n_dense": n_dense, "n_experts": n_experts, "b_g": b_g, "b_p": b_p, "gather_dense": g_dense,
+            "gather_experts": g_experts,
+            "act": e * d.T * d.h, "kv": e * d.T * d.kvd, "qkv_bytes": e * d.T * (d.qd + 2 * d.kvd),
+            "q_bytes": e * d.T * d.qd, "ep_bytes": e * d.T * m.num_experts_per_tok * d.h if m.is_moe else 0.0,
+            "top_k": m.num_experts_per_tok if m.is_moe else 0,
+            "pp_bytes": e * d.T * d.h_sp, "fwd_t": st[T.FWD], "bwd_t": st[T.GPU] - st[T.FWD],
+            "attn_t": st[T.ATTN], "gemm_t": st[T.GEMM], **comm_choices(w),
+            "tp_overlap": inputs.tp_comm_overlap, "grad_overlap": overlap.grad_reduce_overlapped(w, inputs),
+            "param_overlap": overlap.param_gather_overlapped(w, inputs)}
+
+
+def comm_choices(w: Workload) -> dict:
+    """The job's context-parallel and MoE dispatch choices as comm_time columns (Workload.cp_comm_type, Megatron's
+    --cp-comm-type: p2p ring, a2a Ulysses, allgather, a2a+p2p priced as the ring across its a2a groups;
+    Workload.moe_dispatcher, --moe-token-dispatcher-type: alltoall, allgather, flex = DeepEP's node-deduplicated
+    all-to-all)."""
+    cp = getattr(w, "cp_comm_type", "p2p")
+    moe = getattr(w, "moe_dispatcher", "alltoall")
+    return {"cp_a2a": int(cp == "a2a"), "cp_allgather": int(cp == "allgather"),
+            "ep_dedup": int(moe == "flex"), "ep_allgather": int(moe == "allgather")}
+
+
+def step_seconds(compute_mb, exposed: dict, mb, pp, v, opt_t, overhead_s: float):
+    """(step seconds, seconds per micro-batch, bubble fraction), on numbers or arrays:
+        t_micro-batch = max(GPU, host) + exposed TP, EP, PP and CP communication
+        step = t_micro-batch × (m + (p − 1)/v) + optimizer + exposed DP communication + overhead
+    the 1F1B / interleaved bubble (p − 1)/(v·m) of the ideal time (Narayanan et al. 2021 §2.2), amortised over the
+    m micro-batches like the once-per-step DP traffic."""
+    t_mb = compute_mb + exposed["tp"] + exposed["ep"] + exposed["pp"] + exposed["cp"]
+    bubble = np.where(pp > 1, (pp - 1) / (v * mb), 0.0)
+    return t_mb * mb * (1 + bubble) + opt_t + exposed["dp"] + overhead_s, t_mb, bubble
+
+
+BOTTLENECKS = ("compute", "memory", "host", "TP comm", "EP comm", "PP comm", "CP comm", "DP comm", "bubble",
+               "optimizer")
+
+
+def bottleneck_parts(st, exposed: dict, mb, t_mb, bubble, opt_t):
+    """Seconds per step each BOTTLENECKS entry takes on the critical path (numbers or arrays); the largest names
+    what bounds the step."""
+    gpu, host, compute = st[T.GPU], st[T.HOST], st[T.COMPUTE]
+    return (compute * mb, (gpu - compute) * mb, (np.maximum(0.0, host - gpu) + st[T.SERIAL]) * mb, exposed["tp"] * mb,
+            exposed["ep"] * mb, exposed["pp"] * mb, exposed["cp"] * mb, exposed["dp"] + 0.0,
+            t_mb * mb * bubble, opt_t + 0.0)
+
+
 def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp32: float) -> TimeEstimate:
     p, d = w.parallel, dims(m, w)
     mb = p.microbatches
-    host_s = inputs.host_op_us * 1e-6
-    stages = []
-    for shard in stage_shards(m, p):
-        ops = _train_stage_ops(m, w, shard)
-        times = [op_seconds(o, r, fp32) for o in ops]
-        gpu_t = sum(times)
-        host_t = host_seconds(ops, inputs)
-        fwd_t = sum(t for o, t in zip(ops, times) if o.phase == "forward")
-        bwd_t = sum(t for o, t in zip(ops, times) if o.phase != "forward")
-        stages.append((shard, ops, times, gpu_t, host_t, fwd_t, bwd_t))
-    crit = max(stages, key=lambda s: max(s[3], s[4]))
-    shard, ops, times, gpu_t, host_t, fwd_t, bwd_t = crit
-    mb_comm, per_mb_exposed, step_comm, step_exposed = training_comm(m, w, inputs, gpu, d, shard, fwd_t, bwd_t)
-    comm_ops = [replace(c, bytes=c.bytes * mb, time_s=c.time_s * mb) for c in mb_comm] + step_comm
-    t_mb = max(gpu_t, host_t) + per_mb_exposed
-    v = p.virtual_stages if p.schedule == "interleaved" else 1
-    bubble = (p.pp - 1) / (v * mb) if p.pp > 1 else 0.0
-    pipe = t_mb * mb * (1 + bubble)
+    cache: dict = {}
+    shards = stage_shards(m, p)
+    stats = [stage_stats(m, w, d, shard, r, fp32, inputs, cache) for shard in shards]
+    crit = max(range(len(shards)), key=lambda i: compute_seconds(stats[i]))
+    shard, st = shards[crit], stats[crit]
+    c = comm_columns(m, w, d, shard, st, inputs)
+    from calculator.timing.comm_time import comm_rows, training_comm
+    exposed, items, per = training_comm(c, gpu, inputs)
+    exposed = {k: float(v) for k, v in exposed.items()}
     n_opt = -(-shard.total // (p.shard_group if (p.zero >= 1 or p.distributed_optimizer) else 1))
     if w.finetune != "full":
         from calculator.memory.lora import adapter_params
         n_opt = sum(adapter_params(m, w.lora_rank, w.lora_targets, m.layer_is_moe(i))
                     for i in range(shard.first_layer, shard.last_layer)) // p.tp
-    opt = _optimizer_op(w, n_opt, shard.tensors)
-    if p.offload_optimizer:
-        # the step runs on the host: nothing of it on the GPU
+    opt = T.optimizer_op(w, n_opt, shard.tensors)
+    opt_t = float(T.optimizer_seconds(w, n_opt, shard.tensors, r, inputs.host_op_us * 1e-6))
+    if p.offload_optimizer:  # the step runs on the host: nothing of it on the GPU
         opt = opt._replace(name="Optimizer step (CPU, offloaded)", flops=0.0, bytes=0.0, host_ops=0)
-    opt_t = max(op_seconds(opt, r, fp32), opt.host_ops * host_s)
-    step = pipe + opt_t + step_exposed + inputs.step_overhead_ms * 1e-3
-    rows = aggregate_rows(ops, times, r, mb) + aggregate_rows([opt], [op_seconds(opt, r, fp32)], r, 1) + comm_ops
-    model_flops = sum(_causal_share(o, d.s, d.s_kv) for s in stages for o in s[1]
-                      if o.phase in ("forward", "backward")) * mb
-    hw_flops = sum(o.flops for s in stages for o in s[1]) * mb
+        opt_t = 0.0
+    v = c["v"]
+    step, t_mb, bubble = step_seconds(compute_seconds(st), exposed, mb, p.pp, v, opt_t,
+                                      inputs.step_overhead_ms * 1e-3)
+    step, t_mb, bubble = float(step), float(t_mb), float(bubble)
+    parts = bottleneck_parts(st, exposed, mb, t_mb, bubble, opt_t)
+    ops = T.shard_ops(m, w, d, shard) + T.head_ops(m, w, d, shard.has_embedding, shard.has_head)
+    for key, n in T.layer_groups(m, shard.first_layer, shard.last_layer).items():
+        ops = [o.scaled(n) for o in T.layer_ops(m, w, d, key)] + ops
+    times = [op_seconds(o, r, fp32) for o in ops]
+    rows = (aggregate_rows(ops, times, r, mb) + aggregate_rows([opt], [op_seconds(opt, r, fp32)], r, 1)
+            + comm_rows(items, per, mb, gpu, inputs))
+    model_flops = sum(s[T.MODEL_FLOPS] for s in stats) * mb
+    hw_flops = sum(s[T.HW_FLOPS] for s in stats) * mb
     peak_all = r.peak_flops * p.pp * step
     tokens = w.micro_batch * w.seq_len * mb * p.dp
     world = p.world_size
-    notes = _notes(w, gpu_t, host_t)
+    comm_exposed = exposed["dp"] + (exposed["tp"] + exposed["ep"] + exposed["pp"] + exposed["cp"]) * mb
     return TimeEstimate("train", gpu.id, step, tokens, tokens / step, model_flops / peak_all, hw_flops / peak_all,
-                        model_flops * p.tp * p.cp * p.dp, gpu_t * mb, host_t * mb, step_exposed + per_mb_exposed * mb,
+                        model_flops * p.tp * p.cp * p.dp, st[T.GPU] * mb, st[T.HOST] * mb, comm_exposed,
                         bubble, world, cost_per_million(inputs.price_per_gpu_hour, world, step, tokens),
-                        roofline=tuple(rows), notes=notes)
+                        roofline=tuple(rows), notes=_notes(w, st[T.GPU], st[T.HOST]),
+                        bottleneck=BOTTLENECKS[int(np.argmax(parts))])
 
 
 def _notes(w: Workload, gpu_t: float, host_t: float) -> tuple[str, ...]:

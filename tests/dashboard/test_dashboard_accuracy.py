@@ -179,3 +179,21 @@ def test_published_stack_rows_are_shown_with_their_command(accuracy_page):
                for c, r in zip(shown["Command"], rows))
     assert {r.stack for r in rows} >= {"fsdp2", "deepspeed", "megatron"}
     assert list(shown["Figure"]).count("measured, not held to the bound") == sum(not r.comparable for r in rows)
+
+
+def test_multi_gpu_step_time_section_is_the_published_throughput_comparison(accuracy_page):
+    """Issue 23: the step time against published multi-GPU runs, per source, fitted and held out, every compared
+    run and every run the engine cannot express with the reason."""
+    from validation.published import throughput
+    cases, skipped = throughput.load()
+    results, refused = throughput.evaluate(cases)
+    want = throughput.summary(results)
+    groups = next(d.value for d in accuracy_page.dataframe if "Median error %" in d.value.columns)
+    assert set(groups["Group"]) == set(want) >= {"fit", "held out", "megatron-bridge-perf-summary"}
+    for _, row in groups.iterrows():
+        assert row["Rows"] == want[row["Group"]][0]
+        assert row["Median |error| %"] == round(want[row["Group"]][1], 1)
+    runs = next(d.value for d in accuracy_page.dataframe if "Published (s)" in d.value.columns)
+    assert len(runs) == len(results) and set(runs["Set"]) == {"fitted", "held out"}
+    why = next(d.value for d in accuracy_page.dataframe if "Why not compared" in d.value.columns)
+    assert len(why) == len(skipped) + len(refused)

@@ -83,6 +83,22 @@ def test_gpu_count_and_max_tp_are_the_engines_inputs():
     assert row_tuples(table(at)) == expected_rows(plans_for(QWEN, w, 16, A100_40, max_tp=2))
 
 
+def test_every_row_shows_its_time_and_the_ranking_key_is_an_input():
+    """Issue 23: each row has step time, tokens/s per GPU, MFU and the bottleneck; prank reorders; pgb sets the
+    global batch (the same tokens per step for every layout)."""
+    at = open_planner({"model": "qwen2.5-7b", "seq": "8192", "pgpus": "8"})
+    rows = table(at)
+    assert all(r["Step time"] != "—" and r["Tokens/s/GPU"] and r["MFU"] and r["Bottleneck"] != "—" for r in rows)
+    speeds = [r["Tokens/s/GPU"] for r in rows]
+    assert speeds == sorted(speeds, reverse=True)
+    at = open_planner({"model": "qwen2.5-7b", "seq": "8192", "pgpus": "8", "prank": "most-headroom"})
+    assert at.selectbox(key="prank").value == "most-headroom"
+    used = [r["Of capacity"] for r in table(at)]
+    assert used == sorted(used)
+    at = open_planner({"model": "qwen2.5-7b", "seq": "8192", "pgpus": "8", "pgb": "32"})
+    assert all(r["Micro-batch"] * r["Micro-batches"] * r["DP"] == 32 for r in table(at))
+
+
 def test_each_layout_link_opens_the_calculator_on_that_layout():
     at = open_planner({"model": "qwen2.5-7b", "seq": "8192", "mbs": "2", "pgpus": "8"})
     rows = table(at)
@@ -113,7 +129,7 @@ def test_the_table_is_paginated_and_page_two_continues_the_ranking():
     plans = plans_for(QWEN, Workload(seq_len=8192, micro_batch=2, gpu="h100-sxm"), 8, H100)
     assert rows[0]["Rank"] == planner.PAGE_ROWS + 1
     assert row_tuples(rows) == expected_rows(plans[planner.PAGE_ROWS:])
-    assert any("Ranked by fits, then fewest GPUs, then largest micro-batch" in c.value for c in at.caption)
+    assert any("Ranked by fits, then highest tokens/s per GPU" in c.value for c in at.caption)
 
 
 def test_an_uneven_pipeline_layout_opens_in_the_calculator():

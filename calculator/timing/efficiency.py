@@ -1,0 +1,56 @@
+"""The share of a GPU's datasheet peak its GEMMs reach, per GPU generation and GEMM dtype.
+
+TimingInputs.matmul_efficiency (0.80) is the Hopper BF16 figure fitted on measured H200 training steps
+(validation/CALIBRATION.md, "Step time"); the other generations and dtypes are named constants fitted on published
+multi-GPU runs of Megatron-Bridge's performance tables (validation/published/throughput/ --fit: the fit rows and
+the held-out rows are listed there), each a share of that dtype's own dense peak. A user's matmul_efficiency scales
+them all by matmul_efficiency / 0.80.
+
+Why per dtype: an FP8 GEMM reaches a smaller share of its (twice as high) peak than a BF16 one, and the FP8 recipe
+adds the casts of its inputs (Transformer Engine casts each GEMM input and keeps a transposed copy for the
+backward: NVIDIA's FP8 primer, "Transformer Engine ... FP8 ... casting overhead"); why per generation: Blackwell's
+5th-generation tensor cores reach a different share of a peak 2.3× Hopper's (Megatron-Bridge's own tables: the
+same Llama-3 70B layout at 2.3–2.6× the TFLOP/s of H100, not 2.3× the MFU).
+"""
+from __future__ import annotations
+
+REFERENCE = 0.80  # TimingInputs.matmul_efficiency's default: Hopper BF16 (the H200 fit)
+
+GENERATION = {"h100-sxm": "hopper", "h100-pcie": "hopper", "h100-nvl": "hopper", "h200": "hopper",
+              "b200": "blackwell", "b300": "blackwell", "gb300": "blackwell"}
+
+# share of the dense peak of the GEMM dtype (fitted: validation/published/throughput/ --fit)
+GEMM_EFFICIENCY = {
+    ("hopper", "bf16"): 0.80,
+    ("hopper", "fp8"): 0.607,
+    ("blackwell", "bf16"): 0.435,
+    ("blackwell", "fp8"): 0.597,
+}
+
+
+def matmul_efficiency(gpu_id: str | None, dtype: str, user: float) -> float:
+    """The GEMM efficiency on this GPU and dtype: the generation's constant × user / REFERENCE (the user's
+    matmul_efficiency at its default leaves the constants as fitted); GPUs of other generations: `user`."""
+    gen = GENERATION.get(gpu_id or "")
+    base = GEMM_EFFICIENCY.get((gen, "fp8" if dtype == "fp8" else "bf16")) if gen else None
+    if base is None:
+        return user
+    return base if user == REFERENCE else min(1.0, base * user / REFERENCE)
+
+
+# Share of the BF16 peak Transformer Engine's fused attention (cuDNN's flash attention: FlashAttention-3-class
+# kernels on Hopper, the Blackwell cuDNN kernels) reaches, per generation, for Megatron-Core's layers (impl
+# megatron-te); transformers' SDPA / FlashAttention-2 keeps TimingInputs.attention_efficiency (the H200 fit).
+# Fitted with the GEMM efficiencies (validation/published/throughput/ --fit).
+FUSED_ATTENTION_EFFICIENCY = {"hopper": 0.378, "blackwell": 0.75}
+REFERENCE_ATTENTION = 0.485  # TimingInputs.attention_efficiency's default
+
+
+def attention_efficiency(gpu_id: str | None, impl: str, user: float) -> float:
+    """The attention kernel's efficiency: the generation's fused-attention constant for Megatron-Core + TE (× user
+    / REFERENCE_ATTENTION), else `user`."""
+    gen = GENERATION.get(gpu_id or "")
+    if impl != "megatron-te" or gen not in FUSED_ATTENTION_EFFICIENCY:
+        return user
+    base = FUSED_ATTENTION_EFFICIENCY[gen]
+    return base if user == REFERENCE_ATTENTION else min(1.0, base * user / REFERENCE_ATTENTION)

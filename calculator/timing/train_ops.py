@@ -1,0 +1,245 @@
+"""The operations of one training micro-batch on one GPU, grouped so that a pipeline stage's time is a sum:
+
+    stage = Σ over layer groups (layers alike: MoE or dense, sliding window, mixer, feed-forward) n × one layer
+            + the embedding and loss head it holds + what depends on its whole shard (QLoRA dequantize, autocast)
+
+Every figure of a stage (GPU seconds, host seconds, forward seconds, attention and GEMM seconds, compute- and
+memory-bound seconds, model and hardware FLOPs) is that sum of `stats` vectors, for estimate_time() on one layout
+and for the planner's vectorised time model (calculator.planning.fast_time) on a grid alike.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from calculator.timing import roofline as R
+from calculator.core.dtypes import DTYPE_BITS
+from calculator.model import architectures
+from calculator.model.spec import ModelSpec
+from calculator.timing.ops import (attention_core, backward_of, head_backward, head_forward, layer_forward,
+                                   lora_backward, lora_forward, recomputed)
+from calculator.timing.fused import FUSED_IMPLS, fuse
+from calculator.timing.roofline import Op, Rates
+
+STATS = ("gpu", "host", "fwd", "attn", "gemm", "compute", "model_flops", "hw_flops", "serial")
+GPU, HOST, FWD, ATTN, GEMM, COMPUTE, MODEL_FLOPS, HW_FLOPS, SERIAL = range(len(STATS))
+
+# Megatron-Core's MoE layer waits on the GPU: its token dispatcher copies the tokens-per-expert counts to the host
+# and synchronises before the all-to-all (megatron/core/transformer/moe/token_dispatcher.py,
+# MoEAlltoAllTokenDispatcher: `.to(torch.device("cpu"), non_blocking=True)` then a stream synchronize), so the host
+# cannot run ahead of the GPU there and the layer's host work adds to its GPU time instead of hiding under it.
+# Seconds per MoE layer per micro-batch (forward + backward), fitted on Megatron-Bridge's MoE rows: the same
+# layout at micro-batch 1 and 4 (Qwen3-30B-A3B on 8 B200: 0.42 s and 0.61 s a micro-batch) puts ~7.5 ms a layer
+# on a fixed cost (validation/published/throughput/ --fit).
+MEGATRON_MOE_LAYER_HOST_S = 0.00376
+
+
+def _bytes(dtype: str | None) -> float:
+    return DTYPE_BITS[dtype] / 8 if dtype else 0.0
+
+
+def layer_groups(m: ModelSpec, first: int, last: int) -> dict[tuple, int]:
+    """Layers of a stage grouped by (MoE, sliding window, mixer kind, feed-forward kind): layers in a group run
+    the same operations."""
+    groups: dict[tuple, int] = {}
+    for i in range(first, last):
+        key = layer_key(m, i)
+        groups[key] = groups.get(key, 0) + 1
+    return groups
+
+
+def layer_key(m: ModelSpec, i: int) -> tuple:
+    kind = m.layer_kind(i)
+    return (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None, kind.mixer, kind.ffn)
+
+
+def layer_parts(m: ModelSpec, w, d, key: tuple) -> tuple[list[Op], dict[str, list[Op]]]:
+    """One layer of a group: (its forward and backward, what each recompute mode replays): with a frozen base the
+    LoRA adapters' operations too. The forward does not depend on the recompute mode, so one layer's parts serve
+    every mode (the planner's vectorised time model prices them once)."""
+    moe, window, mixer, ffn = key
+    p = w.parallel
+    frozen = w.finetune != "full"
+    eager = w.attention == "eager"
+    fwd = layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=d.e, expert_tp=p.expert_tp, ep=p.ep,
+                        mixer=mixer, ffn=ffn)
+    if w.impl in FUSED_IMPLS:
+        fwd = fuse(fwd, m, d, p.expert_tp)
+    bwd = [backward_of(o, frozen and o.kind == "matmul") for o in fwd]
+    if frozen:
+        adapters = lora_forward(m, d, w.lora_rank, w.lora_targets, moe)
+        fwd += adapters
+        bwd += [lora_backward(adapters[0], m, d, w.lora_rank, w.lora_targets, moe)]
+    replay = recomputed(fwd)
+    extra = {"none": [], "full": replay,
+             # op: every other matmul and the SDPA kernel are saved, the rest is replayed
+             "op": [o.scaled(0.5 if o.kind == "matmul" else 0.0 if o.kind == "attention" else 1.0) for o in replay],
+             "selective": [attention_core(m, d, window, eager).scaled(1, phase="recompute")]
+             if architectures.with_attention(mixer) else []}
+    return fwd + bwd, extra
+
+
+def layer_ops(m: ModelSpec, w, d, key: tuple) -> list[Op]:
+    """One layer of a group: forward, backward and what w.recompute replays."""
+    base, extra = layer_parts(m, w, d, key)
+    return base + extra[w.recompute]
+
+
+def layer_stats(m: ModelSpec, w, d, key: tuple, r: Rates, fp32: float, inputs, parts=None) -> np.ndarray:
+    """The STATS of one layer of a group under w.recompute: its forward and backward plus what recompute replays,
+    and the host time a MoE layer cannot hide (SERIAL). `parts`: layer_parts, when the caller has them."""
+    base, extra = parts or layer_parts(m, w, d, key)
+    out = stats(base, r, fp32, inputs, d) + stats(extra[w.recompute], r, fp32, inputs, d)
+    out[SERIAL] = moe_layer_host_s(w, inputs) if key[0] else 0.0
+    return out
+
+
+def head_ops(m: ModelSpec, w, d, embedding: bool, head: bool) -> list[Op]:
+    """The embedding (first stage) and the final norm, LM head and loss (last stage), forward and backward."""
+    frozen = w.finetune != "full"
+    vocab = m.vocab_size // w.parallel.tp
+
+    def held(o: Op) -> bool:
+        return embedding if o.name == "Embedding" else head
+    fwd = head_forward(m, d, d.e, vocab, d.T, with_loss=True)
+    bwd = head_backward(m, d, d.e, vocab, frozen, _bytes(w.precision.grads))
+    if w.impl in FUSED_IMPLS:  # the final norm as one kernel
+        fwd = fuse(fwd, m, d, w.parallel.expert_tp)
+        norm = next(o for o in fwd if o.name == "Final norm")
+        bwd = [backward_of(norm) if o.name == "Final norm" else o for o in bwd]
+    return [o for o in fwd if held(o)] + [o for o in bwd if held(o)]
+
+
+def linears_per_stage(m: ModelSpec, layers: int) -> int:
+    per_layer = (2 if m.fused_qkv else 4) + (2 if m.fused_gate_up or not m.gated_mlp else 3)
+    return per_layer * layers
+
+
+def shard_ops(m: ModelSpec, w, d, shard) -> list[Op]:
+    """What depends on the stage's whole shard: QLoRA's NF4 dequantize, autocast's weight casts."""
+    frozen = w.finetune != "full"
+    n_linear = shard.layer_linear
+    layers = shard.last_layer - shard.first_layer
+    ops: list[Op] = []
+    if frozen and w.finetune == "qlora":
+        per_pass = 2.5 * n_linear  # bitsandbytes dequantize_4bit: read 0.5 B (+ absmax), write 2 B per weight
+        ops.append(Op("NF4 dequantize", "forward", "elementwise", 0.0, per_pass, 2 * linears_per_stage(m, layers),
+                      "2.5 B per base weight per pass", "quantization"))
+        ops.append(ops[-1]._replace(phase="backward"))
+    if _bytes(w.precision.params) > d.e and not frozen:  # autocast: fp32 weights cast to the compute dtype
+        cast = (_bytes(w.precision.params) + d.e) * n_linear
+        passes = 2 if w.recompute == "full" else 1
+        ops.append(Op("Weight casts (autocast)", "forward", "elementwise", 0.0, passes * cast,
+                      passes * linears_per_stage(m, layers), "(4 + e) B per weight per forward", "mixed-precision"))
+        ops.append(ops[-1]._replace(phase="backward", bytes=cast, host_ops=linears_per_stage(m, layers)))
+    return ops
+
+
+def causal_share(op: Op, s: int, s_kv: int) -> float:
+    """FLOPs of an operation a model needs: eager attention computes the whole square, causal needs half."""
+    return op.flops * (R.causal_pairs(s) / (s * s_kv)) if op.name == "Attention core (eager)" else op.flops
+
+
+def stats(ops: list[Op], r: Rates, fp32: float, inputs, d) -> np.ndarray:
+    """The STATS vector of a list of operations (see the module docstring)."""
+    return stats_many([ops], r, fp32, inputs, d)[0]
+
+
+def stats_many(lists: list[list[Op]], r: Rates, fp32: float, inputs, d) -> np.ndarray:
+    """len(lists) × STATS: each list's operations priced in one pass over all of them — each operation's GPU time
+    by the roofline (calculator.timing.rows.op_seconds on arrays), its host time by its phase's cost per operator."""
+    out = np.zeros((len(lists), len(STATS)))
+    ops = [o for group in lists for o in group]
+    if not ops:
+        return out
+    seg = np.repeat(np.arange(len(lists)), [len(group) for group in lists])
+    flops = np.array([o.flops for o in ops])
+    nbytes = np.array([o.bytes for o in ops])
+    host = np.array([o.host_ops for o in ops], dtype=np.float64)
+    kind = [o.kind for o in ops]
+    attention = np.array([k == "attention" for k in kind])
+    fp32_mm = np.array([k == "matmul_fp32" for k in kind])
+    matmul = fp32_mm | np.array([k == "matmul" for k in kind])
+    phase = [o.phase for o in ops]
+    forward = np.array([ph == "forward" for ph in phase])
+    peak = np.where(attention, r.attention_peak or r.peak_flops, np.where(fp32_mm, fp32, r.peak_flops))
+    eff = np.where(attention, r.attention_eff, r.matmul_eff)
+    times = host * r.kernel_gap_s + np.maximum(flops / (peak * eff), nbytes / (r.bandwidth * r.memory_eff))
+    compute = np.where(nbytes > 0, flops >= r.ridge * nbytes, flops > 0)  # roofline.bound: intensity ≥ ridge
+    host_us = np.array([getattr(inputs, _HOST_US.get(ph, "host_op_us")) for ph in phase])
+    model = np.array([causal_share(o, d.s, d.s_kv) if ph in ("forward", "backward") else 0.0
+                      for o, ph in zip(ops, phase)])
+    n = len(lists)
+    for col, values in ((GPU, times), (HOST, host * host_us * 1e-6), (FWD, times * forward),
+                        (ATTN, times * attention), (GEMM, times * matmul), (COMPUTE, times * compute),
+                        (MODEL_FLOPS, model), (HW_FLOPS, flops)):
+        out[:, col] = np.bincount(seg, weights=values, minlength=n)
+    return out
+
+
+_HOST_US = {"backward": "host_backward_op_us", "prefill": "host_inference_op_us", "decode": "host_inference_op_us"}
+
+
+def moe_layer_host_s(w, inputs) -> float:
+    """Host seconds a MoE layer adds to each micro-batch (MEGATRON_MOE_LAYER_HOST_S with Megatron-Core's layers,
+    none for the others; TimingInputs.moe_layer_host_ms overrides)."""
+    if inputs.moe_layer_host_ms is not None:
+        return inputs.moe_layer_host_ms * 1e-3
+    return MEGATRON_MOE_LAYER_HOST_S if w.impl == "megatron-te" else 0.0
+
+
+def optimizer_bytes_per_param(w) -> float | None:
+    """Bytes one optimizer step moves per parameter (None: no optimizer)."""
+    prec, impl = w.precision, w.optimizer_impl
+    b_p, b_g, b_s = _bytes(prec.params), _bytes(prec.grads), _bytes(prec.optimizer_states)
+    b_m = _bytes(prec.master_weights)
+    if w.finetune != "full":  # PEFT's fp32 adapters are their own master copy
+        b_p = b_g = b_s = 4.0
+        b_m = 0.0
+    o = w.optimizer
+    if o == "adamw":
+        return R.adamw_bytes_per_param(b_p, b_g, b_s, b_m, impl)
+    if o == "adamw-8bit":
+        return 2 * (b_m or b_p) + b_g + 4 + (b_p if b_m else 0)
+    if o in ("sgd-momentum", "lion"):
+        return 2 * (b_m or b_p) + b_g + 2 * b_s + (b_p if b_m else 0)
+    if o == "adafactor":
+        return 2 * (b_m or b_p) + 4 * b_g + (b_p if b_m else 0)
+    if o == "sgd":
+        return 2 * (b_m or b_p) + b_g
+    return None
+
+
+def optimizer_host_ops(w, n_params, n_tensors):
+    """Kernel launches of the step: fused one multi-tensor kernel (+2), foreach 12 operators per launch, the
+    for-loop 12 per tensor, bitsandbytes' 8-bit AdamW 2 per tensor (works on numbers or numpy arrays)."""
+    by_chunks = np.ceil(np.asarray(n_params, dtype=np.float64) / (65536 * 320))
+    launches = np.maximum(1, np.maximum(by_chunks, np.ceil(np.asarray(n_tensors, dtype=np.float64) / 36)))
+    if w.optimizer == "adamw-8bit":
+        return 2 * np.asarray(n_tensors)
+    if w.optimizer_impl == "fused":
+        return 2 + launches
+    if w.optimizer_impl == "foreach":
+        return 12 * launches
+    return 12 * np.asarray(n_tensors)
+
+
+def optimizer_op(w, n_params: int, n_tensors: int) -> Op:
+    """One optimizer step over the parameters this GPU updates (a roofline row)."""
+    per = optimizer_bytes_per_param(w)
+    if per is None:
+        return Op("Optimizer step", "optimizer", "elementwise", 0.0, 0.0, 0, "no optimizer", "torch-adamw")
+    host = int(optimizer_host_ops(w, n_params, n_tensors))
+    return Op("Optimizer step", "optimizer", "elementwise", 12.0 * n_params, per * n_params, host,
+              f"{per:g} B per parameter ({w.optimizer}, {w.optimizer_impl})", "torch-adamw")
+
+
+def optimizer_seconds(w, n_params, n_tensors, r: Rates, host_op_s: float):
+    """max(GPU time, host time) of the step (roofline.gpu_seconds of optimizer_op, on numbers or arrays)."""
+    per = optimizer_bytes_per_param(w)
+    if per is None:
+        return np.zeros_like(np.asarray(n_params, dtype=np.float64))
+    n = np.asarray(n_params, dtype=np.float64)
+    host = optimizer_host_ops(w, n_params, n_tensors)
+    gpu = host * r.kernel_gap_s + np.maximum(12.0 * n / (r.peak_flops * r.matmul_eff),
+                                             per * n / (r.bandwidth * r.memory_eff))
+    return np.maximum(gpu, host * host_op_s)
