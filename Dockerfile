@@ -19,8 +19,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# tini (Debian's) runs as PID 1: it forwards SIGTERM to Streamlit and reaps orphans (the headless Chromium children
-# kaleido starts for the PDF chart, when chromium is installed). The runtime user has a fixed numeric UID, so
+# tini (Debian's) runs as PID 1: it forwards SIGTERM to Streamlit and reaps any orphan (the app starts no child
+# process: the PDF report is pure Python, no browser). The runtime user has a fixed numeric UID, so
 # orchestrators can verify runAsNonRoot (hadolint DL3066), and a home for the Hub cache (~/.cache/llm-gpu-mem).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini=0.19.0-1+b3 \

@@ -173,7 +173,8 @@ def calculator() -> None:
     link = _link(drawn)
     st.text(link)  # plain text: st.code would load a 1.5 MB syntax highlighter for one line
     from dashboard import exports
-    from dashboard.charts import breakdown_figure, png_filename
+    from dashboard.charts import png_filename
+    from dashboard.pdf_report import pdf_report
     stem = png_filename(values).replace("gpu-memory", "gpu-memory-report", 1)
     c1 = c2 = c3 = st.container(horizontal=True, gap="small")
     # Files are built only when their button is clicked (data=callable).
@@ -185,11 +186,9 @@ def calculator() -> None:
                        f"{stem}.json", "application/json", icon=":material/data_object:",
                        on_click="ignore", width="stretch")
 
-    def pdf_report() -> bytes:
-        png, why = exports.chart_png(breakdown_figure(est, unit, gpu, title=est.model_name))
-        return exports.to_pdf(result, drawn, link, unit, png, why, gpu)
-
-    c3.download_button("One-page PDF report", pdf_report, f"{stem}.pdf", "application/pdf",
+    # Built on click, in fpdf2 alone (no browser): at most a few at once per server (dashboard/pdf_report.py).
+    c3.download_button("One-page PDF report", lambda: pdf_report(result, drawn, link, unit, gpu), f"{stem}.pdf",
+                       "application/pdf",
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
     from dashboard.views import launch_exports
     launch_exports.panel(result)  # ready-to-run framework configs (lazy: built when opened)
@@ -254,6 +253,9 @@ def _values() -> dict:
 
 
 # ---- navigation ------------------------------------------------------------------------------------------------
+from dashboard import hosting  # noqa: E402
+
+hosting.harden()  # no upload is kept for any session: the pages have no uploader (dashboard/hosting.py)
 # A local favicon: a ":material/…:" page icon makes every visitor's browser fetch it from fonts.gstatic.com.
 FAVICON = HERE / "dashboard" / "static" / "favicon.png"
 st.set_page_config(page_title="LLM GPU Memory Calculator", page_icon=str(FAVICON) if FAVICON.exists() else None,

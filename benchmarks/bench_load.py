@@ -1,7 +1,8 @@
 """Server load without browsers: N concurrent sessions speak Streamlit's own websocket protocol to a real
 `streamlit run app.py` on 127.0.0.1, each opening a shared link and then changing one input at a time, the way the
-browser does it. Not a test: prints rerun latency (p50/p95), errors, server CPU per rerun and the server's RSS
-before, during and after the sessions.
+browser does it, on the calculator, planner or compare page (--page mix: a third each). Not a test: prints rerun
+latency (p50/p95), errors, server CPU per rerun and the server's RSS before, during and after the sessions
+(benchmarks/bench_hosting.py runs it at 10, 25 and 50 sessions against one process and against replicas).
 
     .venv/bin/python benchmarks/bench_load.py                       # 50 sessions x 8 changes, ~5 s think time
     .venv/bin/python benchmarks/bench_load.py --sessions 50 --changes 8 --think 0   # every session flat out
@@ -42,7 +43,8 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 ROOT = Path(__file__).resolve().parents[1]
 TOTAL = "Total per GPU"  # the calculator page's headline metric
 
-# What the sessions do: open one of these shared links, then change inputs one at a time (key, new value).
+# What the sessions do: open one of a page's shared links, then change its inputs one at a time (widget key, new
+# value; ("open", query) loads another link in the same session, as the compare page's "Add link" does).
 LINKS = (
     "",
     "model=qwen3-8b&mode=infer&seq=8192&gen=1024",
@@ -52,6 +54,16 @@ LINKS = (
 )
 CHANGES = (("mbs", 2), ("seq", 8192), ("gpu", "a100-80gb"), ("rc", "selective"), ("mbs", 4), ("tp", 2),
            ("seq", 2048), ("unit", "GiB"))
+_CMP = ("model=llama-3.1-8b", "model=llama-3.1-8b&ft=lora", "model=qwen3-8b&mode=infer&seq=8192",
+        "model=llama-3.1-70b&zero=3&dp=8&rc=full", "model=qwen2.5-7b&ft=qlora&gpu=rtx-4090")
+COMPARE = tuple(urlencode({"cmp": [_CMP[i], _CMP[(i + 1) % 5], _CMP[(i + 3) % 5]][:2 + i % 2]}, doseq=True)
+                for i in range(5))
+FLOWS = {
+    "": (LINKS, CHANGES),
+    "planner": (LINKS[:4], (("pgpus", 16), ("pmaxtp", 4), ("pgpus", 64), ("pmaxtp", 8), ("pgpus", 0), ("pgpus", 8))),
+    "compare": (COMPARE, tuple(("open", q) for q in COMPARE[1:] + COMPARE[:1])),
+}
+PAGES = ("", "planner", "compare")  # --page mix: session i opens PAGES[i % 3]
 
 
 # ---- one session -------------------------------------------------------------------------------------------------
@@ -64,6 +76,7 @@ class Run:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # st.warning bodies (not errors: the page chose to warn)
     query_string: str = ""
+    downloads: dict[str, str] = field(default_factory=dict)  # download button label -> deferred file id
 
 
 class Session:
@@ -74,11 +87,14 @@ class Session:
         self.ws = None
         self.page_hash = ""
         self.query = ""
+        self.session_id = ""  # the server's id of this session (new_session), for uploads and deferred files
+        self.headers: dict[str, str] = {}  # sent with the websocket's handshake (a cookie: a sticky replica)
         self.widgets: dict[str, tuple[str, str]] = {}
+        self.downloads: dict[str, str] = {}
 
     async def __aenter__(self) -> Session:
         self.ws = await websockets.connect(self.url, subprotocols=["streamlit"], max_size=None,
-                                           open_timeout=self.timeout)
+                                           open_timeout=self.timeout, additional_headers=self.headers)
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -115,6 +131,8 @@ class Session:
             kind = fmsg.WhichOneof("type")
             if kind == "delta" and fmsg.delta.WhichOneof("type") == "new_element":
                 _read_element(fmsg.delta.new_element, run)
+            elif kind == "new_session":
+                self.session_id = fmsg.new_session.initialize.session_id or self.session_id
             elif kind == "navigation":
                 self.page_hash = fmsg.navigation.page_script_hash
             elif kind == "page_info_changed":
@@ -130,6 +148,7 @@ class Session:
                 break
         run.seconds = time.perf_counter() - start
         self.widgets.update(run.widgets)
+        self.downloads.update(run.downloads)
         return run
 
 
@@ -144,6 +163,8 @@ def _read_element(element, run: Run) -> None:
         run.errors.append(f"st.error: {body.body}")
     elif kind == "alert" and body.format == Alert.WARNING:
         run.warnings.append(body.body)
+    elif kind == "download_button" and body.deferred_file_id:
+        run.downloads[body.label] = body.deferred_file_id
     elif getattr(body, "id", "").startswith("$$ID-"):
         user_key = body.id.split("-", 2)[2]  # $$ID-<hash>-<key>
         if user_key != "None":
@@ -224,9 +245,12 @@ async def one_session(url: str, index: int, args, deadline: float, out: Results,
                       link: str | None = None) -> None:
     """Open a link, then make `args.changes` input changes, each after an exponentially distributed think time
     of mean `args.think` (seeded per session: sessions do not move in lockstep, and runs repeat)."""
-    link = LINKS[index % len(LINKS)] if link is None else link
+    page = PAGES[index % len(PAGES)] if page == "mix" else page
+    links, changes = FLOWS.get(page, (LINKS, CHANGES))
+    link = links[index % len(links)] if link is None else link
     think = random.Random(index)
     done: list = []
+    await asyncio.sleep(getattr(args, "ramp", 0.0) * index / max(args.sessions, 1))  # arrivals spread over --ramp
     try:
         async with Session(url, args.timeout) as s:
             run = await s.open(link, page)
@@ -237,8 +261,8 @@ async def one_session(url: str, index: int, args, deadline: float, out: Results,
                     break
                 if args.think:
                     await asyncio.sleep(think.expovariate(1 / args.think))
-                key, value = CHANGES[(index + i) % len(CHANGES)]
-                run = await s.change(key, value)
+                key, value = changes[(index + i) % len(changes)]
+                run = await (s.open(value, page) if key == "open" else s.change(key, value))
                 done.append((key, value))
                 out.rerun_s.append(run.seconds)
                 out.errors += [f"session {index} {key}={value}: {e}" for e in run.errors + _missing_total(run, page)]
@@ -251,14 +275,19 @@ def _missing_total(run: Run, page: str) -> list[str]:
     return [f"no '{TOTAL}' metric"] if not page and TOTAL not in run.metrics else []
 
 
-async def load(url: str, args, server_pid: int | None) -> tuple[Results, list[float]]:
-    """All sessions at once; samples the server's RSS every 0.25 s while they run."""
-    out, samples = Results(), []
+def pids_of(pid) -> tuple[int, ...]:
+    """A server: one pid, several (replicas: their RSS and CPU are summed), or none."""
+    return () if not pid else (pid,) if isinstance(pid, int) else tuple(pid)
+
+
+async def load(url: str, args, server_pid=None) -> tuple[Results, list[float]]:
+    """All sessions at once; samples the server's RSS (summed over its processes) every 0.25 s while they run."""
+    out, samples, pids = Results(), [], pids_of(server_pid)
     deadline = time.monotonic() + args.duration
     tasks = [asyncio.create_task(one_session(url, i, args, deadline, out, args.page)) for i in range(args.sessions)]
     while not all(t.done() for t in tasks):
-        if server_pid:
-            samples.append(rss_mb(server_pid))
+        if pids:
+            samples.append(sum(rss_mb(p) for p in pids))
         await asyncio.wait(tasks, timeout=0.25)
     return out, samples
 
@@ -274,10 +303,13 @@ def ms(v: float) -> str:
     return f"{v * 1000:7.0f} ms"
 
 
-def one_round(base: str, args, pid: int | None) -> dict:
-    cpu0 = cpu_seconds(pid) if pid else 0.0
-    t0 = time.perf_counter()
-    out, samples = asyncio.run(load(base, args, pid))
+def one_round(base: str, args, pid=None) -> dict:
+    """One load; with the server's pid(s): its CPU per run, RSS at the start, peak, closed and --settle s later,
+    and the memory per session (peak over start, divided by the sessions)."""
+    pids = pids_of(pid)
+    rss = lambda: sum(rss_mb(p) for p in pids)  # noqa: E731
+    cpu0, rss0, t0 = sum(cpu_seconds(p) for p in pids), rss() if pids else 0.0, time.perf_counter()
+    out, samples = asyncio.run(load(base, args, pids))
     wall = time.perf_counter() - t0
     runs = len(out.rerun_s) + len(out.open_s)
     rnd = {"wall_s": wall, "reruns": len(out.rerun_s), "opens": len(out.open_s), "errors": len(out.errors),
@@ -287,12 +319,12 @@ def one_round(base: str, args, pid: int | None) -> dict:
            "open_p50_s": pct(out.open_s, 50), "open_p95_s": pct(out.open_s, 95),
            "loadavg_1min": float(Path("/proc/loadavg").read_text().split()[0]),
            "last": [{"link": link, "changes": done, "metrics": run.metrics} for link, done, run in out.last_runs]}
-    if pid:
-        cpu = cpu_seconds(pid) - cpu0
-        rnd.update(server_cpu_per_run_ms=cpu / max(runs, 1) * 1000, server_cpu_share=cpu / wall,
-                   rss_peak_mb=max(samples, default=rss_mb(pid)), rss_closed_mb=rss_mb(pid))
+    if pids:
+        cpu, peak = sum(cpu_seconds(p) for p in pids) - cpu0, max(samples, default=rss())
+        rnd.update(server_cpu_per_run_ms=cpu / max(runs, 1) * 1000, server_cpu_share=cpu / wall, rss_start_mb=rss0,
+                   rss_peak_mb=peak, rss_closed_mb=rss(), per_session_mb=(peak - rss0) / max(args.sessions, 1))
         time.sleep(args.settle)
-        rnd["rss_settled_mb"] = rss_mb(pid)
+        rnd["rss_settled_mb"] = rss()
     return rnd
 
 
@@ -302,12 +334,15 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=8, help="input changes per session after the first load")
     ap.add_argument("--think", type=float, default=5.0,
                     help="mean seconds a session waits before each change (exponential; 0: flat out)")
+    ap.add_argument("--ramp", type=float, default=0.0, help="seconds over which the sessions arrive (0: at once)")
     ap.add_argument("--duration", type=float, default=300.0, help="no new change starts after this many seconds")
     ap.add_argument("--timeout", type=float, default=60.0, help="a rerun slower than this is an error")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the whole load (RSS after each round)")
     ap.add_argument("--settle", type=float, default=10.0, help="seconds to wait after the sessions close")
-    ap.add_argument("--page", default="", help="url path of the page the sessions open (default: calculator)")
+    ap.add_argument("--page", default="", help="url path of the page the sessions open (default: calculator; "
+                                               "mix: calculator, planner and compare)")
     ap.add_argument("--url", help="an already running server (http://127.0.0.1:PORT); else one is started")
+    ap.add_argument("--pid", type=int, action="append", default=[], help="with --url: a server process to measure")
     ap.add_argument("--server-arg", action="append", default=[], help="extra `streamlit run` flag (repeatable)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
@@ -322,44 +357,42 @@ def main() -> None:
         proc = start_server(port, Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_load_{port}.log",
                             tuple(args.server_arg))
         base = f"ws://127.0.0.1:{port}"
-    pid = proc.pid if proc else None
+    pids = (proc.pid,) if proc else tuple(args.pid)
     report: dict = {"sessions": args.sessions, "changes": args.changes, "think_s": args.think, "rounds": []}
     try:
-        if pid:
-            report["rss_idle_mb"] = rss_mb(pid)
-            warm = argparse.Namespace(**{**vars(args), "sessions": 1, "changes": 0, "think": 0})
+        if pids:
+            report["rss_idle_mb"] = sum(rss_mb(p) for p in pids)
+            warm = argparse.Namespace(**{**vars(args), "sessions": 1, "changes": 0, "think": 0, "ramp": 0})
             asyncio.run(load(base, warm, None))  # the first run pays the imports; not measured
-            report["rss_warm_mb"] = rss_mb(pid)
+            report["rss_warm_mb"] = sum(rss_mb(p) for p in pids)
         for _ in range(args.rounds):
-            report["rounds"].append(one_round(base, args, pid))
+            report["rounds"].append(one_round(base, args, pids))
     finally:
         if proc:
             proc.terminate()
             proc.wait(timeout=30)
-    if args.json:
-        print(json.dumps(report))
-    else:
-        _print(report, args)
+    print(json.dumps(report) if args.json else "\n".join(report_lines(report, args)))
 
 
-def _print(report: dict, args) -> None:
-    print(f"{args.sessions} sessions x {args.changes} changes, think time mean {args.think:g} s, "
-          f"{'page /' + args.page if args.page else 'calculator page'}")
+def report_lines(report: dict, args) -> list[str]:
+    out = [f"{args.sessions} sessions x {args.changes} changes, think time mean {args.think:g} s, "
+           f"{'page /' + args.page if args.page else 'calculator page'}"]
     if "rss_idle_mb" in report:
-        print(f"server RSS: idle {report['rss_idle_mb']:.0f} MB, after one warm-up session "
-              f"{report['rss_warm_mb']:.0f} MB")
+        out.append(f"server RSS: idle {report['rss_idle_mb']:.0f} MB, after one warm-up session "
+                   f"{report['rss_warm_mb']:.0f} MB")
     for i, r in enumerate(report["rounds"], 1):
-        print(f"round {i}: {r['reruns']} reruns + {r['opens']} first loads in {r['wall_s']:.1f} s "
-              f"({r['throughput_per_s']:.1f} runs/s), errors {r['errors']}; machine load average "
-              f"{r['loadavg_1min']:.1f} on {os.cpu_count()} CPUs")
-        print(f"  rerun latency   p50 {ms(r['rerun_p50_s'])}   p95 {ms(r['rerun_p95_s'])}   max {ms(r['rerun_max_s'])}")
-        print(f"  first load      p50 {ms(r['open_p50_s'])}   p95 {ms(r['open_p95_s'])}")
+        out += [f"round {i}: {r['reruns']} reruns + {r['opens']} first loads in {r['wall_s']:.1f} s "
+                f"({r['throughput_per_s']:.1f} runs/s), errors {r['errors']}; machine load average "
+                f"{r['loadavg_1min']:.1f} on {os.cpu_count()} CPUs",
+                f"  rerun latency   p50 {ms(r['rerun_p50_s'])}   p95 {ms(r['rerun_p95_s'])}   max {ms(r['rerun_max_s'])}",
+                f"  first load      p50 {ms(r['open_p50_s'])}   p95 {ms(r['open_p95_s'])}"]
         if "rss_peak_mb" in r:
-            print(f"  server CPU {r['server_cpu_per_run_ms']:.0f} ms per run, {r['server_cpu_share']:.2f} cores busy")
-            print(f"  server RSS peak {r['rss_peak_mb']:.0f} MB, "
-                  f"sessions closed {r['rss_closed_mb']:.0f} MB, {args.settle:g} s later {r['rss_settled_mb']:.0f} MB")
-        for e in r["error_samples"]:
-            print(f"  error: {e}")
+            out += [f"  server CPU {r['server_cpu_per_run_ms']:.0f} ms per run, {r['server_cpu_share']:.2f} cores busy",
+                    f"  server RSS {r['rss_start_mb']:.0f} MB at the start, peak {r['rss_peak_mb']:.0f} MB "
+                    f"({r['per_session_mb']:.1f} MB per session), sessions closed {r['rss_closed_mb']:.0f} MB, "
+                    f"{args.settle:g} s later {r['rss_settled_mb']:.0f} MB"]
+        out += [f"  error: {e}" for e in r["error_samples"]]
+    return out
 
 
 if __name__ == "__main__":

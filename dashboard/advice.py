@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from dashboard.charts import AXIS_GRID, CHART_STYLE, COLORS, SAFE_FRACTION, UNIT_AXIS, hline
 from dashboard.memo import LRU
 
-_ADVICE, _SWEEPS = LRU(64), LRU(64)
+_ADVICE, _SWEEPS = LRU(64, max_bytes=32 * 2**20), LRU(64, max_bytes=16 * 2**20)  # ~0.4 MB / ~10 kB each
 
 
 def _key(values: Mapping[str, Any]) -> tuple:

@@ -7,10 +7,11 @@ memory ran out of memory. Every number comes from the engine's Estimate; this mo
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from dashboard.memo import LRU
+from dashboard.memo import LRU, deep_size
 
 SAFE_FRACTION = 0.8  # Fujii et al. 2024 (calculator.core.sources.SOURCES["fujii"])
 UNIT_AXIS = {"GB": "GB = 10⁹ bytes", "GiB": "GiB = 2³⁰ bytes"}
@@ -32,7 +33,7 @@ def stage_label(stage, n_stages: int) -> str:
 
 
 # A small explicit white style instead of a named template: loading "plotly_white" costs ~6 ms a rerun, and an
-# explicit style renders the same on screen (theme=None) and in the PDF (kaleido).
+# explicit style renders the same on screen (theme=None) and in the PNG of the chart's toolbar.
 AXIS_GRID = dict(gridcolor="#e8e8e8", zerolinecolor="#c8c8c8", linecolor="#c8c8c8", automargin=True)
 CHART_STYLE = dict(template=dict(layout=dict()), paper_bgcolor="white", plot_bgcolor="white",
               font=dict(family="Source Sans Pro, Helvetica, Arial, sans-serif", size=13, color="#31333f"))
@@ -48,28 +49,51 @@ def hline(y: float, color: str, dash: str, text: str, below: bool) -> tuple[dict
     return line, label
 
 
+@dataclass(frozen=True)
+class Breakdown:
+    """What the breakdown chart shows, in bytes: the page's Plotly figure and the PDF's vector chart
+    (dashboard/pdf_chart.py) both draw this, so the two cannot disagree."""
+    stages: tuple[str, ...]                                 # one bar per pipeline stage (stage_label)
+    series: tuple[tuple[str, str, str, tuple[int, ...]], ...]  # (component, label, colour, bytes per stage)
+    totals: tuple[int, ...]                                 # the total above each bar
+    gpu_name: str = ""                                      # the selected GPU's line, if any
+    capacity_bytes: int = 0
+
+    @property
+    def safe_bytes(self) -> float:
+        return SAFE_FRACTION * self.capacity_bytes
+
+
+def breakdown_data(est, gpu=None) -> Breakdown:
+    """The stacked components of every pipeline stage (only those non-zero somewhere), totals, the GPU's line."""
+    from calculator.core.result import COMPONENT_LABELS, COMPONENTS
+    per_stage = [s.components for s in est.stages]
+    series = []
+    for comp in COMPONENTS:
+        values = tuple(c.get(comp, 0) for c in per_stage)
+        if any(values):
+            series.append((comp, COMPONENT_LABELS.get(comp, comp), COLORS.get(comp, "#7f7f7f"), values))
+    return Breakdown(tuple(stage_label(s, len(est.stages)) for s in est.stages), tuple(series),
+                     tuple(s.total_bytes for s in est.stages), gpu.name if gpu is not None else "",
+                     gpu.memory_bytes if gpu is not None else 0)
+
+
 def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None, height: int = 480,
                      side_legend: bool = False) -> go.Figure:
     """Stacked bar of every component, one bar per pipeline stage; `gpu` (a catalogue GPU) adds its capacity.
     `side_legend`: the legend to the right of the plot (the page's compact view), else under it."""
-    from calculator.core.result import COMPONENT_LABELS, COMPONENTS
     from calculator.core.units import UNIT_BYTES, format_bytes
 
     scale = UNIT_BYTES[unit]
-    stages = est.stages
-    xs = [stage_label(s, len(stages)) for s in stages]
-    per_stage = [s.components for s in stages]
+    b = breakdown_data(est, gpu)
+    stages, xs = est.stages, list(b.stages)
     data = []
-    for comp in COMPONENTS:
-        values = [c.get(comp, 0) for c in per_stage]
-        if not any(values):
-            continue
-        label = COMPONENT_LABELS.get(comp, comp)
+    for _comp, label, color, values in b.series:
         data.append(dict(
-            type="bar", name=label, x=xs, y=[b / scale for b in values], marker=dict(color=COLORS.get(comp)),
-            customdata=[format_bytes(b, unit) for b in values],
+            type="bar", name=label, x=xs, y=[v / scale for v in values], marker=dict(color=color),
+            customdata=[format_bytes(v, unit) for v in values],
             hovertemplate=f"{label}: %{{customdata}}<extra>%{{x}}</extra>"))
-    totals = [s.total_bytes for s in stages]
+    totals = list(b.totals)
     top = max(totals) / scale if totals else 0
     data.append(dict(  # the total above each bar
         type="scatter", x=xs, y=[t / scale for t in totals], mode="text", text=[format_bytes(t, unit) for t in totals],
@@ -113,7 +137,7 @@ class _FrozenFigure(go.Figure):
         return self._frozen
 
 
-_FIGURES = LRU(256)
+_FIGURES = LRU(256, max_bytes=24 * 2**20, sizeof=lambda f: 3 * deep_size(f.to_dict()))  # ~75 kB each
 
 
 def figure_key(est, unit: str, gpu=None, title: str | None = None, *style) -> tuple:

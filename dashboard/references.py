@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 from dashboard.inputs.scenarios import SCENARIOS
 from dashboard.inputs.state import InputProblems, compute, model_ids
+from dashboard.memo import Shared
+
+CATALOG = Shared(1, max_bytes=8 * 2**20)  # the Formulas page's catalog, built once per server (~100 kB)
 
 # URL-key overrides (dashboard.inputs.state) that each reach a different part of the engine.
 VARIANTS: tuple[dict, ...] = (

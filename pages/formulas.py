@@ -5,12 +5,13 @@ import streamlit as st
 
 from calculator.core.result import COMPONENT_LABELS
 from calculator.core.sources import SOURCES
-from dashboard.references import term_catalog
+from dashboard.references import CATALOG, term_catalog
 
 
-@st.cache_data(show_spinner="Collecting the engine's formulas…", max_entries=1)
 def _catalog() -> dict:
-    return {k: [u.__dict__ for u in v] for k, v in term_catalog().items()}
+    """Built once per server, for every session (dashboard.memo: no visitor's clear-cache message empties it)."""
+    return CATALOG.get("catalog", lambda: {k: [u.__dict__ for u in v] for k, v in term_catalog().items()},
+                       on_miss=lambda: st.spinner("Collecting the engine's formulas…"))
 
 
 st.title("Formulas & references")

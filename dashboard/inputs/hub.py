@@ -2,14 +2,19 @@
 no key), the cached fetch, and what the page shows about the fetched model or why it could not be used.
 
 The token is never bound to the URL, never in st.session_state (its field has no key), never in a cache key
-(`_token` is not hashed by st.cache_data; the key holds a digest of it), and never in an export: it only reaches
-calculator.model.hub.client.fetch_model, which sends it as an Authorization header. An empty field lets fetch_model use the server's HF_TOKEN, which is
-therefore never sent to the browser either.
+(the key holds a digest of it), and never in an export: it only reaches calculator.model.hub.client.fetch_model,
+which sends it as an Authorization header.
+
+Hosting: the server's own HF_TOKEN is not lent to visitors. A visitor who leaves the field empty fetches with no
+token at all, unless the operator opts in with LLM_MEM_LEND_SERVER_TOKEN=1 (docs/hosting.md); the token is never
+sent to the browser either way. The Hub's address (HF_ENDPOINT, perhaps an internal mirror) is never shown: every
+message, warning, link and export names "the Hugging Face Hub" and huggingface.co (public_text).
 
 A module, not part of app.py, so that its definitions are not re-executed on every rerun.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -19,10 +24,16 @@ from typing import Any
 import streamlit as st
 
 from dashboard.inputs import state
+from dashboard.memo import Shared
 from dashboard.safe_text import md, md_link, md_message
 from dashboard.inputs.widgets import field
 
 HUB_TIMEOUT_S = 10.0
+LEND_TOKEN_ENV = "LLM_MEM_LEND_SERVER_TOKEN"  # "1": a visitor with an empty token field uses the server's HF_TOKEN
+PUBLIC_HUB = "https://huggingface.co"        # what visitors are shown, whatever HF_ENDPOINT says
+# Fetched models, shared by every session for an hour (dashboard.memo: a visitor's clear-cache message cannot empty
+# it), keyed by id, endpoint and the digest of the credential used; a few kB each.
+FETCHED = Shared(64, max_bytes=16 * 2**20, ttl=3600)
 
 
 # ---- callbacks -------------------------------------------------------------------------------------------------
@@ -37,25 +48,67 @@ def forget_failures() -> None:
 
 
 # ---- fetch ----------------------------------------------------------------------------------------------------
+def lends_server_token() -> bool:
+    """True where the operator lets visitors who give no token use the server's HF_TOKEN."""
+    return os.environ.get(LEND_TOKEN_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def visitor_token(typed: str) -> str | None:
+    """What fetch_model gets as `token` for a visitor: what they typed; with the field empty, None (fetch_model then
+    reads the server's HF_TOKEN) only where the operator lends it, else "" (no token at all)."""
+    if typed:
+        return typed
+    return None if lends_server_token() else ""
+
+
+# The client's advice to whoever runs it, as it applies to a visitor of the page (longest first).
+_OPERATOR_ADVICE = (
+    ("retry, raise the timeout, or set HF_ENDPOINT to a closer mirror", "retry in a moment"),
+    ("check the network connection, or set HF_ENDPOINT to a reachable mirror",
+     "retry later (this server cannot reach the Hub now)"),
+    ("check HF_ENDPOINT and retry", "retry later"),
+    ("check HF_ENDPOINT", "retry later"),
+)
+
+
+def public_text(text: str, endpoint: str) -> str:
+    """A Hub message as a visitor may read it: the configured endpoint never shown ("the Hugging Face Hub at <it>"
+    is "the Hugging Face Hub", a page under it is that page on huggingface.co), the operator's advice rephrased."""
+    endpoint = endpoint.rstrip("/")
+    if endpoint:
+        text = text.replace(f"the Hugging Face Hub at {endpoint}", "the Hugging Face Hub")
+        text = text.replace(f"{endpoint}/", f"{PUBLIC_HUB}/").replace(endpoint, "the Hugging Face Hub")
+    for said, meant in _OPERATOR_ADVICE:
+        text = text.replace(said, meant)
+    return text.replace("HF_ENDPOINT", "the server's Hub address")
+
+
+def _public_model(fetched, endpoint: str):
+    """The fetched model with its warnings in public_text (they may quote the endpoint)."""
+    return dataclasses.replace(fetched, warnings=tuple(public_text(w, endpoint) for w in fetched.warnings))
+
+
 @dataclass(frozen=True)
 class HubView:
     model_id: str
-    endpoint: str
+    endpoint: str         # the server's own (HF_ENDPOINT): for the cache keys only, never shown
     fetched: Any = None   # calculator.model.hub.client.HubModel
     resolved: Any = None  # calculator.model.resolve.ResolvedModel: the model, when it could be used
     error: str = ""       # why it could not (a HubError's one-line message, or the engine's complaint)
     problem: str = ""     # its first half, what went wrong (the sidebar's short form)
 
 
-@st.cache_data(show_spinner="Fetching config.json and counting the checkpoint's parameters on the Hugging Face Hub…",
-               max_entries=64, ttl=3600)
-def _fetch_hub(model_id: str, endpoint: str, credential: str | None, _token: str | None):
-    """calculator.model.hub.client.fetch_model, cached (for every session of this server) by id, endpoint and `credential`: the
-    digest of the token the fetch uses (calculator.model.hub.client.credential: the typed token, else the server's HF_TOKEN;
-    never the token itself). A private model fetched with one token is therefore never served to a session with
-    another token or none; that session asks the Hub, which refuses it. Failures raise, so they are not cached."""
+def _fetch_hub(model_id: str, endpoint: str, token: str | None):
+    """calculator.model.hub.client.fetch_model, cached (for every session of this server) by id, endpoint and the
+    digest of the credential the fetch uses (calculator.model.hub.client.credential; never the token itself). A
+    private model fetched with one token is therefore never served to a session with another token or none; that
+    session asks the Hub, which refuses it. Failures raise, so they are not cached."""
     from calculator.model.hub import client as hub
-    return hub.fetch_model(model_id, token=_token, endpoint=endpoint, timeout=HUB_TIMEOUT_S)
+    return FETCHED.get(
+        (model_id, endpoint, hub.credential(token)),
+        lambda: hub.fetch_model(model_id, token=token, endpoint=endpoint, timeout=HUB_TIMEOUT_S),
+        on_miss=lambda: st.spinner("Fetching config.json and counting the checkpoint's parameters on the Hugging "
+                                   "Face Hub…"))
 
 
 def inputs(box, model_id: str) -> tuple[str, Any]:
@@ -65,7 +118,7 @@ def inputs(box, model_id: str) -> tuple[str, Any]:
     if not (model_id or "").strip():
         return "", None
     notes = box.container()
-    server_token = bool(os.environ.get("HF_TOKEN"))
+    server_token = bool(os.environ.get("HF_TOKEN")) and lends_server_token()
     token = box.text_input(
         "Hugging Face token", type="password", autocomplete="off", on_change=forget_failures,
         placeholder="empty: the server's HF_TOKEN" if server_token else "hf_… (gated or private models only)",
@@ -86,10 +139,11 @@ def resolve(model_id: str, token: str) -> HubView | None:
         error, problem = failed[(model_id, endpoint)]
         return HubView(model_id, endpoint, error=error, problem=problem)
     try:
-        fetched = _fetch_hub(model_id, endpoint, hub.credential(token or None), _token=token or None)
+        fetched = _public_model(_fetch_hub(model_id, endpoint, visitor_token(token)), endpoint)
     except hub.HubError as exc:
-        failed[(model_id, endpoint)] = (str(exc), exc.problem)
-        return HubView(model_id, endpoint, error=str(exc), problem=exc.problem)
+        error, problem = public_text(str(exc), endpoint), public_text(exc.problem, endpoint)
+        failed[(model_id, endpoint)] = (error, problem)
+        return HubView(model_id, endpoint, error=error, problem=problem)
     try:
         return HubView(model_id, endpoint, fetched, state.hub_model(model_id, fetched))
     except state.InputProblems as exc:
@@ -132,7 +186,7 @@ def panel(hub: HubView, values: dict) -> None:
     from calculator.model.parameters import count_parameters
     r, f = hub.resolved, hub.fetched
     ours = count_parameters(r.spec).total
-    lines = [f"**Hugging Face model {md_link(hub.model_id, f'{hub.endpoint}/{hub.model_id}')}** "
+    lines = [f"**Hugging Face model {md_link(hub.model_id, f'{PUBLIC_HUB}/{hub.model_id}')}** "
              f"(model\\_type {md(f.config.get('model_type'))}, revision {md(f.revision)})"]
     if r.checkpoint_parameters is not None:
         how = {"api": "the Hub's API", "safetensors-headers": "the safetensors headers"}.get(
@@ -162,7 +216,7 @@ def export_source(hub: HubView | None) -> dict | None:
     if hub is None or hub.resolved is None:
         return None
     r, f = hub.resolved, hub.fetched
-    return {"origin": "hub", "model_id": hub.model_id, "endpoint": hub.endpoint, "revision": f.revision,
+    return {"origin": "hub", "model_id": hub.model_id, "endpoint": PUBLIC_HUB, "revision": f.revision,
             "checkpoint_parameters": r.checkpoint_parameters,
             "checkpoint_parameters_by_dtype": dict(r.checkpoint_dtypes), "from_cache": f.from_cache,
             "warnings": list(f.warnings) + ([r.parameter_mismatch] if r.parameter_mismatch else [])}

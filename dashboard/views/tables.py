@@ -7,8 +7,8 @@ import re
 
 from dashboard.memo import LRU
 
-_TABLES = LRU()
-_FORMULAS = LRU()
+_TABLES = LRU(256, max_bytes=16 * 2**20)  # HTML text: a few kB each
+_FORMULAS = LRU(256, max_bytes=16 * 2**20)
 
 
 def terms_key(est, unit: str) -> tuple:

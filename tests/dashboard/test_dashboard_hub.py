@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -24,6 +23,7 @@ from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.presets import load_model  # noqa: E402
 from calculator.core.units import format_bytes  # noqa: E402
 from calculator.core.workload import Workload  # noqa: E402
+from dashboard import memo  # noqa: E402
 from dashboard.safe_text import plain  # noqa: E402
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -37,9 +37,9 @@ def hub_env(hub_url, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", hub_url)
     monkeypatch.setenv("LLM_MEM_CACHE_DIR", str(tmp_path / "hub-cache"))
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    st.cache_data.clear()
+    memo.clear_all()
     yield tmp_path / "hub-cache"
-    st.cache_data.clear()
+    memo.clear_all()
 
 
 @pytest.fixture
@@ -175,7 +175,7 @@ def test_offline_the_cached_copy_is_used_and_said(hub_root):
             mp.setenv("HF_ENDPOINT", server.url)
             assert "8,190,735,360" in texts(run({"hf": QWEN3_8B}))
             server.stop()  # the Hub is now unreachable
-            st.cache_data.clear()  # a new server process: only the on-disk cache remains
+            memo.clear_all()  # a new server process: only the on-disk cache remains
             at = run({"hf": QWEN3_8B})
             assert any("offline" in i.value and "cached" in i.value for i in at.info)
             assert "8,190,735,360" in texts(at)
@@ -231,7 +231,7 @@ def test_a_private_model_loaded_by_one_session_is_not_served_to_another(hub_root
             assert shows(a, PRIVATE) and not any(PRIVATE_REPO in plain(e.value) for e in a.error)
             for token in ("", "hf_WrongToken000000000000000000000000000", GATED_TOKEN):
                 server.clear()
-                b = session_with_token(token)  # same server process, same st.cache_data
+                b = session_with_token(token)  # same server process, same shared cache
                 assert refused(b), token
                 asked = [r for r in server.requests if r.path.endswith(f"{PRIVATE_REPO}/resolve/main/config.json")]
                 assert asked and all(r.status == 401 for r in asked)  # B asked the Hub, which refused it
@@ -239,7 +239,7 @@ def test_a_private_model_loaded_by_one_session_is_not_served_to_another(hub_root
             server.stop()  # the Hub is unreachable: the on-disk cache holds A's copy, under A's credential
             for token in ("", "hf_WrongToken000000000000000000000000000"):
                 assert refused(session_with_token(token)), token
-            st.cache_data.clear()  # a restarted server: only the disk cache remains
+            memo.clear_all()  # a restarted server: only the disk cache remains
             for token in ("", "hf_WrongToken000000000000000000000000000"):
                 assert refused(session_with_token(token)), token
             again = session_with_token(PRIVATE_TOKEN)  # A's own token still gets the offline copy

@@ -2,7 +2,10 @@
 machines have the docker client but no daemon). With no network at all (`--network none`): Docker's own
 HEALTHCHECK turns healthy; tini is PID 1 and every process runs as UID 10001; the code under /app belongs to root
 and that user cannot change it; and the calculator and the Accuracy page render over Streamlit's websocket, driven
-from inside the container by the load benchmark's protocol client (benchmarks/bench_load.py, fed on stdin)."""
+from inside the container by the load benchmark's protocol client (benchmarks/bench_load.py, fed on stdin).
+Hardened as deploy/compose.yaml runs it (read-only root file system, tmpfs for /tmp and the home, no capabilities,
+no new privileges, still no network): the calculator renders and its PDF report, chart included, is built with
+no browser in the image; uploads are refused."""
 from __future__ import annotations
 
 import json
@@ -143,3 +146,66 @@ def test_accuracy_page_renders_offline(container):
     metrics = rnd["last"][0]["metrics"]
     assert int(metrics["Measured cases"]) >= 100
     assert metrics["Model states"] == "exact"
+
+
+# ---- hardened, as deploy/compose.yaml runs it ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def hardened(image):
+    name = f"llm-gpu-mem-hardened-{uuid.uuid4().hex[:12]}"
+    docker("run", "-d", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--tmpfs",
+           "/home/app:uid=10001,gid=10001", "--cap-drop", "ALL", "--security-opt", "no-new-privileges:true",
+           "--name", name, image)
+    try:
+        deadline = time.monotonic() + 120
+        probe = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).read())"
+        while docker("exec", name, "python", "-c", probe, check=False).stdout.strip() != "b'ok'":
+            if time.monotonic() > deadline:
+                logs = docker("logs", name, check=False)
+                pytest.fail(f"the hardened container never answered /_stcore/health:\n{logs.stdout}{logs.stderr}")
+            time.sleep(1)
+        yield name
+    finally:
+        docker("rm", "-f", name, check=False)
+
+
+# bench_load.py's client (fed on stdin, without its command line) asks for the PDF report as a browser does and
+# reads the chart's text out of the PDF's content streams (the image has no PDF library: zlib is enough)
+PDF_PROBE = """
+import asyncio, json, os, re, urllib.request, zlib
+from streamlit.proto.BackMsg_pb2 import BackMsg
+async def report():
+    async with Session("ws://127.0.0.1:8501", 120) as s:
+        run = await s.open("model=qwen3-8b&mode=infer")
+        msg = BackMsg()
+        req = msg.backend_operation_request
+        req.request_id, req.session_id = os.urandom(8).hex(), s.session_id
+        req.deferred_file.file_id = run.downloads["One-page PDF report"]
+        await s.ws.send(msg.SerializeToString())
+        while True:
+            f = ForwardMsg()
+            f.ParseFromString(await s.ws.recv())
+            if f.WhichOneof("type") == "backend_operation_response":
+                url = f.backend_operation_response.deferred_file.url
+                break
+        pdf = urllib.request.urlopen("http://127.0.0.1:8501" + url, timeout=30).read()
+        text = b"".join(zlib.decompress(m) for m in re.findall(rb"stream\r?\n(.*?)\r?\nendstream", pdf, re.S))
+        print(json.dumps({"total": run.metrics.get(TOTAL), "pdf": pdf[:5].decode(),
+                          "chart": [w for w in ("Weights", "KV cache", "80%: safe band") if w.encode() in text]}))
+asyncio.run(report())
+"""
+
+
+def test_the_hardened_container_serves_the_calculator_and_its_pdf_report(hardened):
+    client = BENCH.read_text().replace('if __name__ == "__main__":\n    main()', "") + PDF_PROBE
+    out = docker("exec", "-i", hardened, "python", "-", stdin=client, timeout=300)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["total"].endswith(("GB", "GiB")) and got["pdf"] == "%PDF-"
+    assert got["chart"] == ["Weights", "KV cache", "80%: safe band"]  # drawn by fpdf2: no browser in the image
+
+
+def test_the_image_has_no_browser_and_refuses_uploads(hardened):
+    found = docker("exec", hardened, "python", "-c", "import importlib.util as u, shutil; print(u.find_spec('kaleido'),"
+                   " shutil.which('chromium'), shutil.which('chromium-browser'))").stdout.split()
+    assert found == ["None", "None", "None"]
+    shown = docker("exec", hardened, "streamlit", "config", "show").stdout
+    assert "\nmaxUploadSize = 0\n" in shown

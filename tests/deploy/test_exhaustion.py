@@ -16,7 +16,6 @@ from urllib.parse import urlencode
 
 import pytest
 import websockets
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 
 import bench_load  # noqa: E402
 from hub_server import HubServer  # noqa: E402
+from dashboard import memo  # noqa: E402
 from dashboard.safe_text import plain  # noqa: E402
 
 HUGE_REPO = "acme/billion-layers"
@@ -110,9 +110,9 @@ def hub_env(hub, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.setenv("LLM_MEM_CACHE_DIR", str(tmp_path / "hub-cache"))
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    st.cache_data.clear()
+    memo.clear_all()
     yield
-    st.cache_data.clear()
+    memo.clear_all()
 
 
 def app(page: str, query: str) -> AppTest:

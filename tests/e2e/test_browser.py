@@ -80,14 +80,16 @@ def test_csv_pdf_and_chart_png_downloads(page, app_url, artifacts, wait):
     totals = {r["item"]: int(r["bytes"]) for r in rows if r["section"] == "total"}
     assert totals["total per GPU"] == expected.total_bytes
 
-    with page.expect_download(timeout=60_000) as dl:  # rendered on click: kaleido starts a headless Chromium
+    with page.expect_download() as dl:  # built on click, in fpdf2 alone (no browser on the server)
         page.get_by_test_id("stDownloadButton").filter(has_text="PDF report").get_by_role("button").click()
     pdf = dl.value
     assert pdf.suggested_filename.endswith(".pdf")
     pdf.save_as(artifacts / pdf.suggested_filename)
-    data = (artifacts / pdf.suggested_filename).read_bytes()
-    assert data.startswith(b"%PDF-") and b"/Count 1" in data
-    assert b"/Subtype /Image" in data, "the chart image (kaleido + Chromium are installed here)"
+    import pypdf
+    report = pypdf.PdfReader(artifacts / pdf.suggested_filename)
+    text = " ".join(report.pages[0].extract_text().split())
+    assert len(report.pages) == 1 and "Weights" in text and "80%: safe band" in text  # the chart, drawn in the PDF
+    assert format_bytes(expected.total_bytes) in text
 
     chart = page.get_by_test_id("stPlotlyChart")
     chart.hover()
