@@ -48,6 +48,8 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "prefix_caching": ("serving", "prefix_caching"), "cuda_graphs": ("serving", "cuda_graphs"),
     "attention_dp": ("serving", "attention_dp"), "engine_version": ("serving", "version"),
     "expert_weight_dtype": ("expert_weight_dtype",),
+    # vision-language models (calculator/stages/vision.py)
+    "images": ("images_per_sample",), "image_size": ("image_size",), "vision_tower": ("vision_tower",),
     # RL post-training (calculator/stages/rl.py)
     "rollout_batch_size": ("rl", "rollout_batch_size"), "samples_per_prompt": ("rl", "samples_per_prompt"),
     "prompt_len": ("rl", "prompt_len"), "response_len": ("rl", "response_len"),
@@ -172,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an attention_mask with padding (SDPA: 4-D mask, memory-efficient kernel)")
         _timing_flags(p)
         _serving_flags(p)
+        _vision_flags(p)
         _rl_flags(p)
         p.add_argument("--unit", choices=["GB", "GiB"], default="GB")
         p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -268,6 +271,13 @@ def _serving_flags(p: argparse.ArgumentParser) -> None:
     _on_off(g, "cuda-graphs", "CUDA graphs (default on; --no-cuda-graphs = --enforce-eager)")
     g.add_argument("--engine-version", help="engine release whose rules apply (vLLM 0.33 or 0.11; SGLang 0.5.23)")
     g.add_argument("--expert-weight-dtype", choices=DTYPES, help="routed experts' weight dtype (e.g. fp4: MXFP4)")
+
+
+def _vision_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("vision-language models (a model with a vision tower)")
+    g.add_argument("--images", type=int, help="images per sequence (their tokens join the sequence; default 0)")
+    g.add_argument("--image-size", type=int, help="each image's side in pixels (default: the model family's)")
+    g.add_argument("--vision-tower", choices=["frozen", "trained"], help="train the tower and projector too")
 
 
 def _rl_flags(p: argparse.ArgumentParser) -> None:

@@ -255,6 +255,14 @@ PARAMS: tuple[Param, ...] = (
     _p("ewdt", "choice", AUTO, "Routed experts' weight dtype", "batch", options=(AUTO,) + DTYPES,
        fields=("expert_weight_dtype",), short="Expert dtype",
        help="auto = the inference weight dtype; fp4 = an MXFP4 expert checkpoint (GPT-OSS)"),
+    # ---- vision-language models (calculator/stages/vision.py) ----------------------------------------------
+    _p("img", "int", 0, "Images per sequence", "vision", lo=0, hi=4096, fields=("images_per_sample",),
+       help="Vision-language models: each image's tokens join the sequence; the tower's activations are their own "
+            "terms"),
+    _p("imgpx", "int", 0, "Image side in pixels (0 = the family's)", "vision", lo=0, hi=65536,
+       fields=("image_size",), help="Each image a square of this many pixels, resized as the model's processor does"),
+    _p("vt", "choice", "frozen", "Vision tower", "vision", options=("frozen", "trained"), fields=("vision_tower",),
+       help="frozen: the tower and projector only run forward; trained: they get gradients (or adapters)"),
     # ---- serving engine (calculator/engines) ------------------------------------------------------------------
     _p("eng", "choice", "hf", "Serving engine", "serving", options=("hf", "vllm", "sglang"), fields=("engine",),
        help="hf: transformers generate() (the cache grows with the sequences); vllm / sglang: the engine's memory "

@@ -27,6 +27,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "serving": tuple(p.key for p in PARAMS if p.group == "serving"),
     "rl": tuple(p.key for p in PARAMS if p.group == "rl"),
     "overheads": tuple(p.key for p in PARAMS if p.group == "overheads"),
+    "vision": tuple(p.key for p in PARAMS if p.group == "vision"),
     "megatron": ("fp8", "f8pg", "cef", "gaf", "vdiv", "mtp", "cpc", "moed", "moecf", "moepad", "moer32", "moegg",
                  "moeimb"),
 }

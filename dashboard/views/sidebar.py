@@ -176,6 +176,13 @@ def draw(values: dict, problems, result, hub, hub_notes, model_box) -> None:
         if box is not None:
             with box:
                 serving.sidebar_rl(values, problems)
+        has_tower = result is not None and getattr(result.model, "vision", None) is not None
+        box = lazy.section("Images (vision-language models)", "vision", values, problems,
+                           force=has_tower or lazy.non_default(values, lazy.SECTIONS["vision"]))
+        if box is not None:
+            with box:
+                for key in lazy.SECTIONS["vision"]:
+                    field(key, problems, disabled=not has_tower)
         box = lazy.section("Megatron-Core: FP8, MTP, MoE dispatch", "megatron", values, problems,
                            force=stack_now == "megatron" and train or lazy.non_default(values, lazy.SECTIONS["megatron"]))
         if box is not None:

@@ -106,3 +106,20 @@ def test_bad_choice_is_one_line_with_the_allowed_values():
                            "--optimizer", "adam9"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("error: --optimizer: invalid choice: 'adam9'") and "adamw-8bit" in proc.stderr
+
+
+def test_images_of_a_vision_language_model_reach_the_estimate(capsys):
+    """--images / --image-size / --vision-tower are the Workload's vision inputs: the JSON equals the library's."""
+    from calculator import Workload, estimate
+    from calculator.model.presets import load_model
+    code, out, _ = run(["estimate", "--model", "gemma-3-4b", "--mode", "train", "--finetune", "lora", "--images", "2",
+                        "--image-size", "896", "--vision-tower", "trained", "--json"], capsys)
+    assert code == 0
+    want = estimate(load_model("gemma-3-4b").spec, Workload(finetune="lora", images_per_sample=2, image_size=896,
+                                                            vision_tower="trained"))
+    assert json.loads(out)["total_bytes"] == want.total_bytes
+    code, text, _ = run(["estimate", "--model", "gemma-3-4b", "--mode", "train", "--finetune", "lora", "--json"],
+                        capsys)
+    assert json.loads(text)["total_bytes"] < want.total_bytes
+    code, _, err = run(["estimate", "--model", "llama-3.1-8b", "--images", "1"], capsys)
+    assert code != 0 and "image" in err.lower()

@@ -98,3 +98,13 @@ def test_megatron_flags_from_a_link_reach_the_estimate_and_open_their_section():
                                                                       parallel={"tp": 2}))
     assert total(at) != format_bytes(plain.total_bytes)
     assert at.selectbox(key="fp8").value == "delayed" and at.query_params["fp8"] == "delayed"
+
+
+def test_images_open_their_section_for_a_vision_model_and_reach_the_estimate():
+    at = run({"v": "1", "model": "gemma-3-4b", "ft": "lora", "img": "2", "vt": "trained", "gpu": GPU})
+    assert not at.exception
+    w = Workload(gpu=GPU, finetune="lora", images_per_sample=2, vision_tower="trained")
+    assert total(at) == format_bytes(estimate(load_model("gemma-3-4b").spec, w).total_bytes)
+    assert at.number_input(key="img").value == 2 and at.query_params["img"] == "2"
+    text_only = run({"v": "1", "model": "llama-3.1-8b"})
+    assert "img" not in drawn_keys(text_only)  # no tower, defaults: the section stays closed
