@@ -62,7 +62,12 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (the flag and the allowed values), not the whole usage text."""
+    """argparse, but a usage error is one line (the flag and the allowed values), not the whole usage text, and no
+    flag is taken for another by its prefix (argparse's allow_abbrev: `--micro 2` would silently be --microbatches)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         raise CliError(message.replace("argument ", "", 1))

@@ -123,3 +123,8 @@ def test_images_of_a_vision_language_model_reach_the_estimate(capsys):
     assert json.loads(text)["total_bytes"] < want.total_bytes
     code, _, err = run(["estimate", "--model", "llama-3.1-8b", "--images", "1"], capsys)
     assert code != 0 and "image" in err.lower()
+
+
+def test_a_flag_prefix_is_not_taken_for_another_flag(capsys):
+    code, _, err = run(["estimate", "--model", "llama-3.1-8b", "--micro", "2"], capsys)
+    assert code != 0 and "--micro" in err
