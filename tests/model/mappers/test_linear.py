@@ -16,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 from calculator.model.config_read import ConfigError  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
+from calculator.model.spec import LayerKind  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -154,12 +155,13 @@ def test_bailing_checkpoint_head_dim_is_the_kda_head_dim():
 def test_layer_kinds():
     spec = spec_from_hf_config(written("minimax", **SIZES["minimax"])[0]).spec
     assert spec.layer_types == ("full_attention", "lightning_attention") * 2
-    assert [spec.layer_kind(i) for i in range(2)] == [("attention", "moe"), ("lightning", "moe")]
+    assert [spec.layer_kind(i) for i in range(2)] == [LayerKind("attention", "moe"), LayerKind("lightning", "moe")]
     lfm3 = spec_from_hf_config(written("lfm3", **SIZES["lfm3"])[0]).spec
     assert lfm3.layer_types == ("conv", "conv", "full_attention", "conv", "sliding_attention", "conv")
     assert (lfm3.sliding_window, lfm3.norms_per_layer, lfm3.short_conv.conv_kernel) == (8, 4, 7)
     kimi = spec_from_hf_config(written("kimi_linear", **SIZES["kimi_linear"])[0]).spec
-    assert [kimi.layer_kind(i) for i in (0, 1, 4)] == [("kda", "dense"), ("kda", "moe"), ("mla", "moe")]
+    assert [kimi.layer_kind(i) for i in (0, 1, 4)] == [LayerKind("kda", "dense"), LayerKind("kda", "moe"),
+                                                          LayerKind("mla", "moe")]
 
 
 def test_minimax_warns_about_its_window_and_buffers():
