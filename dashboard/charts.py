@@ -25,13 +25,6 @@ COLORS = {
 }
 
 
-def stage_label(stage, n_stages: int) -> str:
-    if n_stages == 1:
-        return "per GPU"
-    first, last = stage.layers
-    return f"stage {stage.stage} (layers {first}–{last - 1})" if last > first else f"stage {stage.stage}"
-
-
 # A small explicit white style instead of a named template: loading "plotly_white" costs ~6 ms a rerun, and an
 # explicit style renders the same on screen (theme=None) and in the PNG of the chart's toolbar.
 AXIS_GRID = dict(gridcolor="#e8e8e8", zerolinecolor="#c8c8c8", linecolor="#c8c8c8", automargin=True)
@@ -52,45 +45,90 @@ def hline(y: float, color: str, dash: str, text: str, below: bool) -> tuple[dict
 @dataclass(frozen=True)
 class Breakdown:
     """What the breakdown chart shows, in bytes: the page's Plotly figure and the PDF's vector chart
-    (dashboard/pdf_chart.py) both draw this, so the two cannot disagree."""
-    stages: tuple[str, ...]                                 # one bar per pipeline stage (stage_label)
-    series: tuple[tuple[str, str, str, tuple[int, ...]], ...]  # (component, label, colour, bytes per stage)
+    (dashboard/pdf_chart.py) both draw this, so the two cannot disagree. Each bar is what one GPU holds at one
+    moment of the step (calculator.planning.timeline.live_sets): a training step's forward end, backward pass and
+    optimizer step; with pipeline stages, each stage at its own peak. The peak bar's total is the estimate's
+    total per GPU."""
+    stages: tuple[str, ...]                                 # one bar per moment or stage: its x label
+    series: tuple[tuple[str, str, str, tuple[int, ...]], ...]  # (component, label, colour, bytes per bar)
     totals: tuple[int, ...]                                 # the total above each bar
     gpu_name: str = ""                                      # the selected GPU's line, if any
-    capacity_bytes: int = 0
+    capacity_bytes: int = 0                                 # what PyTorch can allocate on it (GPU.usable_bytes)
+    moments: tuple[str, ...] = ()                           # the moment of each bar ("optimizer step", "peak", ...)
+    peak_bar: int = 0                                       # the bar whose total is the estimate's total
+    note: str = ""                                          # where the peak is, and which levers act on it
 
     @property
     def safe_bytes(self) -> float:
         return SAFE_FRACTION * self.capacity_bytes
 
 
+def peak_note(moment: str, bars: int) -> str:
+    """Which levers lower the peak, from the moment it is taken at (calculator/stages/moments.py)."""
+    if bars < 2:
+        return ""
+    if moment == "optimizer step":
+        return ("Peak at the optimizer step, after the activations are freed: recompute, micro-batch and sequence "
+                "lower the other bars, not the peak")
+    if moment == "backward pass":
+        return "Peak in the backward pass: recompute, a smaller micro-batch or a shorter sequence lower it"
+    return f"Peak at the {moment}"
+
+
 def breakdown_data(est, gpu=None) -> Breakdown:
-    """The stacked components of every pipeline stage (only those non-zero somewhere), totals, the GPU's line."""
+    """The stacked components of every bar (only those non-zero somewhere), totals, the GPU's line (its
+    PyTorch-allocatable capacity)."""
     from calculator.core.result import COMPONENT_LABELS, COMPONENTS
-    per_stage = [s.components for s in est.stages]
+    from calculator.planning.timeline import live_sets
+    n = len(est.stages)
+    labels, moments, per_bar, totals, peak_bar, worst_moments = [], [], [], [], 0, 0
+    for i, s in enumerate(est.stages):
+        sets = live_sets(s)
+        if i == est.worst_stage:
+            worst_moments = len(sets)
+        if n > 1:  # pipeline stages: each at its own peak ("stage 1 · backward pass"); their moments: the timeline
+            sets = tuple(x for x in sets if x.is_peak)
+        for x in sets:
+            name = x.name if x.name != "peak" else ""
+            label = " · ".join(p for p in (f"stage {s.stage}" if n > 1 else "", name) if p) or "per GPU"
+            if i == est.worst_stage and x.is_peak:
+                peak_bar = len(labels)
+                label += " · peak" if len(sets) > 1 or n > 1 else ""
+            comps = dict.fromkeys(COMPONENTS, 0)
+            for t in x.terms:
+                comps[t.component] += t.bytes
+            labels.append(label)
+            moments.append(x.name)
+            per_bar.append(comps)
+            totals.append(x.bytes)
     series = []
     for comp in COMPONENTS:
-        values = tuple(c.get(comp, 0) for c in per_stage)
+        values = tuple(c.get(comp, 0) for c in per_bar)
         if any(values):
             series.append((comp, COMPONENT_LABELS.get(comp, comp), COLORS.get(comp, "#7f7f7f"), values))
-    return Breakdown(tuple(stage_label(s, len(est.stages)) for s in est.stages), tuple(series),
-                     tuple(s.total_bytes for s in est.stages), gpu.name if gpu is not None else "",
-                     gpu.memory_bytes if gpu is not None else 0)
+    return Breakdown(tuple(labels), tuple(series), tuple(totals), gpu.name if gpu is not None else "",
+                     gpu.usable_bytes if gpu is not None else 0, tuple(moments), peak_bar,
+                     peak_note(moments[peak_bar] if moments else "", worst_moments))
 
 
 def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None, height: int = 480,
                      side_legend: bool = False) -> go.Figure:
-    """Stacked bar of every component, one bar per pipeline stage; `gpu` (a catalogue GPU) adds its capacity.
+    """Stacked bar of every component, one bar per moment of the step and pipeline stage (breakdown_data), the
+    peak's bar in full colour; `gpu` (a catalogue GPU) adds its allocatable capacity.
     `side_legend`: the legend to the right of the plot (the page's compact view), else under it."""
     from calculator.core.units import UNIT_BYTES, format_bytes
 
     scale = UNIT_BYTES[unit]
     b = breakdown_data(est, gpu)
-    stages, xs = est.stages, list(b.stages)
+    xs = [x.replace(" · ", "<br>") for x in b.stages]  # "stage 1<br>backward pass<br>peak"
+    if len(xs) > 3:  # narrow bars: one word a line
+        xs = [x.replace(" pass", "").replace(" step", "<br>step").replace(" end", "<br>end") for x in xs]
+    # the bars of other moments than the peak are paler: the peak's bar is the figure the page states
+    opacity = [1.0 if i == b.peak_bar or len(xs) == 1 else 0.55 for i in range(len(xs))]
     data = []
     for _comp, label, color, values in b.series:
         data.append(dict(
-            type="bar", name=label, x=xs, y=[v / scale for v in values], marker=dict(color=color),
+            type="bar", name=label, x=xs, y=[v / scale for v in values], marker=dict(color=color, opacity=opacity),
             customdata=[format_bytes(v, unit) for v in values],
             hovertemplate=f"{label}: %{{customdata}}<extra>%{{x}}</extra>"))
     totals = list(b.totals)
@@ -100,29 +138,38 @@ def breakdown_figure(est, unit: str = "GB", gpu=None, title: str | None = None, 
         textposition="top center", showlegend=False, hoverinfo="skip", name="total"))
     shapes, notes = [], []
     if gpu is not None:
-        cap = gpu.memory_bytes / scale
+        cap = b.capacity_bytes / scale
         safe = SAFE_FRACTION * cap
         top = max(top, cap)
         shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=0, y1=safe, fillcolor="#2ca02c",
                            opacity=0.07, line=dict(width=0), layer="below"))
         for line, label in (hline(safe, "#2a7a2a", "dot", "80%: safe band<br>(Fujii et al. 2024)", True),
-                            hline(cap, "#c53948", "solid", f"{gpu.name}<br>{format_bytes(gpu.memory_bytes, unit)}",
-                                   False)):
+                            hline(cap, "#c53948", "solid",
+                                  f"{gpu.name}: {format_bytes(b.capacity_bytes, unit)}<br>PyTorch can allocate",
+                                  False)):
             shapes.append(line)
             notes.append(label)
+    own_title = bool(title)
+    title = title or (_wrap(b.note) if b.note else "")  # else the chart says where the peak is, and why
     layout = dict(
-        CHART_STYLE, barmode="stack", height=height, bargap=0.5 if len(stages) == 1 else 0.3,
-        title=dict(text=title or "", x=0, xanchor="left", font=dict(size=15)),
-        margin=dict(l=10, r=10, t=48 if title else 16, b=10),
+        CHART_STYLE, barmode="stack", height=height, bargap=0.5 if len(xs) == 1 else 0.3,
+        title=dict(text=title or "", x=0, xanchor="left", font=dict(size=15 if own_title else 12)),
+        margin=dict(l=10, r=10, t=(16 + 16 * title.count("<br>") + 24) if title else 16, b=10),
         legend=dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, traceorder="reversed",
                     font=dict(size=12)) if side_legend else
         dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0, traceorder="normal"),
         yaxis=dict(AXIS_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"),
                    range=[0, top * 1.12 if top else 1]),
-        xaxis=dict(AXIS_GRID), hovermode="closest", shapes=shapes, annotations=notes)
+        xaxis=dict(AXIS_GRID, tickangle=0), hovermode="closest", shapes=shapes, annotations=notes)
     # Plain dicts, built without plotly's per-property validation (~5 ms a rerun). tests/dashboard/test_dashboard_charts.py
     # validates the same figure with go.Figure(fig.to_dict()), so a wrong property still fails a test.
     return go.Figure(dict(data=data, layout=layout), _validate=False)
+
+
+def _wrap(text: str, width: int = 88) -> str:
+    """A chart title in lines of at most `width` characters (Plotly does not wrap titles)."""
+    import textwrap
+    return "<br>".join(textwrap.wrap(text, width))
 
 
 class _FrozenFigure(go.Figure):
@@ -141,9 +188,9 @@ _FIGURES = LRU(256, max_bytes=24 * 2**20, sizeof=lambda f: 3 * deep_size(f.to_di
 
 
 def figure_key(est, unit: str, gpu=None, title: str | None = None, *style) -> tuple:
-    """Everything breakdown_figure draws: per stage its layers, components and total; the unit; the GPU line."""
-    stages = tuple((s.stage, tuple(s.layers), tuple(sorted(s.components.items())), s.total_bytes) for s in est.stages)
-    return (stages, unit, (gpu.id, gpu.name, gpu.memory_bytes) if gpu is not None else None, title, style)
+    """Everything breakdown_figure draws: its data (every bar's components and total, the moments, the GPU line);
+    the unit; the title and style."""
+    return (breakdown_data(est, gpu), unit, gpu.id if gpu is not None else None, title, style)
 
 
 def breakdown_figure_cached(est, unit: str = "GB", gpu=None, title: str | None = None, height: int = 480,

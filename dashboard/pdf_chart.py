@@ -25,6 +25,12 @@ def rgb(hex_colour: str) -> tuple[int, int, int]:
     return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
 
 
+def label_lines(label: str) -> list[str]:
+    """A bar's label in short lines: "stage 1 (layers 8–15) · backward peak" → stage 1 / (layers 8–15) / backward
+    peak."""
+    return [p for part in label.split(" · ") for p in part.replace(" (layers", " · (layers").split(" · ")]
+
+
 def nice_step(top: float, ticks: int = 5) -> float:
     """A round tick step (1, 2, 2.5 or 5 × 10^k) giving about `ticks` gridlines up to `top`."""
     if top <= 0:
@@ -43,7 +49,7 @@ def draw(report, data: Breakdown, unit: str, x: float, y: float, w: float, h: fl
     top = max([*data.totals, data.capacity_bytes, 1]) / scale * 1.12
     step = nice_step(top)
     axis_w = 14.0
-    px, py, pw, ph = x + axis_w, y + 4.0, w - axis_w - LEGEND_W, h - 12.0  # the plot area
+    px, py, pw, ph = x + axis_w, y + 4.0, w - axis_w - LEGEND_W, h - 17.0  # the plot area
     base = py + ph
 
     def at(value_bytes: float) -> float:  # the page y (mm) of a value in bytes
@@ -91,18 +97,20 @@ def draw(report, data: Breakdown, unit: str, x: float, y: float, w: float, h: fl
         report.font(7, True)
         total = t(format_bytes(data.totals[i], unit))
         pdf.text(bx + (bar - pdf.get_string_width(total)) / 2, at(data.totals[i]) - 1.0, total)
-        report.font(6.5)
-        name = t(stage)
-        while pdf.get_string_width(name) > slot - 1 and len(name) > 4:
-            name = name[:-2] + "."
-        pdf.text(px + i * slot + (slot - pdf.get_string_width(name)) / 2, base + 3.5, name)
+        report.font(6.5 if i == data.peak_bar or n == 1 else 6, i == data.peak_bar and n > 1)
+        for line_no, part in enumerate(label_lines(stage)):
+            name = t(part)
+            while pdf.get_string_width(name) > slot - 1 and len(name) > 4:
+                name = name[:-2] + "."
+            pdf.text(px + i * slot + (slot - pdf.get_string_width(name)) / 2, base + 3.5 + 2.6 * line_no, name)
 
     # the GPU's capacity and the 80% band's edge, labelled at the right end of the plot
     if data.capacity_bytes:
         report.font(6)
         for value, colour, label, below, dashed in (
                 (data.safe_bytes, SAFE_LINE, "80%: safe band (Fujii et al. 2024)", True, True),
-                (data.capacity_bytes, GPU_LINE, f"{data.gpu_name}: {format_bytes(data.capacity_bytes, unit)}",
+                (data.capacity_bytes, GPU_LINE,
+                 f"{data.gpu_name}: {format_bytes(data.capacity_bytes, unit)} PyTorch can allocate",
                  False, False)):
             ly = at(value)
             pdf.set_draw_color(*colour)

@@ -111,7 +111,6 @@ def busy_pdf() -> bytes:
 
 def to_pdf(result, values: Mapping[str, Any], link: str, unit: str = "GB", gpu=None) -> bytes:
     """A one-page A4 capacity report: headline, chart, breakdown table, formulas, inputs and the link."""
-    from calculator.core.result import COMPONENT_LABELS
     from calculator.core.sources import SOURCES
     from calculator.core.units import format_bytes, format_count
     from dashboard import pdf_chart
@@ -145,14 +144,21 @@ def to_pdf(result, values: Mapping[str, Any], link: str, unit: str = "GB", gpu=N
 
     # Chart: vectors, the page chart's data
     chart_h = 74.0
-    pdf_chart.draw(r, breakdown_data(est, gpu), unit, pdf.l_margin, pdf.get_y(), r.width, chart_h)
+    data = breakdown_data(est, gpu)
+    pdf_chart.draw(r, data, unit, pdf.l_margin, pdf.get_y(), r.width, chart_h)
     pdf.set_y(pdf.get_y() + chart_h + 1)
+    if data.note:
+        r.font(6.5)
+        r.para(data.note + ".", 3, max_lines=2)
 
-    # Breakdown table (components of the most loaded GPU)
+    # Breakdown table: what is live on the most loaded GPU at the peak (the chart's full-colour bar)
     r.font(10, True)
-    r.para(f"Breakdown per GPU (stage {est.worst_stage}, {unit})", 5, max_lines=1)
-    rows = [(COMPONENT_LABELS.get(c, c), format_bytes(b, unit), f"{b / est.total_bytes:.1%}" if est.total_bytes else "")
-            for c, b in est.components.items() if b]
+    moment = data.moments[data.peak_bar] if data.moments else "peak"
+    r.para(f"Breakdown per GPU at the peak ({moment}{'' if moment == 'peak' else ', the peak'}; stage "
+           f"{est.worst_stage}, {unit})", 5, max_lines=1)
+    total = data.totals[data.peak_bar] if data.totals else est.total_bytes
+    rows = [(label, format_bytes(vs[data.peak_bar], unit), f"{vs[data.peak_bar] / total:.1%}" if total else "")
+            for _c, label, _colour, vs in data.series if vs[data.peak_bar]]
     _table(r, [("Component", "Memory", "Share"), *rows, ("Total", format_bytes(est.total_bytes, unit), "100%")])
     pdf.ln(1.5)
 

@@ -97,6 +97,9 @@ class StageEstimate:
     # The step's moments, in order, as the engine sums them: (name, long-lived bytes, allocated bytes); the
     # highest allocated is the peak (calculator.planning.timeline). Empty where the engine has no phases (generic network).
     phases: tuple[tuple[str, int, int], ...] = ()
+    # The allocated terms live at each of those moments (training: calculator/stages/moments.py; empty elsewhere):
+    # what calculator.planning.timeline.live_sets reads to show the step moment by moment.
+    moments: tuple[tuple[str, tuple[Term, ...]], ...] = field(default=(), repr=False)
 
     @property
     def host_bytes(self) -> int:

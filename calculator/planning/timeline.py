@@ -76,3 +76,63 @@ def step_timeline(est) -> Timeline | None:
             return None
     peak = max(range(len(moments)), key=lambda i: (moments[i].bytes, i))  # a tie: the later moment
     return Timeline(moments, peak, measure, stage_no)
+
+
+OVERHEADS = ("fragmentation", "comm_buffers", "cuda_context")  # what nvidia-smi sees beyond allocated tensors
+SHORT_NAMES = {"forward: tensors saved": "forward end", "backward: peak": "backward pass",
+               "optimizer step": "optimizer step"}  # the training moments a chart shows (model states: in each)
+
+
+@dataclass(frozen=True)
+class LiveSet:
+    """The terms on one GPU at one moment of the step, overheads included: `bytes` is what nvidia-smi would show
+    then (at the peak: the stage's total)."""
+    name: str  # the moment, short: "forward end", "backward pass", "optimizer step"; "peak" where the engine has
+    terms: tuple  # no moments for this stage (its terms are already those of its peak: generate(), engines)
+    is_peak: bool
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.terms)
+
+
+def live_sets(stage) -> tuple[LiveSet, ...]:
+    """The moments of a stage's step, each with the terms live at it (calculator/stages/moments.py; the sources of
+    each lifetime are cited there): forward end, backward peak and optimizer step for a training stage, else one
+    set, the stage's terms at its peak. The CUDA context and NCCL buffers are live at every moment; the allocator's
+    fragmentation (reserved − allocated, which only grows) is counted at the peak, so the peak's set sums to the
+    stage's total (the figure the page shows)."""
+    overheads = tuple(t for t in stage.terms if t.component in OVERHEADS)
+    if not stage.moments:
+        name = max(stage.phases, key=lambda p: p[2])[0].replace(": ", " ") if stage.phases else "peak"
+        return (LiveSet(name, tuple(stage.terms), True),)
+    shown = [(n, terms) for n, terms in stage.moments if n in SHORT_NAMES]
+    allocated = [sum(t.bytes for t in terms) for _, terms in shown]
+    peak = max(range(len(shown)), key=lambda i: (allocated[i], i))  # a tie: the later moment (step_timeline)
+    always = tuple(t for t in overheads if t.component != "fragmentation")
+    return tuple(LiveSet(SHORT_NAMES[n], terms + (overheads if i == peak else always), i == peak)
+                 for i, (n, terms) in enumerate(shown))
+
+
+def term_moments(stage) -> dict[str, str]:
+    """At which moment of the step each of the stage's terms (by key) is taken, for a table of the engine's terms:
+    held all step, saved in forward and freed in backward, the backward's working set, the optimizer step's excess
+    over the backward pass, the allocator's reserve at the peak. Where the engine has no moments: its peak."""
+    sets = live_sets(stage)
+    peak = next(s for s in sets if s.is_peak)
+    if not stage.moments:
+        return {t.key: peak.name for t in stage.terms}
+    held = {t.key for n, terms in stage.moments if n == "model states" for t in terms}
+    out = {}
+    for t in stage.terms:
+        if t.key in held or t.component in ("cuda_context", "comm_buffers"):
+            out[t.key] = "all step"
+        elif t.key == "transient.optimizer_step":
+            out[t.key] = "optimizer step (its excess over the backward pass)"
+        elif t.component == "fragmentation":
+            out[t.key] = f"peak ({peak.name})"
+        elif t.component in ("activations", "logits"):
+            out[t.key] = "forward → backward (freed before the step)"
+        else:
+            out[t.key] = "backward pass"
+    return out

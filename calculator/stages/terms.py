@@ -38,6 +38,7 @@ class TermList:
         self.host: list[Term] = list(host)  # moved to CPU RAM by offloading
         # the step's moments for the timeline: (name, long-lived bytes, allocated bytes), in order
         self.timeline: list[tuple[str, int, int]] = []
+        self.moments: tuple = ()  # the terms live at each moment of a training step (calculator/stages/moments.py)
         # (key, build): the step's allocation order (calculator/step_plan.StepPlan) for the allocator replay,
         # built by build() when the replay of `key` is not cached
         self.plan = None
@@ -152,7 +153,7 @@ def finish_stage(t: TermList, w, shard: StageShard, gpu, extra_groups: dict[str,
         _overheads(t, w, gpu, peak, {**communicators(w.parallel), **extra_groups} if extra_groups else
                    communicators(w.parallel))
     return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), tuple(t.items), peak, t.total(),
-                         tuple(t.host), tuple(t.timeline))
+                         tuple(t.host), tuple(t.timeline), t.moments)
 
 
 def add_cublas_workspaces(t: TermList, w, gpu, threads: int) -> None:

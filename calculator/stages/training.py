@@ -22,7 +22,7 @@ from calculator.model import parameters as params
 from calculator.model.parameters import count_parameters
 from calculator.core.result import StageEstimate
 from calculator.core.workload import Workload
-from calculator.stages import kinds, pipeline, vision
+from calculator.stages import kinds, moments, pipeline, vision
 from calculator.allocator import step_plan
 from calculator.core.bounded_cache import get_or_build
 from calculator.stacks.common import StackContext, StackMemory, backward_peak, layer_grad_params, tied_embedding_extra
@@ -249,7 +249,10 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         # the plan is a function of (model, workload, shard): replays are cached on that key, the plan built on a miss
         t.plan = ((m, w, shard), partial(step_plan.training_plan, m, w, ws, shard, d, dense_l or moe_l, head, sm,
                                          _grad_dtype(ws)))
+    vision_first = len(t.items)
     states += vision.training_terms(t, m, shared, shard, states)  # the tower's states, activations or forward
+    long_lived = [*range(len(held.items)), *(i for i in range(vision_first, len(t.items))
+                                             if t.items[i].component not in moments.WORKING)]
     fwd_bwd = t.total() - states  # everything above the long-lived states during forward and backward
     saved = t.by_component.get("activations", 0) + t.by_component.get("logits", 0)
     if born:
@@ -266,11 +269,13 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     t.phases = [(states, states + fwd_bwd), (states, states + step)]
     t.timeline = [("model states", states, states), ("forward: tensors saved", states, states + saved),
                   ("backward: peak", states, states + fwd_bwd), ("optimizer step", states, states + step)]
+    upcast = ws.precision.master_weights and ws.precision.grads != ws.precision.master_weights
+    step_note = f"{w.optimizer_impl} optimizer step temporaries" + (" + fp32 upcast of the gradients" if upcast else "")
+    t.moments = moments.training_moments(t.items, long_lived, born, step, step_note)
     if step > fwd_bwd:
         t.add("transient.optimizer_step", "transient", "Optimizer step beyond the fwd/bwd peak", step - fwd_bwd,
               "max(0, step temporaries − fwd/bwd working set)", ("{:,} − {:,} B", step, fwd_bwd), "torch-adamw",
-              f"{w.optimizer_impl} optimizer step temporaries{' + fp32 upcast of the gradients' if ws.precision.master_weights and ws.precision.grads != ws.precision.master_weights else ''}"
-              + (" + every gradient (born in backward, freed after the step)" if born else ""))
+              step_note + (" + every gradient (born in backward, freed after the step)" if born else ""))
     return finish_stage(t, w, shard, gpu, sm.nccl_communicators)
 
 

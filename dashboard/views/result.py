@@ -83,7 +83,10 @@ def breakdown(est, unit: str) -> None:
     from dashboard.views.tables import breakdown_html, formula_markdown, symbol_legend
     if len(est.stages) > 1:
         st.caption(f"Pipeline parallel: the table and formulas are for stage {est.worst_stage}, the most loaded "
-                   "GPU; the chart shows every stage.")
+                   "GPU; the chart shows every stage at its peak.")
+    if est.peak.moments:
+        st.caption("The engine's terms, each taken at the moment of the step it names (**Taken at**): they add up "
+                   "to the peak. The chart stacks what is live at each moment.")
     st.html(breakdown_html(est, unit))  # every row, no scroll box; one element (dashboard/views/html_blocks.py: why)
     # Built only while open: a long Markdown text re-rendered by the browser on every change (the CSV, JSON and
     # PDF exports carry the same formulas).

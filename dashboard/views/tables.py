@@ -21,20 +21,22 @@ def breakdown_rows(est, unit: str) -> list[dict]:
     """One row per term of the most loaded GPU, then the total row (what nvidia-smi shows)."""
     from calculator.core.result import COMPONENT_LABELS
     from calculator.core.units import format_bytes
+    from calculator.planning.timeline import term_moments
     total = est.peak.total_bytes
+    at = term_moments(est.peak)
 
     def share(n: int) -> str:
         return f"{n / total:.1%}" if total else ""
-    rows = [{"Component": COMPONENT_LABELS.get(t.component, t.component), "Term": t.label,
+    rows = [{"Component": COMPONENT_LABELS.get(t.component, t.component), "Term": t.label, "Taken at": at[t.key],
              f"Memory ({unit})": format_bytes(t.bytes, unit), "Bytes": t.bytes, "Share": share(t.bytes)}
             for t in est.terms]
-    rows.append({"Component": "Total", "Term": "per GPU (nvidia-smi)", f"Memory ({unit})": format_bytes(total, unit),
-                 "Bytes": total, "Share": share(total)})
+    rows.append({"Component": "Total", "Term": "per GPU (nvidia-smi)", "Taken at": "the peak",
+                 f"Memory ({unit})": format_bytes(total, unit), "Bytes": total, "Share": share(total)})
     return rows
 
 
 def breakdown_html(est, unit: str) -> str:
-    """The breakdown table as one static HTML table (columns Component, Term, Memory (unit), Bytes, Share; the
+    """The breakdown table as one static HTML table (columns Component, Term, Taken at, Memory (unit), Bytes, Share; the
     last row the total), built once per distinct estimate and unit."""
     def build():
         from dashboard.views.html_blocks import table

@@ -128,7 +128,7 @@ def test_pipeline_parallel_draws_one_bar_per_stage():
     at = run({"pp": "4", "mb": "8"})
     expected = estimate(LLAMA, Workload(parallel=Parallelism(pp=4, num_microbatches=8), gpu=GPU))
     fig = chart(at)
-    assert len(fig["x"]) == 4 and all(x.startswith("stage") for x in fig["x"])
+    assert len(fig["x"]) == 4 and all(x.startswith("stage") for x in fig["x"])  # each stage at its own peak
     weights = fig["traces"]["Weights"]
     assert weights == pytest.approx([s.components["weights"] / 1e9 for s in expected.stages])
 

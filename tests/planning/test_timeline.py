@@ -62,3 +62,33 @@ def test_rl_phases_are_totals():
 def test_a_generic_network_has_no_timeline():
     assert step_timeline(estimate(GenericModel(total_params=10**6, activation_elements_per_sample=10**5),
                                   Workload())) is None
+
+
+def test_live_sets_sum_to_the_page_total_at_the_peak():
+    """live_sets: each moment's terms, overheads included; the peak's set is the stage's total (what the page's
+    headline and the chart's full-colour bar show), the others lower."""
+    from calculator.planning.timeline import live_sets
+    for w, peak in ((Workload(gpu="h100-sxm"), "optimizer step"),
+                    (Workload(gpu="h100-sxm", recompute="full"), "optimizer step"),
+                    (Workload(gpu="h100-sxm", finetune="lora", seq_len=8192), "backward pass")):
+        est = estimate(LLAMA_8B, w, with_fits=False)
+        sets = live_sets(est.peak)
+        assert [s.name for s in sets] == ["forward end", "backward pass", "optimizer step"]
+        top = next(s for s in sets if s.is_peak)
+        assert top.name == peak and top.bytes == est.total_bytes
+        assert all(s.bytes <= top.bytes for s in sets)
+        assert all(any(t.component == "cuda_context" for t in s.terms) for s in sets)
+    # no moments (generate(), engines): one set, the stage's own terms at its peak
+    est = estimate(LLAMA_8B, Workload(mode="infer", seq_len=8192, gpu="h100-sxm"), with_fits=False)
+    (only,) = live_sets(est.peak)
+    assert only.is_peak and only.bytes == est.total_bytes and only.name == "prefill peak"
+
+
+def test_term_moments_say_when_each_engine_term_is_taken():
+    from calculator.planning.timeline import term_moments
+    est = estimate(LLAMA_8B, Workload(gpu="h100-sxm"), with_fits=False)
+    at = term_moments(est.peak)
+    assert set(at) == {t.key for t in est.terms}
+    assert at["weights"] == at["optimizer_states"] == "all step"
+    assert at["activations.mlp"].startswith("forward → backward")
+    assert at["transient.optimizer_step"].startswith("optimizer step")
