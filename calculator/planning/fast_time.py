@@ -177,7 +177,7 @@ def times(m, w, layouts, timing: TimingInputs | None = None, global_batch: int |
          "act": sizes[0], "kv": sizes[1], "qkv_bytes": sizes[2], "q_bytes": sizes[3], "ep_bytes": sizes[4],
          "top_k": m.num_experts_per_tok if m.is_moe else 0, "pp_bytes": sizes[5], "fwd_t": c_stats[T.FWD],
          "bwd_t": c_stats[T.GPU] - c_stats[T.FWD], "attn_t": c_stats[T.ATTN], "gemm_t": c_stats[T.GEMM],
-         **comm_choices(w), "tp_overlap": inputs.tp_comm_overlap,
+         **comm_choices(w), "tp_overlap": inputs.tp_comm_overlap, "ep_overlap": inputs.ep_comm_overlap,
          "grad_overlap": grad_ov, "param_overlap": param_ov}
     exposed, _, _ = training_comm(c, gpu, inputs)
     sharded = (zero >= 1) | p0.distributed_optimizer

@@ -124,9 +124,24 @@ def item_seconds(item: tuple, intra: float, inter: float, gpus_per_node: int, la
     if collective == C.ALL_TO_ALL:
         share = item[7] if len(item) > 7 else 1.0
         move = all_to_all_seconds(size, ranks, span, intra, inter, gpus_per_node, share)
+    elif collective == C.P2P:
+        move = size / np.where(inside, intra, inter)
     else:
-        move = _factor(collective, ranks) * size / np.where(inside, intra, inter)
+        move = _factor(collective, ranks) * size / np.where(inside, intra, ring_network_bandwidth(
+            ranks, span, intra, inter, gpus_per_node))
     return np.where((np.asarray(ranks) > 1) & (size > 0), calls * (latency_s + move), 0.0)
+
+
+def ring_network_bandwidth(ranks, span, intra: float, inter: float, gpus_per_node: int):
+    """Bus bandwidth of a ring collective (all-reduce, all-gather, reduce-scatter) whose ranks span nodes: NCCL
+    runs one ring per channel and spreads the channels over the NICs of the group's GPUs in each node, so the
+    traffic leaving a node goes out through all g = ranks × gpus_per_node / span of them at once (each DGX / HGX
+    GPU has its own 400 Gb/s NIC: NVIDIA DGX H100 user guide, "8 × ConnectX-7"; nccl-tests PERFORMANCE.md: the bus
+    bandwidth of a multi-node all-reduce is the node's network bandwidth, not one GPU's). g NICs, at most NVLink's
+    pace: min(intra, g × inter). A group with one GPU per node (DP across nodes at TP = 8) gets one NIC."""
+    n = np.maximum(np.asarray(ranks, dtype=np.float64), 1.0)
+    g = np.clip(n * gpus_per_node / np.maximum(np.asarray(span, dtype=np.float64), 1.0), 1.0, n)
+    return np.minimum(intra, g * inter)
 
 
 def all_to_all_seconds(size, ranks, span, intra: float, inter: float, gpus_per_node: int, network_share=1.0):
@@ -172,6 +187,8 @@ def exposed_seconds(c: dict, per_item: list, items: list) -> dict:
         else:
             total[g] = total[g] + t
     total["tp"] = np.where(c["tp_overlap"], np.maximum(0.0, total["tp"] - c["gemm_t"]), total["tp"])
+    total["ep"] = np.where(c.get("ep_overlap", 0), ep_exposed_with_overlap(total["ep"], c["fwd_t"] + c["bwd_t"],
+                                                                            c["mb"], c["pp"]), total["ep"])
     total["cp"] = total["cp"] + np.maximum(0.0, parts.get("ring", 0.0) - c["attn_t"])
     n_bytes = c["b_g"] * (c["n_dense"] + c["n_experts"])
     buckets = np.maximum(1.0, np.floor(n_bytes / DDP_BUCKET_BYTES))
@@ -185,6 +202,18 @@ def exposed_seconds(c: dict, per_item: list, items: list) -> dict:
     gather_x = np.where(c["param_overlap"], np.maximum(gather / buckets, gather - hide_f), gather)
     total["dp"] = grad_x + gather_x
     return total
+
+
+def ep_exposed_with_overlap(ep, compute, mb, pp):
+    """EP all-to-all seconds per micro-batch left exposed when Megatron overlaps them with another micro-batch's
+    compute (--overlap-moe-expert-parallel-comm, Megatron-Bridge's moe_a2a_overlap: the forward of one micro-batch
+    and the backward of another run as one merged schedule, each one's dispatch / combine under the other's
+    attention and expert GEMMs; megatron/core/pipeline_parallel/combined_1f1b.py, DeepSeek-V3 technical report
+    §3.2.1 "DualPipe ... overlap"): what the compute does not cover, max(0, ep − compute), on the paired
+    micro-batches, and all of it on the ones with no partner — a stage's warm-up forwards and cool-down backwards,
+    about min(m, p) of the m micro-batches (one at p = 1)."""
+    unpaired = np.minimum(1.0, np.maximum(1.0, pp) / np.maximum(mb, 1.0))
+    return unpaired * ep + (1 - unpaired) * np.maximum(0.0, ep - compute)
 
 
 def training_comm(c: dict, gpu, inputs: TimingInputs):

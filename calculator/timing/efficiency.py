@@ -22,9 +22,9 @@ GENERATION = {"h100-sxm": "hopper", "h100-pcie": "hopper", "h100-nvl": "hopper",
 # share of the dense peak of the GEMM dtype (fitted: validation/published/throughput/ --fit)
 GEMM_EFFICIENCY = {
     ("hopper", "bf16"): 0.80,
-    ("hopper", "fp8"): 0.607,
-    ("blackwell", "bf16"): 0.435,
-    ("blackwell", "fp8"): 0.597,
+    ("hopper", "fp8"): 0.597,
+    ("blackwell", "bf16"): 0.457,
+    ("blackwell", "fp8"): 0.553,
 }
 
 
@@ -42,7 +42,7 @@ def matmul_efficiency(gpu_id: str | None, dtype: str, user: float) -> float:
 # kernels on Hopper, the Blackwell cuDNN kernels) reaches, per generation, for Megatron-Core's layers (impl
 # megatron-te); transformers' SDPA / FlashAttention-2 keeps TimingInputs.attention_efficiency (the H200 fit).
 # Fitted with the GEMM efficiencies (validation/published/throughput/ --fit).
-FUSED_ATTENTION_EFFICIENCY = {"hopper": 0.378, "blackwell": 0.75}
+FUSED_ATTENTION_EFFICIENCY = {"hopper": 0.3, "blackwell": 0.573}
 REFERENCE_ATTENTION = 0.485  # TimingInputs.attention_efficiency's default
 
 

@@ -13,6 +13,10 @@ How the stack overlaps its communication (each None: the stack's own default, ca
   prefetch); DeepSpeed's overlap_comm (off for ZeRO-1/2, on for ZeRO-3: deepspeed/runtime/zero/config.py).
 - tp_comm_overlap: Megatron's --tp-comm-overlap (Transformer Engine userbuffers: the TP all-gather / reduce-scatter
   chunked under the GEMMs; off by default), torchtitan's async TP.
+- ep_comm_overlap: Megatron's --overlap-moe-expert-parallel-comm (the EP all-to-alls of one micro-batch under another
+  micro-batch's compute; off by default).
+- full_iteration_cuda_graph: Megatron's full-iteration CUDA graph (the forward-backward replayed from one graph: no
+  host time per operator, no MoE host sync; off by default).
 The job's own communication choices are Workload fields (Megatron's --cp-comm-type, --moe-token-dispatcher-type),
 priced by calculator.timing.comm_time.
 """
@@ -52,6 +56,8 @@ class TimingInputs(BaseModel):
     overlap_grad_reduce: bool | None = None  # None: the stack's default (calculator.timing.overlap)
     overlap_param_gather: bool | None = None
     tp_comm_overlap: bool = False
+    ep_comm_overlap: bool = False  # Megatron's --overlap-moe-expert-parallel-comm (comm_time.ep_exposed_with_overlap)
+    full_iteration_cuda_graph: bool = False  # full-iteration CUDA graph: no host time (train_ops.graph_host_share)
     # host time a MoE layer adds per micro-batch (None: Megatron-Core's fitted constant with impl megatron-te, else 0;
     # calculator.timing.train_ops.MEGATRON_MOE_LAYER_HOST_S)
     moe_layer_host_ms: float | None = Field(default=None, ge=0, le=10_000)

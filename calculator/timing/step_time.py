@@ -121,7 +121,8 @@ def comm_columns(m: ModelSpec, w: Workload, d, shard, st, inputs: TimingInputs) 
             "top_k": m.num_experts_per_tok if m.is_moe else 0,
             "pp_bytes": e * d.T * d.h_sp, "fwd_t": st[T.FWD], "bwd_t": st[T.GPU] - st[T.FWD],
             "attn_t": st[T.ATTN], "gemm_t": st[T.GEMM], **comm_choices(w),
-            "tp_overlap": inputs.tp_comm_overlap, "grad_overlap": overlap.grad_reduce_overlapped(w, inputs),
+            "tp_overlap": inputs.tp_comm_overlap, "ep_overlap": inputs.ep_comm_overlap,
+            "grad_overlap": overlap.grad_reduce_overlapped(w, inputs),
             "param_overlap": overlap.param_gather_overlapped(w, inputs)}
 
 

@@ -30,7 +30,7 @@ GPU, HOST, FWD, ATTN, GEMM, COMPUTE, MODEL_FLOPS, HW_FLOPS, SERIAL = range(len(S
 # Seconds per MoE layer per micro-batch (forward + backward), fitted on Megatron-Bridge's MoE rows: the same
 # layout at micro-batch 1 and 4 (Qwen3-30B-A3B on 8 B200: 0.42 s and 0.61 s a micro-batch) puts ~7.5 ms a layer
 # on a fixed cost (validation/published/throughput/ --fit).
-MEGATRON_MOE_LAYER_HOST_S = 0.00376
+MEGATRON_MOE_LAYER_HOST_S = 0.00493
 
 
 def _bytes(dtype: str | None) -> float:
@@ -165,7 +165,7 @@ def stats_many(lists: list[list[Op]], r: Rates, fp32: float, inputs, d) -> np.nd
     eff = np.where(attention, r.attention_eff, r.matmul_eff)
     times = host * r.kernel_gap_s + np.maximum(flops / (peak * eff), nbytes / (r.bandwidth * r.memory_eff))
     compute = np.where(nbytes > 0, flops >= r.ridge * nbytes, flops > 0)  # roofline.bound: intensity ≥ ridge
-    host_us = np.array([getattr(inputs, _HOST_US.get(ph, "host_op_us")) for ph in phase])
+    host_us = np.array([getattr(inputs, _HOST_US.get(ph, "host_op_us")) for ph in phase]) * graph_host_share(inputs)
     model = np.array([causal_share(o, d.s, d.s_kv) if ph in ("forward", "backward") else 0.0
                       for o, ph in zip(ops, phase)])
     n = len(lists)
@@ -179,11 +179,21 @@ def stats_many(lists: list[list[Op]], r: Rates, fp32: float, inputs, d) -> np.nd
 _HOST_US = {"backward": "host_backward_op_us", "prefill": "host_inference_op_us", "decode": "host_inference_op_us"}
 
 
+def graph_host_share(inputs) -> float:
+    """Share of the per-operator host time a step still pays: none when the whole forward-backward is one CUDA
+    graph (Megatron-Core's --cuda-graph-impl full_iteration: the iteration is captured once and replayed with one
+    launch, megatron/core/full_cuda_graph.py; MoE dispatch made sync-free by a fixed expert capacity,
+    --moe-expert-rank-capacity-factor), else all of it."""
+    return 0.0 if inputs.full_iteration_cuda_graph else 1.0
+
+
 def moe_layer_host_s(w, inputs) -> float:
     """Host seconds a MoE layer adds to each micro-batch (MEGATRON_MOE_LAYER_HOST_S with Megatron-Core's layers,
     none for the others; TimingInputs.moe_layer_host_ms overrides)."""
     if inputs.moe_layer_host_ms is not None:
         return inputs.moe_layer_host_ms * 1e-3
+    if inputs.full_iteration_cuda_graph:  # sync-free dispatch replayed from the graph: no host wait
+        return 0.0
     return MEGATRON_MOE_LAYER_HOST_S if w.impl == "megatron-te" else 0.0
 
 

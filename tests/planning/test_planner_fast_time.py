@@ -48,6 +48,18 @@ def test_training_grid_equals_estimate_time(name, w, gpus, batch):
         assert BOTTLENECKS[got["bottleneck"][i]] == t.bottleneck, layouts[i]
 
 
+def test_the_megatron_overlap_switches_agree_on_a_moe_grid():
+    """EP all-to-all overlap and the full-iteration CUDA graph (TimingInputs) priced alike on a grid and alone."""
+    m = load_model("qwen3-30b-a3b").spec
+    w = Workload(seq_len=4096, gpu="h100-sxm", impl="megatron-te")
+    timing = TimingInputs(ep_comm_overlap=True, full_iteration_cuda_graph=True)
+    layouts = list(layouts_of(m, w, 16, global_batch=128))
+    got = fast_time.times(m, w, layouts, timing, 128)
+    for i in random.Random(3).sample(range(len(layouts)), min(15, len(layouts))):
+        t = estimate_time(m, workload_of(w, layouts[i], 128), timing)
+        assert _close(got["step_time_s"][i], t.step_time_s), layouts[i]
+
+
 @pytest.mark.parametrize("name,w,gpus", SERVING, ids=[s[0] for s in SERVING])
 def test_serving_grid_equals_estimate_time(name, w, gpus):
     m = load_model(name).spec

@@ -107,3 +107,31 @@ def test_every_step_names_its_bottleneck():
     assert estimate_time(LLAMA, Workload(seq_len=4096, gpu="h200")).bottleneck in ("compute", "memory", "host")
     deep = estimate_time(LLAMA, _train(pp=4, dp=2, num_microbatches=4))
     assert deep.bottleneck in ("compute", "bubble") and deep.bubble_fraction == pytest.approx(3 / 4)
+
+
+def test_a_ring_across_nodes_runs_over_every_nic_of_its_gpus_in_a_node():
+    """NCCL spreads a ring's channels over the NICs of the group's GPUs in each node: a DP group of 64 at TP1
+    (8 GPUs a node) gets 8 NICs, one at TP8 (one GPU a node) gets one; never faster than NVLink."""
+    nv, ib = 360e9, 40e9
+    assert CT.ring_network_bandwidth(64, 64, nv, ib, 8) == pytest.approx(8 * ib)
+    assert CT.ring_network_bandwidth(8, 64, nv, ib, 8) == pytest.approx(ib)
+    assert CT.ring_network_bandwidth(64, 64, 300e9, ib, 8) == pytest.approx(300e9)
+
+
+def test_ep_overlap_hides_the_all_to_alls_under_another_micro_batchs_compute():
+    """--overlap-moe-expert-parallel-comm: what the compute does not cover stays, and all of it on the unpaired
+    warm-up / cool-down micro-batches (min(m, p) of m)."""
+    assert CT.ep_exposed_with_overlap(0.05, 0.2, 64, 1) == pytest.approx(0.05 / 64)
+    assert CT.ep_exposed_with_overlap(0.3, 0.2, 64, 4) == pytest.approx(4 / 64 * 0.3 + 60 / 64 * 0.1)
+    moe = load_model("qwen3-30b-a3b").spec
+    w = Workload(seq_len=4096, gpu="h100-sxm", impl="megatron-te", parallel={"ep": 16, "dp": 16,
+                                                                           "num_microbatches": 8})
+    off, on = estimate_time(moe, w), estimate_time(moe, w, TimingInputs(ep_comm_overlap=True))
+    assert on.step_time_s < off.step_time_s and on.comm_time_s < off.comm_time_s
+
+
+def test_a_full_iteration_cuda_graph_leaves_no_host_time():
+    moe = load_model("qwen3-30b-a3b").spec
+    w = Workload(seq_len=4096, gpu="b200", impl="megatron-te", parallel={"ep": 8, "dp": 8})
+    eager, graph = estimate_time(moe, w), estimate_time(moe, w, TimingInputs(full_iteration_cuda_graph=True))
+    assert graph.host_time_s == 0 and graph.step_time_s < eager.step_time_s

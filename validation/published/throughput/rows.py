@@ -5,8 +5,8 @@ published step time. A row the engine cannot express comes back as a Skip with t
 
 The published step time: tokens per step / (tokens/s/GPU × GPUs), tokens per step = global batch × sequence. Rows
 that print only model TFLOP/s per GPU (NeMo's long-context tables) are converted with the publisher's own FLOP
-count (NeMo / Megatron-Bridge `flops_formulas.llama2` / `llama3`: gbs·s·L·h²·(12 + 12·g/a + 18·f/h + 6·s/h +
-6·V/(L·h))), `nemo_llama_flops` below.
+count (NeMo `flops_formulas.llama2` / `llama3`: gbs·s·L·h²·(12 + 12·g/a + 18·f/h + 12·s/h + 6·V/(L·h)), the
+attention term not halved for the causal mask), `nemo_llama_flops` below.
 
 Stack settings each source runs with, and where they are written:
 - Megatron-Bridge / NeMo performance recipes: Megatron-Core with Transformer Engine (impl megatron-te), the
@@ -15,7 +15,9 @@ Stack settings each source runs with, and where they are written:
   overlapped with the GEMMs where TP > 1 (the same page, "Tensor-parallel communication overlap"), context
   parallelism over the ring (cp_comm_type p2p, Megatron-Core's default), the interleaved schedule where a VP is
   printed, MoE tokens dispatched by DeepEP / HybridEP (the flex dispatcher the skills cards name: "BF16 (DeepEP)",
-  "FP8-MX (HybridEP)"). Recompute is not printed (README doubt 1): none.
+  "FP8-MX (HybridEP)"). Recompute is not printed (README doubt 1): none. The EP all-to-all overlap and the
+  full-iteration CUDA graph of the recipe at that release: validation/published/throughput/recipes.py (or as the
+  row prints them: "ep_overlap", "EP overlap ON / OFF").
 - torchtitan / torchao: FSDP2 (ZeRO-3 semantics, prefetch overlapped), TP without async-TP unless the row says
   AsyncTP, ring CP, selective op AC ("op") or full AC as printed, torch.compile rows with the compiled kernels.
 """
@@ -154,10 +156,12 @@ def dtype_of(text: str) -> str | None:
 
 
 def nemo_llama_flops(m, gbs: int, seq: int) -> float:
-    """The model FLOPs NeMo and Megatron-Bridge divide by the step time for their TFLOP/s (flops_formulas.llama2
-    / llama3): gbs·s·L·h²·(12 + 12·g/a + 18·f/h + 12·s/h·½ + 6·V/(L·h))."""
+    """The model FLOPs NeMo divided by the step time for the TFLOP/s of its long-context tables (NVIDIA/NeMo
+    nemo/utils/flops_formulas.py llama2 / llama3 as of the 25.04 tables, 2025-05: "(12 * config.enc_seq_len /
+    config.hs)", the attention of the whole s × s square — the causal ½ (`causal_self_attn`) came later):
+    gbs·s·L·h²·(12 + 12·g/a + 18·f/h + 12·s/h + 6·V/(L·h))."""
     L, h, a, g = m.num_hidden_layers, m.hidden_size, m.num_attention_heads, m.kv_heads
-    return gbs * seq * L * h * h * (12 + 12 * g / a + 18 * m.intermediate_size / h + 6 * seq / h
+    return gbs * seq * L * h * h * (12 + 12 * g / a + 18 * m.intermediate_size / h + 12 * seq / h
                                     + 6 * m.vocab_size / (L * h))
 
 
@@ -235,6 +239,14 @@ def case_of(row: dict):
                       schedule="interleaved" if vp > 1 else "1f1b", virtual_stages=vp)
     w = Workload(micro_batch=mbs, seq_len=seq, gpu=gpu, impl=impl, recompute=recompute, parallel=par,
                  stack="fsdp2" if fsdp else "megatron", **({} if torch_side else {"moe_dispatcher": "flex"}))
+    from validation.published.throughput.recipes import recipe_switches
+    gpu_key = next(k for k, v in GPUS.items() if v == gpu)
+    ep_overlap, full_graph, _ = recipe_switches(row, gpu_key, {"pp": pp, "vp": vp, "ep": ep, "mbs": mbs})
+    # a row that prints its EP overlap ("ep_overlap", "EP overlap ON" / "OFF": the skills cards' A/B runs)
+    printed = re.search(r"ep[_ ]overlap(?: (on|off))?", settings)
+    if printed:
+        ep_overlap = printed.group(1) != "off"
     timing = TimingInputs(matmul_dtype=dtype, overlap_grad_reduce=True, overlap_param_gather=True,
-                          tp_comm_overlap=("async" in settings) if torch_side else tp > 1)
+                          tp_comm_overlap=("async" in settings) if torch_side else tp > 1,
+                          ep_comm_overlap=ep_overlap, full_iteration_cuda_graph=full_graph)
     return Case(rid, group, label, m, w, timing, step, group in FIT_GROUPS)

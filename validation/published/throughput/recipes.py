@@ -1,0 +1,78 @@
+"""What Megatron-Bridge's performance recipes turned on for a published row, beyond its printed layout: the EP
+all-to-all overlap (moe_a2a_overlap → Megatron's --overlap-moe-expert-parallel-comm) and the full-iteration CUDA
+graph (cuda_graph_impl="full_iteration", with the sync-free MoE dispatch it needs).
+
+Each rule is read from the workload configs of the Megatron-Bridge release the row's container shipped
+(github.com/NVIDIA-NeMo/Megatron-Bridge, scripts/performance/configs/<family>/*workload_base_configs.py at the tag
+named), matched on the row's model, system, precision and printed layout; a row no rule matches ran with neither.
+The container ↔ tag pairing: NeMo 25.09 / 25.11 ↔ v0.2.0, 26.02 / 26.02.01 ↔ v0.3.0 / v0.3.1, 26.04 / 26.04.01 ↔
+v0.4.0 / v0.4.2, 26.06 and later ↔ v0.5.0.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    model: str  # pattern on the lower-cased model name
+    system: str  # GPU key (rows.GPUS)
+    first: tuple[int, ...]  # first container (year, month[, patch]) it applies to
+    last: tuple[int, ...] | None  # last one (None: every later one)
+    ep_overlap: bool
+    full_graph: bool
+    layout: dict  # printed degrees it requires (pp, vp, ep, mbs; absent: any)
+    precision: str = ""  # pattern on the lower-cased precision ("": any)
+    source: str = ""
+
+
+RULES: tuple[Rule, ...] = (
+    # v0.2.0 deepseek/workload_base_configs.py DEEPSEEK_V3_H100_BASE_CONFIG: "moe_a2a_overlap=True",
+    # "moe_flex_dispatcher_backend='deepep'", pp_layout "Et|(tt|)*30mL"
+    Rule(r"deepseek", "h100", (25, 9), (25, 11), True, False, {}, source="v0.2.0 DEEPSEEK_V3_H100_BASE_CONFIG"),
+    # v0.2.0 qwen3/workload_base_configs.py QWEN3_235B_A22B_H100_{BF16,FP8_CS}_BASE_CONFIG and v0.3.0 / v0.3.1
+    # qwen/qwen3_workload_base_configs.py QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1 / V2: moe_a2a_overlap=True
+    Rule(r"235b", "h100", (25, 11), None, True, False, {"pp": 8, "vp": 4}, source="QWEN3_235B_A22B_*_H100_*"),
+    # v0.2.0 QWEN3_30B_A3B_H100_*_BASE_CONFIG and v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (PP2, VP12,
+    # EP8): moe_a2a_overlap=True; the PP1 EP16 layout of 26.04 on (v0.3.1 ..._H100_FP8_CS_V1) turned it off
+    Rule(r"30b", "h100", (25, 11), None, True, False, {"pp": 2}, source="QWEN3_30B_A3B_*_H100_*"),
+    # v0.4.2 deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (PP8 VP2 EP32,
+    # deepep): moe_a2a_overlap=True
+    Rule(r"deepseek", "b200", (26, 4), None, True, False, {"pp": 8, "vp": 2, "ep": 32},
+         source="v0.4.2 DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2"),
+    # v0.3.0 qwen/qwen3_workload_base_configs.py QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2 (PP8 VP4 EP8):
+    # moe_a2a_overlap=True
+    Rule(r"235b", "b300", (26, 2), (26, 2, 1), True, False, {"pp": 8, "vp": 4},
+         source="v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2"),
+    # v0.5.0 (26.06): the MXFP8 GB300 recipes of DeepSeek-V3, Qwen3-235B, Qwen3-30B and GPT-OSS and the MXFP8 B300
+    # Qwen3-30B one: cuda_graph_impl="full_iteration", moe_a2a_overlap=True (DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_
+    # FP8_MX_V1/V2, QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2, QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1,
+    # GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2, QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1)
+    Rule(r"deepseek|235b|30b|gpt oss", "gb300", (26, 6), None, True, True, {}, "mx", "v0.5.0 *_GB300_FP8_MX_*"),
+    Rule(r"30b", "b300", (26, 6), None, True, True, {}, "mx", "v0.5.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1"),
+)
+
+
+def container(version: str) -> tuple[int, ...] | None:
+    """(year, month[, patch]) of a "NeMo 26.04.01" container; None when the row names none."""
+    m = re.search(r"NeMo\s*(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    if not m:
+        return None
+    return tuple(int(x) for x in m.groups() if x is not None)
+
+
+def recipe_switches(row: dict, gpu_key: str, layout: dict) -> tuple[bool, bool, str]:
+    """(EP all-to-all overlap, full-iteration CUDA graph, the rule's source) of a Megatron-Bridge row."""
+    when = container(row.get("framework_version", ""))
+    if when is None or row.get("source_group") != "megatron-bridge-perf-summary":
+        return False, False, ""
+    low, prec = row["model"].lower(), row["precision"].lower()
+    for rule in RULES:
+        if (rule.system != gpu_key or not re.search(rule.model, low) or when < rule.first
+                or (rule.last is not None and when[:len(rule.last)] > rule.last)
+                or (rule.precision and rule.precision not in prec)
+                or any(layout.get(k) != v for k, v in rule.layout.items())):
+            continue
+        return rule.ep_overlap, rule.full_graph, rule.source
+    return False, False, ""
