@@ -40,7 +40,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "cp_comm_type": ("cp_comm_type",), "mtp_layers": ("mtp_layers",), "moe_dispatcher": ("moe_dispatcher",),
     "moe_capacity_factor": ("moe_capacity_factor",), "moe_pad_to_capacity": ("moe_pad_to_capacity",),
     "moe_router_fp32": ("moe_router_fp32",), "moe_imbalance": ("moe_imbalance",),
-    "no_moe_grouped_gemm": ("moe_grouped_gemm",),
+    "no_moe_grouped_gemm": ("moe_grouped_gemm",), "deterministic": ("deterministic",),
     # serving engine (calculator/engines)
     "engine": ("engine",), "memory_fraction": ("serving", "memory_fraction"),
     "max_model_len": ("serving", "max_model_len"), "max_num_batched_tokens": ("serving", "max_num_batched_tokens"),
@@ -131,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-moe-grouped-gemm", action="store_false", default=None,
                        help="Megatron without --moe-grouped-gemm: one TE linear per local expert")
         p.add_argument("--moe-imbalance", type=float, help="routing imbalance: max tokens per expert / mean (≥ 1)")
+        p.add_argument("--deterministic", action="store_true", default=None,
+                       help="Megatron --deterministic-mode (torch.use_deterministic_algorithms)")
         p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
         p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
         p.add_argument("--quant-group-size", type=int)

@@ -53,6 +53,13 @@ MEGATRON_SOURCES: dict[str, Source] = {
         "0.5 B per element and an E4M3 scale per 16; delayed scaling keeps an fp32 amax history per tensor; weight "
         "copies are cached from the first micro-batch to the end of the step; MXFP8/NVFP4 need compute capability "
         "10.x (NVFP4 also 12.x), FP8 8.9+, blockwise 9.0+"),
+    "megatron-global-buffer": Source(
+        "Megatron-LM megatron/core/utils.py GlobalMemoryBuffer.get_tensor (\"mpu\"), used by "
+        "tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication (sequence-parallel all-gather of "
+        "the output layer's input) and tensor_parallel/mappings.py _gather_along_first_dim (use_global_buffer, the "
+        "allgather MoE dispatcher)", _MLM + "megatron/core/utils.py",
+        "one buffer per (name, dtype), allocated at the largest request and kept for the run; later requests are "
+        "views into it"),
     "megatron-moe-dispatch": Source(
         "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py (MoEAlltoAllTokenDispatcher, "
         "MoEAllGatherTokenDispatcher, MoEFlexTokenDispatcher) and moe_utils.py (permute, get_capacity)",

@@ -305,6 +305,8 @@ class Workload(HashedOnce):
     moe_router_fp32: bool = False  # --moe-router-dtype fp32
     moe_grouped_gemm: bool = True  # --moe-grouped-gemm (TE GroupedLinear); off: one TE linear per local expert
     moe_imbalance: float = Field(default=1.0, le=1024, allow_inf_nan=False)  # max tokens per expert / mean, ≥ 1
+    # --deterministic-mode: torch.use_deterministic_algorithms(True); the unfused MoE unpermute then keeps its rows
+    deterministic: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

@@ -203,6 +203,9 @@ PARAMS: tuple[Param, ...] = (
        help="--moe-grouped-gemm: TE GroupedLinear experts, with 4 more TE cuBLAS workspaces"),
     _p("moeimb", "float", 1.0, "MoE routing imbalance (max / mean)", "parallel", lo=1, hi=1024,
        fields=("moe_imbalance",), help="tokens of the most loaded expert over the mean; 1 = balanced"),
+    _p("det", "bool", False, "Deterministic mode (Megatron)", "parallel", fields=("deterministic",),
+       help="--deterministic-mode (torch.use_deterministic_algorithms): the MoE unpermute's index_add_ keeps the "
+            "expert rows for backward"),
     _p("dsa", "bool", False, "DeepSpeed: \"auto\" buckets (HF)", "parallel", fields=("ds_auto_buckets",),
        help="DeepSpeed only: a ds_config.json with \"auto\" bucket sizes, as HF Trainer / accelerate fill them "
             "(reduce_bucket_size = h², stage-3 prefetch = 0.9·h²); off: DeepSpeed's defaults (5e8 / 5e7 elements)"),

@@ -86,8 +86,11 @@ def moe_layer_saved(m, w, d) -> tuple[int, int]:
                                 _gemm_input(w, R * d.h, d.e) if w.fp8 != "none" else None)
     if w.fp8 != "none":  # fc2's input quantized
         experts += _gemm_input(w, R * f, d.e) - d.e * R * f
-    total = experts + moe.router_saved(T, E, k, d.h, w.moe_router_fp32 or m.family == "deepseek")
-    total += moe.dispatcher_saved(w.moe_dispatcher, T, E, p.ep * etp)
+    experts += moe.weighted_activation_saved(R, f, m.gated_mlp, d.e)
+    back = moe.rows_returned(T, k, E, w.moe_capacity_factor, w.moe_pad_to_capacity)
+    total = experts + moe.router_saved(T, E, k) + moe.unpermute_saved(w.moe_dispatcher, w.deterministic, back, R,
+                                                                      d.h, d.e)
+    total += moe.dispatcher_saved(w.moe_dispatcher, T, E, p.ep * etp, p.ep)
     if m.num_shared_experts or m.shared_expert_intermediate_size:
         width = (m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size) // d.tp
         total += mlp_saved(m, w, d, width)
@@ -132,12 +135,31 @@ def head(m, w, d) -> Head:
     label = {"none": "fp32 softmax saved by the vocab-parallel cross-entropy",
              "native": "fp32 softmax saved by the fused (native) cross-entropy",
              "te": "model-dtype logits holding their gradient (TE fused cross-entropy)"}[w.cross_entropy_fusion]
+    terms = (HeadTerm("final_norm", "Final norm (input + statistics) + output-layer input", norm,
+                      "e·T·h + 4·T (8·T LayerNorm) + e·T·h", f"{norm:,} B", "transformer-engine"),
+             HeadTerm("loss", label, saved, f_saved, ("{} over V_pad/t = {:,} (T = {:,})", f_saved, v, d.T), src))
+    buf = global_buffer(m, w, d)
+    if buf:
+        terms += (HeadTerm("global_buffer", "Megatron's global \"mpu\" all-gather buffer (kept for the run)", buf,
+                           "max(e·T·h output layer (TP > 1, SP), e·T_sp·g·h allgather dispatcher)", f"{buf:,} B",
+                           "megatron-global-buffer"),)
     return Head(
-        (HeadTerm("final_norm", "Final norm (input + statistics) + output-layer input", norm,
-                  "e·T·h + 4·T (8·T LayerNorm) + e·T·h", f"{norm:,} B", "transformer-engine"),
-         HeadTerm("loss", label, saved, f_saved, ("{} over V_pad/t = {:,} (T = {:,})", f_saved, v, d.T), src)),
+        terms,
         ws, "Loss backward beside the saved logits (model-dtype gradient; fp32 copy for the native fusion)",
         f_ws, ("{}, T = {:,}, V_pad/t = {:,}", f_ws, d.T, v), src, ws)
+
+
+def global_buffer(m, w, d) -> int:
+    """Megatron's global memory buffer "mpu" (megatron/core/utils.py GlobalMemoryBuffer): one tensor at the largest
+    request of the sequence-parallel output layer's all-gather (core.sp_gather_buffer) and the allgather MoE
+    dispatcher's token gather over expert-TP × EP (moe.allgather_buffer), kept for the run. Priced with the head,
+    the stage that holds the output layer (a stage of MoE layers without the head keeps the dispatcher's part
+    too, not counted there)."""
+    p = w.parallel
+    out = core.sp_gather_buffer(d.T, d.h, d.e, d.tp, d.h_sp < d.h)
+    if m.is_moe:
+        out = max(out, moe.allgather_buffer(w.moe_dispatcher, d.T * d.h_sp // d.h, p.ep * p.expert_tp, d.h, d.e))
+    return out
 
 
 def mtp_saved(m, w, d, layer_of) -> tuple[int, int]:

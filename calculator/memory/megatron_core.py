@@ -109,6 +109,15 @@ def loss_terms(fusion: str, T: int, v_local: int, e: int) -> tuple[int, int, str
     return 4 * T * v_local, e * T * v_local, "4·T·V_pad/t", "e·T·V_pad/t"
 
 
+def sp_gather_buffer(T: int, h: int, e: int, tp: int, sp: bool) -> int:
+    """Megatron's own output layer (tensor_parallel/layers.py ColumnParallelLinear →
+    LinearWithGradAccumulationAndAsyncCommunication) all-gathers its sequence-parallel input of T × h into the global
+    memory buffer "mpu" (megatron/core/utils.py GlobalMemoryBuffer.get_tensor: allocated once at its largest
+    request, never freed), in forward and again in backward: e·T·h for the micro-batch's T tokens on this CP rank,
+    when TP > 1 with sequence parallelism (the TE layers gather into their own, freed buffers)."""
+    return e * T * h if sp and tp > 1 else 0
+
+
 def cp_working_set(comm: str, cp: int, e: int, T: int, qd: int, kvd: int, a: int) -> int:
     """Bytes one layer's context-parallel attention allocates beyond what it saves, while it runs
     (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py):
@@ -156,4 +165,5 @@ def check(m, w) -> None:
 _DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "none", "cp_comm_type": "p2p",
              "mtp_layers": 0, "moe_dispatcher": "alltoall", "moe_capacity_factor": None,
              "moe_pad_to_capacity": False, "moe_router_fp32": False, "moe_imbalance": 1.0,
-             "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True}
+             "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True,
+             "deterministic": False}

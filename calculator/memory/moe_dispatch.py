@@ -30,11 +30,12 @@ def expert_rows(T: int, k: int, E: int, etp: int, imbalance: float, capacity_fac
     return E * etp * per
 
 
-def router_saved(T: int, E: int, k: int, h: int, fp32_router: bool) -> int:
+def router_saved(T: int, E: int, k: int) -> int:
     """The router (router.py TopKRouter): fp32 scores over all experts (softmax or sigmoid) 4·T·E, the boolean
-    routing map T·E, the fp32 top-k probabilities 4·T·k; with moe_router_dtype fp32 the linear runs on an fp32 copy
-    of its input, which it saves (4·T·h)."""
-    return 4 * T * E + T * E + 4 * T * k + (4 * T * h if fp32_router else 0)
+    routing map T·E, the fp32 top-k probabilities 4·T·k. The gating linear (moe_utils.py
+    RouterGatingLinearFunction) saves its model-dtype input — the pre-MLP norm's output, already counted — and no
+    fp32 copy of it even with moe_router_dtype fp32 ("avoiding saving the intermediate high precision tensors")."""
+    return 4 * T * E + T * E + 4 * T * k
 
 
 def experts_saved(R: int, h: int, f: int, gated: bool, e: int, input_bytes: int | None = None) -> int:
@@ -45,13 +46,53 @@ def experts_saved(R: int, h: int, f: int, gated: bool, e: int, input_bytes: int 
     return fc1_in + e * R * (2 * f if gated else f) + 4 * R + e * R * f
 
 
-def dispatcher_saved(kind: str, T: int, E: int, g: int) -> int:
-    """What the dispatcher itself keeps for the combine: the allgather dispatcher gathers the routing map and the
-    probabilities of all g ranks (T·g·E bytes + 4·T·g·E); alltoall and flex keep index maps of a few bytes per row
-    (negligible)."""
+def weighted_activation_saved(R: int, f: int, gated: bool, e: int) -> int:
+    """The routing probability multiplies the activation's output (megatron/core/transformer/mlp.py MLP.forward
+    with per_token_scale, SequentialMLP's experts; experts.py TEGroupedMLP.forward bias_act_func): after an unfused
+    activation (GELU, squared ReLU: `intermediate_parallel * permuted_probs`) autograd's multiply keeps its other
+    operand, the activation's R × f output, beside the product that fc2 keeps; the gated SwiGLU takes the fused
+    weighted_bias_swiglu_impl (fusions/fused_bias_swiglu.py WeightedSwiGLUFunction), which keeps only its input and
+    the probabilities. e·R·f for a plain activation, 0 gated."""
+    return 0 if gated else e * R * f
+
+
+def unpermute_saved(kind: str, deterministic: bool, rows_back: int, R: int, h: int, e: int) -> int:
+    """moe_utils.py unpermute, unfused: under torch.use_deterministic_algorithms (Megatron --deterministic-mode) it
+    sums the expert rows back into their tokens with `output_tokens.index_add_(0, sorted_indices, permuted_tokens)`,
+    and index_add's backward formula reads its source tensor (torch derivatives.yaml: `expand_as(source)`), so
+    autograd keeps the rows it unpermutes: allgather (combine_preprocess) the R rows of the local experts' output,
+    alltoall (combine_postprocess) the `rows_back` rows the combine all-to-all returns (T·k dropless). The
+    non-deterministic scatter_add_ keeps only the indices; flex unpermutes inside its fused kernels."""
+    if not deterministic or kind == "flex":
+        return 0
+    return e * (R if kind == "allgather" else rows_back) * h
+
+
+def rows_returned(T: int, k: int, E: int, capacity_factor: float | None, pad: bool) -> int:
+    """Rows the alltoall dispatcher permutes out of and returns to this rank (num_out_tokens, token_dispatcher.py
+    preprocess): T·k dropless; with a capacity factor at most E·C (moe_utils.get_capacity), exactly E·C padded."""
+    if capacity_factor is None:
+        return T * k
+    cap = E * math.ceil(T * k / E * capacity_factor)
+    return cap if pad else min(T * k, cap)
+
+
+def dispatcher_saved(kind: str, T: int, E: int, g: int, ep: int = 1) -> int:
+    """What the dispatcher itself keeps for the combine: the allgather dispatcher (MoEAllGatherTokenDispatcher
+    dispatch_postprocess) keeps the gathered routing map's local columns (`self.local_map`, T·g × E/ep booleans)
+    and masked_select keeps its transposed copy as the mask (the gathered probabilities are freed); alltoall and
+    flex keep index maps of a few bytes per row (negligible)."""
     if kind == "allgather" and g > 1:
-        return 5 * T * g * E
+        return 2 * T * g * (E // max(ep, 1))
     return 0
+
+
+def allgather_buffer(kind: str, T: int, g: int, h: int, e: int) -> int:
+    """The allgather dispatcher gathers the T × h tokens of the g = expert-TP × EP ranks with use_global_buffer=True
+    (token_dispatcher.py token_dispatch → tensor_parallel/mappings.py _gather_along_first_dim): into Megatron's
+    global memory buffer "mpu" (megatron/core/utils.py GlobalMemoryBuffer.get_tensor), allocated once at its
+    largest request and kept for the run: e·T·g·h."""
+    return e * T * g * h if kind == "allgather" and g > 1 else 0
 
 
 def dispatch_working_set(kind: str, T: int, k: int, h: int, e: int, R: int, g: int) -> int:

@@ -63,3 +63,33 @@ def test_mtp_saved_is_a_layer_and_norms_per_mtp_layer_and_a_loss():
     per = 2 * (e * T * h + 8 * T) + 2 * e * T * h + layer_of(LayerKind("attention", "dense")).total \
         + 2 * e * T * h + 8 * T
     assert layers == 2 * per and loss == 2 * 4 * T * 50304
+
+
+def test_global_buffer_is_the_largest_gather_of_the_output_layer_and_the_allgather_dispatcher():
+    # utils.py GlobalMemoryBuffer "mpu": the SP output layer gathers e·T·h; the allgather dispatcher e·T_sp·(etp·ep)·h
+    sp = Workload(**CORE, micro_batch=4, seq_len=1024, parallel={"tp": 2, "sequence_parallel": True})
+    assert core.global_buffer(GPT, sp, _d(GPT, sp)) == 2 * 4096 * 512
+    head = core.head(GPT, sp, _d(GPT, sp))
+    assert head.saved[-1].key == "global_buffer" and head.saved[-1].bytes == 2 * 4096 * 512
+    no_sp = Workload(**CORE, micro_batch=4, seq_len=1024, parallel={"tp": 2})
+    assert core.global_buffer(GPT, no_sp, _d(GPT, no_sp)) == 0 and len(core.head(GPT, no_sp, _d(GPT, no_sp)).saved) == 2
+    moe = GPT.model_copy(update={"num_experts": 8, "num_experts_per_tok": 1, "moe_intermediate_size": 2048})
+    ag = Workload(**CORE, micro_batch=4, seq_len=1024, moe_dispatcher="allgather",
+                  parallel={"tp": 2, "ep": 2, "sequence_parallel": True})
+    assert core.global_buffer(moe, ag, _d(moe, ag)) == 2 * 2048 * (2 * 2) * 512  # T_sp = 2048, g = etp·ep = 4
+
+
+def test_moe_layer_adds_the_weighted_activation_and_the_deterministic_unpermute():
+    moe = GPT.model_copy(update={"num_experts": 8, "num_experts_per_tok": 1, "moe_intermediate_size": 2048})
+    par = {"tp": 2, "ep": 2, "sequence_parallel": True}
+    base = Workload(**CORE, micro_batch=4, seq_len=1024, moe_dispatcher="allgather", parallel=par)
+    det = base.model_copy(update={"deterministic": True})
+    _, plain = core.moe_layer_saved(moe, base, _d(moe, base))
+    _, kept = core.moe_layer_saved(moe, det, _d(moe, det))
+    R, h, e = 2048 * 1 * 2, 512, 2  # T_sp · k · etp rows on this rank
+    assert kept - plain == e * R * h  # index_add_ keeps the experts' output rows
+    f = 2048 // 2
+    fc1_in, fc1_out, probs, act_out, fc2_in = e * R * h, e * R * f, 4 * R, e * R * f, e * R * f
+    T = 2048
+    router, dispatcher = 4 * T * 8 + T * 8 + 4 * T * 1, 2 * T * 4 * (8 // 2)
+    assert plain == fc1_in + fc1_out + probs + act_out + fc2_in + router + dispatcher

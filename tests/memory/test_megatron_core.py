@@ -87,3 +87,10 @@ def test_pad_to_capacity_needs_a_capacity_factor():
     m = load_model("mixtral-8x7b").spec
     with pytest.raises(InputError, match="moe_pad_to_capacity"):
         core.check(m, Workload(**CORE, moe_pad_to_capacity=True))
+
+
+def test_sp_output_layer_gathers_into_the_global_buffer():
+    # layers.py LinearWithGradAccumulationAndAsyncCommunication: the SP input gathered into GlobalMemoryBuffer "mpu"
+    assert core.sp_gather_buffer(4096, 512, 2, tp=2, sp=True) == 2 * 4096 * 512
+    assert core.sp_gather_buffer(4096, 512, 2, tp=2, sp=False) == 0
+    assert core.sp_gather_buffer(4096, 512, 2, tp=1, sp=True) == 0
