@@ -14,6 +14,7 @@ import streamlit as st
 
 from dashboard.inputs import hub as hub_input
 from dashboard.inputs import lazy
+from dashboard.views import answer
 from dashboard.views import result as result_view
 from dashboard.views import serving
 from dashboard.views import sidebar
@@ -96,10 +97,10 @@ def calculator() -> None:
     # headless Chromium (benchmarks/bench_paint.py), a slider's new total shows in ~175 ms this way against ~265 ms
     # when the top came first (the browser then renders the headline while the run is still sending every input,
     # and the server draws those inputs while the browser renders): the same-widget bare page takes ~183 ms.
-    unit = None
+    unit = answer_slot = None
     if result is not None:
         with top.container():
-            unit = _top(result, drawn, problems, unit_widget=True)
+            unit, answer_slot = _top(result, drawn, problems, unit_widget=True)
     page["recomputed"] = False
     widgets.clear_adjusted()  # the notes of inputs put back in range were shown under them in this run
     lazy.keep(drawn, collected, page["held"])
@@ -192,11 +193,17 @@ def calculator() -> None:
                        icon=":material/picture_as_pdf:", on_click="ignore", width="stretch")
     from dashboard.views import launch_exports
     launch_exports.panel(result)  # ready-to-run framework configs (lazy: built when opened)
+    # Last: the answer's searched lines (largest batch and sequence, top remedies; ~0.1-0.4 s on a miss) in the place
+    # kept for them at the top, so nothing above waits for them.
+    fit = next(iter(est.fits_on([drawn["gpu"]])), None) if gpu is not None else None
+    searched = answer.lines_searched(result, drawn, unit, gpu, fit)
+    if searched and answer_slot is not None:
+        answer_slot.markdown("  \n".join(searched))
 
 
-def _top(result, values: dict, problems, unit_widget: bool) -> str:
-    """Headline with the unit switch, the workload in one line, the chart beside the fit cards: one screenshot.
-    Returns the unit shown."""
+def _top(result, values: dict, problems, unit_widget: bool) -> tuple:
+    """Headline with the unit switch, the answer to the mode's question, the workload in one line, the chart beside
+    the fit cards: one screenshot. Returns the unit shown and the answer's place for its searched lines."""
     est = result.estimate
     head, units = st.columns([4, 1], vertical_alignment="bottom")
     if unit_widget:
@@ -207,11 +214,14 @@ def _top(result, values: dict, problems, unit_widget: bool) -> str:
     fit = next(iter(est.fits_on([values["gpu"]])), None)
     head.subheader(f"{md(est.model_name)}: {serving.MODE_TITLES.get(est.mode, est.mode)}")
     result_view.headline(est, fit, unit)
+    gpu = sidebar.gpu_of(values["gpu"])
+    box = st.container(key="answer", border=True)  # the answer to the mode's question (dashboard/views/answer.py)
+    box.markdown("  \n".join(answer.lines_now(result, values, unit, gpu, fit)))
+    slot = box.empty()
     st.container(key="summary").caption(result_view.summary_line(result, values))  # a screenshot says what it shows
     from dashboard.planner import fit_layout_values
-    result_view.chart_and_cards(est, values, sidebar.gpu_of(values["gpu"]), unit,
-                                lambda f: _link(fit_layout_values(values, f)))
-    return unit
+    result_view.chart_and_cards(est, values, gpu, unit, lambda f: _link(fit_layout_values(values, f)))
+    return unit, slot
 
 
 def _examples() -> None:

@@ -70,9 +70,18 @@ def peak_note(moment: str, bars: int) -> str:
     if moment == "optimizer step":
         return ("Peak at the optimizer step, after the activations are freed: recompute, micro-batch and sequence "
                 "lower the other bars, not the peak")
+    if moment.split(" (")[0] in ("rollout", "scoring", "training"):
+        return f"Peak in the {moment.split(' (')[0]} phase of the RL step"
     if moment == "backward pass":
         return "Peak in the backward pass: recompute, a smaller micro-batch or a shorter sequence lower it"
     return f"Peak at the {moment}"
+
+
+def _rl_sets(rl) -> tuple:
+    """RL post-training: each phase of the step (rollout, scoring, training) with its terms (calculator/stages/rl.py)."""
+    from calculator.planning.timeline import LiveSet
+    return tuple(LiveSet(p.name if p.where == "every GPU" else f"{p.name} ({p.where})", tuple(p.terms),
+                         p.name == rl.peak_phase) for p in rl.phases)
 
 
 def breakdown_data(est, gpu=None) -> Breakdown:
@@ -83,7 +92,7 @@ def breakdown_data(est, gpu=None) -> Breakdown:
     n = len(est.stages)
     labels, moments, per_bar, totals, peak_bar, worst_moments = [], [], [], [], 0, 0
     for i, s in enumerate(est.stages):
-        sets = live_sets(s)
+        sets = live_sets(s) if est.rl is None else _rl_sets(est.rl)
         if i == est.worst_stage:
             worst_moments = len(sets)
         if n > 1:  # pipeline stages: each at its own peak ("stage 1 · backward pass"); their moments: the timeline

@@ -11,7 +11,7 @@ import streamlit as st
 from dashboard.views import html_blocks
 from dashboard.safe_text import md
 
-CHART_HEIGHT = 400  # px: with the headline and the summary, the chart and six cards fit in a 900 px viewport
+CHART_HEIGHT = 340  # px: with the headline, the answer and the summary, the chart and six cards fit in 900 px
 
 
 def headline(est, fit, unit: str) -> None:

@@ -25,6 +25,13 @@ def apply_values(values: dict) -> None:
         st.session_state[key] = value
 
 
+def finetune_picked() -> None:
+    """LoRA or QLoRA picked: gradient checkpointing on (recompute full) when none was set, as the PEFT and TRL
+    examples run them (gradient_checkpointing=True); the library's Workload keeps its own default."""
+    if st.session_state.get("ft") in ("lora", "qlora") and st.session_state.get("rc") == "none":
+        st.session_state["rc"] = "full"
+
+
 def load_scenario(values: dict) -> None:
     apply_values(state.reset_values(values))
 
@@ -93,7 +100,7 @@ def draw(values: dict, problems, result, hub, hub_notes, model_box) -> None:
 
         st.header("Mode")
         field("mode", problems, label="Training or inference")
-        field("ft", problems, disabled=not train)
+        field("ft", problems, disabled=not train, on_change=finetune_picked)
         pairs(("lr", "lt"), problems, disabled=not train or values["ft"] == "full")
         field("lad", problems, disabled=not train or values["ft"] == "full")
         field("kbit", problems, disabled=not train or values["ft"] != "qlora")
