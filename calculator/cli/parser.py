@@ -233,7 +233,9 @@ TIMING_FLAGS: dict[str, tuple[str, type, str]] = {
 # on / off flags -> TimingInputs field: how the stack overlaps its communication (calculator/timing/overlap.py)
 TIMING_SWITCHES = {"overlap_grad_reduce": "Megatron's --overlap-grad-reduce (default: the stack's own; Megatron off)",
                    "overlap_param_gather": "Megatron's --overlap-param-gather (default: the stack's own)",
-                   "tp_comm_overlap": "Megatron's --tp-comm-overlap / torchtitan's async TP (default off)"}
+                   "tp_comm_overlap": "Megatron's --tp-comm-overlap / torchtitan's async TP (default off)",
+                   "ep_comm_overlap": "Megatron's --overlap-moe-expert-parallel-comm (default off)",
+                   "full_iteration_cuda_graph": "a full-iteration CUDA graph: no per-operator host time (default off)"}
 
 
 def _timing_flags(p: argparse.ArgumentParser) -> None:

@@ -75,3 +75,12 @@ def test_text_output_has_a_time_line(capsys):
     assert main(["estimate", "--model", "llama-3.2-1b", "--seq", "2048", "--gpu", "h200"]) == 0
     text = capsys.readouterr().out
     assert "time on h200: training step" in text and "MFU" in text and "Attention core" in text
+
+
+def test_ep_overlap_and_full_iteration_graph_switches_reach_the_time_model(capsys):
+    """--ep-comm-overlap / --full-iteration-cuda-graph are TimingInputs switches: on, the MoE step is faster."""
+    base = ["estimate", "--model", "qwen3-30b-a3b", "--mode", "train", "--gpu", "h100-sxm", "--ep", "8", "--dp", "8",
+            "--stack", "megatron", "--impl", "megatron-te", "--recompute", "full", "--json"]
+    plain = _json(capsys, base)["step_time_s"]
+    assert _json(capsys, base + ["--ep-comm-overlap"])["step_time_s"] <= plain
+    assert _json(capsys, base + ["--full-iteration-cuda-graph"])["step_time_s"] < plain
