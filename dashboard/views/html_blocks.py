@@ -41,7 +41,7 @@ def verdict_badge(verdict: str) -> str:
 
 def fit_card(f, unit: str, link: str | None = None) -> str:
     """One card, three short lines: name and capacity; verdict and share used; headroom (or shortfall) and GPUs
-    needed, the planner's layout a link when `link` is given. The card's note is its tooltip (title)."""
+    needed, the planner's layout a link when `link` is given; then the card's note (its reason) in words."""
     from calculator.core.units import format_bytes
     color = VERDICT_STYLE.get(f.verdict, (GRAY,))[0]
     head = format_bytes(abs(f.headroom_bytes), unit)
@@ -53,11 +53,14 @@ def fit_card(f, unit: str, link: str | None = None) -> str:
     else:
         needs = f"no layout of up to {f.searched_gpus:,} fits" if f.searched_gpus else "no layout fits"
     note = f' title="{text(f.note)}"' if f.note else ""
-    mark = f' <span style="{_SMALL}color:{GRAY};cursor:help">ⓘ</span>' if f.note else ""  # the card's title
+    # the reason in words on the card (one line, cut with an ellipsis; the whole of it in the card's title), not
+    # behind a glyph some fonts lack
+    why = (f'<br><span class="fit-note" style="{_SMALL}color:{GRAY};display:block;white-space:nowrap;'
+           f'overflow:hidden;text-overflow:ellipsis">{text(f.note)}</span>') if f.note else ""
     return (f'<div class="fit-card" data-gpu="{text(f.gpu)}" style="{_CARD}"{note}>'
             f'<b>{text(f.name)}</b> <span style="{_SMALL}color:{GRAY}">{text(format_bytes(f.capacity_bytes, unit))}'
-            f'</span>{mark}<br>{verdict_badge(f.verdict)} <span style="color:{color}"><b>{f.utilization:.0%}</b> '
-            f'used</span><br><span style="{_SMALL}">{room} · {needs}</span></div>')
+            f'</span><br>{verdict_badge(f.verdict)} <span style="color:{color}"><b>{f.utilization:.0%}</b> '
+            f'used</span><br><span style="{_SMALL}">{room} · {needs}</span>{why}</div>')
 
 
 def fit_cards(fits: Iterable, unit: str, link_of: Callable | None = None) -> str:

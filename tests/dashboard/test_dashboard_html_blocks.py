@@ -49,3 +49,13 @@ def test_table_shows_every_row_and_a_bold_total():
     assert last.count("font-weight:700") == 3 and "&lt;total&gt;" in last
     assert html.count("text-align:right") == 2 * 3  # the two numeric columns, header and both rows
     assert table([]) == ""
+
+
+def test_a_card_states_its_reason_in_words_without_a_glyph():
+    """Issue 24: the reason is on the card (a fourth line), not only in a tooltip behind ⓘ (a glyph some fonts lack)."""
+    f = FITS[0]._replace(note="the engine refuses to start: the KV cache is larger than the pool")
+    html = fit_card(f, "GB")
+    lines = read(html).cards[f.gpu]["text"].split("\n")
+    assert len(lines) == 4 and lines[3] == f.note
+    assert "ⓘ" not in html
+    assert len(read(fit_card(FITS[0]._replace(note=""), "GB")).cards[f.gpu]["text"].split("\n")) == 3
