@@ -41,10 +41,33 @@ def ln_linear_saved(m, w, d) -> int:
     return d.e * d.T * d.h_sp + core.norm_stats(d.T, d.h_sp, d.h, layernorm) + _gemm_input(w, d.T * d.h_sp, d.e)
 
 
+def ring_attention_saved(m, w, d) -> int:
+    """Self-attention under context parallelism with TE's p2p ring (cp_comm_type p2p, a2a+p2p): the query as it
+    enters the ring, the ring's K/V buffer and two output copies (core.cp_ring_saved), the fp32 statistics. The
+    fused qkv output is kept only while the query is a view of it (MHA with learned positions) or q/k norms keep
+    views of it; RoPE's or a q/k norm's new k goes into the ring buffer and is freed."""
+    e, T = d.e, d.T
+    gqa = d.qd > d.kvd
+    rope = not m.learned_position_embeddings
+    out = e * T * (d.qd + 2 * d.kvd) if m.qk_norm or not (rope or gqa) else 0
+    if m.qk_norm:  # the norms keep their inputs (views of qkv) and statistics; the new q enters the ring
+        out += (e * T * d.qd if gqa else 0) + 4 * T * (d.a + d.kv) * (2 if m.norm_type == "layernorm" else 1)
+        out += e * T * d.qd
+    elif rope or gqa:  # RoPE's new q, or GQA's reshaped query copy
+        out += e * T * d.qd
+    out += core.cp_ring_saved(e, T, d.qd, d.kvd) + 4 * d.a * T
+    if w.fp8 != "none":  # the projection also keeps its own quantized copy of the output
+        out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
+    return out
+
+
 def attention_saved(m, w, d) -> int:
     """Self-attention without its fused norm (see the module docstring)."""
     e, T = d.e, d.T
     gqa = d.qd > d.kvd
+    if w.parallel.cp > 1 and w.cp_comm_type in ("p2p", "a2a+p2p") and w.attention != "eager" \
+            and w.recompute != "selective":
+        return ring_attention_saved(m, w, d)
     out = e * T * (d.qd + 2 * d.kvd)  # the fused qkv output, kept whole by the v (and k) views
     rope = not m.learned_position_embeddings
     if m.qk_norm:  # q/k norms keep their inputs (views) and statistics, write new q and k

@@ -118,6 +118,16 @@ def sp_gather_buffer(T: int, h: int, e: int, tp: int, sp: bool) -> int:
     return e * T * h if sp and tp > 1 else 0
 
 
+def cp_ring_saved(e: int, T: int, qd: int, kvd: int) -> int:
+    """What TE's ring attention (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py
+    AttnFuncWithCPAndKVP2P.forward, bf16) keeps beyond the query and the fp32 softmax statistics: the last K/V ring
+    buffer `p2p_comm_buffers[-1]` (k and v concatenated by torch.cat into a new tensor, then exchanged: 2·e·T·kvd)
+    and its output twice in the model dtype — `out_part = out.to(fwd_nominal_dtype)` saved for backward and a
+    second `out.to(fwd_nominal_dtype)` returned to the output projection, which keeps it (e·T·qd each). It saves
+    no k or v of its own: the fused qkv output stays only while the query is a view of it."""
+    return 2 * e * T * kvd + 2 * e * T * qd
+
+
 def cp_working_set(comm: str, cp: int, e: int, T: int, qd: int, kvd: int, a: int) -> int:
     """Bytes one layer's context-parallel attention allocates beyond what it saves, while it runs
     (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py):

@@ -93,3 +93,17 @@ def test_moe_layer_adds_the_weighted_activation_and_the_deterministic_unpermute(
     T = 2048
     router, dispatcher = 4 * T * 8 + T * 8 + 4 * T * 1, 2 * T * 4 * (8 // 2)
     assert plain == fc1_in + fc1_out + probs + act_out + fc2_in + router + dispatcher
+
+
+def test_ring_attention_replaces_the_views_with_its_kv_buffer():
+    # MHA with learned positions: q is a view of the fused qkv output, which stays; + ring K/V + two outputs + lse
+    w = Workload(**CORE, micro_batch=4, seq_len=1024, parallel={"tp": 2, "cp": 2, "sequence_parallel": True})
+    d = _d(GPT, w)
+    e, T, qd, kvd, a = 2, 2048, 256, 256, 4
+    assert core.attention_saved(GPT, w, d) == e * T * (qd + 2 * kvd) + 2 * e * T * kvd + 2 * e * T * qd + 4 * a * T
+    # RoPE: the rotated q enters the ring; the rotated k is copied into the ring buffer and freed, qkv freed too
+    rope = GPT.model_copy(update={"learned_position_embeddings": 0})
+    assert core.attention_saved(rope, w, d) == e * T * qd + 2 * e * T * kvd + 2 * e * T * qd + 4 * a * T
+    # the all-gather and a2a variants keep the single-GPU layer's tensors (not priced separately)
+    ag = w.model_copy(update={"cp_comm_type": "allgather"})
+    assert core.attention_saved(GPT, ag, d) == e * T * 3 * 256 + e * T * 256 + 4 * a * T

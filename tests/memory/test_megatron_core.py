@@ -94,3 +94,8 @@ def test_sp_output_layer_gathers_into_the_global_buffer():
     assert core.sp_gather_buffer(4096, 512, 2, tp=2, sp=True) == 2 * 4096 * 512
     assert core.sp_gather_buffer(4096, 512, 2, tp=2, sp=False) == 0
     assert core.sp_gather_buffer(4096, 512, 2, tp=1, sp=True) == 0
+
+
+def test_ring_attention_keeps_its_kv_buffer_and_two_output_copies():
+    # context_parallel.py AttnFuncWithCPAndKVP2P: p2p_comm_buffers[-1] (k, v concatenated) + out_part + returned out
+    assert core.cp_ring_saved(2, 2048, 256, 64) == 2 * 2 * 2048 * 64 + 2 * 2 * 2048 * 256
