@@ -27,6 +27,7 @@ from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
 from calculator.model.mappers.gemma_next import GEMMA_NEXT_MAPPERS, GEMMA_NEXT_TEXT_TYPES
 from calculator.model.mappers.hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
 from calculator.model.mappers.linear import LINEAR_MAPPERS
+from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
 from calculator.model.spec import ModelSpec
@@ -72,7 +73,6 @@ LLAMA4_TEXT_DEFAULTS = {
     "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "attention_chunk_size": 8192,
     "no_rope_layer_interval": 4, "tie_word_embeddings": False, "attention_bias": False,
 }
-
 
 
 def _with_defaults(cfg: dict, defaults: dict) -> dict:
@@ -313,7 +313,7 @@ MAPPERS = {
 MAPPERS.update(ARCH_MAPPERS)
 # issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)
 FAMILY_MAPPERS = {**HYBRID_MAPPERS, **SSM_MAPPERS, **LINEAR_MAPPERS, **DSA_MAPPERS, **VARIANT_MAPPERS,
-                  **GEMMA_NEXT_MAPPERS}  # Gemma 3n / Gemma 4 text decoders (mappers/gemma_next.py)
+                  **GEMMA_NEXT_MAPPERS, **REMOTE_MAPPERS}  # Gemma 3n / 4 (gemma_next.py); remote code (remote.py)
 MAPPERS.update(FAMILY_MAPPERS)
 # model types whose mapper refuses them, naming what the engine lacks (weights shared across layers, compressed
 # attention, hyper-connections, ...): known, but not supported

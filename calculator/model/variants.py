@@ -60,6 +60,11 @@ class VariantSpec(HashedOnce):
     attention_gate: Literal["none", "sigmoid", "softplus_head", "softplus_element"] = "none"
     fp32_rope: bool = False  # q and k rotated in fp32: every layer keeps its own fp32 cos and sin (ERNIE-4.5-MoE)
     mlp_act: Literal["hf", "xielu"] = "hf"  # "xielu": Apertus' Python xIELU on a plain up/down MLP
+    # ---- inference ---------------------------------------------------------------------------------------------
+    # generate() with the legacy tuple cache (remote-code Qwen v1: each layer returns torch.cat((past, new)) as a new
+    # tensor while the step's input past_key_values stays referenced): the previous step's whole cache is alive until
+    # the step's forward ends, beside the new one
+    legacy_kv_cache: bool = False
     # routed experts' router: "softmax" (softmax or sigmoid over all E in fp32, then top-k), "topk_softmax" /
     # "topk_sigmoid" (top-k of the logits, then an fp32 softmax / a model-dtype sigmoid over those k), "sparsemixer"
     # (PhiMoE: two experts, training-mode masks)

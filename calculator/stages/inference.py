@@ -98,8 +98,19 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     prompt_kv = n_attn * w.micro_batch * w.seq_len * per_tok + state
     prefill_peak = prompt_kv + max(mlp, attn)
     kv += state
-    decode_peak = kv + inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // p.tp)
-    extra = max(prefill_peak, decode_peak) - kv
+    # the legacy tuple cache (VariantSpec.legacy_kv_cache): the previous step's cache, alive until the step ends
+    prev = inf.kv_cache_bytes(m, layers, w.micro_batch, total_tokens - 1, kvh, w.kv_dtype) if (
+        m.variant is not None and m.variant.legacy_kv_cache and w.gen_tokens) else 0
+    decode_ws = inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // p.tp)
+    decode_peak = kv + prev + decode_ws
+    prev = prev if decode_peak > prefill_peak else 0
+    if prev:
+        t.add("kv_cache.previous", "kv_cache", f"Previous step's KV cache ({w.kv_dtype}, legacy tuple cache)", prev,
+              "b × (tokens − 1) × L × 2 × kv_heads × head_dim × b_kv",
+              ("{} × {:,} tokens × {} layers × {:,} B/token/layer", w.micro_batch, total_tokens - 1, len(layers),
+               per_tok), "kv-cache", "each layer returns torch.cat((past, new)) while the step's input cache stays "
+              "referenced until its forward ends (remote-code Qwen v1)")
+    extra = max(prefill_peak, decode_peak) - kv - prev
     phase = "attention" if attn > mlp else "MLP"
     weights = t.by_component["weights"]
     t.phases = [(weights + prompt_kv, weights + prefill_peak), (weights + kv, weights + decode_peak)]
@@ -110,7 +121,7 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
               "MLP phase: 4·e·T·h + 3·e·T·f + RoPE; eager attention adds (e + 8) B per score and the causal mask")
     else:
         t.add("activations.decode", "activations", "Decode working set (one token, fp32 logits)", extra,
-              "b·(4·e·h + 3·e·f + V·(e + 4))", ("{:,} B", decode_peak - kv), "kv-cache")
+              "b·(4·e·h + 3·e·f + V·(e + 4))", ("{:,} B", decode_peak - kv - prev), "kv-cache")
     vision.inference_transient(t, m, w, shard, max(prefill_peak, decode_peak))  # the tower's run at prefill
     add_cublas_workspaces(t, w, gpu, threads=1)
     loaded = weights + t.by_component.get("transient", 0)  # weights + cuBLAS workspace (+ GPTQ's buffer)
@@ -118,6 +129,7 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     for i in sorted({1, max(1, w.gen_tokens // 2), w.gen_tokens} if w.gen_tokens else {0}):
         kv_i = inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + i, kvh, w.kv_dtype) + state + \
             inf.extra_kv_bytes(m, layers, w.micro_batch, w.seq_len + i, w.kv_dtype)
+        prev_i = inf.kv_cache_bytes(m, layers, w.micro_batch, w.seq_len + i - 1, kvh, w.kv_dtype) if prev else 0
         t.timeline.append((f"decode: token {i:,}" if i else "decode: last logits", loaded + kv_i,
-                           loaded + kv_i + decode_peak - kv))
+                           loaded + kv_i + prev_i + decode_ws))
     return finish_stage(t, w, shard, gpu)

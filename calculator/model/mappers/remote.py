@@ -1,0 +1,88 @@
+"""Remote-code model types (issue 21): checkpoints whose config.json names classes shipped beside the weights
+(`auto_map`, `trust_remote_code=True`) rather than a transformers model, mapped from their own field names when their
+block is the engine's layer. Each mapper cites the modeling file it mirrors; tests/model/mappers/test_remote.py
+holds it to the real checkpoints' parameter counts (built from those files' shapes) and to published config.json
+files.
+
+    qwen   Qwen (v1): Qwen-1.8B / 7B / 14B / 72B and their -Chat models, `QWenLMHeadModel` (modeling_qwen.py of
+           huggingface.co/Qwen/Qwen-7B, mirrored e.g. in github.com/zhangningboo/Qwen-7B and alibaba/MNN
+           transformers/llm/export/llm_models/Qwen-1_8B/modeling_qwen.py)
+
+A config whose block the engine cannot describe is refused, naming the field.
+"""
+from __future__ import annotations
+
+from calculator.core import bounds as B
+from calculator.model.config_read import ConfigError, get_bool, get_float, get_int
+from calculator.model.variants import VariantSpec
+
+# QWenConfig's defaults (configuration_qwen.py of Qwen/Qwen-7B): the fields a config.json may leave out
+QWEN_DEFAULTS = {"kv_channels": 128, "rotary_pct": 1.0, "no_bias": True, "tie_word_embeddings": False}
+
+
+def _qwen_dtype(cfg: dict) -> str:
+    """The dtype QWenLMHeadModel casts itself to at load (`transformer.bfloat16()` / `.half()`): the config's bf16 /
+    fp16 / fp32 flag, or, none set, bf16 where the GPU supports it (then fp16, then fp32)."""
+    flags = [k for k in ("bf16", "fp16", "fp32") if get_bool(cfg, k, False)]
+    if len(flags) > 1:
+        raise ConfigError(f"{flags[1]}: only one of bf16, fp16 and fp32 may be true (QWenLMHeadModel asserts it)")
+    return flags[0] if flags else "auto (bf16 where the GPU supports it)"
+
+
+def map_qwen(cfg: dict) -> dict:
+    """Qwen v1 (`QWenLMHeadModel`, model_type "qwen"). Per block (QWenBlock): ln_1 and ln_2 RMSNorms (weight only);
+    attention (QWenAttention) with one fused c_attn = Linear(h, 3·kv_channels·a) WITH bias and c_proj =
+    Linear(kv_channels·a, h, bias=not no_bias); MLP (QWenMLP) w1, w2 = Linear(h, intermediate_size // 2,
+    bias=not no_bias) each and c_proj = Linear(intermediate_size // 2, h, bias=not no_bias), output
+    c_proj(w1(x) · silu(w2(x))) — SwiGLU whose per-branch width is HALF the config's intermediate_size. Outside:
+    wte Embedding(V, h), ln_f RMSNorm, an untied lm_head Linear(h, V, bias=False) (tie_word_embeddings false).
+    Multi-head attention (no GQA): the forward splits c_attn's output at hidden_size and views heads of
+    hidden_size / num_attention_heads, so kv_channels · num_attention_heads must equal hidden_size.
+
+    Rotary on the first rotary_pct of each head (rotary_emb_base); use_dynamic_ntk and use_logn_attn only rescale at
+    inference past seq_length (no tensor of the model's size); bf16 / fp16 / fp32 pick the dtype the model casts
+    itself to at load. generate() passes the legacy tuple cache: every layer returns torch.cat((past_key, key))
+    as a new tensor while the step's past_key_values stays referenced, so the previous step's cache is alive beside
+    the new one until the forward ends (VariantSpec(legacy_kv_cache=True)). Saved activations follow the engine's
+    fused-qkv layer (c_attn's output stays whole: v is a view of it; rotated q and k are new tensors), as Phi-3. The
+    loss is CrossEntropyLoss on the shifted model-dtype lm_logits: under HF Trainer's bf16 / fp16 autocast (the usual
+    fine-tune) log_softmax runs in fp32, as the engine's loss term has it; a plain bf16 loop would keep half."""
+    cfg = {**QWEN_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
+    h = get_int(cfg, "hidden_size", hi=B.MAX_HIDDEN)
+    heads = get_int(cfg, "num_attention_heads", hi=B.MAX_HEADS)
+    kv_channels = get_int(cfg, "kv_channels", hi=B.MAX_HEAD_DIM)
+    if kv_channels * heads != h or h % heads:
+        raise ConfigError(f"kv_channels: QWenAttention splits c_attn's output (3·kv_channels·num_attention_heads = "
+                          f"{3 * kv_channels * heads:,}) at hidden_size ({h:,}) into heads of hidden_size / "
+                          f"num_attention_heads, which only runs when kv_channels · num_attention_heads equals "
+                          f"hidden_size (got {kv_channels} × {heads})")
+    ffn = get_int(cfg, "intermediate_size", lo=2, hi=B.MAX_FFN)
+    rotary_pct = get_float(cfg, "rotary_pct", 1.0, 0.0, 1.0)
+    if rotary_pct <= 0 or (rotary_pct < 1 and int(kv_channels * rotary_pct) < 2):
+        raise ConfigError(f"rotary_pct: {rotary_pct:g} rotates fewer than 2 of the {kv_channels} channels of a head; "
+                          f"QWenModel needs at least 2 (a rotary dimension of {int(kv_channels * rotary_pct)})")
+    bias = not get_bool(cfg, "no_bias", True)
+    seq_length = get_int(cfg, "seq_length", default=None, hi=B.MAX_POSITIONS)
+    f = dict(family="llama", hidden_size=h, num_hidden_layers=get_int(cfg, "num_hidden_layers", hi=B.MAX_LAYERS),
+             num_attention_heads=heads, num_key_value_heads=heads, head_dim=kv_channels, intermediate_size=ffn // 2,
+             vocab_size=get_int(cfg, "vocab_size", hi=B.MAX_VOCAB),
+             tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", False), gated_mlp=True, hidden_act="silu",
+             norm_type="rmsnorm", qkv_bias=True, o_bias=bias, mlp_bias=bias, fused_qkv=True,
+             max_position_embeddings=get_int(cfg, "max_position_embeddings", "seq_length", default=seq_length,
+                                             hi=B.MAX_POSITIONS),
+             variant=VariantSpec(legacy_kv_cache=True))
+    warnings = [f"qwen (remote code QWenLMHeadModel): parameters follow its modeling_qwen.py exactly (c_attn with "
+                f"bias, MLP width intermediate_size / 2 = {ffn // 2:,}); saved activations are estimated with the "
+                f"fused-qkv layer (the remote code was not traced); loaded as "
+                f"{_qwen_dtype(cfg)}"]
+    dropout = [k for k in ("attn_dropout_prob", "emb_dropout_prob") if get_float(cfg, k, 0.0, 0.0, 0.999)]
+    if dropout:
+        warnings.append(f"qwen: {' and '.join(dropout)} > 0 (training-mode dropout on the attention probabilities / "
+                        f"the embeddings' output) is not in the estimate")
+    f["_warnings"] = warnings
+    return f
+
+
+REMOTE_MAPPERS = {"qwen": map_qwen}
+
+__all__ = ["QWEN_DEFAULTS", "REMOTE_MAPPERS", "map_qwen"]
