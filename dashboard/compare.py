@@ -47,24 +47,83 @@ class Scenario:
     def ok(self) -> bool:
         return not self.problem
 
+    label: str = ""  # what tells it apart from the first usable scenario (set by `scenarios`)
+
     @property
     def name(self) -> str:
-        """A short label: number, model, mode and what differs from the defaults in the layout."""
-        if self.values is None:
-            return f"{self.index}"
-        v = self.values
-        bits = [v["model"], "train" if v["mode"] == "train" else "infer"]
-        if v["mode"] == "train" and v["ft"] != "full":
-            bits.append(v["ft"])
-        layout = "×".join(f"{k.upper()}{v[k]}" for k in ("tp", "pp", "dp") if v[k] != 1)
-        if layout:
-            bits.append(layout)
-        if v["zero"] != "0":
-            bits.append(f"ZeRO-{v['zero']}")
-        if v["rc"] != "none":
-            bits.append(f"rc {v['rc']}")
-        bits.append(f"b{v['mbs']}×s{v['seq']}")
-        return f"{self.index}: " + " ".join(bits)
+        """Its label: the first usable scenario described, each other one by what differs from it."""
+        return self.label or (f"{self.index}: " + base_label(self.values) if self.values is not None else f"{self.index}")
+
+
+def base_label(v: dict) -> str:
+    """The first scenario's label: model, mode, fine-tuning, layout, recompute, batch and sequence."""
+    bits = [v["model"], "train" if v["mode"] == "train" else v["mode"]]
+    if v["mode"] == "train" and v["ft"] != "full":
+        bits.append(v["ft"])
+    layout = "×".join(f"{k.upper()}{v[k]}" for k in ("tp", "pp", "dp") if v[k] != 1)
+    if layout:
+        bits.append(layout)
+    if v["zero"] != "0":
+        bits.append(f"ZeRO-{v['zero']}")
+    if v["rc"] != "none":
+        bits.append(f"rc {v['rc']}")
+    bits.append(f"b{v['mbs']}×s{v['seq']}")
+    return " ".join(bits)
+
+
+# How a differing input reads in a label (one phrase per value: two scenarios whose inputs differ never share one).
+_NAMED = {"stack": {"fsdp2": "FSDP2", "deepspeed": "DeepSpeed", "megatron": "Megatron", "ddp": "DDP",
+                    "hf-trainer": "HF Trainer", "auto": "stack auto"},
+          "impl": {"liger": "Liger", "compile": "torch.compile", "hf": "transformers", "megatron-te": "Megatron-TE"},
+          "offo": {True: "+ CPU offload (optimizer)", False: "no CPU offload (optimizer)"},
+          "offp": {True: "+ CPU offload (params)", False: "no CPU offload (params)"}}
+_FORMATS = {"zero": "ZeRO-{}", "rc": "recompute {}", "tp": "TP{}", "pp": "PP{}", "dp": "DP{}", "cp": "CP{}",
+            "ep": "EP{}", "mbs": "micro-batch {}", "seq": "seq {}", "gpu": "{}", "model": "{}", "mode": "{}",
+            "ft": "{} fine-tuning", "recipe": "{}", "eng": "engine {}"}
+
+
+def phrase(key: str, value: Any) -> str:
+    """One differing input in words: `+ CPU offload (optimizer)`, `FSDP2`, `TP2`, `Gradients dtype fp32`…"""
+    if value in _NAMED.get(key, {}):
+        return _NAMED[key][value]
+    if key in _FORMATS:
+        return _FORMATS[key].format(value)
+    p = state.BY_KEY[key]
+    name = p.short or p.label
+    if p.kind == "bool":
+        return f"+ {name}" if value else f"no {name}"
+    if key == "cfg":
+        return f"config.json of {len(value):,} characters" if value else "no config.json"
+    return f"{name} {'default' if value is None else cut(str(value), 40)}"
+
+
+def differing_keys(a: dict, b: dict) -> list[str]:
+    """The inputs (page display switches left out) whose values differ, in the sidebar's order."""
+    return [p.key for p in state.PARAMS if p.group != "display" and a.get(p.key) != b.get(p.key)]
+
+
+def labels(values: Sequence[dict], indexes: Sequence[int]) -> list[str]:
+    """Each scenario's label: the first described, every other one by its inputs that differ from the first."""
+    if not values:
+        return []
+    out = [f"{indexes[0]}: " + base_label(values[0])]
+    for v, i in zip(values[1:], indexes[1:]):
+        keys = differing_keys(values[0], v)
+        out.append(f"{i}: " + (", ".join(phrase(k, v[k]) for k in keys) if keys else f"same inputs as {indexes[0]}"))
+    return out
+
+
+def offload_note(scs: Sequence[Scenario]) -> str:
+    """What the time table leaves out when a scenario offloads to the CPU ("" when none does): calculator.timing
+    counts no time for an offloaded optimizer step (it runs on the host) and none for the host-GPU copies."""
+    off = [s for s in scs if s.values["offo"] or s.values["offp"]]
+    if not off:
+        return ""
+    which = ", ".join(str(s.index) for s in off)
+    return (f"Scenario{'s' if len(off) > 1 else ''} {which} offload{'' if len(off) > 1 else 's'} to the CPU: the "
+            "time model leaves out CPU offload's cost (the optimizer step on the host and the copies of gradients, "
+            "parameters and optimizer state over PCIe), so its step time here is too short and may read faster "
+            "than a scenario that keeps everything on the GPU.")
 
 
 def scenario(index: int, raw: str) -> Scenario:
@@ -95,7 +154,12 @@ def scenario(index: int, raw: str) -> Scenario:
 
 
 def scenarios(raws: Sequence[str]) -> list[Scenario]:
-    return [scenario(i + 1, r) for i, r in enumerate(raws[:MAX_SCENARIOS])]
+    """Each stored link read; the usable ones labelled by what differs from the first usable one."""
+    from dataclasses import replace
+    scs = [scenario(i + 1, r) for i, r in enumerate(raws[:MAX_SCENARIOS])]
+    good = [s for s in scs if s.ok]
+    names = dict(zip((s.index for s in good), labels([s.values for s in good], [s.index for s in good])))
+    return [replace(s, label=names[s.index]) if s.index in names else s for s in scs]
 
 
 def _components(sc: Scenario) -> dict[str, int]:
@@ -112,7 +176,7 @@ def figure(scs: Sequence[Scenario], unit: str = "GB") -> go.Figure:
     from calculator.core.result import COMPONENT_LABELS
     from calculator.core.units import UNIT_BYTES, format_bytes
     scale = UNIT_BYTES[unit]
-    xs = [s.name for s in scs]
+    xs = [wrap(s.name) for s in scs]
     data = []
     for comp in shown_components(scs):
         values = [_components(s).get(comp, 0) for s in scs]
@@ -130,6 +194,18 @@ def figure(scs: Sequence[Scenario], unit: str = "GB") -> go.Figure:
                   yaxis=dict(AXIS_GRID, title=dict(text=f"Memory per GPU ({UNIT_AXIS[unit]})"), range=[0, top * 1.12]),
                   xaxis=dict(AXIS_GRID), hovermode="closest")
     return go.Figure(dict(data=data, layout=layout))
+
+
+def wrap(label: str, width: int = 28) -> str:
+    """A label as a chart's category: its phrases on lines of about `width` characters."""
+    lines, line = [], ""
+    for part in label.split(", "):
+        if line and len(line) + len(part) > width:
+            lines.append(line + ",")
+            line = part
+        else:
+            line = f"{line}, {part}" if line else part
+    return "<br>".join(lines + [line])
 
 
 def signed(n: int, unit: str) -> str:

@@ -89,5 +89,8 @@ st.dataframe(compare.table(good, unit), hide_index=True, width="stretch", height
              key="compare_table")  # every row shown, no scroll box
 st.dataframe(compare.time_table(good), hide_index=True, width="stretch", height="content",
              key="compare_time_table")
+note = compare.offload_note(good)
+if note:
+    st.info(note, icon=":material/schedule:")
 if good[0].index != 1:
     st.caption(f"Deltas are against scenario {good[0].index}, the first usable one.")

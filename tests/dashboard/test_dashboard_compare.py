@@ -162,3 +162,38 @@ def test_time_and_cost_of_each_scenario_are_the_engines():
     assert list(rows["Cost per million tokens"].values())[1:] == [f"${t.cost_per_million_tokens:,.4f}"
                                                                   for t in (ta, tb)]
     assert tb.tokens_per_s > ta.tokens_per_s  # eight GPUs against one
+
+
+def test_labels_say_what_differs_and_the_offload_note_appears():
+    """Issue 24: the second scenario adds CPU offload, FSDP2 and Liger; its label says so (not a fixed description
+    that reads as the first one's), and a note says the time model leaves CPU offload's cost out."""
+    c = "model=qwen2.5-7b&seq=8192&offo=true&stack=fsdp2&impl=liger&zero=3&dp=2&v=1"
+    at = open_compare([A, c])
+    xs = bars(at)[COMPONENT_LABELS["weights"]][0]
+    assert len(set(xs)) == 2
+    second = [x for x in xs if x.startswith("2:")][0].replace("<br>", " ")
+    for words in ("CPU offload", "FSDP2", "Liger", "ZeRO-3", "DP2"):
+        assert words in second, second
+    columns = list(at.dataframe[0].value.columns)
+    assert len(set(columns)) == len(columns) and any("CPU offload" in c for c in columns)
+    notes = [plain(i.value) for i in at.info]
+    assert any("Scenario 2" in n and "time model leaves out CPU offload" in n for n in notes), notes
+    at = open_compare([A, compare.to_cmp(B)])  # no offload: no note
+    assert not any("offload" in plain(i.value) for i in at.info)
+
+
+def test_labels_differ_whenever_inputs_differ():
+    """For each input, a second scenario that changes only it gets a label of its own, naming the change."""
+    base = {**compare.state.DEFAULTS}
+    for p in compare.state.PARAMS:
+        if p.group == "display":
+            continue
+        other = {"bool": lambda: not p.default, "int": lambda: (p.default or 0) + 1,
+                 "float": lambda: (p.default or 0.5) / 2, "text": lambda: "x",
+                 "choice": lambda: next(o for o in compare.state.options(p.key) if o != p.default)}[p.kind]()
+        names = compare.labels([base, {**base, p.key: other}, base], [1, 2, 3])
+        assert len(set(names[:2])) == 2 and names[2] == "3: same inputs as 1", (p.key, names)
+        assert names[1] != "2: " and compare.phrase(p.key, other) in names[1]
+    two = compare.labels([base, {**base, "offo": True, "stack": "fsdp2"}, {**base, "offo": True, "stack": "ddp"}],
+                         [1, 2, 3])
+    assert len(set(n.split(": ", 1)[1] for n in two)) == 3
