@@ -1,5 +1,7 @@
 """One-click example scenarios. Each is a set of URL keys (dashboard.inputs.state) applied over the defaults, so a
-scenario is exactly what its link reproduces."""
+scenario is exactly what its link reproduces. Every example fits its GPU per the engine (training and generate():
+the peak within what PyTorch can allocate; vLLM / SGLang: the engine starts; RL: the peak phase), or it is marked
+`oom` and says "OOM example" in its title (tests/dashboard/test_dashboard_state.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ class Scenario:
     summary: str
     values: dict[str, Any]
     seed_file: str = ""  # presets/scenarios/<file>: the published table this scenario reproduces
+    oom: bool = False  # an out-of-memory example on purpose (its title says so)
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -23,12 +26,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         {"model": "llama-3.1-8b", "mode": "train", "recipe": "megatron", "dopt": True, "tp": 2, "sp": True,
          "dp": 4, "rc": "selective", "seq": 8192, "mbs": 1, "gpu": "h100-sxm"}),
     Scenario(
-        "finetune-70b-zero3", "Fine-tune 70B · ZeRO-3",
-        "Fine-tuning Llama-3.1-70B on 8×H100: DeepSpeed mixed bf16 with ZeRO-3 over 8 GPUs (fused Adam), "
-        "full activation checkpointing, 4k sequences. The fit cards say whether 8 GPUs are enough and how "
-        "many the job needs.",
+        "finetune-70b-zero3", "Fine-tune 70B · ZeRO-3 + CPU offload",
+        "Full fine-tuning of Llama-3.1-70B on 8×H100: DeepSpeed mixed bf16 with ZeRO-3 over 8 GPUs and the optimizer "
+        "offloaded to the CPU (ZeRO-Offload: fp32 master weights and Adam states, ~840 GB, in host RAM; the step "
+        "runs on the CPU), full activation checkpointing, 4k sequences. Without the offload the sharded states "
+        "alone exceed an H100 (~197% of it): the fit cards say how many GPUs that layout would need.",
         {"model": "llama-3.1-70b", "mode": "train", "recipe": "mixed-bf16", "zero": "3", "dp": 8, "rc": "full",
-         "seq": 4096, "mbs": 1, "gpu": "h100-sxm"}),
+         "offo": True, "stack": "deepspeed", "seq": 4096, "mbs": 1, "gpu": "h100-sxm"}),
     Scenario(
         "serve-8b-32k", "Serve 8B · 32k context",
         "Serving Llama-3.1-8B: bf16 weights and KV cache, 4 concurrent sequences of 30,720 prompt + 2,048 "
@@ -63,11 +67,13 @@ SCENARIOS: tuple[Scenario, ...] = (
          "rc": "full", "mbs": 1, "seq": 4096, "gpu": "h100-sxm", "rlb": 16, "rln": 4, "rlp": 0, "rlr": 4096,
          "rle": "sglang", "rltp": 2, "rlf": 0.7}, "seed-002-rl-4gpu.json"),
     Scenario(
-        "mixtral-ep8", "Mixtral-8x7B · EP=8",
-        "MoE training of Mixtral-8x7B: experts spread over 8 GPUs (EP=8 inside DP=8), ZeRO-1, full recompute, "
-        "4k sequences.",
+        "mixtral-ep8", "Mixtral-8x7B · EP=8 · OOM example",
+        "An out-of-memory example: MoE training of Mixtral-8x7B with its experts spread over 8 H100s (EP=8 inside "
+        "DP=8), ZeRO-1, full recompute, 4k sequences does not fit (~156%): with EP=8 each GPU holds all the "
+        "optimizer states of its experts, which ZeRO-1 over DP cannot shard. The remedies and the fit cards say "
+        "what fits (ZeRO-3 and 16 GPUs, CPU offload, or H200s).",
         {"model": "mixtral-8x7b", "mode": "train", "recipe": "mixed-bf16", "ep": 8, "dp": 8, "zero": "1",
-         "rc": "full", "seq": 4096, "mbs": 1, "gpu": "h100-sxm"}),
+         "rc": "full", "seq": 4096, "mbs": 1, "gpu": "h100-sxm"}, oom=True),
 )
 
 BY_ID = {s.id: s for s in SCENARIOS}

@@ -123,6 +123,24 @@ def test_scenarios_are_valid_links():
         assert result.estimate.total_bytes > 0
 
 
+def test_every_scenario_fits_or_says_it_is_an_oom_example():
+    """Issue 24: an example fits its GPU per the engine (the peak within what PyTorch can allocate; vLLM / SGLang: the
+    engine starts; RL: the peak phase), or its title says it is an OOM example, and then it really does not fit."""
+    from calculator.core.fit import verdict
+    from calculator.model.presets import get_gpu
+    for sc in SCENARIOS:
+        values = state.reset_values(sc.values)
+        est = state.compute(values).estimate
+        cap = get_gpu(values["gpu"]).usable_bytes
+        if est.serving is not None:
+            fits = est.serving.starts
+        else:
+            peak = max(p.total_bytes for p in est.rl.phases) if est.rl is not None else est.total_bytes
+            fits = verdict(peak, cap) != "does not fit"
+        assert fits != sc.oom, (sc.id, fits)
+        assert ("OOM example" in sc.title) == sc.oom and ("out-of-memory example" in sc.summary) == sc.oom, sc.id
+
+
 def test_workload_mapping_is_field_by_field():
     values = {**state.DEFAULTS, "mode": "infer", "mbs": 3, "seq": 2048, "gen": 100, "recipe": "custom",
               "pdt": "fp16", "gdt": "fp32", "mdt": "none", "odt": "bf16", "adt": "fp16", "opt": "lion",
