@@ -1,0 +1,208 @@
+"""One supported model_type measured against real transformers code on the CPU, at the tiny sizes of its mapper
+test (sources.py):
+
+- parameters: the engine's count (calculator.model.parameters) against the real model built on the meta device;
+- activations: for each layer kind (token mixer + feed-forward) the type has, one layer's saved-for-backward bytes
+  (engine: calculator.memory.activations.exact_layer, transformers' PyTorch path, `mixer_kernels="torch"`) against
+  a training forward of a tiny bf16 model traced by validation/trace/saved_by_module.py, the whole layer (its
+  norms, mixer and feed-forward; layer ≥ 1 where the kind has one: layer 0 also first-saves shared RoPE tables);
+- cache: the engine's KV cache + per-token extras (DSA indexer keys) + recurrent/conv state against the tensors of
+  the cache an eval prefill returns.
+
+The CPU trace is the reference as it is: terms a CPU run keeps and a GPU run does not (LayerNorm's bf16 statistics,
+a RoPE copy before SDPA; tests/model/mappers/test_variants.py names them) are not taken out, so they show as error.
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+import signal
+
+import torch
+import transformers
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from calculator import Workload
+from calculator.memory import activations as act
+from calculator.memory import inference as inf
+from calculator.model.config_read import ConfigError
+from calculator.model.hf_config import spec_from_hf_config
+from calculator.model.parameters import count_parameters
+from validation.trace.saved_by_module import saved_bytes_by_module
+
+from .sources import Source
+
+B, S = 2, 16  # the traced micro-batch and sequence
+CACHE_B, CACHE_S = 2, 11  # the prefill whose cache is measured (beyond the tiny configs' windows of 8)
+E = 2  # bf16
+
+
+class Timeout(Exception):
+    pass
+
+
+@contextmanager
+def time_box(seconds: int):
+    """Raise Timeout when the block runs past `seconds` (SIGALRM: the main thread only)."""
+    def _raise(*_):
+        raise Timeout(f"ran past {seconds} s")
+    old = signal.signal(signal.SIGALRM, _raise)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def pct(engine: int, real: int) -> float:
+    return 0.0 if engine == real else round(100.0 * (engine - real) / real, 3) if real else float("inf")
+
+
+def spec_of(src: Source):
+    """(the engine's ModelSpec, its warnings), or raises ConfigError where the engine refuses the config."""
+    mapped = spec_from_hf_config(src.written)
+    return mapped.spec, list(mapped.warnings)
+
+
+def real_counts(src: Source) -> tuple[int, int]:
+    if src.remote_counts is not None:
+        return src.remote_counts()
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(src.config)
+    params = list(model.parameters())
+    return sum(p.numel() for p in params), len(params)
+
+
+def parameters(src: Source, spec) -> dict:
+    counts = count_parameters(spec)
+    real, real_tensors = real_counts(src)
+    return dict(engine=counts.total, real=real, engine_tensors=counts.tensors, real_tensors=real_tensors,
+                exact=counts.total == real, diff=counts.total - real, error_pct=pct(counts.total, real))
+
+
+class _KeepStorages(TorchDispatchMode):
+    """Holds every storage the forward allocates, so that none is freed and its address reused (saved_by_module keys
+    storages by address), as tests/model/mappers/test_variants.py does."""
+
+    def __init__(self):
+        super().__init__()
+        self.kept = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.kept += [t.untyped_storage() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        return out
+
+
+def tiny_bf16(config, attention: str):
+    """A tiny bf16 training-mode model, weights N(0, 0.02), with the fp32 parameters from_pretrained keeps
+    (_keep_in_fp32_modules_strict), no cache."""
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention,
+                                                          dtype=torch.bfloat16)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(std=0.02)
+    keep = set(getattr(model, "_keep_in_fp32_modules_strict", None) or ())
+    for name, p in model.named_parameters():
+        if keep & set(name.split(".")):
+            p.data = p.data.float()
+    model.config.use_cache = False
+    return model.train()
+
+
+def decoder_layers(model, n: int) -> str:
+    """The name of the ModuleList of the n decoder layers (model.layers, transformer.h, ...)."""
+    names = [name for name, mod in model.named_modules()
+             if isinstance(mod, torch.nn.ModuleList) and len(mod) == n and name]
+    if not names:
+        raise LookupError(f"no ModuleList of {n} decoder layers")
+    return min(names, key=len)
+
+
+def layer_per_kind(spec) -> dict[str, int]:
+    """{"mixer+ffn": the layer measured for it}: the first layer ≥ 1 of that kind, else layer 0."""
+    out: dict[str, int] = {}
+    for i in list(range(1, spec.num_hidden_layers)) + [0]:
+        kind = spec.layer_kind(i)
+        out.setdefault(f"{kind.mixer}+{kind.ffn}", i)
+    return dict(sorted(out.items(), key=lambda kv: kv[1]))
+
+
+def activations(src: Source, spec, attention: str = "eager") -> dict[str, dict]:
+    """{kind: {layer, engine, measured, error_pct, attention}} for each layer kind of the type, traced with
+    `attention` ("eager", or "sdpa": PyTorch's CPU kernel) and the engine told the same."""
+    torch.set_num_threads(1)
+    model = tiny_bf16(src.config, attention)
+    vocab = getattr(src.config, "vocab_size", None) or spec.vocab_size
+    ids = torch.randint(3, min(vocab, 100), (B, S), generator=torch.Generator().manual_seed(0))
+    with _KeepStorages():
+        by_module = saved_bytes_by_module(model, ids)
+    prefix = decoder_layers(model, spec.num_hidden_layers)
+    w = Workload(seq_len=S, micro_batch=B, attention=attention, mixer_kernels="torch")
+    d = act.dims(spec, w)
+    out = {}
+    for kind, i in layer_per_kind(spec).items():
+        measured = sum(v for k, v in by_module.items() if k.startswith(f"{prefix}.{i}."))
+        engine = act.exact_layer(spec, w, d, spec.layer_kind(i)).total
+        out[kind] = dict(traced=True, layer=i, engine=engine, measured=measured, error_pct=pct(engine, measured),
+                         attention=attention)
+    return out
+
+
+def _tensors(obj, depth: int = 0):
+    """Every tensor a cache object holds (its layers, their dicts and lists), each once."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif depth < 4 and isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x, depth + 1)
+    elif depth < 4 and isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(x, depth + 1)
+    elif depth < 4 and hasattr(obj, "__dict__") and not isinstance(obj, torch.nn.Module):
+        for x in vars(obj).values():
+            yield from _tensors(x, depth + 1)
+
+
+def cache_bytes(cache) -> int:
+    """Bytes of the cache's per-sequence tensors (≥ 3 dimensions: K/V, conv and recurrent states; not the scalar
+    positions it keeps), each storage once."""
+    seen, total = set(), 0
+    for t in _tensors(cache):
+        if t.dim() >= 3 and t.untyped_storage().data_ptr() not in seen:
+            seen.add(t.untyped_storage().data_ptr())
+            total += t.numel() * t.element_size()
+    return total
+
+
+def cache(src: Source, spec) -> dict:
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(src.config, dtype=torch.bfloat16,
+                                                          attn_implementation="eager").eval()
+    model.config.use_cache = True
+    vocab = getattr(src.config, "vocab_size", None) or spec.vocab_size
+    ids = torch.randint(3, min(vocab, 100), (CACHE_B, CACHE_S), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+    held = getattr(out, "past_key_values", None) or getattr(out, "cache_params", None)
+    if held is None:
+        return dict(checked=False, why="the model returns no cache")
+    real = cache_bytes(held)
+    layers = range(spec.num_hidden_layers)
+    engine = (inf.kv_cache_bytes(spec, layers, CACHE_B, CACHE_S, spec.kv_heads, "bf16")
+              + inf.extra_kv_bytes(spec, layers, CACHE_B, CACHE_S, "bf16")
+              + inf.recurrent_state_bytes(spec, layers, CACHE_B, E))
+    return dict(checked=True, engine=engine, real=real, exact=engine == real, error_pct=pct(engine, real),
+                batch=CACHE_B, prompt=CACHE_S)
+
+
+def quiet():
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    for name in ("transformers", "torch"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+__all__ = ["ConfigError", "Timeout", "activations", "cache", "parameters", "spec_of", "time_box"]
