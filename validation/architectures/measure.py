@@ -57,7 +57,7 @@ def time_box(seconds: int):
 
 
 def pct(engine: int, real: int) -> float:
-    return 0.0 if engine == real else round(100.0 * (engine - real) / real, 3) if real else float("inf")
+    return 0.0 if engine == real else 100.0 * (engine - real) / real if real else float("inf")
 
 
 def spec_of(src: Source):
