@@ -312,3 +312,33 @@ def published_stack_rows() -> tuple[dict[str, Any], ...]:
                   "Measured reserved (GiB)": round(r.measured / 2**30, 1),
                   "Engine reserved (GiB)": round(r.estimated / 2**30, 1), "Error %": round(r.error_pct, 1),
                   "Command": "python -m calculator " + " ".join(r.argv)} for r in compare())
+
+
+# ---- every architecture (validation/architectures/table.json) --------------------------------------------------
+def load_architectures(path: Path | None = None) -> dict:
+    """validation/architectures/table.json, written by `python -m validation.architectures` (read, never run)."""
+    from validation.architectures import TABLE
+    return json.loads((path or TABLE).read_text())
+
+
+def architecture_rows(table: dict) -> list[dict[str, Any]]:
+    """One row per supported model_type: its layer kinds, the parameter check, each kind's traced layer, the cache."""
+    from validation.architectures import summary as arch
+    out = []
+    for row in table["rows"]:
+        mixers, ffns = arch.kinds_of(row)
+        acts = "; ".join(f"{k}: {arch.activation_cell(a)}" for k, a in row["activations"].items())
+        out.append({"Model type": row["model_type"], "Mixer": ", ".join(sorted(mixers)) or "—",
+                    "FFN": ", ".join(sorted(ffns)) or "—", "Parameters": arch.params_cell(row["parameters"]),
+                    "Activations (one layer per kind)": acts or "not traced: " + row.get("refused", "—"),
+                    "Cache after a prefill": arch.cache_cell(row["cache"]), "Config from": row.get("source", "")})
+    return out
+
+
+def architecture_kind_rows(table: dict) -> list[dict[str, Any]]:
+    """kind → types, parameters exact n/N, and the traced layers' error (median |error|, worst, signed)."""
+    from validation.architectures.summary import per_kind
+    return [{"Kind": f"{g['role']}: {g['kind']}", "Types": g["n_types"],
+             "Parameters exact": f"{g['params_exact']}/{g['n_types']}", "Layers traced": g["traced"],
+             "Exact layers": g["exact_layers"], "Median |error| %": g["median_abs_pct"], "Worst error %": g["worst_pct"],
+             "Not traced": g["not_traced"]} for g in per_kind(table)]

@@ -102,6 +102,30 @@ if s is not None:
         st.dataframe(pd.DataFrame(acc.excluded_rows(s, meta)).drop(columns=["Reason"]), hide_index=True,
                      width="stretch", height="content", key="acc_excluded")
 
+# ---- every architecture ------------------------------------------------------------------------------------------
+st.subheader("Architectures: every model type, measured", divider="gray")
+try:
+    arch_table = acc.load_architectures()
+except (OSError, ValueError) as exc:
+    arch_table = None
+    st.error(f"validation/architectures/table.json could not be read ({exc}).", icon=":material/error:")
+if arch_table is not None:
+    am = arch_table["meta"]
+    st.caption(f"Every supported `model_type`, built at tiny widths from the config.json `transformers` "
+               f"{am['transformers']} writes for it (the mapper tests' configs): **parameters** against the real "
+               "model on the meta device; for each layer kind (token mixer + feed-forward) **one layer's saved "
+               f"activations** against a CPU trace of the real layer (bf16, eager attention, batch "
+               f"{am['traced']['batch']} × {am['traced']['seq']} tokens, the engine on transformers' PyTorch path; "
+               "CPU-only terms such as LayerNorm's bf16 statistics are left in the reference); the **cache** "
+               f"against what an eval prefill ({am['cache']['batch']} × {am['cache']['prompt']} tokens) returns. "
+               "Written by `python -m validation.architectures`.")
+    st.markdown("**By kind**")
+    st.dataframe(acc.architecture_kind_rows(arch_table), hide_index=True, width="stretch", height="content",
+                 key="arch_kinds", column_config={"Median |error| %": st.column_config.NumberColumn(format="%.2f"),
+                                                  "Worst error %": st.column_config.NumberColumn(format="%+.2f")})
+    st.markdown(f"**Every model type ({len(arch_table['rows'])})**")
+    st.dataframe(acc.architecture_rows(arch_table), hide_index=True, width="stretch", key="arch_rows")
+
 # ---- the real-GPU matrix -----------------------------------------------------------------------------------------
 st.subheader("On a real GPU: per training stack, model implementation and kind of run", divider="gray")
 try:
