@@ -32,7 +32,8 @@ def breakdown_rows(est, unit: str = "GB") -> list[dict]:
 
 
 def to_csv(est, values: Mapping[str, Any], link: str = "", unit: str = "GB") -> str:
-    """CSV: the inputs (section=input), every term of every stage (section=term) and the totals."""
+    """CSV: the inputs (section=input), every term of every stage (section=term), the totals and the chosen GPU's
+    verdict (section=fit)."""
     from calculator.core.units import format_bytes
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
@@ -48,7 +49,28 @@ def to_csv(est, values: Mapping[str, Any], link: str = "", unit: str = "GB") -> 
                     "bytes": s.peak_allocated_bytes, "value": format_bytes(s.peak_allocated_bytes, unit)})
         w.writerow({"section": "total", "stage": s.stage, "item": "total per GPU", "bytes": s.total_bytes,
                     "value": format_bytes(s.total_bytes, unit)})
+    for row in fit_rows(est, values.get("gpu"), unit):
+        w.writerow(row)
     return buf.getvalue()
+
+
+def fit_rows(est, gpu_id, unit: str = "GB") -> list[dict]:
+    """The chosen GPU's verdict (section=fit), against the one capacity the page, the chart and the PDF use: what
+    PyTorch can allocate (GPU.usable_bytes); the device total once, named as such."""
+    from calculator.core.units import format_bytes
+    from calculator.model.presets import get_gpu
+    fit = next(iter(est.fits_on([gpu_id])), None) if gpu_id else None
+    if fit is None:
+        return []
+    g = get_gpu(gpu_id)
+
+    def row(item, n=None, value=None):
+        return {"section": "fit", "stage": "", "item": item, "bytes": "" if n is None else n,
+                "value": format_bytes(n, unit) if value is None else value}
+    return [row("GPU", value=fit.name), row("capacity (PyTorch can allocate)", fit.capacity_bytes),
+            row("device total (as reported; not a verdict's capacity)", g.memory_bytes),
+            row("used", fit.used_bytes), row("share of capacity", value=f"{fit.utilization:.1%}"),
+            row("headroom", fit.headroom_bytes), row("verdict", value=fit.verdict)]
 
 
 def to_json(est, values: Mapping[str, Any], model=None, workload=None, link: str = "",

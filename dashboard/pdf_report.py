@@ -128,7 +128,7 @@ def to_pdf(result, values: Mapping[str, Any], link: str, unit: str = "GB", gpu=N
            7, max_lines=2)
     r.font(8)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    mode = "training" if est.mode == "train" else "inference"
+    mode = {"train": "training", "infer": "inference", "rl": "RL post-training"}.get(est.mode, est.mode)
     r.para(f"{mode}, {format_count(est.parameters)} parameters ({format_count(est.active_parameters)} active). "
            f"Most loaded GPU (stage {est.worst_stage}): total {format_bytes(est.total_bytes, unit)}, "
            f"peak allocated {format_bytes(est.peak_allocated_bytes, unit)}. Generated {stamp}."
@@ -138,8 +138,11 @@ def to_pdf(result, values: Mapping[str, Any], link: str, unit: str = "GB", gpu=N
         fit = next(iter(est.fits_on([gpu.id])), None)
         if fit is not None:
             r.font(9, True)
-            r.para(f"{fit.name}: {fit.verdict} - {fit.utilization:.0%} of {format_bytes(fit.capacity_bytes, unit)}, "
-                   f"headroom {format_bytes(fit.headroom_bytes, unit)}", 5, max_lines=1)
+            r.para(f"{fit.name}: {fit.verdict} - {fit.utilization:.0%} of {format_bytes(fit.capacity_bytes, unit)} "
+                   f"PyTorch can allocate, headroom {format_bytes(fit.headroom_bytes, unit)}", 5, max_lines=1)
+            r.font(7)
+            r.para(f"Device total {format_bytes(gpu.memory_bytes, unit)} (as the device reports it); every verdict and the chart's "
+                   "line use what PyTorch can allocate.", 4, max_lines=1)
     pdf.ln(1)
 
     # Chart: vectors, the page chart's data

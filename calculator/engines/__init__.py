@@ -129,7 +129,9 @@ def fit_cards(m, w, shards, gpus, needed=None, only: frozenset | None = None) ->
             verdict, note = "tight", f"{sv.max_concurrent_seqs:.1f} of {w.micro_batch} sequences at once"
         else:
             verdict, note = "fits", f"{sv.max_concurrent_seqs:.1f} sequences of {sv.tokens_per_seq:,} tokens"
-        fit = Fit(g.id, g.name, g.memory_bytes, used, g.memory_bytes - used, used / g.memory_bytes, verdict,
+        cap = getattr(g, "usable_bytes", g.memory_bytes)  # the card's figures against what PyTorch can allocate,
+        # as the training cards (calculator.core.fit.fits_for); the verdict is the engine's own (it starts or not)
+        fit = Fit(g.id, g.name, cap, used, cap - used, used / cap, verdict,
                   w.parallel.world_size if sv.starts else None, note)
         out.append(planned_fit(fit, *needed(g)) if needed is not None else fit)
     return tuple(out)

@@ -124,7 +124,7 @@ def fits_on(est, w: Workload, gpu) -> bool | None:
     if _serving(w):
         sv = est.serving
         return sv.starts and sv.max_concurrent_seqs >= w.micro_batch
-    capacity = gpu.memory_bytes if w.mode == "rl" else gpu.usable_bytes
+    capacity = gpu.usable_bytes
     return est.total_bytes <= SAFE_FRACTION * capacity
 
 
@@ -245,6 +245,6 @@ def advise(m, w: Workload, *, timing=None, url_of: Callable[[Workload], str] | N
     ranked = [r for r in ranked if r.saved_bytes > 0]
     capacity = None
     if gpu is not None:
-        capacity = gpu.memory_bytes if w.mode == "rl" else gpu.usable_bytes
+        capacity = gpu.usable_bytes
     return Advice(current, w.gpu, capacity, int(SAFE_FRACTION * capacity) if capacity else None,
                   "kv_shortfall_bytes" if _serving(w) else "total_bytes", tuple(ranked), combine(ev, current))

@@ -106,7 +106,7 @@ def sweep(m, w: Workload, axis: str, values: list[int] | None = None) -> Sweep:
     if w.gpu:
         from calculator.model.presets import get_gpu
         g = get_gpu(w.gpu)
-        capacity = g.memory_bytes if w.mode == "rl" else g.usable_bytes
+        capacity = g.usable_bytes
     points = []
     for x in values:
         try:

@@ -240,7 +240,7 @@ def estimate_rl(m: ModelSpec, w, estimate_fn, gpu, with_fits: bool = True):
 
 def _fit_cards(m: ModelSpec, w, estimate_fn, only: frozenset | None = None) -> tuple:
     """Per GPU of the catalogue: the whole step again on that GPU (the engine's pool follows its memory), then
-    the 80% safe band on the peak phase."""
+    the 80% safe band on the peak phase, against what PyTorch can allocate (GPU.usable_bytes)."""
     from calculator.core.fit import verdict
     from calculator.model.presets import list_gpus
     from calculator.core.result import Fit
@@ -249,8 +249,7 @@ def _fit_cards(m: ModelSpec, w, estimate_fn, only: frozenset | None = None) -> t
         if only is not None and g.id not in only:
             continue
         est = estimate_rl(m, w.model_copy(update={"gpu": g.id}), estimate_fn, g, with_fits=False)
-        used = est.total_bytes
-        out.append(Fit(g.id, g.name, g.memory_bytes, used, g.memory_bytes - used, used / g.memory_bytes,
-                       verdict(used, g.memory_bytes), w.parallel.world_size if used <= g.memory_bytes else None,
-                       f"peak in the {est.rl.peak_phase} phase"))
+        used, cap = est.total_bytes, g.usable_bytes  # what PyTorch can allocate, as the training cards
+        out.append(Fit(g.id, g.name, cap, used, cap - used, used / cap, verdict(used, cap),
+                       w.parallel.world_size if used <= cap else None, f"peak in the {est.rl.peak_phase} phase"))
     return tuple(out)

@@ -85,7 +85,8 @@ def serving_panel(sv, unit: str) -> None:
     row.metric("Largest max_model_len that starts", f"{sv.max_model_len:,}")
     import pandas as pd
     rows = [("Memory fraction", f"{sv.memory_fraction:g}", sv.memory_fraction_rule),
-            ("Budget", _gb(sv.budget_bytes, unit), "fraction × device total (SGLang: × free memory before loading)"),
+            ("Budget", _gb(sv.budget_bytes, unit), "fraction × the total CUDA reports, what PyTorch can allocate "
+                                                   "(SGLang: × the free memory before loading)"),
             ("Weights", _gb(sv.weights_bytes, unit), "as the engine loads them, with the RoPE cache"),
             ("Activation peak", _gb(sv.activation_peak_bytes, unit),
              f"max_num_batched_tokens {sv.max_num_batched_tokens:,}, max_num_seqs {sv.max_num_seqs:,}"),

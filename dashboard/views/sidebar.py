@@ -212,9 +212,18 @@ def draw(values: dict, problems, result, hub, hub_notes, model_box) -> None:
 
         st.header("GPU")
         gpu = gpu_of(values["gpu"])
-        field("gpu", problems, caption=f"{gpu.name}: {format_bytes(gpu.memory_bytes, values['unit'])}"
-              if gpu else None)
+        field("gpu", problems, caption=gpu_caption(gpu, values["unit"]) if gpu else None)
         timing_view.sidebar(values, problems)
+
+
+def gpu_caption(gpu, unit: str) -> str:
+    """The device total, once, and the capacity every verdict on the page uses (what PyTorch can allocate)."""
+    from calculator.core.units import format_bytes
+    if gpu.pytorch_capacity_bytes:
+        return (f"{gpu.nominal_label} device, {format_bytes(gpu.memory_bytes, unit)} reported total: "
+                f"**{format_bytes(gpu.usable_bytes, unit)} allocatable by PyTorch**, the capacity every verdict uses")
+    return (f"{gpu.nominal_label} device: **{format_bytes(gpu.memory_bytes, unit)} reported total**, the capacity "
+            "every verdict uses (no measured figure of what PyTorch can allocate on it)")
 
 
 def pairs(keys, problems, disabled: bool | dict = False, width: int = PAIR_WIDTH) -> None:
