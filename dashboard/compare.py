@@ -235,10 +235,10 @@ def table(scs: Sequence[Scenario], unit: str = "GB") -> list[dict]:
 
 def time_table(scs: Sequence[Scenario]) -> list[dict]:
     """The time estimate of each scenario (calculator.timing.step_time, the page's price and link inputs of each link):
-    step or generate() time, tokens/s, MFU and cost per million tokens; a blank cell where there is none."""
+    step or inference batch time, tokens/s, MFU and cost per million tokens; a blank cell where there is none."""
     from dashboard.views.timing import format_seconds, time_of
     times = [time_of(s.result, s.values)[0] for s in scs]
-    lines = [("Step / generate() time", lambda t: format_seconds(t.step_time_s)),
+    lines = [("Step / inference batch time", lambda t: format_seconds(t.step_time_s)),
              ("Tokens/s (all GPUs)", lambda t: f"{t.tokens_per_s:,.0f}"),
              ("MFU", lambda t: f"{t.mfu:.1%}"),
              ("Cost per million tokens", lambda t: "" if t.cost_per_million_tokens is None

@@ -134,8 +134,12 @@ def estimate_inference_time(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu
     flops = both[T.HW_FLOPS]
     world = p.world_size
     mfu = flops / (r.peak_flops * p.pp * total) if total else 0.0
-    notes = ("time per output token at the mean cache length; the decode step overhead is HF generate()'s "
-             "per-token cost beyond its kernels",)
+    notes = (("time per output token at the mean cache length; the decode step overhead is HF generate()'s "
+              "per-token cost beyond its kernels",) if w.engine == "hf" else
+             ("time per output token at the mean cache length; the batch is priced as one prefill and its decode "
+              "steps, each with the host overhead per step measured on transformers' eager loop: "
+              f"{ENGINE_NAMES.get(w.engine, w.engine)}'s scheduler (continuous batching, chunked prefill, CUDA "
+              "graphs) is not modelled",))
     comm_s = t_comm_pre + steps * t_comm_dec
     comm = comm_parts(comm_pre, comm_dec, steps)
     bottleneck = INFERENCE_BOTTLENECKS[int(np.argmax(inference_parts(both, total, comm)))]
@@ -145,6 +149,7 @@ def estimate_inference_time(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu
                         tpot_s=tpot, roofline=tuple(rows), notes=notes, bottleneck=bottleneck)
 
 
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 INFERENCE_BOTTLENECKS = ("compute", "memory", "host", "TP comm", "EP comm", "PP comm")
 
 

@@ -10,6 +10,7 @@ import streamlit as st
 from dashboard.inputs.widgets import field
 
 TIME_KEYS = ("price", "mme", "nvl", "ib")
+ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def sidebar(values: Mapping[str, Any], problems) -> None:
@@ -62,7 +63,13 @@ def panel(result, values: Mapping[str, Any]) -> None:
         row.metric("Step time", format_seconds(t.step_time_s), help=f"One optimizer step of {t.tokens_per_step:,} tokens "
                    f"over {t.world_size} GPUs (pipeline bubble {t.bubble_fraction:.0%})")
     else:
-        row.metric("generate() call", format_seconds(t.step_time_s), help="Prefill and every decode step")
+        engine = result.workload.engine
+        if engine == "hf":
+            row.metric("generate() call", format_seconds(t.step_time_s), help="Prefill and every decode step")
+        else:  # vLLM / SGLang: no generate() call; the batch priced as one prefill and its decode steps
+            row.metric("Batch time", format_seconds(t.step_time_s), help="The batch's prefill and every decode "
+                       f"step, run as one; {ENGINES.get(engine, engine)}'s scheduler (continuous batching, chunked "
+                       "prefill) is not modelled")
         if t.ttft_s is not None:
             row.metric("Time to first token", format_seconds(t.ttft_s))
         if t.tpot_s is not None:

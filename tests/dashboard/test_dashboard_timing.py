@@ -58,3 +58,22 @@ def test_a_price_out_of_range_is_refused_under_its_field():
 def test_rl_mode_says_why_it_has_no_time_estimate():
     at = run({"mode": "rl", "gpu": "h100-sxm", "tp": "4", "v": "1"})
     assert any("No time estimate" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_serving_engines_time_says_no_generate_call(engine):
+    """Issue 24: under vLLM / SGLang there is no generate() call: the time section names a batch time, and neither
+    it, its help nor the time model's notes say "generate()"."""
+    query = {"mode": "infer", "eng": engine, "seq": "2048", "gen": "256", "gpu": "h100-sxm", "v": "1"}
+    at = run(query)
+    w = Workload(mode="infer", engine=engine, seq_len=2048, gen_tokens=256, gpu="h100-sxm")
+    t = estimate_time(LLAMA, w, TimingInputs())
+    labels = [m.label for m in at.metric]
+    assert "Batch time" in labels and "generate() call" not in labels
+    assert metrics(at)["Batch time"] == format_seconds(t.step_time_s)
+    time_metrics = [m for m in at.metric if m.label in ("Batch time", "Time to first token", "Tokens/s", "MFU")]
+    assert not any("generate()" in (m.help or "") for m in time_metrics)
+    assert t.notes and not any("generate()" in n for n in t.notes)
+    assert any("scheduler" in n and "not modelled" in n for n in t.notes)
+    hf = estimate_time(LLAMA, w.model_copy(update={"engine": "hf"}), TimingInputs())
+    assert any("generate()" in n for n in hf.notes)  # transformers: it is a generate() call
