@@ -47,9 +47,9 @@ def rl_panel(result, unit: str, values: Mapping[str, Any] | None = None) -> None
     row.metric("Fraction that holds the rollout", f"{rl.fraction_for_demand:.3f}",
                help="The engine memory fraction whose pool holds every sequence at once")
     table = {ph.name: buckets(ph.terms) for ph in rl.phases}
-    frame = pd.DataFrame({f"{ph.name} ({ph.where})": [table[ph.name][b] / _unit(unit) for b in BUCKETS]
+    frame = pd.DataFrame({phase_column(ph, unit): [table[ph.name][b] / _unit(unit) for b in BUCKETS]
                           + [ph.total_bytes / _unit(unit)] for ph in rl.phases},
-                         index=list(BUCKETS) + ["Total"])
+                         index=pd.Index(list(BUCKETS) + ["Total"], name=f"Per GPU ({unit})"))
     st.dataframe(frame.round(2), width="stretch", height="content", key="rl_phases")
     seed = matching_seed(values)
     if seed is not None:
@@ -58,9 +58,17 @@ def rl_panel(result, unit: str, values: Mapping[str, Any] | None = None) -> None
         st.markdown("\n".join(f"- {n}" for n in rl.notes))
 
 
+def phase_column(ph, unit: str) -> str:
+    """A phase's column header, with its unit: `rollout (every GPU), GB`."""
+    return f"{ph.name} ({ph.where}), {unit}"
+
+
 def _unit(unit: str) -> int:
     from calculator.core.units import UNIT_BYTES
     return UNIT_BYTES[unit]
+
+
+SEED_COLUMNS = ("Published (GB)", "Ours, peak phase (GB)", "Ours, nothing offloaded (GB)")
 
 
 def seed_beside_ours(result, seed: tuple[str, dict]) -> None:
@@ -76,9 +84,9 @@ def seed_beside_ours(result, seed: tuple[str, dict]) -> None:
     all_on = w.model_copy(update={"rl": w.rl.model_copy(update={"offload_train": False, "engine_sleep": False})})
     every = estimate(result.model, all_on, with_fits=False)
     peak, every_b = buckets(est.terms), buckets(every.terms)
-    rows = [{"Component": b, "Published": table[b], "Ours (peak phase)": peak[b] / 1e9,
-             "Ours (nothing offloaded)": every_b[b] / 1e9} for b in BUCKETS]
-    rows.append({"Component": "Total", "Published": table["Total"], "Ours (peak phase)": est.total_bytes / 1e9,
-                 "Ours (nothing offloaded)": every.total_bytes / 1e9})
+    rows = [{"Component": b, SEED_COLUMNS[0]: table[b], SEED_COLUMNS[1]: peak[b] / 1e9,
+             SEED_COLUMNS[2]: every_b[b] / 1e9} for b in BUCKETS]
+    rows.append({"Component": "Total", SEED_COLUMNS[0]: table["Total"], SEED_COLUMNS[1]: est.total_bytes / 1e9,
+                 SEED_COLUMNS[2]: every.total_bytes / 1e9})
     st.dataframe(pd.DataFrame(rows).round(1), hide_index=True, width="stretch", height="content",
                  key="seed_table")

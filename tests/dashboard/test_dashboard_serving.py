@@ -64,12 +64,17 @@ def test_rl_scenario_is_one_click_and_shows_the_seed_table_beside_ours():
     m = metrics(at)
     assert m["Total per GPU"] == format_bytes(est.total_bytes, "GB")
     assert m["Rollout KV demand per GPU"] == format_bytes(est.rl.kv_demand_bytes, "GB")
-    seed = next(d.value for d in at.dataframe if "Published" in d.value.columns)
-    rows = dict(zip(seed["Component"], seed["Published"]))
+    seed = next(d.value for d in at.dataframe if "Published (GB)" in d.value.columns)
+    rows = dict(zip(seed["Component"], seed["Published (GB)"]))
     assert rows["KV cache"] == 24.5 and rows["Total"] == 80.0
-    ours = dict(zip(seed["Component"], seed["Ours (peak phase)"]))
+    ours = dict(zip(seed["Component"], seed["Ours, peak phase (GB)"]))
     assert ours["Total"] == round(est.total_bytes / 1e9, 1)
     assert at.query_params["mode"] == "rl" and at.query_params["rltp"] == "2" and at.query_params["rlf"] == "0.7"
+    # every column of the phase table and of the seed's table says its unit (issue 24)
+    phases = next(d.value for d in at.dataframe if any("rollout" in str(c) for c in d.value.columns))
+    assert phases.index.name == "Per GPU (GB)"
+    assert all(str(c).endswith(", GB") for c in phases.columns), list(phases.columns)
+    assert all("(GB)" in c for c in seed.columns if c != "Component")
 
 
 def test_about_page_lists_serving_engines_and_rl_as_modelled():
