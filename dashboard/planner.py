@@ -276,6 +276,17 @@ def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str, 
              "Open": calculator_url(root, layout_values(values, p))} for i, p in enumerate(plans)]
 
 
+BAR_COLORS = {"fits": "green", "tight": "orange", "does not fit": "red"}
+
+
+def capacity_bar_color(plans: Iterable) -> str:
+    """The "Of capacity" bars' colour: the verdict of the fullest layout shown (green within the 80% safe band,
+    orange up to the capacity, red over it), not Streamlit's primary red for every layout."""
+    from calculator.core.fit import verdict
+    worst = max((p.utilization for p in plans), default=0.0)
+    return BAR_COLORS[verdict(worst, 1.0)]
+
+
 def _seconds(s: float | None) -> str:
     if s is None:
         return "—"

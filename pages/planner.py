@@ -129,7 +129,9 @@ else:
     rows = planner.plan_rows(page_plans, values, unit, root, first)
     st.dataframe(rows, hide_index=True, width="stretch", height="content", key="plans", column_config={
         "Of capacity": st.column_config.ProgressColumn("Of capacity", format="percent", min_value=0.0,
-                                                       max_value=1.0),
+                                                       max_value=1.0, color=planner.capacity_bar_color(page_plans),
+                                                       help="Share of what PyTorch can allocate; green: within "
+                                                            "the 80% safe band"),
         "MFU": st.column_config.NumberColumn("MFU", format="percent",
                                              help="Model FLOPs (no recompute) / the GPUs' dense peak × step time"),
         "$/M tokens": st.column_config.NumberColumn("$/M tokens", format="$%.3f",

@@ -333,3 +333,20 @@ def test_training_fit_card_names_the_planners_layout_with_a_link_that_fits():
     assert not opened.exception
     there = fit_cards(opened)["h100-sxm"]["text"]
     assert "fits" in there and "does not fit" not in there
+
+
+def test_capacity_bars_are_green_for_layouts_that_fit():
+    """Issue 24: the "Of capacity" bars were Streamlit's primary red for every layout, even those that fit; they take
+    the verdict's colour of the fullest layout shown (every layout listed fits the 80% band: green)."""
+    import json
+    at = open_planner({"model": "qwen2.5-7b", "seq": "8192", "pgpus": "8"})
+    config = json.loads(at.dataframe[0].proto.columns)["Of capacity"]["type_config"]
+    assert all(0 < r["Of capacity"] <= 0.8 for r in table(at))
+    assert config["color"] == "green"
+
+    class P:  # a layout's share of capacity
+        def __init__(self, u):
+            self.utilization = u
+    assert planner.capacity_bar_color([P(0.5), P(0.8)]) == "green"
+    assert planner.capacity_bar_color([P(0.5), P(0.9)]) == "orange"
+    assert planner.capacity_bar_color([P(1.2)]) == "red"
