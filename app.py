@@ -172,7 +172,9 @@ def calculator() -> None:
     # ---- share and export -----------------------------------------------------------------------------------
     st.subheader("Share and export", divider="gray")
     link = _link(drawn)
-    st.text(link)  # plain text: st.code would load a 1.5 MB syntax highlighter for one line
+    # the link and a copy button (st.code's would load a 1.5 MB syntax highlighter for one line); its script holds
+    # no data: it copies the escaped text beside it
+    st.html(result_view.html_blocks.share_link(link), unsafe_allow_javascript=True)
     from dashboard import exports
     from dashboard.charts import png_filename
     from dashboard.pdf_report import pdf_report

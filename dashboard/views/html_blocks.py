@@ -90,3 +90,31 @@ def table(rows: list[Mapping[str, object]], right: Iterable[str] = (), total_las
         body.append("<tr>" + "".join(td(c, r[c], extra=extra) for c in cols) + "</tr>")
     return (f'<table class="breakdown" style="width:100%;border-collapse:collapse;font-size:.9rem">'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+# The share link's copy button: the page's own script, with no data in it (the link is read from the element
+# beside it, where it is escaped text). navigator.clipboard needs a secure context (https, localhost); elsewhere the
+# link is selected and copied with execCommand, or left selected for Ctrl+C.
+_COPY_JS = """<script>(() => document.querySelectorAll('.share-link:not([data-bound])').forEach((box) => {
+  box.dataset.bound = '1';
+  const b = box.querySelector('button'), t = box.querySelector('code');
+  b.addEventListener('click', async () => {
+    let ok = false;
+    try { await navigator.clipboard.writeText(t.textContent); ok = true; } catch (e) {
+      const r = document.createRange(); r.selectNodeContents(t);
+      const s = window.getSelection(); s.removeAllRanges(); s.addRange(r);
+      try { ok = document.execCommand('copy'); } catch (e2) { ok = false; }
+    }
+    b.textContent = ok ? 'Copied' : 'Press Ctrl+C';
+    setTimeout(() => { b.textContent = 'Copy link'; }, 2000);
+  });
+}))();</script>"""
+
+
+def share_link(link: str) -> str:
+    """The view's link as text, with a button that copies it (st.html with its script: a few hundred bytes, where
+    st.code's copy button would load a 1.5 MB syntax highlighter)."""
+    return (f'<div class="share-link" style="display:flex;gap:.5rem;align-items:flex-start">'
+            f'<button type="button" style="{_SMALL}border:{BORDER};border-radius:.4rem;padding:.15rem .6rem;'
+            f'background:transparent;color:inherit;cursor:pointer;white-space:nowrap">Copy link</button>'
+            f'<code style="{_SMALL}word-break:break-all;flex:1">{text(link)}</code></div>' + _COPY_JS)

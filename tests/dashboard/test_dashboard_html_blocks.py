@@ -6,6 +6,7 @@ from __future__ import annotations
 from calculator import estimate
 from calculator.model.presets import load_model
 from calculator.core.workload import Workload
+from dashboard.views import html_blocks
 from dashboard.views.html_blocks import fit_card, fit_cards, table
 from tests.html_read import read, table_rows
 
@@ -59,3 +60,12 @@ def test_a_card_states_its_reason_in_words_without_a_glyph():
     assert len(lines) == 4 and lines[3] == f.note
     assert "ⓘ" not in html
     assert len(read(fit_card(FITS[0]._replace(note=""), "GB")).cards[f.gpu]["text"].split("\n")) == 3
+
+
+def test_share_link_escapes_the_link_and_its_script_holds_no_data():
+    link = 'http://h/?model=x&cfg=%3Cscript%3E"</code><script>alert(1)</script>'
+    out = html_blocks.share_link(link)
+    body, script = out.split("<script>", 1)
+    assert "<script" not in body and "&lt;/code&gt;&lt;script&gt;" in body and "&amp;cfg=" in body
+    assert "http://h" not in script and "model=" not in script  # the copied text is read from the element
+    assert out.count("<script>") == 1 and 'class="share-link"' in body and ">Copy link</button>" in body
