@@ -31,14 +31,49 @@ def breakdown_rows(est, unit: str = "GB") -> list[dict]:
     return rows
 
 
+def applies(key: str, values: Mapping[str, Any]) -> bool:
+    """Whether an input has a say in this view: the architecture fields only for a custom model, config.json only
+    for a pasted config, the totals only for a generic model, serving-engine inputs only for inference (those of
+    vLLM / SGLang only under them), RL inputs only in RL, adapters only when fine-tuning with them, the optimizer
+    only when training."""
+    from dashboard.inputs.state import BY_KEY
+    p = BY_KEY.get(key)
+    model, mode, ft = values.get("model"), values.get("mode"), values.get("ft")
+    group = p.group if p is not None else ""
+    if group == "arch":
+        return model == "custom"
+    if group == "config":
+        return model == "config"
+    if group == "generic":
+        return model == "generic"
+    if key == "hf":
+        return bool(values.get("hf"))
+    if group == "serving":
+        return mode == "infer" and (key == "eng" or values.get("eng") != "hf")
+    if group == "rl":
+        return mode == "rl"
+    if key in ("ft", "opt", "oimpl"):
+        return mode != "infer"
+    if key in ("lr", "lt", "lad"):
+        return mode != "infer" and ft in ("lora", "qlora")
+    if key in ("kbit", "qkin"):
+        return mode != "infer" and ft == "qlora"
+    return True
+
+
+def applicable_inputs(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs of `values` that apply to this view (see `applies`), in their order."""
+    return {k: v for k, v in values.items() if applies(k, values)}
+
+
 def to_csv(est, values: Mapping[str, Any], link: str = "", unit: str = "GB") -> str:
-    """CSV: the inputs (section=input), every term of every stage (section=term), the totals and the chosen GPU's
-    verdict (section=fit)."""
+    """CSV: the inputs that apply to this view (section=input; the link and the JSON export carry every input), every
+    term of every stage (section=term), the totals and the chosen GPU's verdict (section=fit)."""
     from calculator.core.units import format_bytes
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
-    for key, value in values.items():
+    for key, value in applicable_inputs(values).items():
         w.writerow({"section": "input", "item": key, "value": _jsonable(value)})
     if link:
         w.writerow({"section": "input", "item": "link", "value": link})
