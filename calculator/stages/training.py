@@ -337,8 +337,8 @@ def _gradients_born_in_backward(t: TermList, w, shard: StageShard, held: _Held, 
 
 
 _NOTES = {
-    "norms": "HF RMSNorm keeps an fp32 copy of its input (4 B/elem) plus the normalised input: ~12·s·b·h per layer "
-             "in bf16, not the textbook 4",
+    "norms": "each norm keeps its saved copies (fp32 where the model computes in fp32), and the two pre-norm "
+             "outputs are saved as the inputs of q/k/v and of the MLP (the formula's A_norms)",
     "flash": "FlashAttention: q, k, v unexpanded (GQA), output, fp32 logsumexp — no s² term",
     "eager": "eager: expanded k/v and the a·b·s² scores in fp32 + model dtype",
     "sdpa": "SDPA: FlashAttention's tensors without a mask; a masked layer adds its bias and repeated k/v (below)",
@@ -362,11 +362,27 @@ def _born_text(grads: int, peak) -> str:
     return f"{grads:,} B in all, born in backward; peak at the {peak.position} ({where})"
 
 
+def _norms_note(m: ModelSpec, w) -> str:
+    """The norms' note, its coefficient the one calculator.memory.activations uses: per HF RMSNorm (4 + e)·T·h + 4·T,
+    two per layer, plus the two pre-norm outputs e·T·h each (e: bytes per activation element)."""
+    plain = (m.gemma_next is None and m.variant is None and not m.zero_centered_norm and m.norm_type == "rmsnorm"
+             and m.family not in ("gemma", "gpt_oss") and m.norms_per_layer == 2 and not m.parallel_residual
+             and w.finetune == "full" and w.precision.params == w.precision.activations)  # no adapters, no autocast
+    if not plain:
+        return _NOTES["norms"]
+    from calculator.core.dtypes import nbytes
+    e = nbytes(1, w.precision.activations)
+    return (f"HF RMSNorm keeps an fp32 copy of its input (4 B/elem) and the normalised input ({e} B), and the two "
+            f"pre-norm outputs are saved as the inputs of q/k/v and of the MLP: 2·(4 + {e}) + 2·{e} = "
+            f"{2 * (4 + e) + 2 * e}·s·b·h per layer ({w.precision.activations}; h/TP under sequence parallel), not "
+            "the textbook 4")
+
+
 def _exact_note(key: str, m: ModelSpec, w) -> str:
     if w.impl != "hf" and key in ("norms", "mlp") and not m.is_moe:
         return impls.FUSED_NOTES[key]
     if key == "norms":
-        return _NOTES["norms"]
+        return _norms_note(m, w)
     if key == "attention":
         return _NOTES["selective" if w.recompute == "selective" else w.attention]
     if w.finetune != "full" and lora_moe.experts_adapted(m, w.lora_targets):  # PEFT all-linear reaches the experts
