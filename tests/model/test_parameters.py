@@ -31,6 +31,10 @@ def hf_text_config(raw: dict) -> dict:
             cfg.setdefault("tie_word_embeddings", raw["tie_word_embeddings"])
     for key in ("_name_or_path", "quantization_config", "auto_map"):
         cfg.pop(key, None)
+    # Kimi-K2's config.json says model_type "kimi_k2" (a remote-code type transformers 5.23 does not register) and
+    # architectures DeepseekV3ForCausalLM: its blocks are DeepSeek-V3's
+    if cfg.get("model_type") == "kimi_k2":
+        cfg["model_type"] = "deepseek_v3"
     # Llama-4's Hub config says "attn_temperature_tuning": 4 (written when transformers declared the field an int);
     # transformers now declares it a bool and its strict config validation rejects the int.
     if "attn_temperature_tuning" in cfg:
@@ -98,7 +102,7 @@ def test_routed_experts_match_transformers(preset_id):
     spec = load_model(preset_id).spec
     ours = count_parameters(spec)
     layers = decoder_layers(hf_model(preset_id), spec.num_hidden_layers)
-    theirs = [sum(numel(m) for name, m in layer.named_modules() if name.endswith(".experts")) for layer in layers]
+    theirs = [sum(numel(m) for name, m in layer.named_modules() if (name == "experts" or name.endswith(".experts"))) for layer in layers]
     assert [l.routed_experts for l in ours.layers] == theirs
 
 
