@@ -249,7 +249,7 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
 def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     """Saved activations of one kind of decoder layer (a LayerKind), exact model, no recompute (or selective)."""
     if m.gemma_next is not None:  # hook: Gemma 3n / 4 layers, layer by layer (architectures/gemma_next_saved.py)
-        return LayerActivations(*architectures.gemma_next_saved.layer_saved(m, w, d, kind))
+        return LayerActivations(*architectures.gemma_next_lora.layer_saved(m, w, d, kind))  # LoRA: gemma_next_lora
     e, T = d.e, d.T
     moe = kind.ffn == "moe"
     # Norms: each keeps its upcast copies; pre-norm outputs are the saved inputs of the next linear.
@@ -352,11 +352,11 @@ def fujii_layer(m: ModelSpec, w: Workload, moe: bool) -> int:
 
 # ---- outside the layers ---------------------------------------------------------------------------------------
 
-def embedding_saved(m: ModelSpec, d: Dims, output_requires_grad: bool) -> int:
+def embedding_saved(m: ModelSpec, d: Dims, output_requires_grad: bool, w: Workload | None = None) -> int:
     """The embedding backward reads the input ids (the batch itself, not counted); GPT-2 keeps an embedding-dropout
     mask (1 B × T·h) when the embedding output requires grad (not under LoRA without input grads)."""
     if m.gemma_next is not None:  # hook: Gemma 3n / 4's per-layer inputs and AltUp projections (gemma_next_saved)
-        return architectures.gemma_next_saved.embedding_side_saved(m, d)
+        return architectures.gemma_next_lora.embedding_saved(m, d, output_requires_grad, w)
     return d.T * d.h_sp if output_requires_grad and m.dropout > 0 else 0
 
 

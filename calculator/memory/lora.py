@@ -117,7 +117,10 @@ def adapted_linears(m: ModelSpec, targets: str, moe_layer: bool, mixer: str = "a
 
 
 def layer_adapted_linears(m: ModelSpec, targets: str, i: int) -> list[tuple[str, int, int]]:
-    """adapted_linears of decoder layer i, by its kind (ModelSpec.layer_kind)."""
+    """adapted_linears of decoder layer i, by its kind (ModelSpec.layer_kind); a Gemma 3n / 4 layer by its own
+    (architectures/gemma_next_lora.py: per-layer dims, AltUp, LAuReL, PLE, the MoE router)."""
+    if m.gemma_next is not None:  # hook: each layer its own kind
+        return architectures.gemma_next_lora.adapted_linears(m, targets, m.layer_kind(i).slot)
     kind = m.layer_kind(i)
     return adapted_linears(m, targets, kind.ffn == "moe", kind.mixer, kind.ffn)
 
@@ -141,8 +144,24 @@ def _experts(m: ModelSpec, targets: str, moe_layer: bool, ffn: str | None) -> bo
     return (ffn or ("moe" if moe_layer else "dense")) == "moe" and lora_moe.experts_adapted(m, targets)
 
 
+def layer_adapter_params(m: ModelSpec, rank: int, targets: str, i: int) -> int:
+    """Trainable parameters of decoder layer i's adapters, by its kind."""
+    return layers_adapter_params(m, rank, targets, range(i, i + 1))[0]
+
+
+def outer_adapter_params(m: ModelSpec, rank: int, targets: str) -> tuple[int, int]:
+    """(trainable parameters, tensors) of adapters outside the decoder layers: Gemma 3n / 4 under all-linear
+    (per_layer_model_projection, AltUp's projections: architectures/gemma_next_lora.outer_linears); none otherwise."""
+    if m.gemma_next is None:
+        return 0, 0
+    lins = architectures.gemma_next_lora.outer_linears(m, targets)
+    return sum(rank * (i + o) for _, i, o in lins), 2 * len(lins)
+
+
 def layer_adapter_tensors(m: ModelSpec, rank: int, targets: str, i: int) -> list[int]:
     """Elements of decoder layer i's adapter tensors, A then B per adapted linear, then the experts' (ParamWrapper)."""
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4
+        return [n for _, a, o in layer_adapted_linears(m, targets, i) for n in (rank * a, rank * o)]
     kind = m.layer_kind(i)
     out = [n for _, a, o in layer_adapted_linears(m, targets, i) for n in (rank * a, rank * o)]
     return out + (lora_moe.expert_adapter_tensors(m, rank) if _experts(m, targets, False, kind.ffn) else [])
@@ -150,6 +169,9 @@ def layer_adapter_tensors(m: ModelSpec, rank: int, targets: str, i: int) -> list
 
 def layers_adapter_params(m: ModelSpec, rank: int, targets: str, layers) -> tuple[int, int]:
     """(trainable parameters, parameter tensors) of the adapters of decoder layers `layers`, each by its kind."""
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4, layer by layer
+        lins = [lin for i in layers for lin in layer_adapted_linears(m, targets, i)]
+        return sum(rank * (i + o) for _, i, o in lins), 2 * len(lins)
     counts: dict = {}
     for i in layers:
         kind = m.layer_kind(i)
@@ -176,6 +198,8 @@ def first_layer_without_input_grad(m: ModelSpec, T: int, h: int) -> int:
     norm + 4·h, their fp32 (1 + w); LayerNorm its 8·T statistics)."""
     if m.norm_type == "layernorm":
         return 8 * T
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4's norm keeps 8 B per row (architectures/gemma_next_lora.py)
+        return architectures.gemma_next_lora.first_norm_unsaved(T, h)
     return 4 * T * h + 4 * T + (4 * h if m.family == "gemma" or m.zero_centered_norm else 0)
 
 

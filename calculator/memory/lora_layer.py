@@ -170,6 +170,9 @@ def first_adapted_extra(m: ModelSpec, w, d, kind: LayerKind) -> int:
     attention q is not saved (e·T·qd); a kind beside the attention (Falcon-H1's Mamba-2) without adapters of its own
     saves nothing at all. Measured on qwen3_5, lfm2, bamba, jamba, minimax, falcon_h1 (validation/trace/lora_hybrid.py).
     A kind whose own linears are only partly adapted (KDA under qv / attention) saves less still: not modelled."""
+    if m.gemma_next is not None:  # hook: Gemma 3n / 4 (architectures/gemma_next_lora.py)
+        return architectures.gemma_next_lora.first_layer_saved_less(m, w, d, kind) - lora.first_layer_without_input_grad(
+            m, d.T, d.h_sp)
     targets, e, T, tp = w.lora_targets, d.e, d.T, d.tp
     att, own = _split(m, targets, kind.mixer)
     names = _names(att)

@@ -91,6 +91,9 @@ def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[
     layers = range(shard.first_layer, shard.last_layer)
     lora.check_targets(m, w.lora_targets)  # what PEFT refuses (all-linear on its Mamba types, no target found)
     n_layers, tensors = lora.layers_adapter_params(m, w.lora_rank, w.lora_targets, layers)
+    if shard.has_embedding:  # adapters outside the layers (Gemma 3n / 4 all-linear), with the embedding's stage
+        n_outer, t_outer = lora.outer_adapter_params(m, w.lora_rank, w.lora_targets)
+        n_layers, tensors = n_layers + n_outer, tensors + t_outer
     n_t = -(-n_layers // p.tp)
     zero3 = p.zero >= 3 and p.shard_group > 1
     g = p.shard_group if zero3 else 1

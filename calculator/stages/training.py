@@ -175,7 +175,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                     t.add(term_key, "activations", label, total, formula, subst, sources[i], _exact_note(key, m, w))
         input_grads = not lora_ft or w.recompute in ("full", "op")  # HF enables input grads for checkpointing
         if shard.has_embedding:
-            emb = act.embedding_saved(m, d, input_grads)
+            emb = act.embedding_saved(m, d, input_grads, w)
             if emb:
                 t.add("activations.embedding", "activations", "Embedding dropout mask", int(flight * emb),
                       "m_inflight × T·h × 1 B", ("{:g} × {:,} B", flight, emb), "hf-llama")

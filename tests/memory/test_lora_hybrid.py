@@ -1,4 +1,6 @@
-"""calculator/memory/lora.py, lora_layer.py, lora_moe.py and the kinds' `frozen_saved` on hybrid and MoE layers, held
+"""calculator/memory/lora.py, lora_layer.py, lora_moe.py, the kinds' `frozen_saved` on hybrid and MoE layers and
+calculator/model/architectures/gemma_next_lora.py on Gemma 3n / Gemma 4 layers (AltUp, LAuReL, PLE, KV sharing, K = V,
+the MoE block beside the MLP), held
 to PEFT 0.21.2 on transformers 5.23 traced on the CPU (tests/golden_lora_hybrid/, written by
 validation/trace/lora_hybrid.py; protocol: validation/trace/lora_hybrid.py): per decoder layer, the
 adapters' trainable parameters exactly, and the bytes saved for backward relative to full fine-tuning exactly
@@ -87,9 +89,11 @@ def test_trainable_parameters_per_layer_are_peft_s(name, targets):
     case, m = doc["cases"][targets], doc["spec"]
     if "refused" in case:
         pytest.skip("PEFT refuses the case (test_peft_refusals)")
-    ours = [lora.adapter_params(m, doc["rank"], targets, m.layer_is_moe(i), m.layer_kind(i).mixer,
-                                m.layer_kind(i).ffn) for i in range(m.num_hidden_layers)]
+    ours = [lora.layer_adapter_params(m, doc["rank"], targets, i) for i in range(m.num_hidden_layers)]
     assert ours == case["trainable"]
+    if "trainable_total" in doc:  # every adapter of the model (Gemma 3n / 4 all-linear: some outside the layers)
+        outer = lora.outer_adapter_params(m, doc["rank"], targets)[0]
+        assert sum(ours) + outer == doc["trainable_total"][targets]
 
 
 @pytest.mark.parametrize("name,targets", CASES)
@@ -131,10 +135,29 @@ def test_peft_moe_types_are_the_installed_tables():
 def test_the_training_stage_sums_the_layers():
     """estimate()'s hybrid activation terms are Σ of the per-layer numbers above (layers before the first adapted one
     included at zero)."""
-    for name, targets in (("qwen3_5", "qv"), ("falcon_h1", "qv"), ("qwen3_next", "all-linear"), ("lfm2", "qv")):
+    for name, targets in (("qwen3_5", "qv"), ("falcon_h1", "qv"), ("qwen3_next", "all-linear"), ("lfm2", "qv"),
+                          ("gemma3n", "qv"), ("gemma3n", "all-linear"), ("gemma4", "attention"),
+                          ("gemma4_moe", "all-linear")):
         doc = DOCS[name]
         w = _workload(doc, targets)
         est = stages_estimate.estimate(doc["spec"], w, with_fits=False)
         layers = sum(t.bytes for t in est.terms if t.key in ("activations.norms", "activations.attention",
                                                               "activations.mlp"))
         assert layers == sum(engine_layers(doc, targets)), (name, targets)
+
+
+@pytest.mark.parametrize("name,targets", [(n, t) for n, doc in DOCS.items() if "outside" in doc
+                                          for t in ("full",) + TARGETS])
+def test_outside_the_layers_is_the_trace(name, targets):
+    """Gemma 3n / 4: everything saved outside the layers' own storages — the per-layer inputs, AltUp's projections
+    and magnitudes, the RoPE tables, the final norm, the loss (calculator.model.architectures.gemma_next_lora.
+    embedding_side_saved; frozen head lora.frozen_head_saved) — plus the batch's ids (8·T; the embedding's copy only
+    when its table trains) and the loss's int64 targets and count (8·T + 4), which the engine leaves out."""
+    from calculator.impls import hf
+    doc = DOCS[name]
+    m, w = doc["spec"], _workload(doc, targets)
+    d = act.dims(m, w)
+    full = targets == "full"
+    head = sum(x.bytes for x in hf.head(m, w, d).saved)
+    engine = act.embedding_saved(m, d, full, w) + act.rotary_saved(m, d) + head
+    assert engine + 8 * d.T * (2 if full else 1) + 4 == doc["outside"][targets]

@@ -39,6 +39,9 @@ TINY = dict(vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2)
 MAMBA2 = dict(mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=16, mamba_chunk_size=16)
 MLA = dict(kv_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16)
+GEMMA = dict(TINY, vocab_size_per_layer_input=128, hidden_size=64, hidden_size_per_layer_input=16, intermediate_size=96,
+             **ATTN, head_dim=16, sliding_window=8)
+GEMMA_TYPES = ["sliding_attention", "full_attention"] * 3
 
 # name -> (model_type, config fields). Each hybrid starts with a layer the qv / attention targets do not adapt when
 # its type allows it (rule: layers before the first adapted one save nothing).
@@ -83,6 +86,18 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "qwen3_moe": ("qwen3_moe", dict(TINY, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
                                     num_hidden_layers=2, **ATTN, head_dim=16, num_experts=4, num_experts_per_tok=2,
                                     decoder_sparse_step=1, mlp_only_layers=[0])),
+    # Gemma 3n: AltUp (4 streams), LAuReL, PLE, sparse gates on layers 0-1, layers 4-5 reuse the K/V stored by 2
+    # (sliding) and 3 (full); Gemma 4: PLE, KV sharing, double-wide MLPs on the reuse layers; Gemma 4 MoE: the MoE
+    # block beside the MLP, K = V on the full layers (calculator/model/architectures/gemma_next.py)
+    "gemma3n": ("gemma3n_text", dict(
+        GEMMA, num_hidden_layers=6, altup_num_inputs=4, laurel_rank=8, num_kv_shared_layers=2,
+        activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0, 0.0, 0.0], layer_types=GEMMA_TYPES)),
+    "gemma4": ("gemma4_text", dict(GEMMA, num_hidden_layers=6, global_head_dim=32, num_kv_shared_layers=2,
+                                   use_double_wide_mlp=True, layer_types=GEMMA_TYPES)),
+    "gemma4_moe": ("gemma4_text", dict(
+        GEMMA, num_hidden_layers=4, global_head_dim=32, hidden_size_per_layer_input=0, enable_moe_block=True,
+        num_experts=4, top_k_experts=2, moe_intermediate_size=32, attention_k_eq_v=True, num_global_key_value_heads=1,
+        layer_types=GEMMA_TYPES[:4])),
     "qwen2_moe": ("qwen2_moe", dict(TINY, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
                                     shared_expert_intermediate_size=48, num_hidden_layers=2, **ATTN, num_experts=4,
                                     num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[])),
@@ -139,6 +154,10 @@ def build(model_type: str, cfg: dict, targets: str | None, fp32_adapters: bool =
 
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.(.*)$")
+# Gemma 3n / 4 run AltUp, PLE and the residual scaling in the decoder layer's own forward: their storages are owned
+# by the layer's module itself, counted with it (the other types keep the files' rule: modules inside a layer only)
+_LAYER_OWN = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.(.*))?$")
+OWN_OPS_TYPES = frozenset({"gemma3n_text", "gemma4_text"})
 
 
 def per_layer(named: dict[str, int], n_layers: int) -> tuple[list[int], list[dict[str, int]]]:
@@ -149,7 +168,8 @@ def per_layer(named: dict[str, int], n_layers: int) -> tuple[list[int], list[dic
         if hit:
             i = int(hit.group(1))
             totals[i] += value
-            parts[i][hit.group(2)] = parts[i].get(hit.group(2), 0) + value
+            part = hit.group(2) or ""
+            parts[i][part] = parts[i].get(part, 0) + value
     return totals, parts
 
 
@@ -169,12 +189,14 @@ def module_stack(model):
             h.remove()
 
 
-def saved_by_layer(model, input_ids, n_layers: int) -> tuple[list[int], list[dict[str, int]]]:
+def saved_by_layer(model, input_ids, n_layers: int, own_ops: bool = False) -> tuple[list[int], list[dict[str, int]]]:
     """(bytes per decoder layer, {module within the layer: bytes} per layer) autograd still holds when the forward
     ends (saved_by_module's rules: each storage once, parameters and buffers never), leaving out the storages saved
     in more than one layer (the RoPE cos/sin tables every attention layer reads: with LoRA the first layer that keeps
-    them is not the first layer, so per layer they would move)."""
+    them is not the first layer, so per layer they would move). `own_ops`: the decoder layer module's own storages
+    count with the layer (OWN_OPS_TYPES)."""
     import weakref
+    layer_re = _LAYER_OWN if own_ops else _LAYER
     params = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + list(model.buffers())}
     records = []
 
@@ -203,7 +225,7 @@ def saved_by_layer(model, input_ids, n_layers: int) -> tuple[list[int], list[dic
         if box is None:
             continue
         storage = box.tensor.untyped_storage()
-        hit = _LAYER.search(owner)
+        hit = layer_re.search(owner)
         layer = int(hit.group(1)) if hit else None
         entry = owners.setdefault(storage.data_ptr(), [storage.nbytes(), set(), owner])
         entry[1].add(layer)
@@ -212,16 +234,17 @@ def saved_by_layer(model, input_ids, n_layers: int) -> tuple[list[int], list[dic
     for nbytes, layers, owner in owners.values():
         if len(layers) != 1 or None in layers:
             continue
-        hit = _LAYER.search(owner)
+        hit = layer_re.search(owner)
         i = int(hit.group(1))
         totals[i] += nbytes
-        parts[i][hit.group(2)] = parts[i].get(hit.group(2), 0) + nbytes
+        part = hit.group(2) or ""
+        parts[i][part] = parts[i].get(part, 0) + nbytes
     return totals, parts
 
 
 def measure(name: str, targets: str | None, b: int = 2, s: int = 32, fp32_adapters: bool = False) -> dict:
     """One case: {"saved": [bytes per layer], "trainable": [adapter parameters per layer], "modules": [{module:
-    bytes} per layer]} or {"refused": PEFT's message}."""
+    bytes} per layer], "trainable_total": the model's} or {"refused": PEFT's message}."""
     model_type, cfg = CONFIGS[name]
     try:
         model, config = build(model_type, cfg, targets, fp32_adapters)
@@ -229,10 +252,22 @@ def measure(name: str, targets: str | None, b: int = 2, s: int = 32, fp32_adapte
         return {"refused": str(err)}
     n = config.num_hidden_layers
     ids = torch.randint(3, TINY["vocab_size"], (b, s), generator=torch.Generator().manual_seed(0))
-    saved, modules = saved_by_layer(model, ids, n)
+    saved, modules = saved_by_layer(model, ids, n, own_ops=model_type in OWN_OPS_TYPES)
     trainable = per_layer({k: p.numel() for k, p in model.named_parameters() if p.requires_grad}, n)[0] \
         if targets is not None else [0] * n
-    return {"saved": saved, "trainable": trainable, "modules": modules}
+    total = sum(p.numel() for p in model.parameters() if p.requires_grad) if targets is not None else 0
+    return {"saved": saved, "trainable": trainable, "modules": modules, "trainable_total": total}
+
+
+def saved_outside(name: str, targets: str | None, per_layer_saved: list[int], b: int = 2, s: int = 32) -> int:
+    """Bytes saved outside the decoder layers' own storages (the embeddings and what the model does around the
+    layers, the storages several layers read, the head, the loss, the batch's ids and targets): every storage once
+    (validation/trace/saved_by_module.py) less the per-layer numbers."""
+    from validation.trace.saved_by_module import saved_bytes_by_module
+    model_type, cfg = CONFIGS[name]
+    model, _ = build(model_type, cfg, targets)
+    ids = torch.randint(3, TINY["vocab_size"], (b, s), generator=torch.Generator().manual_seed(0))
+    return sum(saved_bytes_by_module(model, ids).values()) - sum(per_layer_saved)
 
 
 # ---- the golden files (tests/golden_lora_hybrid/) ---------------------------------------------------------------------
@@ -250,16 +285,21 @@ def golden(name: str) -> dict:
 
     model_type, cfg = CONFIGS[name]
     config = transformers.AutoConfig.for_model(model_type, **cfg)
-    cases = {}
+    cases, totals, outside = {}, {}, {}
     for targets in TARGETS:
         got = measure(name, None if targets == "full" else targets, B, S)
         got.pop("modules", None)
+        totals[targets] = got.pop("trainable_total", 0)
         cases[targets] = got
+        if model_type in OWN_OPS_TYPES:
+            outside[targets] = saved_outside(name, None if targets == "full" else targets, got["saved"])
     return {"name": name, "model_type": model_type, "config": config.to_dict(), "micro_batch": B, "seq_len": S,
             "rank": RANK, "attention": "eager", "mixer_kernels": "torch", "adapter_dtype": "bf16",
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "peft": peft.__version__},
-            "peft_moe_types": sorted(peft_moe_types()), "cases": cases}
+            "peft_moe_types": sorted(peft_moe_types()), "cases": cases,
+            "trainable_total": totals,  # every adapter of the model, in the layers or not
+            **({"outside": outside} if outside else {})}
 
 
 def main(argv=None) -> int:
@@ -275,7 +315,10 @@ def main(argv=None) -> int:
             continue
         doc = golden(name)
         path = GOLDEN_DIR / f"{name}.json"
-        if args.check:
+        if args.check and not path.exists():
+            bad += 1
+            print(f"ABSENT  {name}")
+        elif args.check:
             old = json.loads(path.read_text())
             same = old["cases"] == doc["cases"]
             bad += not same

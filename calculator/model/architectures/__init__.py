@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from calculator.model.architectures import (dsa, gated_deltanet, gemma_next, gemma_next_saved, kda, lightning, mamba,
-                                            mamba_attention, short_conv)
+from calculator.model.architectures import (dsa, gated_deltanet, gemma_next, gemma_next_lora, gemma_next_saved, kda,
+                                            lightning, mamba, mamba_attention, short_conv)
 
 MIXERS: dict[str, ModuleType] = {m.NAME: m for m in (gated_deltanet, mamba, mamba_attention, short_conv, kda, lightning,
                                                       dsa, gemma_next)}

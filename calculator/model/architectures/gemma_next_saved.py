@@ -113,11 +113,9 @@ def moe_block_saved(m, d, etp: int) -> int:
 
 def layer_saved(m, w, d, kind) -> tuple[int, int, int]:
     """(norms and the per-layer extras, attention, MLP and MoE block) one layer of `kind` saves for backward, as
-    transformers' own modules run (impl "hf"; full fine-tuning: LoRA on these layers was not traced)."""
+    transformers' own modules run (impl "hf"), with full fine-tuning (LoRA / QLoRA: gemma_next_lora.layer_delta)."""
     if w.impl != "hf":
         raise InputError("impl", f"{w.impl} kernels are not modelled for Gemma 3n / Gemma 4 layers: use hf")
-    if w.finetune != "full":
-        raise InputError("finetune", "LoRA / QLoRA on Gemma 3n / Gemma 4 layers is not modelled: use full")
     i = kind.slot
     extras = gemma3n_extras_saved(m, d) if m.gemma_next.generation == "3n" else gemma4_extras_saved(m, d)
     mlp = mlp_saved(m, d, i) + (moe_block_saved(m, d, w.parallel.expert_tp) if kind.ffn == "moe" else 0)

@@ -189,10 +189,22 @@ def test_the_traced_configs_cover_own_store_and_reuse_layers_sparse_and_dense():
     assert spec_of(CONFIGS["4 MoE + k_eq_v, no PLE"]()).gemma_next.k_eq_v.count(True) == 1
 
 
-def test_lora_and_other_kernels_are_refused():
+@pytest.mark.parametrize("finetune", ["lora", "qlora"])
+@pytest.mark.parametrize("targets", ["qv", "all-linear"])
+def test_lora_and_qlora_are_estimated(finetune, targets):
+    """LoRA / QLoRA on these layers: held to PEFT's traces in tests/memory/test_lora_hybrid.py (golden_lora_hybrid/
+    gemma*.json); here the whole estimate runs and counts the adapters outside the layers (all-linear)."""
+    from calculator.memory import lora
     m = spec_of(CONFIGS["3n shared + sparse"]())
-    with pytest.raises(InputError, match="finetune"):
-        calculator.estimate(m, Workload(seq_len=64, finetune="lora", gpu="h100-sxm"))
+    est = calculator.estimate(m, Workload(seq_len=64, finetune=finetune, lora_targets=targets, gpu="h100-sxm"))
+    adapters = next(t.bytes for t in est.terms if t.key == "weights.adapters")
+    n = lora.layers_adapter_params(m, 16, targets, range(m.num_hidden_layers))[0] + lora.outer_adapter_params(
+        m, 16, targets)[0]
+    assert est.peak_allocated_bytes > 0 and adapters == 4 * n  # PEFT's default fp32 adapters
+
+
+def test_other_kernels_are_refused():
+    m = spec_of(CONFIGS["3n shared + sparse"]())
     with pytest.raises(InputError, match="impl"):
         calculator.estimate(m, Workload(seq_len=64, impl="liger", gpu="h100-sxm"))
 
