@@ -77,8 +77,9 @@ CASES = {
                                                                             fragmentation_working_pct=30.0), gpu=GPU)),
     "lora": ([("radio", "ft", "qlora"), ("number_input", "lr", 64), ("selectbox", "lt", "attention"),
               ("selectbox", "lad", "params")], LLAMA,
+             # picking QLoRA on the page turns recompute to full, as PEFT's and TRL's examples run it
              Workload(finetune="qlora", lora_rank=64, lora_targets="attention", lora_adapter_dtype="params",
-                      gpu=GPU)),
+                      recompute="full", gpu=GPU)),
     "quantized checkpoint": ([("radio", "mode", "infer"), ("selectbox", "wdt", "int4"), ("selectbox", "qm", "gptq")],
                              LLAMA, Workload(mode="infer", weight_dtype="int4", quant_method="gptq", gpu=GPU)),
     "gpu": ([("selectbox", "gpu", "a100-40gb")], LLAMA, Workload(gpu="a100-40gb")),
