@@ -99,8 +99,7 @@ def sweep_figure(sw, unit: str = "GB", gpu=None) -> go.Figure:
     shapes, notes = [], []
     if gpu is not None and sw.capacity_bytes:
         cap = sw.capacity_bytes / scale
-        now = next((p.total_bytes / scale for p in pts if p.x == sw.current), 0)
-        top = min(max(top, cap), max(3 * cap, 1.3 * now))  # keep the capacity readable; hover shows the rest
+        top = max(top, cap)  # the whole curve and the GPU's line: nothing clipped
         for line, label in (hline(SAFE_FRACTION * cap, "#2a7a2a", "dot", "80%: safe band", True),
                             hline(cap, "#c53948", "solid", f"{gpu.name}", False)):
             shapes.append(line)
