@@ -108,10 +108,10 @@ def norm_saved(m: ModelSpec, T: int, width: int, e: int) -> int:
 def attention_scores_saved(d: Dims, m: ModelSpec, softmax_fp32: bool) -> int:
     """Eager attention score tensors: fp32 softmax (4 B) and its cast (e B) per score, 2 B more with logit
     soft-capping (Gemma-2's tanh output), plus a 1-byte dropout mask and dropout output when attention dropout
-    is on (GPT-2). Scores: a·b·s·s_kv (HF eager_attention_forward)."""
+    is on (GPT-2; the cast to the model dtype then is not kept: dropout keeps only its mask). Scores: a·b·s·s_kv."""
     scores = d.a * d.b * d.s * d.s_kv
     # softmax in fp32 is saved; its cast back to the model dtype is a second tensor unless the model is fp32
-    per_score = (4 + (d.e if d.e != 4 else 0)) if softmax_fp32 else d.e
+    per_score = (4 + (d.e if d.e != 4 and not m.dropout > 0 else 0)) if softmax_fp32 else d.e
     if m.attn_logit_softcapping:
         per_score += d.e
     if m.dropout > 0:
@@ -127,17 +127,16 @@ def sink_softmax_saved(d: Dims) -> int:
 
 def qkv_saved(d: Dims, m: ModelSpec, expanded: bool) -> int:
     """q, k and v as the attention core saves them. Separate projections: q + k + v (GQA unexpanded under flash,
-    repeat_kv-expanded under eager). Fused qkv (Phi-3, GPT-NeoX, GPT-2): v is a view, so the whole fused output
-    stays alive, plus the rotary outputs of q and k (none for GPT-2)."""
-    e, T = d.e, d.T
-    k_width = d.qd if expanded else d.kvd
-    if not m.fused_qkv:
+    repeat_kv-expanded under eager). Fused qkv: under flash the rotary q and k and the whole fused output (v is a
+    view; GPT-2: only it); under eager torch.matmul copies each 4-D view (a view only at b = 1: the fused output)."""
+    e, T, rotary, gqa, k_width = d.e, d.T, m.family != "gpt2", d.kvd != d.qd, d.qd if expanded else d.kvd
+    if not m.fused_qkv or (m.variant is not None and not m.variant.fused_qkv_views):
         return e * T * (d.qd + 2 * k_width)
-    fused = e * T * (d.qd + 2 * d.kvd)
-    if m.family == "gpt2":
-        return fused
-    v_expanded = d.qd if expanded and d.kvd != d.qd else 0
-    return fused + e * T * (d.qd + k_width + v_expanded)
+    if expanded:  # new: rotary q, repeat_kv copies (GQA) or rotary k; views: the rest
+        views = [w for w, view in ((d.qd, not rotary), (d.kvd, not (rotary or gqa)), (d.kvd, not gqa)) if view]
+        new = e * T * ((d.qd if rotary else 0) + (d.qd if gqa else d.kvd if rotary else 0) + (d.qd if gqa else 0))
+        return new + ((e * T * (d.qd + 2 * d.kvd) if d.b == 1 else e * T * sum(views)) if views else 0)
+    return e * T * (d.qd + 2 * d.kvd) + (0 if m.family == "gpt2" else e * T * (d.qd + k_width))
 
 
 def qk_norm_saved(d: Dims, m: ModelSpec) -> int:
@@ -238,11 +237,12 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
         elif eager and m.attention_sinks:
             attention += sink_softmax_saved(d)
         elif eager:
-            attention += attention_scores_saved(d, m, softmax_fp32=m.family != "gpt2")
+            attention += attention_scores_saved(d, m, variants.softmax_fp32(m.variant, m.family != "gpt2"))
         if m.attention_output_gate:  # sigmoid(gate) and the gated output (o_proj's input); the core's output kept
             attention += 2 * e * T * d.qd
-        if m.variant is not None:  # hook (issue 21): a variant's output gate, fp32 RoPE tables per layer
-            attention += variants.attention_extra(m.variant, T, d.s, d.qd, d.a, e, m.head_size)
+        if m.variant is not None:  # hook (issue 21): a variant's output gate, fp32 RoPE, sub-norm, differential core
+            attention += variants.attention_extra(m.variant, T, d.s, d.qd, d.a, e, m.head_size, d.kvd, attention,
+                                                  eager)
     return attention
 
 

@@ -22,7 +22,7 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
                                     get_int_list, get_str, get_window, layer_types, llama_like_fields,
                                     parse_config_json, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
-from calculator.model.mappers.archs import ARCH_MAPPERS, map_gemma
+from calculator.model.mappers.archs import ARCH_MAPPERS, LLAMA4_VARIANT, map_gemma
 from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
 from calculator.model.mappers.gemma_next import GEMMA_NEXT_MAPPERS, GEMMA_NEXT_TEXT_TYPES
 from calculator.model.mappers.hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
@@ -264,11 +264,10 @@ def _map_llama4(cfg: dict) -> dict:
 
     Layers listed in `moe_layers` (default: every `interleave_moe_layer_step`-th) hold `num_local_experts` fused
     routed experts and one shared expert, all of width `intermediate_size`, behind a bias-free router; the other
-    layers a dense MLP of width `intermediate_size_mlp`. Its q/k norm is a weightless L2 norm (no parameters).
+    layers a dense MLP of width `intermediate_size_mlp`. Its q/k norm is a weightless L2 norm (LLAMA4_VARIANT).
     Layers whose `no_rope_layers` entry is 1 use chunked attention (layer_types "chunked_attention"): a token sees
     only its own chunk of `attention_chunk_size` tokens, so their K/V cache is bounded like a sliding window of
-    that size, which is how they are mapped (with a warning).
-    """
+    that size, which is how they are mapped (with a warning)."""
     cfg = _with_defaults(cfg, LLAMA4_TEXT_DEFAULTS)
     f = llama_like_fields(cfg)
     n = f["num_hidden_layers"]
@@ -281,7 +280,8 @@ def _map_llama4(cfg: dict) -> dict:
     f.update(num_experts=experts, num_experts_per_tok=_top_k(cfg, experts),
              moe_intermediate_size=f["intermediate_size"],
              intermediate_size=get_int(cfg, "intermediate_size_mlp", hi=B.MAX_FFN),
-             num_shared_experts=1, dense_layer_indices=tuple(i for i in range(n) if i not in moe))
+             num_shared_experts=1, dense_layer_indices=tuple(i for i in range(n) if i not in moe),
+             qk_norm=get_bool(cfg, "use_qk_norm", True), variant=LLAMA4_VARIANT)
     types = layer_types(cfg, n, LAYER_TYPES + ("chunked_attention",))
     if types is None:
         interval = get_int(cfg, "no_rope_layer_interval", hi=B.MAX_LAYERS)

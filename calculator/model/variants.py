@@ -54,7 +54,16 @@ class VariantSpec(HashedOnce):
     # ---- saved activations -------------------------------------------------------------------------------------
     # "hf": the engine's norm for ModelSpec.norm_type; "fp32_weight": RMSNorm multiplying its weight in fp32
     # (OLMo-2 style, `(self.weight * x).to(dtype)`); "fp32_layernorm": a LayerNorm computed in fp32 (Cohere2-MoE)
-    norm: Literal["hf", "fp32_weight", "fp32_layernorm"] = "hf"
+    # (Cohere's CohereLayerNorm too); "weightless": an RMSNorm without a weight, x.float()·rsqrt cast back (nanochat)
+    norm: Literal["hf", "fp32_weight", "fp32_layernorm", "weightless"] = "hf"
+    # eager attention's softmax: "hf" (fp32 unless GPT-2's block), "fp32" (upcast: GPT-BigCode), "model" (in the
+    # model dtype: Falcon's own attention, Llama-4's eager_attention_forward)
+    eager_softmax: Literal["hf", "fp32", "model"] = "hf"
+    # a fused qkv projection whose q/k/v reach the attention core as views (its whole output kept under flash);
+    # False: split, transposed and reshaped into copies first (Falcon's _split_heads + reshape)
+    fused_qkv_views: bool = True
+    sub_norms: bool = False  # BitNet: an RMSNorm on the attention output (attn_sub_norm) and on the MLP product
+    differential: bool = False  # DiffLlama: two attention calls sharing q/k (v halves), a group RMSNorm over 2 heads
     # "sigmoid": out · sigmoid(gate_proj(x)) (AFMoE); "softplus_head": out · softplus(g_proj(x).float()) per head
     # (Laguna); "softplus_element": the same per channel
     attention_gate: Literal["none", "sigmoid", "softplus_head", "softplus_element"] = "none"
@@ -68,7 +77,8 @@ class VariantSpec(HashedOnce):
     # routed experts' router: "softmax" (softmax or sigmoid over all E in fp32, then top-k), "topk_softmax" /
     # "topk_sigmoid" (top-k of the logits, then an fp32 softmax / a model-dtype sigmoid over those k), "sparsemixer"
     # (PhiMoE: two experts, training-mode masks)
-    router: Literal["softmax", "topk_softmax", "topk_sigmoid", "sparsemixer"] = "softmax"
+    # "dense_sigmoid" (Llama-4: every expert runs every token, scaled by a sigmoid of the top-k scattered logits)
+    router: Literal["softmax", "topk_softmax", "topk_sigmoid", "sparsemixer", "dense_sigmoid"] = "softmax"
     router_renorm: bool = True  # top-k weights divided by their sum in fp32 (keeps them and the row sum)
     router_clamp: bool = False  # the sum is clamped first (one more fp32 row)
     router_fp32_input: bool = False  # the router reads x.float(): an fp32 copy of its input
@@ -112,7 +122,14 @@ def norm_saved(v: VariantSpec, T: int, width: int) -> int | None:
         return 8 * T * width + 4 * T
     if v.norm == "fp32_layernorm":
         return 12 * T * width + 4 * T + 4 * width
+    if v.norm == "weightless":  # no `weight * x.to(dtype)`: only the fp32 input and rsqrt (its output is counted apart)
+        return 4 * T * width + 4 * T
     return None
+
+
+def softmax_fp32(v: VariantSpec | None, default: bool) -> bool:
+    """Whether eager attention saves an fp32 softmax (the model's own choice, else the family's `default`)."""
+    return default if v is None or v.eager_softmax == "hf" else v.eager_softmax == "fp32"
 
 
 def qk_norm_saved(v: VariantSpec, T: int, qd: int, kvd: int, a: int, kv: int, e: int) -> int:
@@ -122,16 +139,28 @@ def qk_norm_saved(v: VariantSpec, T: int, qd: int, kvd: int, a: int, kv: int, e:
     rows = 2 * T if v.qk_norm_layout == "full_width" else T * (a + kv)
     if v.qk_norm_layout == "layernorm_head":
         return e * T * (qd + kvd) + 8 * rows
-    per_elem = 8 if v.norm == "fp32_weight" else 4 + e
+    per_elem = 8 if v.norm == "fp32_weight" else 4 if v.qk_norm_layout == "none" else 4 + e  # "none": no cast kept
     return per_elem * T * (qd + kvd) + 4 * rows
 
 
-def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rope_dim: int) -> int:
+def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rope_dim: int, kvd: int = 0,
+                    core: int = 0, eager: bool = False) -> int:
     """What the attention keeps beyond the engine's: an output gate's activation and the gated product (o_proj's
     input; the core's output stays saved by the product) and fp32 RoPE tables recomputed in every layer.
     sigmoid: e·T·qd + e·T·qd; softplus per head: fp32 g_proj output 4·T·a, its cast e·T·a, the product e·T·qd;
-    per channel: 4·T·qd + e·T·qd + e·T·qd; fp32 RoPE: cos and sin of s × rope_dim in fp32, 8·s·rope_dim."""
+    per channel: 4·T·qd + e·T·qd + e·T·qd; fp32 RoPE: cos and sin of s × rope_dim in fp32, 8·s·rope_dim.
+    BitNet's attn_sub_norm: an HF RMSNorm on the core's output, (4 + e)·T·qd + 4·T (o_proj keeps its output).
+    DiffLlama (models/diffllama/modeling_diffllama.py, DiffLlamaAttention): `core` (one call: q/k/v, scores or
+    logsumexp, output) again for the second call (eager: its own q copy and repeat_kv copies; flash: q and k are the
+    first call's, only v2 e·T·kvd, out2 and logsumexp are new), the cat of both outputs (2·e·T·qd, kept by
+    λ·out2), the group nn.RMSNorm over 2·head_dim (CUDA's fused rms_norm: input e·T·qd, rstd 4·T·a/2), o_proj's
+    input e·T·qd (the flash output counted in `core` is out1 here), and λ₁, λ₂ (fp32) and λ (model dtype) scalars."""
     out = 0
+    if v.sub_norms:
+        out += (4 + e) * T * qd + 4 * T
+    if v.differential:
+        second = core - e * T * qd if eager else e * T * (kvd + qd) + 4 * a * T
+        out += second + 2 * e * T * qd + e * T * qd + 2 * a * T + (0 if eager else e * T * qd) + 4 + 4 + e
     if v.attention_gate == "sigmoid":
         out += 2 * e * T * qd
     elif v.attention_gate == "softplus_head":
@@ -149,6 +178,9 @@ def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:
     each, a bool x > 0 (T·f) and the two softplus-ed alphas (scalars, e B each)."""
     if v.mlp_act == "xielu":
         return 5 * e * T * f + T * f + 2 * e
+    if v.sub_norms:  # BitNet's ffn_sub_norm (an HF RMSNorm) on the product, which is then not kept: the three
+        # f-wide tensors before it, the norm's fp32 copy, normalised copy and rsqrt, and its output (down_proj's input)
+        return 5 * e * T * f + 4 * T * f + 4 * T
     return None
 
 
@@ -163,6 +195,9 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) ->
     sparsemixer (training): two softmaxes e·T·E and two bool masks T·E each, int64 argmaxes and gathered weights,
     20·T."""
     S = T * k
+    if v.router == "dense_sigmoid":  # E·T rows: the repeated input and its scaled copy (bmm's input), gate_up,
+        # the activation, the product; the model-dtype scores at the experts e·E·T, int64 top-k 8·T·k, fp32 sigmoid
+        return e * E * T * (2 * h + 4 * f) + e * E * T + 8 * T * k + 4 * T * E
     out = e * S * (4 * f + 2 * h) + 24 * S + (4 if v.fp32_routing_weights else e) * S + 4 * E
     if v.router == "sparsemixer":
         return out + 2 * e * T * E + 2 * T * E + 20 * T

@@ -62,7 +62,9 @@ def test_exact_means_equal_counts():
             assert c["exact"] == (c["engine"] == c["real"]), row["model_type"]
         for a in row["activations"].values():
             if a.get("traced"):
-                assert (a["error_pct"] == 0) == (a["engine"] == a["measured"]), row["model_type"]
+                # the reference: the trace less what only a CPU run keeps (validation/architectures/cpu_only.py)
+                assert a["reference"] == a["measured"] - sum(a["cpu_only"].values()), row["model_type"]
+                assert (a["error_pct"] == 0) == (a["engine"] == a["reference"]), row["model_type"]
 
 
 def test_the_per_kind_summary_counts_every_type():

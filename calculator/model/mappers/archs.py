@@ -14,6 +14,7 @@ from __future__ import annotations
 from calculator.core import bounds as B
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_float, get_int, get_str, get_window,
                                     layer_types, llama_like_fields, sliding_fields)
+from calculator.model.variants import VariantSpec
 
 
 def _untraced(model_type: str, layout: str) -> list[str]:
@@ -24,7 +25,8 @@ def _untraced(model_type: str, layout: str) -> list[str]:
 def _map_gpt_bigcode(cfg: dict) -> dict:
     """GPT-BigCode / StarCoder / SantaCoder (transformers models/gpt_bigcode/modeling_gpt_bigcode.py): GPT-2's block
     (learned positions, LayerNorms with bias, biased c_attn / c_proj / c_fc) with multi-query attention: c_attn
-    outputs h + 2·head_dim when `multi_query` (one shared K/V head), 3·h otherwise; MLP width n_inner or 4·h."""
+    outputs h + 2·head_dim when `multi_query` (one shared K/V head), 3·h otherwise; MLP width n_inner or 4·h. Its
+    eager attention upcasts the scores to an fp32 softmax (GPTBigCodeAttention, unlike GPT-2's)."""
     h = get_int(cfg, "n_embd", "hidden_size", hi=B.MAX_HIDDEN)
     heads = get_int(cfg, "n_head", "num_attention_heads", hi=B.MAX_HEADS)
     mqa = get_bool(cfg, "multi_query", True)
@@ -38,7 +40,8 @@ def _map_gpt_bigcode(cfg: dict) -> dict:
                 qkv_bias=True, o_bias=True, mlp_bias=True, fused_qkv=True,
                 learned_position_embeddings=get_int(cfg, "n_positions", "max_position_embeddings", default=1024,
                                                     hi=B.MAX_POSITIONS),
-                dropout=get_float(cfg, "resid_pdrop", 0.1, 0.0, 0.999), _warnings=_untraced("gpt_bigcode", "GPT-2"))
+                dropout=get_float(cfg, "resid_pdrop", 0.1, 0.0, 0.999), variant=VariantSpec(eager_softmax="fp32"),
+                _warnings=_untraced("gpt_bigcode", "GPT-2"))
 
 
 def _map_falcon(cfg: dict) -> dict:
@@ -46,7 +49,9 @@ def _map_falcon(cfg: dict) -> dict:
     are num_kv_heads with `new_decoder_architecture` (Falcon-40B/180B), one with `multi_query` (Falcon-7B), else
     all heads; dense and MLP (dense_h_to_4h / dense_4h_to_h, width ffn_hidden_size, default 4·h) biased per `bias`;
     LayerNorms with bias: two per layer (input + post-attention, or ln_attn + ln_mlp when num_ln_in_parallel_attn
-    is 2, the default of the new architecture), one when attention and MLP read the same norm."""
+    is 2, the default of the new architecture), one when attention and MLP read the same norm. FalconAttention
+    splits q/k/v out of the fused output into copies (_split_heads, transpose + reshape: none of its views reaches
+    the core) and its eager softmax runs in the model dtype (F.softmax(..., dtype=hidden_states.dtype))."""
     h = get_int(cfg, "hidden_size", "n_embed", hi=B.MAX_HIDDEN)
     heads = get_int(cfg, "num_attention_heads", "n_head", hi=B.MAX_HEADS)
     new_arch = get_bool(cfg, "new_decoder_architecture", False)
@@ -65,7 +70,8 @@ def _map_falcon(cfg: dict) -> dict:
                 tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True), gated_mlp=False,
                 hidden_act=get_str(cfg, "activation", default="gelu"), norm_type="layernorm",
                 norms_per_layer=1 if parallel and n_ln == 1 else 2, qkv_bias=bias, o_bias=bias, mlp_bias=bias,
-                fused_qkv=True, parallel_residual=parallel or new_arch, _warnings=_untraced("falcon", "GPT-NeoX"))
+                fused_qkv=True, parallel_residual=parallel or new_arch, _warnings=_untraced("falcon", "GPT-NeoX"),
+                variant=VariantSpec(fused_qkv_views=False, eager_softmax="model"))
 
 
 def _map_starcoder2(cfg: dict) -> dict:
@@ -106,10 +112,12 @@ def _map_stablelm(cfg: dict) -> dict:
 def _map_cohere(cfg: dict) -> dict:
     """Command-R (transformers models/cohere/modeling_cohere.py): q/k/v/o biased per `attention_bias`, SwiGLU MLP,
     one bias-free LayerNorm per layer read by attention and MLP in parallel, optional q/k norms of shape
-    (heads, head_dim) (`use_qk_norm`); tied embeddings by default."""
+    (heads, head_dim) (`use_qk_norm`); tied embeddings by default. CohereLayerNorm computes in fp32 (x − mean
+    twice, the normalised x, its rstd and an fp32 copy of its weight: VariantSpec.norm "fp32_layernorm")."""
     f = llama_like_fields(cfg)
     f.update(tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True), norm_type="layernorm",
              norms_per_layer=1, parallel_residual=True, mlp_bias=False, qk_norm=get_bool(cfg, "use_qk_norm", False),
+             variant=VariantSpec(norm="fp32_layernorm"),
              _warnings=_untraced(get_str(cfg, "model_type"), "Llama (parallel)"))
     return f
 
@@ -262,6 +270,12 @@ def _map_vaultgemma(cfg: dict) -> dict:
     sliding_fields(cfg, f)
     return f
 
+
+# Llama-4 (transformers models/llama4/modeling_llama4.py; mapped in calculator.model.hf_config): Llama4TextL2Norm on
+# q and k has no weight, so only its fp32 input and rsqrt are saved; eager_attention_forward's softmax stays in the
+# model dtype; Llama4TextMoe runs every expert on every token, each scaled by a sigmoid of the top-k logits
+# scattered over -inf (router "dense_sigmoid")
+LLAMA4_VARIANT = VariantSpec(qk_norm_layout="none", eager_softmax="model", router="dense_sigmoid")
 
 ARCH_MAPPERS = {
     "gpt_bigcode": _map_gpt_bigcode, "falcon": _map_falcon, "starcoder2": _map_starcoder2, "phi": _map_phi,

@@ -67,10 +67,12 @@ def map_apertus(cfg: dict) -> dict:
 
 def map_nanochat(cfg: dict) -> dict:
     """nanochat (models/nanochat/modeling_nanochat.py): q/k/v/o per attention_bias, a plain fc1/fc2 MLP (relu²),
-    every RMSNorm (input, post-attention, q/k after RoPE, final) without a weight; final logit soft-capping."""
+    every RMSNorm (input, post-attention, q/k after RoPE, final) without a weight, so none keeps a normalised
+    model-dtype copy (VariantSpec.norm "weightless"); final logit soft-capping."""
     f = _llama(cfg, gated_mlp=False, mlp_bias=False, qk_norm=True, hidden_act=_act(cfg, "relu2"),
                final_logit_softcapping=get_float(cfg, "final_logit_softcapping", 15.0, 1e-6, 1e9),
-               variant=VariantSpec(norm_params="none", qk_norm_layout="none"), _warnings=untraced("nanochat"))
+               variant=VariantSpec(norm_params="none", qk_norm_layout="none", norm="weightless"),
+               _warnings=untraced("nanochat"))
     return f
 
 
@@ -100,19 +102,21 @@ def map_olmo(cfg: dict) -> dict:
 
 def map_bitnet(cfg: dict) -> dict:
     """BitNet (models/bitnet/modeling_bitnet.py): Llama's tensors (dense bf16 weights in transformers) plus
-    attn_sub_norm (h) before o_proj and ffn_sub_norm (intermediate_size) before down_proj; relu² SwiGLU."""
+    attn_sub_norm (h) before o_proj and ffn_sub_norm (intermediate_size) before down_proj; relu² SwiGLU. Both
+    sub-norms are HF RMSNorms whose copies are saved (VariantSpec.sub_norms)."""
     f = _llama(cfg, mlp_bias=False, hidden_act=_act(cfg, "relu2"), _warnings=untraced("bitnet"))
-    f["variant"] = VariantSpec(attention_tensors=((f["hidden_size"],),), mlp_tensors=((f["intermediate_size"],),))
+    f["variant"] = VariantSpec(attention_tensors=((f["hidden_size"],),), mlp_tensors=((f["intermediate_size"],),),
+                               sub_norms=True)
     return f
 
 
 def map_diffllama(cfg: dict) -> dict:
     """DiffLlama (models/diffllama/modeling_diffllama.py): Llama plus lambda_q1, lambda_k1, lambda_q2, lambda_k2
-    (head_dim each) per layer; its group norm has no weight. The differential attention computes two attention maps
-    per head pair, which the engine's attention core does not model."""
-    f = _llama(cfg, mlp_bias=False, _warnings=untraced("diffllama", "Llama block (one attention map per head)"))
+    (head_dim each) per layer; its group norm has no weight. The differential attention calls the attention core
+    twice (shared q/k, the two halves of v) and group-normalises their difference (VariantSpec.differential)."""
+    f = _llama(cfg, mlp_bias=False, _warnings=untraced("diffllama"))
     d = f["head_dim"] or f["hidden_size"] // f["num_attention_heads"]
-    f["variant"] = VariantSpec(attention_tensors=4 * ((d,),))
+    f["variant"] = VariantSpec(attention_tensors=4 * ((d,),), differential=True)
     return f
 
 
