@@ -20,6 +20,7 @@ from calculator.memory import autocast
 from calculator.model import architectures, variants
 from calculator.core.dtypes import nbytes
 from calculator.memory.lora_layer import lora_layer_delta
+from calculator.memory.textbook import fujii_layer, textbook_layer  # noqa: F401 - act.textbook_layer, act.fujii_layer
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import kv_heads_per_rank
 from calculator.core.workload import Workload
@@ -108,15 +109,18 @@ def norm_saved(m: ModelSpec, T: int, width: int, e: int) -> int:
 def attention_scores_saved(d: Dims, m: ModelSpec, softmax_fp32: bool) -> int:
     """Eager attention score tensors: fp32 softmax (4 B) and its cast (e B) per score, 2 B more with logit
     soft-capping (Gemma-2's tanh output), plus a 1-byte dropout mask and dropout output when attention dropout
-    is on (GPT-2; the cast to the model dtype then is not kept: dropout keeps only its mask). Scores: a·b·s·s_kv."""
+    is on (GPT-2, XGLM, BioGPT; the cast to the model dtype then is not kept: dropout keeps only its mask), plus
+    XGLM's clamp of the masked scores (e B each and an fp32 scalar). Scores: a·b·s·s_kv."""
     scores = d.a * d.b * d.s * d.s_kv
+    drop = variants.attention_dropout(m.variant, m.dropout)
     # softmax in fp32 is saved; its cast back to the model dtype is a second tensor unless the model is fp32
-    per_score = (4 + (d.e if d.e != 4 and not m.dropout > 0 else 0)) if softmax_fp32 else d.e
+    per_score = (4 + (d.e if d.e != 4 and not drop else 0)) if softmax_fp32 else d.e
     if m.attn_logit_softcapping:
         per_score += d.e
-    if m.dropout > 0:
+    if drop:
         per_score += 1 + d.e
-    return per_score * scores
+    clamp = m.variant is not None and m.variant.score_clamp
+    return (per_score + (d.e if clamp else 0)) * scores + (4 if clamp else 0)
 
 
 def sink_softmax_saved(d: Dims) -> int:
@@ -164,6 +168,8 @@ def mlp_saved(d: Dims, m: ModelSpec, f: int) -> int:
         return 4 * d.e * d.T * f
     if m.hidden_act == "gelu_new":
         return 5 * d.e * d.T * f
+    if m.hidden_act == "relu":  # ReLU keeps its output (threshold_backward), the same tensor fc2 keeps (OPT)
+        return d.e * d.T * f
     return 2 * d.e * d.T * f
 
 
@@ -261,8 +267,8 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     if moe and m.variant is not None and not variants.moe_input_kept(
             m.variant, bool(m.num_shared_experts or m.shared_expert_intermediate_size)):
         norms -= e * T * d.h_sp  # hook (issue 21): only an fp32 copy of the MLP norm's output is read (fp32 router)
-    if m.family == "gpt2":
-        norms += 2 * T * d.h_sp * (1 if m.dropout > 0 else 0)  # residual dropout masks (1 B on CUDA)
+    if m.dropout > 0:  # residual dropout masks after attention and MLP (1 B on CUDA: GPT-2, OPT, XGLM, BioGPT)
+        norms += 2 * T * d.h_sp
 
     if kind.mixer == "none" or kind.ffn == "none":  # a block of one mixer or one feed-forward: one norm, one output
         norms = norm_saved(m, T, d.h_sp, e) + e * T * d.h_sp
@@ -321,35 +327,6 @@ def full_recompute_layer(d: Dims) -> int:
     return d.e * d.T * d.h_sp
 
 
-# ---- textbook and Fujii models -------------------------------------------------------------------------------
-
-def textbook_layer(m: ModelSpec, w: Workload) -> int:
-    """Korthikanti et al. 2022 Eq. 1–4 (bf16): s·b·h·(34 + 5·a·s/h) per layer; selective drops 5·a·s/h;
-    full recompute 2·s·b·h; with TP: sbh(10 + 24/t + 5as/(ht)), with TP+SP everything / t; CP divides s."""
-    p = w.parallel
-    s, b, h, a, t = w.seq_len // p.cp, w.micro_batch, m.hidden_size, m.num_attention_heads, p.tp
-    sbh = s * b * h
-    if w.recompute == "full":
-        return 2 * sbh // (t if p.sequence_parallel else 1)
-    attn = 0 if w.recompute == "selective" else 5 * a * s * s * b  # the 5·a·s/h term times s·b·h
-    if p.sequence_parallel or t == 1:
-        return (34 * sbh + attn) // t
-    return 10 * sbh + (24 * sbh + attn) // t
-
-
-def fujii_layer(m: ModelSpec, w: Workload, moe: bool) -> int:
-    """Fujii et al. 2024 §3: s·b·h·(12 + 4k/a + 8f/h) bytes per layer (bf16, FlashAttention, SP), MoE FFN
-    2·s·b·(h + 4·f_e·topk) in place of the dense FFN's 8·s·b·f; divided by t·c."""
-    p = w.parallel
-    s, b, h = w.seq_len, w.micro_batch, m.hidden_size
-    attn_norms = s * b * (12 * h + 4 * h * m.kv_heads // m.num_attention_heads)
-    if moe:
-        ffn = 2 * s * b * (h + 4 * m.expert_intermediate_size * m.num_experts_per_tok)
-    else:
-        ffn = 8 * s * b * m.intermediate_size
-    return (attn_norms + ffn) // (p.tp * p.cp)
-
-
 # ---- outside the layers ---------------------------------------------------------------------------------------
 
 def embedding_saved(m: ModelSpec, d: Dims, output_requires_grad: bool, w: Workload | None = None) -> int:
@@ -357,7 +334,8 @@ def embedding_saved(m: ModelSpec, d: Dims, output_requires_grad: bool, w: Worklo
     mask (1 B × T·h) when the embedding output requires grad (not under LoRA without input grads)."""
     if m.gemma_next is not None:  # hook: Gemma 3n / 4's per-layer inputs and AltUp projections (gemma_next_saved)
         return architectures.gemma_next_lora.embedding_saved(m, d, output_requires_grad, w)
-    return d.T * d.h_sp if output_requires_grad and m.dropout > 0 else 0
+    dropped = m.dropout > 0 and (m.variant is None or m.variant.embedding_dropout)  # OPT's decoder: none
+    return d.T * d.h_sp if output_requires_grad and dropped else 0
 
 
 def final_norm_saved(m: ModelSpec, d: Dims) -> int:

@@ -62,6 +62,16 @@ class VariantSpec(HashedOnce):
     # a fused qkv projection whose q/k/v reach the attention core as views (its whole output kept under flash);
     # False: split, transposed and reshaped into copies first (Falcon's _split_heads + reshape)
     fused_qkv_views: bool = True
+    # dropout in training (1-byte masks on CUDA) beyond ModelSpec.dropout's residual one after attention and MLP:
+    # on the attention probabilities (None: when ModelSpec.dropout > 0, GPT-2's attn_pdrop = resid_pdrop; OPT's
+    # attention_dropout defaults to 0), on the embeddings' sum (OPT's decoder has none), between a plain MLP's
+    # activation and fc2 (activation_dropout: its mask, and fc2 keeps the dropped copy)
+    attention_dropout: bool | None = None
+    embedding_dropout: bool = True
+    activation_dropout: bool = False
+    # XGLM's eager attention clamps the masked scores, torch.max(scores + mask, finfo.min): it keeps its input (e B
+    # per score) and the fp32 scalar
+    score_clamp: bool = False
     sub_norms: bool = False  # BitNet: an RMSNorm on the attention output (attn_sub_norm) and on the MLP product
     differential: bool = False  # DiffLlama: two attention calls sharing q/k (v halves), a group RMSNorm over 2 heads
     # "sigmoid": out · sigmoid(gate_proj(x)) (AFMoE); "softplus_head": out · softplus(g_proj(x).float()) per head
@@ -132,6 +142,11 @@ def softmax_fp32(v: VariantSpec | None, default: bool) -> bool:
     return default if v is None or v.eager_softmax == "hf" else v.eager_softmax == "fp32"
 
 
+def attention_dropout(v: VariantSpec | None, hidden: float) -> bool:
+    """Whether eager attention drops out its probabilities (the model's own setting, else with the hidden dropout)."""
+    return hidden > 0 if v is None or v.attention_dropout is None else v.attention_dropout
+
+
 def qk_norm_saved(v: VariantSpec, T: int, qd: int, kvd: int, a: int, kv: int, e: int) -> int:
     """q and k norms' copies: per element fp32 input + normalised x (model dtype, or fp32 for a fp32-weight norm),
     and one fp32 rsqrt per row: per head and token, or per token for norms over the whole projection; LayerNorms per
@@ -175,9 +190,12 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
 def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:
     """A dense MLP's saved tensors, or None for the engine's. Apertus' Python xIELU on a plain up/down MLP keeps the
     up_proj output, alpha_p·x, expm1(min(x, eps)), expm1(...) − x and the `where` output (down_proj's input), e·T·f
-    each, a bool x > 0 (T·f) and the two softplus-ed alphas (scalars, e B each)."""
+    each, a bool x > 0 (T·f) and the two softplus-ed alphas (scalars, e B each). Activation dropout on a plain MLP
+    (XGLM, BioGPT): the activation's saved input or output, the 1-byte mask and the dropped copy (fc2's input)."""
     if v.mlp_act == "xielu":
         return 5 * e * T * f + T * f + 2 * e
+    if v.activation_dropout:  # plain MLP: the activation's input (GELU) or output (ReLU), the mask, fc2's input
+        return 2 * e * T * f + T * f
     if v.sub_norms:  # BitNet's ffn_sub_norm (an HF RMSNorm) on the product, which is then not kept: the three
         # f-wide tensors before it, the norm's fp32 copy, normalised copy and rsqrt, and its output (down_proj's input)
         return 5 * e * T * f + 4 * T * f + 4 * T

@@ -147,7 +147,8 @@ def activations(src: Source, spec, attention: str = "eager") -> dict[str, dict]:
     d = act.dims(spec, w)
     out = {}
     for kind, i in layer_per_kind(spec).items():
-        measured = sum(v for k, v in by_module.items() if k.startswith(f"{prefix}.{i}."))
+        # the layer's own calls (residual dropout, functional ops in its forward) and those of its modules
+        measured = sum(v for k, v in by_module.items() if k == f"{prefix}.{i}" or k.startswith(f"{prefix}.{i}."))
         engine = act.exact_layer(spec, w, d, spec.layer_kind(i)).total
         terms = {k: v for k, v in cpu_only[i].items() if v}
         reference = measured - sum(terms.values())  # the GPU's bytes: the trace less what only the CPU keeps

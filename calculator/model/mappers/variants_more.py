@@ -238,7 +238,9 @@ def map_mpt(cfg: dict) -> dict:
 
 def map_opt(cfg: dict) -> dict:
     """OPT (models/opt/modeling_opt.py): learned positions with an offset of 2, q/k/v/out and fc1 / fc2 biased per
-    enable_bias, LayerNorms (parameters per layer_norm_elementwise_affine), ReLU, tied by default."""
+    enable_bias, LayerNorms (parameters per layer_norm_elementwise_affine), ReLU, tied by default. OPTDecoderLayer
+    drops out (config.dropout) after attention and fc2; the probabilities per attention_dropout (default 0); the
+    decoder none on the embeddings."""
     h = get_int(cfg, "hidden_size", hi=B.MAX_HIDDEN)
     if get_int(cfg, "word_embed_proj_dim", default=h, hi=B.MAX_HIDDEN) != h:
         raise ConfigError("word_embed_proj_dim: an embedding narrower than hidden_size (with project_in / "
@@ -254,16 +256,24 @@ def map_opt(cfg: dict) -> dict:
                 tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True),
                 learned_position_embeddings=get_int(cfg, "max_position_embeddings", default=2048,
                                                     hi=B.MAX_POSITIONS - 2) + 2,
-                variant=VariantSpec(norm_params="default" if affine else "none"),
+                dropout=get_float(cfg, "dropout", 0.1, 0.0, 0.999),
+                variant=VariantSpec(norm_params="default" if affine else "none", embedding_dropout=False,
+                                    attention_dropout=get_float(cfg, "attention_dropout", 0.0, 0.0, 0.999) > 0),
                 _warnings=untraced("opt", "GPT-2 block"))
 
 
 def map_xglm(cfg: dict) -> dict:
     """XGLM (models/xglm/modeling_xglm.py) and BioGPT (models/biogpt/modeling_biogpt.py): biased q/k/v/out and
     fc1 / fc2, two LayerNorms per layer and a final one, tied; XGLM's positions are a sinusoidal buffer, BioGPT's
-    learned with an offset of 2."""
+    learned with an offset of 2. Both drop out the embeddings, after attention and fc2 (dropout / hidden_dropout_prob),
+    the attention probabilities (attention_dropout / attention_probs_dropout_prob) and the activation
+    (activation_dropout); their eager softmax runs in the model dtype (bf16; XGLM upcasts fp16 only), and XGLM's
+    XGLMAttention clamps the masked scores (torch.max(scores, finfo.min))."""
     model_type = get_str(cfg, "model_type")
     bio = model_type == "biogpt"
+    variant = VariantSpec(eager_softmax="model", score_clamp=not bio, activation_dropout=get_float(
+        cfg, "activation_dropout", 0.0, 0.0, 0.999) > 0, attention_dropout=get_float(
+        cfg, "attention_probs_dropout_prob" if bio else "attention_dropout", 0.1, 0.0, 0.999) > 0)
     positions = get_int(cfg, "max_position_embeddings", default=1024 if bio else 2048, hi=B.MAX_POSITIONS - 2)
     return _gpt(cfg, ("hidden_size", "d_model") if bio else ("d_model", "hidden_size"),
                 ("num_hidden_layers",) if bio else ("num_layers", "num_hidden_layers"),
@@ -272,7 +282,9 @@ def map_xglm(cfg: dict) -> dict:
                 qkv_bias=True, o_bias=True, hidden_act=_act(cfg, "gelu", "hidden_act" if bio else
                                                             "activation_function"),
                 tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True),
-                learned_position_embeddings=positions + 2 if bio else 0, _warnings=untraced(model_type, "GPT-2 block"))
+                learned_position_embeddings=positions + 2 if bio else 0, variant=variant,
+                dropout=get_float(cfg, "hidden_dropout_prob" if bio else "dropout", 0.1, 0.0, 0.999),
+                _warnings=untraced(model_type, "GPT-2 block"))
 
 
 def map_persimmon(cfg: dict) -> dict:
