@@ -92,6 +92,8 @@ PLANNER_JOBS = {
     "llama-3.1-70b infer 128k, a100-40gb": ("llama-3.1-70b", Workload(mode="infer", seq_len=131072, gen_tokens=1024,
                                                                       gpu="a100-40gb")),
     "deepseek-v3 infer 32k, h200": ("deepseek-v3", Workload(mode="infer", seq_len=32768, gpu="h200")),
+    "qwen3-32b vllm 32k, h100-sxm": ("qwen3-32b", Workload(mode="infer", engine="vllm", seq_len=32768,
+                                                           gpu="h100-sxm")),
     "llama-3.1-70b train 4k mb 4, h100-sxm": ("llama-3.1-70b", Workload(seq_len=4096, micro_batch=4, gpu="h100-sxm")),
     "deepseek-v3 train 4k, h200": ("deepseek-v3", Workload(seq_len=4096, gpu="h200")),
 }

@@ -34,6 +34,11 @@ PLANNER_PARAMS: tuple[state.Param, ...] = (
     state.Param("pgb", "int", 0, "Global batch (sequences per step; 0 = PP micro-batches)", "planner", lo=0,
                 hi=1 << 24, help="The same tokens per optimizer step for every layout: micro-batch × gradient "
                                  "accumulation × DP; the pipeline bubble and the DP traffic are amortised over it"),
+    state.Param("pconc", "int", 0, "Concurrency (requests in flight; 0 = as many as the engine admits)", "planner",
+                lo=0, hi=1 << 20, help="Serving engines (vLLM / SGLang): requests the deployment holds at once, "
+                                       "spread over the DP replicas; each replica decodes min(its share, the "
+                                       "sequences its KV pool holds, max_num_seqs), and layouts rank by output "
+                                       "tokens/s per GPU"),
 )
 PLANNER_KEYS = tuple(p.key for p in PLANNER_PARAMS)
 CALC_VIEW = "_calc_view"  # session-state entry: the last calculator view seen (kept across pages)
@@ -191,18 +196,20 @@ def _inputs(values: Mapping[str, Any]):
 
 
 def plan(values: Mapping[str, Any], gpus: int = 0, max_tp: int = 8, limit: int = LIMIT, rank: str = "fastest",
-         global_batch: int = 0) -> PlanResult:
+         global_batch: int = 0, concurrency: int = 0) -> PlanResult:
     """Ranked layouts for the view on its GPU: of exactly `gpus` GPUs, or the fewest (gpus=0), by `rank`
     (calculator.planning.ranking; "cheapest" without a price ranks by speed, which orders the same at one GPU
     count), every layout with its step time, tokens/s per GPU, MFU and bottleneck; `global_batch` sequences per
-    step (0: PP micro-batches)."""
+    step (0: PP micro-batches); `concurrency` requests in flight for a serving engine's layouts (0: as many as each
+    engine admits)."""
     from calculator.model.spec import ModelSpec
     from calculator.planning.planner import fewest_gpus, plans_for
     model, workload, gpu = _inputs(values)
     timing = state.timing_inputs(values)
     if rank == "cheapest" and timing.price_per_gpu_hour is None:
         rank = "fastest"
-    opts = dict(limit=limit, rank=rank, timing=timing, global_batch=global_batch or None)
+    opts = dict(limit=limit, rank=rank, timing=timing, global_batch=global_batch or None,
+                concurrency=concurrency or None)
     cap = gpu.usable_bytes
     if not isinstance(model, ModelSpec):
         return PlanResult((), gpus, cap, gpu.name, "The planner splits a transformer's heads and layers: a generic "
@@ -253,6 +260,13 @@ def what_fits(values: Mapping[str, Any]) -> Fits:
 TABLE_COLUMNS = ("Rank", "GPUs", "TP", "PP", "Stages", "DP", "CP", "EP", "ZeRO", "Recompute", "Micro-batch",
                  "Micro-batches", "Step time", "Tokens/s/GPU", "MFU", "Bottleneck", "$/M tokens", "Per GPU",
                  "Of capacity", "Open")
+# a serving engine's layouts (vLLM / SGLang) add these after "Micro-batches" (calculator.timing.serving_time)
+SERVING_COLUMNS = ("Running batch", "KV holds", "Out tok/s/GPU", "TPOT", "TTFT")
+
+
+def serving_plans(plans: Iterable) -> bool:
+    """Whether the plans are a serving engine's (they carry a running batch)."""
+    return any(getattr(p, "running_batch", None) is not None for p in plans)
 
 
 def page_of(plans: tuple, page: int, rows: int = PAGE_ROWS) -> tuple[int, int, tuple]:
@@ -264,7 +278,20 @@ def page_of(plans: tuple, page: int, rows: int = PAGE_ROWS) -> tuple[int, int, t
 
 
 def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str, first_rank: int = 1) -> list[dict]:
-    """One row per layout (best first) with its rank and 'open in calculator' link."""
+    """One row per layout (best first) with its rank and 'open in calculator' link; a serving engine's layouts
+    also their running batch, the sequences their KV pool holds, output tokens/s per GPU, TPOT and TTFT."""
+    rows = _rows(plans, values, unit, root, first_rank)
+    if serving_plans(plans):
+        for row, p in zip(rows, plans):
+            row.update({"Running batch": p.running_batch, "KV holds": _round(p.max_seqs),
+                        "Out tok/s/GPU": _round(p.output_tokens_per_s_per_gpu), "TPOT": _seconds(p.tpot_s),
+                        "TTFT": _seconds(p.ttft_s)})
+        order = TABLE_COLUMNS[:12] + SERVING_COLUMNS + TABLE_COLUMNS[12:]
+        rows = [{k: r[k] for k in order} for r in rows]
+    return rows
+
+
+def _rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str, first_rank: int) -> list[dict]:
     from calculator.core.units import format_bytes
     return [{"Rank": first_rank + i, "GPUs": p.gpus, "TP": p.tp, "PP": p.pp,
              "Stages": f"{p.pp_first_stage_layers} … {p.pp_last_stage_layers}" if p.pp_first_stage_layers else "even",

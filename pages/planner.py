@@ -4,7 +4,7 @@ out now (the largest micro-batch, the longest sequence).
 
 The job is the calculator's view: the calculator's own URL keys (a planner link carries them), else the inputs
 the calculator page held when you switched here. The planner's own inputs are `pgpus`, `pmaxtp`, `ppage`, `prank`
-(the ranking key) and `pgb` (the global batch).
+(the ranking key), `pgb` (the global batch) and `pconc` (a serving engine's concurrency).
 Every number comes from calculator.planning.planner and calculator.planning.solvers (through dashboard.planner).
 """
 from __future__ import annotations
@@ -93,6 +93,8 @@ rank_param = planner.PLANNER_PARAMS[3]
 rank = row2.selectbox(rank_param.label, rank_param.options, key=rank_param.key, bind="query-params",
                       help=rank_param.help, width=260)
 global_batch = int(_number(planner.PLANNER_PARAMS[4], row2)) if values["mode"] == "train" else 0
+serving = values["mode"] == "infer" and values["eng"] != "hf"
+concurrency = int(_number(planner.PLANNER_PARAMS[5], row2)) if serving else 0
 shown_rank = "fastest" if rank == "cheapest" and values.get("price") is None else rank
 if shown_rank != rank:
     st.info("Ranking by cost needs a price per GPU-hour (the calculator's Time and cost inputs): ranked by speed, "
@@ -100,7 +102,7 @@ if shown_rank != rank:
 
 key = planner.query_key(values)
 try:
-    result = _plan(key, gpus, max_tp, values, rank=shown_rank, global_batch=global_batch)
+    result = _plan(key, gpus, max_tp, values, rank=shown_rank, global_batch=global_batch, concurrency=concurrency)
     fits = _fits(key, values)
 except state.InputProblems as exc:
     lines = [f"- **{state.BY_KEY[p.key].label if p.key in state.BY_KEY else 'Input'}**: {md_message(p.message)}"
@@ -121,7 +123,12 @@ else:
                f"({format_bytes(result.capacity_bytes, unit)} each)"
                + (": the fewest GPUs where any layout fits" if not gpus else "")
                + f". Ranked by {RANK_TEXT[shown_rank]}"
-               + (f"; {global_batch:,} sequences per step for every layout." if global_batch else "."))
+               + (f"; {global_batch:,} sequences per step for every layout." if global_batch else ".")
+               + (" Serving layouts rank by **output tokens/s per GPU**: each DP replica decodes its running batch "
+                  "(its share of " + (f"{concurrency:,} requests in flight" if concurrency else
+                                      "the requests, as many as the engine admits")
+                  + ", at most what its KV pool holds and max_num_seqs) a token per TPOT; TTFT is one request's "
+                  "prefill." if planner.serving_plans(result.plans) else ""))
     first, shown_page, page_plans = planner.page_of(result.plans, page)
     if len(result.plans) > planner.PAGE_ROWS:
         st.caption(f"Rows {first:,}–{first + len(page_plans) - 1:,} of {len(result.plans):,} (page {shown_page}); "
@@ -136,6 +143,12 @@ else:
                                              help="Model FLOPs (no recompute) / the GPUs' dense peak × step time"),
         "$/M tokens": st.column_config.NumberColumn("$/M tokens", format="$%.3f",
                                                     help="Cost per million tokens at the calculator's price"),
+        "Running batch": st.column_config.NumberColumn("Running batch", help="Sequences one replica decodes at "
+                                                       "once: min(concurrency / DP, KV holds, max_num_seqs)"),
+        "KV holds": st.column_config.NumberColumn("KV holds", help="Sequences of prompt + output tokens the "
+                                                  "engine's KV pool holds at once, per replica"),
+        "Out tok/s/GPU": st.column_config.NumberColumn("Out tok/s/GPU", help="Output tokens per second per GPU "
+                                                       "at the running batch: DP × batch / TPOT / GPUs"),
         "Bottleneck": st.column_config.TextColumn("Bottleneck", help="What bounds the step: compute, memory, "
                                                   "host, TP / EP / PP / CP / DP communication, pipeline bubble"),
         "Open": st.column_config.LinkColumn("Open", display_text="open in calculator",

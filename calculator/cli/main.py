@@ -134,7 +134,7 @@ def run(argv: list[str] | None = None) -> int:
             raise CliError("model: the planner needs a transformer architecture, not a generic network")
         capacity = get_gpu(workload.gpu).usable_bytes
         timing = timing_inputs(args, getattr(args, "timing_config", None))
-        for flag in ("limit", "max_micro_batch", "max_tp", "global_batch"):
+        for flag in ("limit", "max_micro_batch", "max_tp", "global_batch", "concurrency"):
             if getattr(args, flag) is not None and getattr(args, flag) < 1:
                 raise CliError(f"{flag.replace('_', '-')}: must be at least 1")
         if args.global_batch is not None and args.global_batch > 1 << 24:
@@ -144,18 +144,18 @@ def run(argv: list[str] | None = None) -> int:
         with deadline(args.max_seconds, too_long):
             found = (plans_for(model, workload, args.gpus, capacity, args.max_tp, limit=args.limit, rank=args.rank,
                                timing=timing, include_unfit=args.include_unfit, max_micro_batch=args.max_micro_batch,
-                               global_batch=args.global_batch)
+                               global_batch=args.global_batch, concurrency=args.concurrency)
                      if args.gpus is not None else
                      fewest_gpus(model, workload, capacity, max_tp=args.max_tp, limit=args.limit, rank=args.rank,
                                  timing=timing, max_micro_batch=args.max_micro_batch,
-                                 global_batch=args.global_batch))
+                                 global_batch=args.global_batch, concurrency=args.concurrency))
         if args.json:
             print(json.dumps([dict(dataclasses.asdict(p), label=p.label) for p in found]))
         elif not found:
             print(f"no layout fits {workload.gpu} within the 80% safe band")
         else:
             from calculator.cli.output import print_plans
-            print_plans(found, args.rank, args.unit)
+            print_plans(found, args.rank, args.unit, args.concurrency)
         return 0
     if args.command == "export":
         from calculator.cli.export import run_export

@@ -72,14 +72,30 @@ def print_time(t, note: str | None) -> None:
         print(f"note: {n}")
 
 
-def print_plans(plans, rank: str, unit: str) -> None:
+def print_plans(plans, rank: str, unit: str, concurrency: int | None = None) -> None:
     """The planner's layouts, best first: memory on the most loaded GPU, and with a GPU's speed figures the step
-    time, tokens/s per GPU, MFU, what bounds the step and the cost per million tokens."""
+    time, tokens/s per GPU, MFU, what bounds the step and the cost per million tokens; a serving engine's layouts
+    (vLLM / SGLang) instead the running batch per replica at the target concurrency, output tokens/s per GPU, time
+    per output token, time to first token and what bounds the decode step (calculator.timing.serving_time)."""
     from calculator.planning.ranking import RANK_TEXT, canonical
-    print(f"{len(plans)} layouts, ranked by {RANK_TEXT[canonical(rank)]}")
+    serving = any(p.running_batch is not None for p in plans)
+    text = RANK_TEXT[canonical(rank)]
+    if serving:
+        text = text.replace("tokens/s per GPU (MFU)", "output tokens/s per GPU") + (
+            f"; at {concurrency:,} requests in flight" if concurrency else
+            "; each replica running as many sequences as its engine admits")
+    print(f"{len(plans)} layouts, ranked by {text}")
     for p in plans:
-        speed = (f"  {p.step_time_s * 1e3:>9,.1f} ms/step {p.tokens_per_s_per_gpu:>9,.0f} tok/s/GPU "
-                 f"MFU {p.mfu:5.1%}  {p.bottleneck}" if p.step_time_s is not None else "")
+        if p.running_batch is not None:
+            speed = (f"  batch {p.running_batch:>5,} of {p.max_seqs:>7,.1f} held {p.output_tokens_per_s_per_gpu:>9,.0f}"
+                     f" out tok/s/GPU  TPOT {_ms(p.tpot_s)}  TTFT {_ms(p.ttft_s)}  {p.bottleneck}")
+        else:
+            speed = (f"  {p.step_time_s * 1e3:>9,.1f} ms/step {p.tokens_per_s_per_gpu:>9,.0f} tok/s/GPU "
+                     f"MFU {p.mfu:5.1%}  {p.bottleneck}" if p.step_time_s is not None else "")
         cost = f"  ${p.cost_per_million_tokens:,.3f}/M tok" if p.cost_per_million_tokens is not None else ""
         print(f"{p.label:<64} {format_bytes(p.total_bytes, unit):>12} ({p.utilization:.0%}){speed}{cost}"
               + ("" if p.fits else "  does not fit"))
+
+
+def _ms(s: float | None) -> str:
+    return "—" if s is None else f"{s * 1e3:>8,.1f} ms"

@@ -203,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 "cost = cheapest")
             p.add_argument("--global-batch", type=int, help="sequences per optimizer step, the same for every "
                            "layout (micro-batch × gradient accumulation × DP; default: PP micro-batches per step)")
+            p.add_argument("--concurrency", type=int, help="serving (--engine vllm|sglang): requests in flight over "
+                           "the whole layout, spread over its DP replicas; each replica decodes min(its share, the "
+                           "sequences its KV pool holds, max_num_seqs) and layouts rank by output tokens/s per GPU "
+                           "(default: as many as each engine admits)")
             p.add_argument("--limit", type=int, help="print at most this many layouts (default: all)")
             p.add_argument("--max-micro-batch", type=int,
                            help="largest micro-batch to try (default: --batch); smaller powers of two are tried too")

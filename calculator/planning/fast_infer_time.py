@@ -97,9 +97,11 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
     pass_pre = np.zeros(n)
     np.add.at(pass_pre, owner, np.maximum(pre[:, T.GPU], pre[:, T.HOST]))
     pass_dec = np.zeros(n)
+    dec_both = np.zeros((n, len(T.STATS)))
     if gen > 1:
         dec = phase_stats(np.stack([s.per_layer["decode"] for s in shapes]), "decode")
-        np.add.at(both, owner, (gen - 1) * dec)
+        np.add.at(dec_both, owner, dec)
+        both += (gen - 1) * dec_both
         np.add.at(pass_dec, owner, np.maximum(dec[:, T.GPU], dec[:, T.HOST]))
     lay = np.array([(l.tp, l.pp, l.dp, l.ep, l.etp or l.tp) for l in layouts], dtype=np.float64)
     cols = {"tp": lay[:, 0], "pp": lay[:, 1], "dp": lay[:, 2], "ep": lay[:, 3], "etp": lay[:, 4]}
@@ -108,7 +110,7 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
     pre_c = I.comm_arrays(m, cols, e, tokens[:, 0], gpu, inputs, "prefill")
     dec_c = I.comm_arrays(m, cols, e, tokens[:, 1], gpu, inputs, "decode")
     steps = max(0, gen - 1)
-    total, _, _ = I.call_seconds(pass_pre, pass_dec, sum(pre_c), sum(dec_c), gen,
+    total, ttft, tpot = I.call_seconds(pass_pre, pass_dec, sum(pre_c), sum(dec_c), gen,
                                  inputs.decode_step_overhead_ms * 1e-3)
     c_parts = tuple(a + steps * b for a, b in zip(pre_c, dec_c)) if gen > 1 else pre_c
     lay = lay[:, :3]
@@ -119,7 +121,37 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
     return {"step_time_s": total, "tokens_per_s": tokens / total, "tokens_per_s_per_gpu": tokens / total / world,
             "mfu": both[:, T.HW_FLOPS] / (r.peak_flops * lay[:, 1] * total),
             "cost_per_million_tokens": None if price is None else price * world * total / 3600 / tokens * 1e6,
-            "bottleneck": np.argmax(parts, axis=0)}
+            "bottleneck": np.argmax(parts, axis=0), "ttft_s": ttft, "tpot_s": tpot,
+            "decode_bottleneck": None if tpot is None else np.argmax(np.vstack(np.broadcast_arrays(
+                *I.inference_parts(dec_both.T, tpot, dec_c))), axis=0)}
+
+
+def serving(m, w, layouts, batches, timing: TimingInputs | None = None) -> dict | None:
+    """Per layout (numpy arrays) of a serving engine: ttft_s (the prefill of one request), tpot_s (a decode step of
+    batches[i] sequences at the mean cache length; NaN where the batch is 0) and bottleneck (of that decode step,
+    index into inference_time.INFERENCE_BOTTLENECKS); calculator.timing.serving_time turns them into output
+    tokens/s. times() once at batch 1 and once per distinct running batch. None where times() does not cover."""
+    from dataclasses import replace
+    dec_w = w.model_copy(update={"gen_tokens": max(w.gen_tokens, 2)})  # gen < 2: one decode step at the prompt
+
+    def at(b: int, lays):  # a layout carries its batch (grid.workload_of)
+        return times(m, dec_w.model_copy(update={"micro_batch": b}), [replace(lay, micro_batch=b) for lay in lays],
+                     timing)
+    one = at(1, layouts)
+    if one is None:
+        return None
+    n = len(layouts)
+    tpot, neck = np.full(n, np.nan), np.zeros(n, dtype=np.int64)
+    by_batch: dict[int, list[int]] = {}
+    for i, b in enumerate(batches):
+        by_batch.setdefault(int(b), []).append(i)
+    for b, idx in by_batch.items():
+        if b < 1:
+            continue
+        got = one if b == 1 else at(b, [layouts[i] for i in idx])
+        pick = idx if b == 1 else slice(None)
+        tpot[idx], neck[idx] = got["tpot_s"][pick], got["decode_bottleneck"][pick]
+    return {"ttft_s": one["ttft_s"], "tpot_s": tpot, "bottleneck": neck}
 
 
 def clear_cache() -> None:

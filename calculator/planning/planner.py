@@ -35,6 +35,7 @@ from calculator.planning.grid import MAX_PP, Layout, candidate_counts, layouts_o
 from calculator.planning.prices import count_grid, training_totals
 from calculator.planning.ranking import RANK_TEXT, RANKS, RECOMPUTE_COST, check_rank, rank_key, time_plans
 from calculator.core.workload import Workload
+from calculator.timing.serving_time import scheduler_cap
 
 __all__ = ["RANKS", "RANK_TEXT", "RECOMPUTE_COST", "rank_key"]
 # The planner estimates thousands of layouts and each estimate walks the layers: its time grows with the layer
@@ -71,6 +72,15 @@ class Plan:
     fits: bool = True
     mode: str = "train"
     microbatches: int = 1  # per optimizer step (gradient accumulation; with PP the pipeline's micro-batches)
+    # serving engines (vLLM / SGLang; calculator.timing.serving_time), per replica: sequences the KV pool holds at
+    # once, the scheduler's cap, the sequences decoded at once at the target concurrency; TTFT, TPOT at that batch,
+    # output tokens/s per GPU (what "fastest" ranks serving layouts by)
+    max_seqs: float | None = None
+    seq_cap: int | None = None
+    running_batch: int | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    output_tokens_per_s_per_gpu: float | None = None
 
     @property
     def layout(self) -> Layout:
@@ -164,32 +174,42 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
             fits = _fits_engine(est, w) if est.serving is not None else total <= budget
         if fits or include_unfit:
             out.append(_plan(w, lay, total, peak, capacity_bytes, fits, global_batch))
+            if w.mode == "infer" and est.serving is not None:
+                out[-1].max_seqs, out[-1].seq_cap = est.serving.max_concurrent_seqs, scheduler_cap(est.serving, w)
     return out
 
 
 def _finish(m: ModelSpec, w: Workload, plans: list[Plan], limit: int | None, rank: str, timing,
-            global_batch: int | None = None) -> list[Plan]:
+            global_batch: int | None = None, concurrency: int | None = None) -> list[Plan]:
     """Time every plan (with a GPU), rank, cut to `limit`."""
-    time_plans(m, w, plans, timing, global_batch)
+    time_plans(m, w, plans, timing, global_batch, concurrency)
     plans.sort(key=rank_key(rank))
     return plans if limit is None else plans[:limit]
 
 
 def plans_for(m: ModelSpec, w: Workload, gpus: int, capacity_bytes: int, max_tp: int = 8, limit: int | None = None,
               rank: str = "fastest", timing=None, include_unfit: bool = False, max_micro_batch: int | None = None,
-              search: str = "all", global_batch: int | None = None) -> list[Plan]:
+              search: str = "all", global_batch: int | None = None, concurrency: int | None = None) -> list[Plan]:
     """Layouts of exactly `gpus` GPUs that fit `capacity_bytes` within the safe band, best first by `rank`
     (calculator.planning.ranking). With a GPU in the workload every plan carries its step time, tokens/s (per GPU),
     MFU and bottleneck; `timing`: calculator.timing.inputs.TimingInputs (price, efficiencies, links, overlap).
     `search="layout"` keeps the job's own micro-batch and recompute and varies only the parallel layout;
-    `global_batch`: sequences per optimizer step, the same for every layout (micro-batch × accumulation × DP)."""
+    `global_batch`: sequences per optimizer step, the same for every layout (micro-batch × accumulation × DP);
+    `concurrency`: serving engines, the requests in flight over the whole layout (None: as many as each engine
+    admits), which sets each plan's running batch and output tokens/s per GPU (calculator.timing.serving_time)."""
     if gpus < 1:
         raise InputError("gpus", "the number of GPUs must be at least 1")
     rank = _check(w, rank, timing)
     check_plannable(m)
     layouts = list(layouts_of(m, w, gpus, max_tp, max_micro_batch, search, _batch(w, global_batch)))
     plans = evaluate(m, w, layouts, capacity_bytes, include_unfit, global_batch=_batch(w, global_batch))
-    return _finish(m, w, plans, limit, rank, timing, _batch(w, global_batch))
+    return _finish(m, w, plans, limit, rank, timing, _batch(w, global_batch), _concurrency(concurrency))
+
+
+def _concurrency(concurrency: int | None) -> int | None:
+    if concurrency is not None and concurrency < 1:
+        raise InputError("concurrency", "the target concurrency must be at least 1 request")
+    return concurrency
 
 
 def _batch(w: Workload, global_batch: int | None) -> int | None:
@@ -200,14 +220,15 @@ def _batch(w: Workload, global_batch: int | None) -> int | None:
 
 def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 4096, max_tp: int = 8,
                 limit: int | None = None, rank: str = "fastest", timing=None, max_micro_batch: int | None = None,
-                search: str = "all", global_batch: int | None = None) -> list[Plan]:
+                search: str = "all", global_batch: int | None = None,
+                concurrency: int | None = None) -> list[Plan]:
     """The layouts at the smallest GPU count where any layout fits (counts tried: 1, 2, 4, 8, then whole nodes of 8;
     calculator.planning.grid.candidate_counts), ranked by `rank`."""
     rank = _check(w, rank, timing)
     check_plannable(m)
     gb = _batch(w, global_batch)
     found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, max_micro_batch, search, global_batch=gb)
-    return _finish(m, w, found, limit, rank, timing, gb) if found else []
+    return _finish(m, w, found, limit, rank, timing, gb, _concurrency(concurrency)) if found else []
 
 
 def _fewest(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int, max_tp: int,

@@ -9,6 +9,10 @@ Keys (the `rank` input of the CLI `plan --rank`, the Planner page and the fit ca
   memory         the planner's earlier order: fewest GPUs, largest micro-batch, least recompute, lowest memory.
 Layouts that fit always come before those that do not; ties end on lower ZeRO stage, PP, CP, TP and EP.
 
+Serving layouts (vLLM / SGLang) rank by output tokens/s per GPU at the target concurrency instead: each replica
+decodes min(⌈C / DP⌉, the sequences its KV pool holds, the scheduler's cap) sequences a step of TPOT
+(calculator.timing.serving_time; serve_plans), and their cost is per million output tokens.
+
 Every plan's step time, tokens/s (per GPU), MFU, cost and bottleneck come from calculator.timing.step_time:
 vectorised over the grid by calculator.planning.fast_time where it covers the job, estimate_time() per plan
 otherwise. Serving layouts (vLLM / SGLang) are timed with the engine's step cost (ENGINE_STEP_OVERHEAD_MS, CUDA
@@ -43,7 +47,9 @@ def canonical(rank: str) -> str:
 
 
 def _speed(p) -> float:
-    return -(p.tokens_per_s_per_gpu or 0.0)
+    """Minus the plan's speed: output tokens/s per GPU for a serving engine's layout, tokens/s per GPU otherwise."""
+    out = p.output_tokens_per_s_per_gpu
+    return -(out if out is not None else p.tokens_per_s_per_gpu or 0.0)
 
 
 def rank_key(rank: str = "fastest"):
@@ -87,11 +93,19 @@ def serving_timing(w, timing):
     return timing.model_copy(update=update) if update else timing
 
 
-def time_plans(m, w, plans: list, timing=None, global_batch: int | None = None) -> None:
+def time_plans(m, w, plans: list, timing=None, global_batch: int | None = None,
+               concurrency: int | None = None) -> None:
     """Give every plan its step time, tokens/s (per GPU), MFU, cost and bottleneck on the workload's GPU (in place;
-    left None where the catalogue lacks the GPU's speed figures)."""
+    left None where the catalogue lacks the GPU's speed figures); a serving engine's plans also their running batch
+    at `concurrency`, TTFT, TPOT and output tokens/s per GPU (serve_plans)."""
     if not w.gpu or not plans:
         return
+    _time_plans(m, w, plans, timing, global_batch)
+    if w.mode == "infer" and w.engine != "hf" and plans[0].step_time_s is not None:
+        serve_plans(m, w, plans, timing, concurrency)
+
+
+def _time_plans(m, w, plans: list, timing=None, global_batch: int | None = None) -> None:
     from calculator.planning import fast_infer_time, fast_time
     from calculator.timing.inference_time import INFERENCE_BOTTLENECKS
     from calculator.timing.step_time import BOTTLENECKS
@@ -130,3 +144,56 @@ def time_plans(m, w, plans: list, timing=None, global_batch: int | None = None) 
         p.tokens_per_s_per_gpu = p.tokens_per_s / p.gpus
         p.mfu, p.bottleneck = t.mfu, t.bottleneck
         p.cost_per_million_tokens = t.cost_per_million_tokens
+
+
+def serve_plans(m, w, plans: list, timing=None, concurrency: int | None = None) -> None:
+    """A serving engine's plans (in place): running batch per replica at `concurrency` (requests in flight over the
+    layout; None: as many as each engine admits), TTFT (one request's prefill), TPOT at that batch, output tokens/s
+    per GPU, the decode step's bottleneck and the cost per million output tokens (calculator.timing.serving_time;
+    with PP, TPOT is the step of ⌈B / PP⌉ sequences: PP micro-batches in flight).
+    Vectorised by fast_infer_time.serving where it covers the model, estimate_time() per distinct shape otherwise."""
+    from calculator.planning import fast_infer_time
+    from calculator.timing import serving_time as S
+    from calculator.timing.inference_time import INFERENCE_BOTTLENECKS
+    timing = serving_timing(w, timing)
+    todo = [p for p in plans if p.max_seqs is not None]
+    batches = [S.running_batch(S.per_replica(concurrency, p.dp), p.max_seqs, p.seq_cap) for p in todo]
+    steps = [S.pp_step_batch(b, p.pp) for p, b in zip(todo, batches)]
+    got = fast_infer_time.serving(m, w, [p.layout for p in todo], steps, timing) if todo else None
+    if got is not None:
+        ttft, tpot, neck = got["ttft_s"].tolist(), got["tpot_s"].tolist(), got["bottleneck"].tolist()
+        necks = [INFERENCE_BOTTLENECKS[k] for k in neck]
+    else:
+        ttft, tpot, necks = serving_by_estimate(m, w, todo, steps, timing)
+    for p, b, t1, t2, neck in zip(todo, batches, ttft, tpot, necks):
+        rate = S.output_tokens_per_s(b, t2 if b else None, p.dp)
+        p.running_batch, p.ttft_s, p.tpot_s = b, t1, (t2 if b else None)
+        p.output_tokens_per_s_per_gpu = S.per_gpu(rate, p.gpus)
+        p.cost_per_million_tokens = S.cost_per_million_output(timing.price_per_gpu_hour, p.gpus, rate)
+        if b:
+            p.bottleneck = neck
+
+
+def serving_by_estimate(m, w, plans: list, batches: list, timing) -> tuple[list, list, list]:
+    """(TTFT, TPOT, decode bottleneck) per plan from estimate_time(): one request, and a batch of each running batch
+    (gen ≥ 2: one decode step at the prompt's cache when gen < 2), once per distinct (shape, batch)."""
+    from dataclasses import replace
+
+    from calculator.planning.grid import workload_of
+    from calculator.timing.serving_time import decode_bottleneck
+    from calculator.timing.step_time import estimate_time
+    seen: dict = {}
+
+    def at(lay, b):
+        key = (lay.tp, lay.pp, lay.ep, lay.etp, lay.pp_first, lay.pp_last, b)
+        if key not in seen:
+            wl = workload_of(w, replace(lay, micro_batch=b)).model_copy(update={"gen_tokens": max(w.gen_tokens, 2)})
+            seen[key] = estimate_time(m, wl, timing)
+        return seen[key]
+    ttft, tpot, necks = [], [], []
+    for p, b in zip(plans, batches):
+        ttft.append(at(p.layout, 1).ttft_s)
+        t = at(p.layout, b) if b else None
+        tpot.append(t.tpot_s if t else None)
+        necks.append(decode_bottleneck(t.roofline, t.tpot_s) if t else "")
+    return ttft, tpot, necks

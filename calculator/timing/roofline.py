@@ -189,7 +189,10 @@ def flash_attention(batch: int, s: int, heads: int, kv_heads: int, d_qk: int, d_
     else:
         pairs = causal_pairs(s, window)
     flops = attention_core_flops(batch, heads, pairs, d_qk, d_v)
-    nbytes = e * batch * s * (heads * d_qk + kv_heads * (d_qk + d_v) + heads * d_v) + 4 * batch * heads * s
+    # a decode step reads every cached key and value of its sequence (s_kv of them, the new one included): the
+    # memory-bound part of decoding that grows with the batch and the context (flash-decoding, vLLM paged attention)
+    kv_read = s_kv if s_kv is not None else s
+    nbytes = e * batch * (s * heads * (d_qk + d_v) + kv_read * kv_heads * (d_qk + d_v)) + 4 * batch * heads * s
     return Op("Attention core (FlashAttention)", "forward", "attention", flops, nbytes, HOST_OPS["flash"][0],
               "2·b·heads·pairs·(d_qk + d_v), pairs = s(s+1)/2 causal", "flash-attention-2",
               bwd_host_ops=HOST_OPS["flash"][1])

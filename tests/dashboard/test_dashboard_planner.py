@@ -350,3 +350,22 @@ def test_capacity_bars_are_green_for_layouts_that_fit():
     assert planner.capacity_bar_color([P(0.5), P(0.8)]) == "green"
     assert planner.capacity_bar_color([P(0.5), P(0.9)]) == "orange"
     assert planner.capacity_bar_color([P(1.2)]) == "red"
+
+
+def test_serving_layouts_show_the_serving_columns_and_rank_by_output_tokens():
+    """Issue 23, serving: a vLLM job's layouts show the running batch, what the KV pool holds, output tokens/s per
+    GPU, TPOT and TTFT, ranked by output tokens/s per GPU; `pconc` is the target concurrency."""
+    query = {"model": "qwen2.5-7b", "mode": "infer", "eng": "vllm", "seq": "32768", "pgpus": "4"}
+    at = open_planner(query)
+    rows = table(at)
+    assert rows and all(c in rows[0] for c in planner.SERVING_COLUMNS)
+    w = Workload(mode="infer", engine="vllm", seq_len=32768, gpu="h100-sxm")
+    expected = plans_for(QWEN, w, 4, H100)
+    assert [r["Out tok/s/GPU"] for r in rows] == [round(p.output_tokens_per_s_per_gpu, 1) for p in expected]
+    assert [r["Running batch"] for r in rows] == [p.running_batch for p in expected]
+    speeds = [r["Out tok/s/GPU"] for r in rows]
+    assert speeds == sorted(speeds, reverse=True)
+    assert all(r["TPOT"] != "—" and r["TTFT"] != "—" for r in rows)
+    at = open_planner({**query, "pconc": "2"})
+    assert at.number_input(key="pconc").value == 2
+    assert all(r["Running batch"] <= -(-2 // r["DP"]) for r in table(at))

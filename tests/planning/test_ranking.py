@@ -79,12 +79,12 @@ def test_cheapest_needs_a_price_and_orders_by_cost():
     assert costs == sorted(costs)
 
 
-def test_serving_layouts_rank_by_tokens_per_second_per_gpu():
+def test_serving_layouts_rank_by_output_tokens_per_second_per_gpu():
     m = load_model("llama-3.1-70b").spec
     w = Workload(mode="infer", engine="vllm", seq_len=8192, micro_batch=32, gen_tokens=256, gpu="h100-sxm")
     plans = plans_for(m, w, 16, H100)
     assert plans and all(p.tokens_per_s_per_gpu and p.bottleneck for p in plans)
-    speeds = [p.tokens_per_s_per_gpu for p in plans]
+    speeds = [p.output_tokens_per_s_per_gpu for p in plans]
     assert speeds == sorted(speeds, reverse=True)
     assert len({(p.tp, p.pp) for p in plans}) > 1  # TP × PP × DP replicas compared
 
