@@ -45,8 +45,11 @@ def _count(*modules) -> int:
 
 def _real_parts(model) -> tuple[int, int]:
     """(tower, projector) parameters of a ForConditionalGeneration model: Qwen's merger (and DeepStack mergers) are
-    the projector inside `visual`; the others have a vision_tower and a multi_modal_projector."""
+    the projector inside `visual`; Gemma 4's projector is embed_vision; the others have a vision_tower and a
+    multi_modal_projector."""
     inner = model.model
+    if hasattr(inner, "embed_vision"):
+        return _count(inner.vision_tower), _count(inner.embed_vision)
     if hasattr(inner, "visual"):
         proj = [inner.visual.merger] + list(getattr(inner.visual, "deepstack_merger_list", []))
         return _count(inner.visual) - _count(*proj), _count(*proj)
@@ -94,6 +97,21 @@ def test_llama4_tower_and_projector_default_and_scout():
             real = (_count(Llama4VisionModel(cfg.vision_config)), _count(Llama4MultiModalProjector(cfg)))
         assert (vision_parameters(v).tower, vision_parameters(v).projector) == real
     assert vision_parameters(spec_from_hf_config(scout).spec.vision).total == 850_960_896 + 20_971_520
+
+
+def test_gemma4_default_and_preset_towers_have_the_real_models_parameters():
+    cfg = T.Gemma4Config(vision_config=T.Gemma4VisionConfig().to_dict())  # the class's own default has no tower
+    v, _ = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _real_parts(_built(cfg))
+    raw = _raw("gemma-4-26b-a4b")
+    mapped = spec_from_hf_config(raw)
+    cfg = T.Gemma4Config(**{k: v for k, v in raw.items() if k != "model_type"})
+    got = vision_parameters(mapped.spec.vision)
+    assert (got.tower, got.projector) == _real_parts(_built(cfg)) == (569_548_080, 3_244_032)
+    assert "gemma4: 569,548,080 + projector 3,244,032" in mapped.warnings[0]
+    # no vision_config: transformers builds no tower
+    assert vision_from_config(T.Gemma4Config().to_dict(), 1536) == (
+        None, "multimodal 'gemma4' config: using its text_config; no vision tower (vision_config is null)")
 
 
 def test_qwen2_5_vl_checkpoint_sized_tower_and_mistral3_projector_options():
@@ -154,6 +172,25 @@ def test_mistral3_patches_and_tokens_equal_the_pixtral_processors():
                                                             (hh // 28) * (ww // 28 + 1))
 
 
+def test_gemma4_patches_and_tokens_equal_its_image_processor_and_processor():
+    from types import SimpleNamespace
+
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+    from transformers.models.gemma4.processing_gemma4 import Gemma4Processor
+    v = spec_from_hf_config(_raw("gemma-4-26b-a4b")).spec.vision
+    proc = Gemma4ImageProcessorPil()  # the class defaults: patch 16, max_soft_tokens 280, pooling kernel 3
+    markers = SimpleNamespace(boi_token="<boi>", eoi_token="<eoi>", image_token="<img>")
+    for h, w in SIZES + [(20, 3000), (3000, 20), (672, 960)]:
+        x = proc(images=[_img(h, w)], return_tensors="np")
+        soft = int(x["num_soft_tokens_per_image"][0])
+        prompt = Gemma4Processor.replace_image_token(markers, x, 0)
+        got = image_tokens(v, h, w)
+        assert got.sequences == (x["pixel_values"].shape[1],) == (2520,)  # padded to the budget: the encoder runs all
+        assert (got.merged, got.lm_tokens) == (soft, len(re.findall(r"<[a-z]+>", prompt)))
+        assert soft == int((x["image_position_ids"][0] != -1).all(-1).sum()) // 9
+    assert v.default_image_px == 1024 and image_tokens(v, 1024, 1024)[1:] == (256, 258)
+
+
 class _Size(NamedTuple):
     height: int
     width: int
@@ -207,3 +244,26 @@ def test_the_language_models_parameter_count_leaves_the_tower_out():
     from calculator.model.parameters import count_parameters
     with_tower = spec_from_hf_config(_raw("gemma-3-4b")).spec
     assert count_parameters(with_tower).total == count_parameters(with_tower.model_copy(update={"vision": None})).total
+
+
+def test_gemma4_lora_all_linear_adapts_the_linears_inside_its_clippable_wrappers():
+    """PEFT 0.21's all-linear adapts every nn.Linear: in Gemma 4's tower the `.linear` in each Gemma4ClippableLinear,
+    the patch embedder's and embed_vision's (adapted_linears); a name list hitting the wrapper (q_proj) is refused,
+    and PEFT's own gemma4 default targets only the language model."""
+    peft = pytest.importorskip("peft")
+    from calculator.model.vision import adapted_linears
+    cfg = T.Gemma4Config(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=4, head_dim=12, patch_size=4,
+                                            pooling_kernel_size=2, position_embedding_size=64),
+                         text_config=dict(hidden_size=40, num_hidden_layers=1, vocab_size=16, intermediate_size=8,
+                                          num_attention_heads=2, num_key_value_heads=1, head_dim=8))
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+
+    def adapted(targets):
+        model = peft.get_peft_model(T.Gemma4ForConditionalGeneration(cfg), peft.LoraConfig(r=2, **targets))
+        return [n for n, _ in model.named_modules() if n.endswith(".lora_A")]
+    tower = [n for n in adapted({"target_modules": "all-linear"}) if "vision_tower." in n or "embed_vision." in n]
+    assert len(tower) == len(adapted_linears(v, "all-linear")) == 2 * 7 + 2
+    assert not any("vision" in n for n in adapted({}))
+    with pytest.raises(ValueError, match="Gemma4ClippableLinear"):
+        adapted({"target_modules": ["q_proj", "v_proj"]})

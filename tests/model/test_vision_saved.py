@@ -154,6 +154,36 @@ def test_pixtral_blocks_and_tower_with_the_mistral3_projector(images, px, impl):
     _check(v, by, "tower.vision.transformer.layers.", images, px, impl, ((px // 8) ** 2 * images,))
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("sizes", [[(40, 56)], [(40, 56), (64, 24)], [(48, 48)], [(30, 30)] * 2], ids=str)
+def test_gemma4_blocks_and_tower_with_embed_vision(sizes, impl):
+    """Gemma 4 at a small width (patch 4, pooling kernel 2, 70 soft tokens: a 280-patch budget), its inputs made by
+    the real image processor: every image padded to the budget, which the encoder runs (the padding masked)."""
+    import numpy as np
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4MultimodalEmbedder, Gemma4VisionModel
+    cfg = T.Gemma4Config(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                            num_attention_heads=4, num_key_value_heads=4, head_dim=12, patch_size=4,
+                                            pooling_kernel_size=2, position_embedding_size=64, standardize=True),
+                         text_config=TEXT)
+    raw = {**cfg.to_dict(), "vision_soft_tokens_per_image": 70}
+    v, _ = vision_from_config(raw, 40)
+    proc = Gemma4ImageProcessorPil(patch_size=4, max_soft_tokens=70, pooling_kernel_size=2)
+    x = proc(images=[np.zeros((h, w, 3), np.uint8) for h, w in sizes], return_tensors="pt")
+    assert x["pixel_values"].shape[1] == 280 == image_tokens(v, *sizes[0]).patches
+    assert list(x["num_soft_tokens_per_image"]) == [image_tokens(v, h, w).merged for h, w in sizes]
+
+    def run(t):
+        h = t["vision"](pixel_values=x["pixel_values"], pixel_position_ids=x["image_position_ids"])
+        return t["embed"](h.last_hidden_state).float().sum()
+    by = _trace({"vision": Gemma4VisionModel._from_config(cfg.vision_config),
+                 "embed": Gemma4MultimodalEmbedder(cfg.vision_config, cfg.text_config)}, run, impl)
+    groups = (280,) * len(sizes)
+    assert _block(by, "tower.vision.encoder.layers.", 1) == block_saved_bytes(v, groups, E, impl, CPU_LN_STATS)
+    if all(h == w == sizes[0][0] for h, w in sizes):  # tower_saved_bytes prices equal square images
+        assert sum(by.values()) == sum(tower_saved_bytes(v, len(sizes), sizes[0][0], E, impl, CPU_LN_STATS))
+
+
 def test_flash_attention_keeps_no_scores_and_pixtral_attends_per_image():
     v, _ = vision_from_config(T.Mistral3Config().to_dict(), 5120)
     per_image = (5476, 5476)

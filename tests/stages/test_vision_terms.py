@@ -30,7 +30,7 @@ def _terms(e) -> dict:
 @pytest.mark.parametrize("kw", [dict(), dict(finetune="lora"), dict(finetune="qlora", recompute="full"),
                                 dict(mode="infer", gen_tokens=64), dict(parallel={"dp": 4, "zero": 3}),
                                 dict(vision_tower="trained", image_size=448)])
-@pytest.mark.parametrize("name", ["qwen3.5-27b", "gemma-3-27b", "llama-4-scout"])
+@pytest.mark.parametrize("name", ["qwen3.5-27b", "gemma-3-27b", "llama-4-scout", "gemma-4-26b-a4b"])
 def test_no_images_is_the_text_models_estimate_to_the_byte(name, kw):
     spec = load_model(name).spec
     w = Workload(seq_len=1024, **kw)
@@ -69,6 +69,27 @@ def test_gemma3_full_fine_tune_with_a_trained_tower_has_its_states_and_activatio
     assert blocks == 27 * (2 * (2 * 4096 * 1152 + 8 * 4096) + 12 * 4096 * 1152 + 4 * 4096 * 4304 + 4 * 16 * 4096)
     assert t["activations.norms"].bytes == _terms(estimate(gemma27, Workload(seq_len=2048 + 260),
                                                            with_fits=False))["activations.norms"].bytes
+
+
+def test_gemma4_trained_tower_runs_the_whole_patch_budget_of_every_image():
+    g4 = load_model("gemma-4-26b-a4b").spec
+    w = Workload(seq_len=2048, images_per_sample=2, vision_tower="trained")  # 1024² by default
+    t = _terms(estimate(g4, w, with_fits=False))
+    it = image_tokens(g4.vision, 1024, 1024)
+    assert (it.patches, it.merged, it.lm_tokens) == (2520, 256, 258)  # 2304 real patches padded to 2520
+    n = vision_parameters(g4.vision).total
+    assert n == 569_548_080 + 3_244_032 and t["gradients.vision"].bytes == 2 * n
+    assert t["activations.norms"].bytes == _terms(estimate(g4, Workload(seq_len=2048 + 2 * 258),
+                                                           with_fits=False))["activations.norms"].bytes
+    blocks, outside = tower_saved_bytes(g4.vision, 2, 1024, 2, "flash")
+    assert t["activations.vision"].bytes == blocks + outside
+    N, hv, a = 2 * 2520, 1152, 16
+    block = (4 * (8 * N * hv + 8 * N + 4 * hv) + 2 * (8 * N * hv + 8 * N * a + 4 * 72) + 4 * N * hv + 8 * N * a
+             + 12 * N * hv + 8 * N * 4304 + 4 * a * N)
+    assert blocks == 27 * block
+    lora = _terms(estimate(g4, w.model_copy(update={"finetune": "lora", "lora_targets": "all-linear"}),
+                           with_fits=False))["weights.vision_adapters"]
+    assert "191 linears" in lora.note  # 27 × 7 blocks' + the patch embedder's + embed_vision's
 
 
 def test_a_trained_tower_under_zero3_and_full_recompute(gemma27):

@@ -34,6 +34,12 @@ LLAMA4_VISION = {  # models/llama4/configuration_llama4.py Llama4VisionConfig
 PIXTRAL_VISION = {  # models/pixtral/configuration_pixtral.py PixtralVisionConfig
     "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
     "num_channels": 3, "image_size": 1024, "patch_size": 16}
+GEMMA4_VISION = {  # models/gemma4/configuration_gemma4.py Gemma4VisionConfig
+    "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 16, "num_attention_heads": 12,
+    "num_key_value_heads": 12, "head_dim": 64, "patch_size": 16, "pooling_kernel_size": 3,
+    "position_embedding_size": 10240}
+# Gemma4ImageProcessor(Pil).max_soft_tokens (image_processing_pil_gemma4.py): 280 by default, one of these
+GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)
 MISTRAL3_ABSENT_VISION = {  # Mistral3Config.sub_configs_defaults: the vision config when the file has none
     **PIXTRAL_VISION, "patch_size": 14, "image_size": 1540, "head_dim": 64}
 
@@ -45,7 +51,8 @@ QWEN2_5_PIXELS = (3136, 12_845_056)
 QWEN3_PIXELS = (65_536, 16_777_216)
 
 KINDS = {"qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
-         "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral"}
+         "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
+         "gemma4": "gemma4"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 
 
@@ -111,6 +118,28 @@ def _pixtral(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     return f
 
 
+def _gemma4(v: dict, cfg: dict, text_hidden: int) -> dict:
+    """Gemma4VisionModel + embed_vision. Gemma4VisionAttention's q/k/v are num_heads·head_dim wide (k, v:
+    num_key_value_heads·head_dim): the engine maps the checkpoints' shape, head_dim·heads = hidden_size, no GQA.
+    max_soft_tokens: the config's vision_soft_tokens_per_image (what google/gemma-4-* write, = the processor's
+    max_soft_tokens and image_seq_length), else vision_config.default_output_length, else the processor's 280."""
+    v = {**GEMMA4_VISION, **v}
+    f = _layers_heads({**v, "num_channels": 3, "image_size": 1})  # Gemma4VisionPatchEmbedder: Linear(3·P² → hv)
+    f["image_size"] = 0  # no fixed size: every image is rescaled to the patch budget (tokens.py)
+    heads = f["num_heads"]
+    if get_int(v, "head_dim", hi=B.MAX_HEAD_DIM) * heads != f["hidden_size"] or \
+            get_int(v, "num_key_value_heads", hi=B.MAX_HEADS) != heads:
+        raise ConfigError("a Gemma 4 vision tower with head_dim × num_attention_heads ≠ hidden_size or "
+                          "num_key_value_heads ≠ num_attention_heads is not mapped")
+    soft = get_int(cfg, "vision_soft_tokens_per_image", default=get_int(v, "default_output_length", default=280,
+                                                                          hi=1 << 16), hi=1 << 16)
+    if soft not in GEMMA4_SOFT_TOKENS:
+        raise ConfigError(f"max soft tokens per image ({soft}) must be one of {GEMMA4_SOFT_TOKENS}")
+    f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(v, "pooling_kernel_size", hi=64),
+             num_position_embeddings=get_int(v, "position_embedding_size", hi=B.MAX_POSITIONS), tokens_per_image=soft)
+    return f
+
+
 def _is_multimodal(cfg: dict) -> bool:
     return isinstance(cfg.get("vision_config"), dict) or (
         isinstance(cfg.get("text_config"), dict) and "hidden_size" not in cfg)
@@ -129,6 +158,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
     if outer not in VISION_TYPES:
         return None, head + "vision tower ignored" + ("" if nested else " (not a mapped vision-language type)")
     v = cfg.get("vision_config")
+    if v is None and outer == "gemma4":  # Gemma4Model builds no vision_tower without a vision_config
+        return None, head + "no vision tower (vision_config is null)"
     try:
         if v is not None and not isinstance(v, dict):
             raise ConfigError("vision_config: must be an object")
@@ -139,6 +170,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _siglip(v or {}, cfg, text_hidden)
         elif kind == "llama4":
             f = _llama4(v or {}, text_hidden)
+        elif kind == "gemma4":
+            f = _gemma4(v, cfg, text_hidden)
         else:
             f = _pixtral(v, cfg, text_hidden)
         spec = VisionSpec(kind=kind, model_type=outer, **f)

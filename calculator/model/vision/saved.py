@@ -11,6 +11,11 @@ activation dtype; N: patches in the call; hv, fv, a: the tower's hidden and MLP 
                         q, k) + 2e·N·fv
     Qwen2.5-VL          2·RMS(hv) + 2e·N·hv + 3e·N·hv + 2e·N·hv + e·N·hv (proj input) + 4e·N·fv (SwiGLU)
     Pixtral             2·RMS(hv) + 3e·N·hv + 3e·N·hv + 4e·N·fv (SwiGLU)
+    Gemma 4             4·G(hv) + q_norm, k_norm: 2·(8·N·hv + 8·N·a + 4·d) + v_norm (no weight): 4·N·hv + 8·N·a
+                        + 3e·N·hv (q/k/v, o and gate/up inputs) + 3e·N·hv (rotated q, k; v) + 4e·N·fv (GELU-tanh
+                        gated MLP), with G(w) = 8·N·w + 8·N + 4·w: Gemma4RMSNorm keeps the fp32 copy of its input
+                        and its normalised product, the fp32 mean square and its pow(−0.5), and weight.float(); the
+                        rotary multiplies keep only cos and sin (shared: the first block's, 2e·N·d)
 plus the attention core over each group of n tokens that attend to each other:
     eager   Σ (4 + e)·a·n² (fp32 softmax and its model-dtype copy; Llama 4's vision softmax stays in the model
             dtype: Σ e·a·n²)
@@ -18,9 +23,13 @@ plus the attention core over each group of n tokens that attend to each other:
             of attn_implementation="flash_attention_2", read from flash-attn's saved tensors, not traced here
     sdpa    as flash (measured on the CPU: SDPA's flash kernel keeps the output and an fp32 logsumexp); the Qwen
             towers then split q/k/v per image (or window) and torch.cat the outputs: + e·N·hv
-The groups: one per image (Qwen3, SigLIP), per tile (Llama 4), per attention window in Qwen2.5-VL's windowed blocks
-(full per image in fullatt_block_indexes), and for Pixtral under eager / SDPA all images of the call as ONE
-sequence with a block-diagonal mask ((ΣN)² scores; flash attends per image).
+Gemma 4 under SDPA: + Σ e·n² per block (each call turns the boolean padding mask into a float one, which SDPA keeps;
+eager adds the encoder's float mask, saving nothing; counted even in the rare call with no padding, where transformers
+passes no mask). N counts the padded patches: every image runs the processor's whole budget (tokens.py); flash's
+Σ 4·a·n too, though FlashAttention-2 unpads to the real patches (≤ 4·a bytes per padding patch over).
+The groups: one per image (Qwen3, SigLIP, Gemma 4), per tile (Llama 4), per attention window in Qwen2.5-VL's
+windowed blocks (full per image in fullatt_block_indexes), and for Pixtral under eager / SDPA all images of the call
+as ONE sequence with a block-diagonal mask ((ΣN)² scores; flash attends per image).
 """
 from __future__ import annotations
 
@@ -36,6 +45,12 @@ def _ln(n: int, width: int, e: int, st: int) -> int:
 
 def _rms(n: int, width: int, e: int) -> int:
     return (4 + e) * n * width + 4 * n
+
+
+def _gemma_rms(n: int, width: int) -> int:
+    """Gemma4RMSNorm (modeling_gemma4.py) on a bf16 / fp16 input: fp32 input and normalised copies, fp32 mean square
+    and its pow(−0.5) per row, weight.float()."""
+    return 8 * n * width + 8 * n + 4 * width
 
 
 def attention_groups(v: VisionSpec, grids: tuple[tuple[int, int], ...], sequences: tuple[int, ...], block: int,
@@ -59,6 +74,8 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
         core = sum(per_score * a * g * g for g in groups)
     else:
         core = sum(4 * a * g for g in groups)
+        if k == "gemma4" and attention == "sdpa":
+            core += sum(e * g * g for g in groups)  # the float copy of the boolean padding mask, per call
         if k in ("qwen2_5_vl", "qwen3_vl") and attention == "sdpa":
             core += e * n * hv  # the per-image (or per-window) outputs torch.cat'ed into a new tensor
     if k == "qwen2_5_vl":
@@ -67,6 +84,9 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
         return 2 * _ln(n, hv, e, ln_stats) + 8 * e * n * hv + 2 * e * n * fv + core
     if k == "pixtral":
         return 2 * _rms(n, hv, e) + 6 * e * n * hv + 4 * e * n * fv + core
+    if k == "gemma4":
+        qkv_norms = 2 * (8 * n * hv + 8 * n * a + 4 * v.head_dim) + 4 * n * hv + 8 * n * a
+        return 4 * _gemma_rms(n, hv) + qkv_norms + 6 * e * n * hv + 4 * e * n * fv + core
     return 2 * _ln(n, hv, e, ln_stats) + 6 * e * n * hv + 2 * e * n * fv + core  # siglip, llama4
 
 
@@ -75,7 +95,7 @@ def _rope(v: VisionSpec, n: int, e: int) -> int:
     dtype in Pixtral's; Llama 4's complex frequencies are a buffer-derived constant the trace does not count."""
     if v.kind in ("qwen2_5_vl", "qwen3_vl"):
         return 2 * 4 * n * v.head_dim
-    return 2 * e * n * v.head_dim if v.kind == "pixtral" else 0
+    return 2 * e * n * v.head_dim if v.kind in ("pixtral", "gemma4") else 0
 
 
 def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], merged: int, e: int, attention: str,
@@ -96,6 +116,12 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
     if k == "siglip":  # conv input, post_layernorm, the pool's input, Gemma RMSNorm (fp32 in/out, rstd, 1 + w), matmul
         return e * n * c * p * p + _ln(n, hv, e, ln_stats) + e * n * hv + 8 * m_tok * hv + 4 * m_tok + 4 * hv + \
             e * m_tok * hv
+    if k == "gemma4":  # Gemma4VisionModel: input_proj's input, x/y positions (int64) and the padding mask, the rotary
+        # tables; the pooler's fp32 one-hot weights (budget × max_soft_tokens per image) and its output mask;
+        # std_scale.float(); embed_vision's weightless RMSNorm (fp32 input, 2 fp32 per row) and its linear's input
+        pooled = images * v.tokens_per_image
+        return e * n * c * p * p + 17 * n + _rope(v, n, e) + 4 * n * v.tokens_per_image + pooled + 4 * hv + \
+            4 * m_tok * hv + 8 * m_tok + e * m_tok * hv
     if k == "llama4":  # per tile: unfolded patches, pre/post LayerNorm (with CLS), adapter fc1 in, GELU/fc2, GELU/proj
         n_p = n - images * len(per_image)  # the CLS token is dropped before the adapter
         return e * n_p * c * p * p + 2 * _ln(n, hv, e, ln_stats) + e * n_p * hv + e * m_tok * 2 * (
@@ -122,7 +148,8 @@ def tower_saved_bytes(v: VisionSpec, images: int, px: int, e: int, attention: st
 def forward_peak_bytes(v: VisionSpec, images: int, px: int, e: int, attention: str) -> int:
     """≈ the most a forward pass of the tower without autograd holds at once (a frozen tower while training, or
     generate()'s prefill): the processor's fp32 pixels, and in the busiest block the residual stream and its normed
-    copy plus, per phase, q, k, v and the attention output (Qwen: the fp32 rotary copies of q and k; eager: the
+    copy plus, per phase, q, k, v and the attention output (Qwen: the fp32 rotary copies of q and k, Gemma 4: its
+    norms' fp32 copies; Gemma 4 eager / SDPA: its padding mask, n² per image in the model dtype; eager: the
     scores and their softmax over each group; Pixtral eager / SDPA: its (ΣN)² mask) or the MLP's hidden tensors
     (gated: 3·fv, else 2·fv). An estimate of the live tensors, not a trace: it only matters under eager attention,
     where the scores dominate."""
@@ -132,12 +159,14 @@ def forward_peak_bytes(v: VisionSpec, images: int, px: int, e: int, attention: s
     grids = (square_grid(v, px),) * images if k == "qwen2_5_vl" else ()
     block = v.full_attention_blocks[0] if k == "qwen2_5_vl" and v.full_attention_blocks else 0
     groups = attention_groups(v, grids, sequences, block, attention)
-    attn = 6 * e * n * hv + (8 * n * hv if k in ("qwen2_5_vl", "qwen3_vl") else 0)
+    attn = 6 * e * n * hv + (8 * n * hv if k in ("qwen2_5_vl", "qwen3_vl", "gemma4") else 0)
     if attention == "eager":
         attn += sum((2 * e if k == "llama4" else 4 + e) * a * g * g for g in groups)
     else:
         attn += 4 * a * n
     if k == "pixtral" and attention != "flash":
         attn += e * n * n
-    mlp = 2 * e * n * hv + (3 if k in ("qwen2_5_vl", "pixtral") else 2) * e * n * fv
+    if k == "gemma4" and attention != "flash":  # the padding mask, as a float tensor per image
+        attn += sum(e * g * g for g in groups)
+    mlp = 2 * e * n * hv + (3 if k in ("qwen2_5_vl", "pixtral", "gemma4") else 2) * e * n * fv
     return 4 * n * v.num_channels * v.temporal_patch_size * v.patch_size ** 2 + max(attn, mlp)

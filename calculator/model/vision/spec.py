@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of five encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of six encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_5_vl  models/qwen2_5_vl/modeling_qwen2_5_vl.py   Qwen2_5_VisionTransformerPretrainedModel (RMSNorm,
                                                            SwiGLU with biases, windowed attention, merger)
@@ -13,6 +13,9 @@ One spec describes one of five encoder kinds, each mirroring a transformers 5.23
                                                            adapter) + Llama4MultiModalProjector
     pixtral     models/pixtral/modeling_pixtral.py         PixtralVisionModel + Mistral3MultiModalProjector
                 models/mistral3/modeling_mistral3.py       (RMSNorm, learned 2×2 patch merger, two linears)
+    gemma4      models/gemma4/modeling_gemma4.py           Gemma4VisionModel (linear patch embedder, 2-D position
+                                                           table, q/k/v norms, sandwich RMSNorms, gated MLP, k×k
+                                                           average pooler) + Gemma4MultimodalEmbedder (embed_vision)
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -26,7 +29,7 @@ from pydantic import ConfigDict, Field, model_validator
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
-Kind = Literal["qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "pixtral"]
+Kind = Literal["qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "pixtral", "gemma4"]
 
 _PX = 1 << 16  # largest image side or patch the engine takes (pixels)
 
@@ -46,17 +49,20 @@ class VisionSpec(HashedOnce):
     patch_size: int = Field(gt=0, le=_PX, strict=True)
     num_channels: int = Field(default=3, gt=0, le=64, strict=True)
     temporal_patch_size: int = Field(default=1, gt=0, le=64, strict=True)  # Qwen: a still image is 2 frames
-    spatial_merge_size: int = Field(default=1, gt=0, le=64, strict=True)  # Qwen merger / Mistral-3 patch merger
+    # Qwen merger / Mistral-3 patch merger / Gemma 4 pooling_kernel_size (each k×k group of patches → one token)
+    spatial_merge_size: int = Field(default=1, gt=0, le=64, strict=True)
     # width the projector writes: the language model's hidden size (Qwen: vision_config.out_hidden_size)
     out_hidden_size: int = Field(gt=0, le=B.MAX_HIDDEN, strict=True)
     # SigLIP / Llama 4: the side every image (tile) is resized to; Pixtral: the processor's longest edge
     image_size: int = Field(default=0, ge=0, le=_PX, strict=True)
-    num_position_embeddings: int = Field(default=0, ge=0, le=B.MAX_POSITIONS, strict=True)  # Qwen3-VL / Qwen3.5
+    # Qwen3-VL / Qwen3.5 num_position_embeddings; Gemma 4 position_embedding_size (rows per axis of its table)
+    num_position_embeddings: int = Field(default=0, ge=0, le=B.MAX_POSITIONS, strict=True)
     deepstack_layers: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen3-VL DeepStack mergers
     window_size: int = Field(default=0, ge=0, le=_PX, strict=True)  # Qwen2.5-VL attention window (pixels)
     full_attention_blocks: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen2.5-VL
     use_head: bool = False  # SigLIP's attention-pooling head (False in Gemma 3)
-    tokens_per_image: int = Field(default=0, ge=0, le=_PX * _PX, strict=True)  # Gemma 3 mm_tokens_per_image
+    # Gemma 3 mm_tokens_per_image; Gemma 4 the image processor's max_soft_tokens (its patch budget / k²)
+    tokens_per_image: int = Field(default=0, ge=0, le=_PX * _PX, strict=True)
     projector_input_dim: int = Field(default=0, ge=0, le=B.MAX_HIDDEN, strict=True)  # Llama 4 adapter
     projector_output_dim: int = Field(default=0, ge=0, le=B.MAX_HIDDEN, strict=True)
     vision_output_dim: int = Field(default=0, ge=0, le=B.MAX_HIDDEN, strict=True)
@@ -72,8 +78,11 @@ class VisionSpec(HashedOnce):
     def _check(self) -> "VisionSpec":
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})")
-        if self.kind != "qwen2_5_vl" and self.kind != "qwen3_vl" and self.image_size < self.patch_size:
+        if self.kind not in ("qwen2_5_vl", "qwen3_vl", "gemma4") and self.image_size < self.patch_size:
             raise ValueError(f"image_size ({self.image_size}) must be at least patch_size ({self.patch_size})")
+        if self.kind == "gemma4" and (self.head_dim % 4 or not self.tokens_per_image):
+            raise ValueError("a Gemma 4 tower needs a head_dim divisible by 4 (its axial rotary splits it in four) "
+                             "and max_soft_tokens > 0")
         return self
 
     @property
@@ -89,5 +98,6 @@ class VisionSpec(HashedOnce):
     def default_image_px(self) -> int:
         """The side of a square image when the workload names none: the size every image is resized to (Gemma 3,
         Llama 4's tile), else 1024 px (our choice for dynamic-resolution families: a typical photo or screenshot
-        after the client's downscale; Pixtral's class default longest edge is also 1024)."""
+        after the client's downscale; Pixtral's class default longest edge is also 1024; Gemma 4 rescales any image
+        to its patch budget)."""
         return self.image_size if self.kind in ("siglip", "llama4") else 1024

@@ -3,11 +3,13 @@ builds them (the files are named in calculator/model/vision/spec.py); their coun
 
 Each tensor is (name, shape, part, role): part "tower" (the encoder: what LLaMA-Factory's freeze_vision_tower and
 ms-swift's freeze_vit freeze) or "projector" (what maps the encoder's output to the language model's width:
-Qwen's merger and DeepStack mergers, Gemma 3's multi_modal_projector, Llama 4's multi_modal_projector, Mistral 3's
-multi_modal_projector); role "qv" (q and v, or Qwen's fused qkv) / "attn" (the other attention projections) / "mlp"
-(every other nn.Linear: MLPs, Llama 4's patch embedding and adapter, the projectors' linears) for nn.Linear weights
-(LoRA targets), "" for everything else (convolutions, norms, biases, embeddings, Gemma 3's projection matrix, which is
-an nn.Parameter used by torch.matmul, not an nn.Linear).
+Qwen's merger and DeepStack mergers, Gemma 3's, Llama 4's and Mistral 3's multi_modal_projector, Gemma 4's
+embed_vision); role "qv" (q and v, or Qwen's fused qkv) / "attn" (the other attention projections) / "mlp" (every
+other nn.Linear: MLPs, Llama 4's and Gemma 4's patch embedding, Llama 4's adapter, the projectors' linears) for
+nn.Linear weights (LoRA targets; Gemma 4's are the `.linear` inside each Gemma4ClippableLinear: PEFT's all-linear
+adapts those, while a target named q_proj hits the wrapper, which PEFT refuses), "" for everything else
+(convolutions, norms, biases, embeddings, Gemma 3's projection matrix, which is an nn.Parameter used by
+torch.matmul, not an nn.Linear).
 """
 from __future__ import annotations
 
@@ -53,10 +55,28 @@ def _norm(name: str, width: int, part: str, bias: bool) -> list[Tensor]:
     return t + [Tensor(f"{name}.bias", (width,), part, "")] if bias else t
 
 
+def _gemma4_block(v: VisionSpec, p: str) -> list[Tensor]:
+    """Gemma4VisionEncoderLayer: Gemma4ClippableLinear q/k/v/o and gate/up/down (no biases; the clip bounds are
+    buffers), q_norm and k_norm of head_dim (v_norm has no weight), four Gemma4RMSNorms of hv."""
+    hv, fv, t = v.hidden_size, v.intermediate_size, []
+    for proj, role in (("q", "qv"), ("k", "attn"), ("v", "qv"), ("o", "attn")):
+        t += _linear(f"{p}.self_attn.{proj}_proj.linear", hv, hv, "tower", role, False)
+    t += _norm(f"{p}.self_attn.q_norm", v.head_dim, "tower", False) + _norm(f"{p}.self_attn.k_norm", v.head_dim,
+                                                                            "tower", False)
+    for proj, out, inp in (("gate", fv, hv), ("up", fv, hv), ("down", hv, fv)):
+        t += _linear(f"{p}.mlp.{proj}_proj.linear", out, inp, "tower", "mlp", False)
+    for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                 "post_feedforward_layernorm"):
+        t += _norm(f"{p}.{norm}", hv, "tower", False)
+    return t
+
+
 def _block(v: VisionSpec, i: int) -> list[Tensor]:
     """One encoder block's tensors."""
     hv, fv, k = v.hidden_size, v.intermediate_size, v.kind
     p = f"blocks.{i}"
+    if k == "gemma4":
+        return _gemma4_block(v, p)
     if k in ("qwen2_5_vl", "qwen3_vl"):  # fused qkv with bias, proj with bias
         t = _norm(f"{p}.norm1", hv, "tower", k == "qwen3_vl") + _norm(f"{p}.norm2", hv, "tower", k == "qwen3_vl")
         t += _linear(f"{p}.attn.qkv", 3 * hv, hv, "tower", "qv", True) + _linear(f"{p}.attn.proj", hv, hv, "tower",
@@ -96,6 +116,9 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
                 + [Tensor("class_embedding", (hv,), "tower", ""),
                    Tensor("positional_embedding_vlm", ((v.image_size // p) ** 2 + 1, hv), "tower", "")]
                 + _norm("layernorm_pre", hv, "tower", True))
+    if k == "gemma4":  # Gemma4VisionPatchEmbedder: Linear(3·P² → hv), a (2, position_embedding_size, hv) table
+        return (_linear("patch_embedder.input_proj", hv, c * p * p, "tower", "mlp", False)
+                + [Tensor("patch_embedder.position_embedding_table", (2, v.num_position_embeddings, hv), "tower", "")])
     return [Tensor("patch_conv.weight", (hv, c, p, p), "tower", "")] + _norm("ln_pre", hv, "tower", False)
 
 
@@ -127,6 +150,8 @@ def _after(v: VisionSpec) -> list[Tensor]:
                 + _linear("vision_adapter.mlp.fc2", v.projector_output_dim, v.projector_output_dim, "tower", "mlp",
                           False)
                 + _linear("multi_modal_projector.linear_1", out, v.vision_output_dim, "projector", "mlp", False))
+    if k == "gemma4":  # the pooler and the weightless pre-projection norm have no parameters; std_bias/scale: buffers
+        return _linear("embed_vision.embedding_projection", out, hv, "projector", "mlp", False)
     m, b = v.spatial_merge_size, v.projector_bias  # Mistral3MultiModalProjector
     return (_norm("multi_modal_projector.norm", hv, "projector", False)
             + _linear("multi_modal_projector.patch_merger.merging_layer", hv, hv * m * m, "projector", "mlp", False)

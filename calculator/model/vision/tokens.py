@@ -19,6 +19,12 @@ runs the real PIL processors where they run without torchvision).
         longest_edge, each side rounded up to a multiple of P·m (processing_pixtral.py passes patch_size·m);
         N = (H/P)·(W/P); the patch merger leaves (H/(P·m))·(W/(P·m)) tokens, and the processor adds one
         [IMG_BREAK] per row ([IMG_END] after the last): rows·(cols + 1).
+    Gemma 4  gemma4/image_processing_pil_gemma4.py get_aspect_ratio_preserving_size: up or down to the patch
+        budget max_patches = max_soft_tokens·k² (280·9 = 2520), aspect kept, each side floored to a multiple of
+        k·P (48) (a side that floors to 0 becomes k·P, the other ⌊long/short⌋·k·P, at most (max_patches/k²)·k·P);
+        every image is padded to max_patches patches, which the encoder runs (the padding masked in attention);
+        the pooler averages each k×k group: real patches / k² soft tokens; processing_gemma4.py
+        replace_image_token writes <boi> + soft tokens + <eoi>.
 """
 from __future__ import annotations
 
@@ -69,6 +75,19 @@ def pixtral_size(h: int, w: int, longest_edge: int, unit: int) -> tuple[int, int
     return (h - 1) // unit * unit + unit, (w - 1) // unit * unit + unit
 
 
+def gemma4_size(h: int, w: int, patch: int, max_patches: int, k: int) -> tuple[int, int]:
+    """Gemma4ImageProcessor's get_aspect_ratio_preserving_size (the patch budget, sides multiples of k·P)."""
+    factor = math.sqrt(max_patches * patch * patch / (h * w))
+    side = k * patch
+    th, tw = int(math.floor(factor * h / side)) * side, int(math.floor(factor * w / side)) * side
+    longest = (max_patches // (k * k)) * side
+    if th == 0:
+        th, tw = side, min(int(math.floor(w / h)) * side, longest)
+    elif tw == 0:
+        tw, th = side, min(int(math.floor(h / w)) * side, longest)
+    return th, tw
+
+
 @lru_cache(maxsize=1024)
 def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
     """Patches and language-model tokens of one image of `height` × `width` pixels."""
@@ -85,6 +104,11 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         per_tile = int((v.image_size // p) ** 2 * v.pixel_shuffle_ratio ** 2)
         markers = 3 + (a * b if a * b > 1 else 0)  # start, <|image|>, end; x separators + y separators
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + markers)
+    if k == "gemma4":
+        budget = v.tokens_per_image * m * m
+        hh, ww = gemma4_size(height, width, p, budget, m)
+        soft = (hh // p) * (ww // p) // (m * m)
+        return ImageTokens((budget,), soft, soft + 2)
     hh, ww = pixtral_size(height, width, v.image_size, p * m)
     rows, cols = hh // (p * m), ww // (p * m)
     return ImageTokens(((hh // p) * (ww // p),), rows * cols, rows * (cols + 1))
