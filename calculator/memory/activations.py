@@ -240,8 +240,9 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
         if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel
             attention += 4 * d.a * T  # FlashAttention-2 fp32 logsumexp per head and token
-        elif eager and m.attention_sinks:
-            attention += sink_softmax_saved(d)
+        elif eager and m.attention_sinks:  # hook (issue 21): Flint's fp32 sinks, Granite-SWA's logsumexp scale
+            sinks = variants.eager_sink_saved(m.variant, d.a * d.b * d.s, d.s_kv, T, d.qd, e)
+            attention += sink_softmax_saved(d) if sinks is None else sinks
         elif eager:
             attention += attention_scores_saved(d, m, variants.softmax_fp32(m.variant, m.family != "gpt2"))
         if m.attention_output_gate:  # sigmoid(gate) and the gated output (o_proj's input); the core's output kept

@@ -72,6 +72,10 @@ class VariantSpec(HashedOnce):
     # XGLM's eager attention clamps the masked scores, torch.max(scores + mask, finfo.min): it keeps its input (e B
     # per score) and the fp32 scalar
     score_clamp: bool = False
+    # eager attention with sinks (ModelSpec.attention_sinks): "gpt_oss" (a model-dtype softmax over [scores | sink]
+    # after a max), "fp32" (Flint: q and k upcast, an fp32 softmax over [scores | sink]), "lse_scale" (Granite-SWA: an
+    # fp32 softmax, the output scaled by sigmoid(logsumexp(scores) − sink))
+    eager_sinks: Literal["gpt_oss", "fp32", "lse_scale"] = "gpt_oss"
     sub_norms: bool = False  # BitNet: an RMSNorm on the attention output (attn_sub_norm) and on the MLP product
     differential: bool = False  # DiffLlama: two attention calls sharing q/k (v halves), a group RMSNorm over 2 heads
     # "sigmoid": out · sigmoid(gate_proj(x)) (AFMoE); "softplus_head": out · softplus(g_proj(x).float()) per head
@@ -145,6 +149,22 @@ def softmax_fp32(v: VariantSpec | None, default: bool) -> bool:
 def attention_dropout(v: VariantSpec | None, hidden: float) -> bool:
     """Whether eager attention drops out its probabilities (the model's own setting, else with the hidden dropout)."""
     return hidden > 0 if v is None or v.attention_dropout is None else v.attention_dropout
+
+
+def eager_sink_saved(v: VariantSpec | None, rows: int, s_kv: int, T: int, qd: int, e: int) -> int | None:
+    """Eager attention with sinks beyond q, k and v (in the model dtype) and o_proj's input, or None for GPT-OSS's
+    (activations.sink_softmax_saved); rows = a·b·s query rows.
+    fp32 (Flint, models/flint/modeling_flint.py eager_attention_forward): query.float() and the repeat_kv copy's
+    key_states.float() are the matmul's inputs, (4 − e)·T·qd more each; the fp32 softmax over [scores | sink]
+    4·rows·(s_kv + 1); its sliced cast to the model dtype e·rows·s_kv (the matmul's input).
+    lse_scale (Granite-SWA, models/granite_swa/modeling_granite_swa.py and granitemoe_swa, eager_attention_forward):
+    the fp32 softmax and its cast (4 + e)·rows·s_kv; logsumexp's input e·rows·s_kv and output e·rows; the fp32
+    sigmoid 4·rows and its cast e·rows; the unscaled output e·T·qd (attn_output · sink_scale keeps both)."""
+    if v is None or v.eager_sinks == "gpt_oss":
+        return None
+    if v.eager_sinks == "fp32":
+        return 2 * (4 - e) * T * qd + 4 * rows * (s_kv + 1) + e * rows * s_kv
+    return (4 + 2 * e) * rows * s_kv + (2 * e + 4) * rows + e * T * qd
 
 
 def qk_norm_saved(v: VariantSpec, T: int, qd: int, kvd: int, a: int, kv: int, e: int) -> int:

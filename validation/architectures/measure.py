@@ -23,6 +23,7 @@ import torch
 import transformers
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+from transformers.core_model_loading import build_glob_alternation
 
 from calculator import Workload
 from calculator.memory import activations as act
@@ -107,9 +108,12 @@ def tiny_bf16(config, attention: str):
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(std=0.02)
-    keep = set(getattr(model, "_keep_in_fp32_modules_strict", None) or ())
+    keep = sorted(getattr(model, "_keep_in_fp32_modules_strict", None) or ())
+    # matched as from_pretrained's dtype plan does (core_model_loading: a regex searched in the name, so that
+    # dotted entries such as Flint's "gate.weight" match too)
+    pattern = build_glob_alternation(keep)[0] if keep else None
     for name, p in model.named_parameters():
-        if keep & set(name.split(".")):
+        if pattern is not None and pattern.search(name):
             p.data = p.data.float()
     model.config.use_cache = False
     return model.train()

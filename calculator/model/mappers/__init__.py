@@ -7,6 +7,7 @@ transformers modeling file it mirrors and held to the real model's parameter cou
     linear         short convolutions, KDA, lightning attention (lfm2, kimi_linear, minimax, bailing_hybrid)
     dsa            DeepSeek sparse attention and the MLA MoE families around it
     variants(_more) decoders with a few tensors or saved activations beyond the engine's layer (VariantSpec)
+    gpt_style      the older GPT-style variant layouts (GPT-J, GPT-Neo, BLOOM, MPT, OPT, XGLM, BioGPT, Persimmon)
     remote         remote-code types (trust_remote_code) whose block is the engine's layer (qwen v1)
 
 calculator.model.hf_config dispatches a model_type to one of them. Adding a model type is a mapper here plus, at

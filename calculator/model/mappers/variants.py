@@ -13,6 +13,7 @@ from __future__ import annotations
 from calculator.core import bounds as B
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_int, get_int_list, get_str,
                                           sliding_fields)
+from calculator.model.mappers.gpt_style import GPT_STYLE_MAPPERS
 from calculator.model.mappers.variants_more import MORE_VARIANT_MAPPERS, dense_layers, untraced, with_layer_types
 from calculator.model.variants import VariantSpec
 
@@ -371,5 +372,5 @@ VARIANT_MAPPERS: dict = {
     "mellum": map_mellum, "laguna": map_laguna, "cohere2_moe": map_cohere2_moe, "flex_olmo": map_flex_olmo,
     "solar_open": map_solar_open, "hy_v3": map_hy_v3, "aria_text": map_aria_text, "kolibri1": map_kolibri1,
     "dbrx": map_dbrx,
-    **MORE_VARIANT_MAPPERS,
+    **MORE_VARIANT_MAPPERS, **GPT_STYLE_MAPPERS,
 }
