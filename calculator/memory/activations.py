@@ -367,8 +367,8 @@ def rotary_saved(m: ModelSpec, d: Dims) -> int:
     every layer's q/k multiply; none for learned positions (GPT-2)."""
     if m.gemma_next is not None:  # hook: Gemma 3n / 4: one table per attention type, of its head_dim
         return architectures.gemma_next_saved.rotary_saved(m, d)
-    if m.learned_position_embeddings:
-        return 0
+    if m.learned_position_embeddings or (m.variant is not None and (m.variant.fp32_rope or m.variant.interleaved_rope)):
+        return 0  # hook (issue 21): every layer keeps its own fp32 / interleaved copies (variants.attention_extra)
     rope = m.qk_rope_head_dim if m.is_mla else m.head_size
     return 2 * d.s * rope * d.e
 

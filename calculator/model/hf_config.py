@@ -22,7 +22,7 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
                                     get_int_list, get_str, get_window, layer_types, llama_like_fields,
                                     parse_config_json, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
-from calculator.model.mappers.archs import ARCH_MAPPERS, LLAMA4_VARIANT, map_gemma
+from calculator.model.mappers.archs import ARCH_MAPPERS, LLAMA4_VARIANT, OLMO2_VARIANT, map_gemma
 from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
 from calculator.model.mappers.gemma_next import GEMMA_NEXT_MAPPERS, GEMMA_NEXT_TEXT_TYPES
 from calculator.model.mappers.hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
@@ -254,9 +254,8 @@ def _map_gpt_oss(cfg: dict) -> dict:
 
 
 def _map_olmo2(cfg: dict) -> dict:
-    f = llama_like_fields(cfg)
-    f.update(qk_norm=True)
-    return f
+    """OLMo-2 (models/olmo2/modeling_olmo2.py): post-norms, fp32-weight RMSNorms, full-width q/k norms."""
+    return {**llama_like_fields(cfg), "qk_norm": True, "variant": OLMO2_VARIANT}
 
 
 def _map_llama4(cfg: dict) -> dict:

@@ -55,7 +55,10 @@ class VariantSpec(HashedOnce):
     # "hf": the engine's norm for ModelSpec.norm_type; "fp32_weight": RMSNorm multiplying its weight in fp32
     # (OLMo-2 style, `(self.weight * x).to(dtype)`); "fp32_layernorm": a LayerNorm computed in fp32 (Cohere2-MoE)
     # (Cohere's CohereLayerNorm too); "weightless": an RMSNorm without a weight, x.float()·rsqrt cast back (nanochat)
-    norm: Literal["hf", "fp32_weight", "fp32_layernorm", "weightless"] = "hf"
+    # "fp32_input_layernorm": F.layer_norm on x.float() (OLMo's non-affine OlmoLayerNorm); "fp32_weight_copy":
+    # fp32_weight on an fp32 copy of the weight, `self.weight.to(torch.float32) * x` (HeliumRMSNorm)
+    norm: Literal["hf", "fp32_weight", "fp32_layernorm", "weightless", "fp32_input_layernorm",
+                  "fp32_weight_copy"] = "hf"
     # eager attention's softmax: "hf" (fp32 unless GPT-2's block), "fp32" (upcast: GPT-BigCode), "model" (in the
     # model dtype: Falcon's own attention, Llama-4's eager_attention_forward)
     eager_softmax: Literal["hf", "fp32", "model"] = "hf"
@@ -82,6 +85,9 @@ class VariantSpec(HashedOnce):
     # (Laguna); "softplus_element": the same per channel
     attention_gate: Literal["none", "sigmoid", "softplus_head", "softplus_element"] = "none"
     fp32_rope: bool = False  # q and k rotated in fp32: every layer keeps its own fp32 cos and sin (ERNIE-4.5-MoE)
+    # cos and sin sliced and repeat_interleave'd in every layer's apply_rotary_pos_emb (Helium): each layer keeps its
+    # own model-dtype copies (fp32 ones with fp32_rope); with either, the shared tables are never saved
+    interleaved_rope: bool = False
     mlp_act: Literal["hf", "xielu"] = "hf"  # "xielu": Apertus' Python xIELU on a plain up/down MLP
     # ---- inference ---------------------------------------------------------------------------------------------
     # generate() with the legacy tuple cache (remote-code Qwen v1: each layer returns torch.cat((past, new)) as a new
@@ -136,6 +142,10 @@ def norm_saved(v: VariantSpec, T: int, width: int) -> int | None:
         return 8 * T * width + 4 * T
     if v.norm == "fp32_layernorm":
         return 12 * T * width + 4 * T + 4 * width
+    if v.norm == "fp32_input_layernorm":  # F.layer_norm's fp32 input and its fp32 mean and rstd per row
+        return 4 * T * width + 8 * T
+    if v.norm == "fp32_weight_copy":  # (weight.float() * x): the fp32_weight norm and the weight's fp32 copy
+        return 8 * T * width + 4 * T + 4 * width
     if v.norm == "weightless":  # no `weight * x.to(dtype)`: only the fp32 input and rsqrt (its output is counted apart)
         return 4 * T * width + 4 * T
     return None
@@ -183,7 +193,8 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
     """What the attention keeps beyond the engine's: an output gate's activation and the gated product (o_proj's
     input; the core's output stays saved by the product) and fp32 RoPE tables recomputed in every layer.
     sigmoid: e·T·qd + e·T·qd; softplus per head: fp32 g_proj output 4·T·a, its cast e·T·a, the product e·T·qd;
-    per channel: 4·T·qd + e·T·qd + e·T·qd; fp32 RoPE: cos and sin of s × rope_dim in fp32, 8·s·rope_dim.
+    per channel: 4·T·qd + e·T·qd + e·T·qd; fp32 RoPE: cos and sin of s × rope_dim in fp32, 8·s·rope_dim
+    (interleaved ones in the model dtype, 2·e·s·rope_dim).
     BitNet's attn_sub_norm: an HF RMSNorm on the core's output, (4 + e)·T·qd + 4·T (o_proj keeps its output).
     DiffLlama (models/diffllama/modeling_diffllama.py, DiffLlamaAttention): `core` (one call: q/k/v, scores or
     logsumexp, output) again for the second call (eager: its own q copy and repeat_kv copies; flash: q and k are the
@@ -204,6 +215,8 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
         out += (4 + 2 * e) * T * qd
     if v.fp32_rope:
         out += 8 * s * rope_dim
+    elif v.interleaved_rope:
+        out += 2 * e * s * rope_dim
     return out
 
 

@@ -169,7 +169,7 @@ def _map_olmo3(cfg: dict) -> dict:
     """OLMo-3 (models/olmo3): OLMo-2's block (post-norms, q/k RMSNorms over the whole projection) with
     sliding-window layers per layer_types."""
     f = llama_like_fields(cfg)
-    f.update(qk_norm=True, _warnings=_untraced("olmo3", "Llama"))
+    f.update(qk_norm=True, variant=OLMO2_VARIANT, _warnings=_untraced("olmo3", "Llama"))
     sliding_fields(cfg, f)
     return f
 
@@ -184,9 +184,10 @@ def _map_llama_shaped(cfg: dict) -> dict:
 
 def _map_helium(cfg: dict) -> dict:
     """Helium (models/helium/modeling_helium.py, HeliumAttention): q/k/v biased per attention_bias; o_proj is
-    hidden_size × hidden_size without bias, so the heads must span hidden_size."""
+    hidden_size × hidden_size without bias, so the heads must span hidden_size. HeliumRMSNorm multiplies an fp32
+    copy of its weight; apply_rotary_pos_emb interleaves cos and sin in every layer."""
     f = _map_llama_shaped(cfg)
-    f["o_bias"] = False
+    f.update(o_bias=False, variant=VariantSpec(norm="fp32_weight_copy", interleaved_rope=True))
     if f["head_dim"] and f["head_dim"] * f["num_attention_heads"] != f["hidden_size"]:
         raise ConfigError(f"head_dim: helium's o_proj needs num_attention_heads × head_dim = hidden_size "
                           f"({f['hidden_size']}), got {f['num_attention_heads']} × {f['head_dim']}")
@@ -208,12 +209,13 @@ def _map_seed_oss(cfg: dict) -> dict:
 
 
 def _map_ernie4_5(cfg: dict) -> dict:
-    """ERNIE-4.5 dense (models/ernie4_5): Llama's tensors, every linear biased per `use_bias`; tied by default."""
+    """ERNIE-4.5 dense (models/ernie4_5): Llama's tensors, every linear biased per `use_bias`; tied by default. Its
+    apply_rotary_pos_emb rotates q and k in fp32 with interleaved fp32 cos and sin made in every layer (fp32_rope)."""
     f = common_fields(cfg)
     bias = get_bool(cfg, "use_bias", False)
     f.update(tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True), qkv_bias=bias, o_bias=bias,
              mlp_bias=bias, hidden_act=get_str(cfg, "hidden_act", default="silu"),
-             _warnings=_untraced("ernie4_5", "Llama"))
+             variant=VariantSpec(fp32_rope=True), _warnings=_untraced("ernie4_5", "Llama"))
     return f
 
 
@@ -276,6 +278,10 @@ def _map_vaultgemma(cfg: dict) -> dict:
 # model dtype; Llama4TextMoe runs every expert on every token, each scaled by a sigmoid of the top-k logits
 # scattered over -inf (router "dense_sigmoid")
 LLAMA4_VARIANT = VariantSpec(qk_norm_layout="none", eager_softmax="model", router="dense_sigmoid")
+
+# OLMo-2 / OLMo-3 (models/olmo2, models/olmo3 Olmo*RMSNorm): every norm multiplies its weight in fp32 and keeps the
+# fp32 normalised x; the q/k norms span the whole projection
+OLMO2_VARIANT = VariantSpec(norm="fp32_weight", qk_norm_layout="full_width")
 
 ARCH_MAPPERS = {
     "gpt_bigcode": _map_gpt_bigcode, "falcon": _map_falcon, "starcoder2": _map_starcoder2, "phi": _map_phi,

@@ -95,9 +95,9 @@ def map_hyperclovax(cfg: dict) -> dict:
 
 def map_olmo(cfg: dict) -> dict:
     """OLMo (models/olmo/modeling_olmo.py): Llama's q/k/v/o (attention_bias) and SwiGLU MLP with LayerNorms that hold
-    no parameters (OlmoLayerNorm: non-affine, computed in fp32)."""
-    return _llama(cfg, norm_type="layernorm", mlp_bias=False, variant=VariantSpec(norm_params="none"),
-                  _warnings=untraced("olmo"))
+    no parameters (OlmoLayerNorm: non-affine F.layer_norm on x.float(), VariantSpec.norm "fp32_input_layernorm")."""
+    return _llama(cfg, norm_type="layernorm", mlp_bias=False, _warnings=untraced("olmo"),
+                  variant=VariantSpec(norm_params="none", norm="fp32_input_layernorm"))
 
 
 def map_bitnet(cfg: dict) -> dict:
