@@ -88,7 +88,9 @@ class VariantSpec(HashedOnce):
     # cos and sin sliced and repeat_interleave'd in every layer's apply_rotary_pos_emb (Helium): each layer keeps its
     # own model-dtype copies (fp32 ones with fp32_rope); with either, the shared tables are never saved
     interleaved_rope: bool = False
-    mlp_act: Literal["hf", "xielu"] = "hf"  # "xielu": Apertus' Python xIELU on a plain up/down MLP
+    # "xielu": Apertus' Python xIELU on a plain up/down MLP; "fp32_glu": SwiGLU on gate.float() and up.float(), the
+    # product cast back (Beam's MLP and experts)
+    mlp_act: Literal["hf", "xielu", "fp32_glu"] = "hf"
     # ---- inference ---------------------------------------------------------------------------------------------
     # generate() with the legacy tuple cache (remote-code Qwen v1: each layer returns torch.cat((past, new)) as a new
     # tensor while the step's input past_key_values stays referenced): the previous step's whole cache is alive until
@@ -227,6 +229,8 @@ def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:
     (XGLM, BioGPT): the activation's saved input or output, the 1-byte mask and the dropped copy (fc2's input)."""
     if v.mlp_act == "xielu":
         return 5 * e * T * f + T * f + 2 * e
+    if v.mlp_act == "fp32_glu":  # fp32 gate, up and activation, and the product cast back (down_proj's input)
+        return (12 + e) * T * f
     if v.activation_dropout:  # plain MLP: the activation's input (GELU) or output (ReLU), the mask, fc2's input
         return 2 * e * T * f + T * f
     if v.sub_norms:  # BitNet's ffn_sub_norm (an HF RMSNorm) on the product, which is then not kept: the three
@@ -249,7 +253,8 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) ->
     if v.router == "dense_sigmoid":  # E·T rows: the repeated input and its scaled copy (bmm's input), gate_up,
         # the activation, the product; the model-dtype scores at the experts e·E·T, int64 top-k 8·T·k, fp32 sigmoid
         return e * E * T * (2 * h + 4 * f) + e * E * T + 8 * T * k + 4 * T * E
-    out = e * S * (4 * f + 2 * h) + 24 * S + (4 if v.fp32_routing_weights else e) * S + 4 * E
+    glu = (12 + e) * f if v.mlp_act == "fp32_glu" else 4 * e * f  # per routed pair (fp32_glu: as mlp_saved)
+    out = S * (glu + 2 * e * h) + 24 * S + (4 if v.fp32_routing_weights else e) * S + 4 * E
     if v.router == "sparsemixer":
         return out + 2 * e * T * E + 2 * T * E + 20 * T
     if v.router == "topk_softmax":

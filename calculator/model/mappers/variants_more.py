@@ -213,7 +213,8 @@ def map_beam(cfg: dict) -> dict:
     """Beam (models/beam/modeling_beam.py): q/k/v/o per attention_bias, per-head q/k norms, a sigmoid head gate
     gate_proj (heads·head_dim × h) with gate_bias (heads,), four RMSNorms multiplying their weight in fp32,
     mlp_layer_types (default three dense), experts without a shared one behind DeepSeek-V3's group router (fp32
-    weight); full attention every sixth and the last layer."""
+    weight); full attention every sixth and the last layer. BeamMLP and BeamExperts evaluate SwiGLU in fp32
+    (mlp_act "fp32_glu")."""
     f = _llama(cfg, qk_norm=True, norms_per_layer=4, mlp_bias=False, _warnings=untraced("beam"),
                final_logit_softcapping=get_float(cfg, "final_logit_softcapping", 30.0, 1e-6, 1e9))
     n, h, a = f["num_hidden_layers"], f["hidden_size"], f["num_attention_heads"]
@@ -223,6 +224,7 @@ def map_beam(cfg: dict) -> dict:
              moe_intermediate_size=get_int(cfg, "moe_intermediate_size", default=2560, hi=B.MAX_FFN),
              dense_layer_indices=dense_layers(cfg, n, lambda i: i < 3),
              variant=VariantSpec(attention_tensors=((a * d, h), (a,)), norm="fp32_weight", attention_gate="sigmoid",
+                                 mlp_act="fp32_glu",
                                  fp32_per_moe_layer=experts * h, router_fp32_input=True,
                                  router_renorm=get_bool(cfg, "norm_topk_prob", True)))
     sliding_fields(with_layer_types(cfg, n, lambda i: (i + 1) % 6 != 0 and i != n - 1), f)
