@@ -201,13 +201,18 @@ def shared_expert_saved(d: Dims, m: ModelSpec) -> int:
 
 def mla_attention_saved(d: Dims, m: ModelSpec, attention: str) -> int:
     """DeepSeek MLA (transformers modeling_deepseek_v3, traced): the q_a / kv_a norms' copies and outputs, the whole
-    kv_b_proj output (v is a view of it), the concatenated q and k (nope + rope), the output, and the core: fp32
-    logsumexp under flash, fp32 softmax and its cast under eager."""
+    kv_b_proj output (v is a view of it; under eager only at micro-batch 1), the concatenated q and k (nope + rope),
+    the output, and the core: fp32 logsumexp under flash, fp32 softmax and its cast under eager."""
     e, T, a = d.e, d.T, d.a
     ql, kvl = m.q_lora_rank or 0, m.kv_lora_rank or 0
     qk, vd = m.head_size, m.v_head_size
     low_rank = (rmsnorm_saved(T, ql, e) + e * T * ql if ql else 0) + rmsnorm_saved(T, kvl, e) + e * T * kvl
     kv_b_out = e * T * a * (m.qk_nope_head_dim + vd)
+    if attention == "eager" and d.b > 1:
+        # eager_attention_forward's torch.matmul(attn_weights, value_states) folds v, the transposed split view of
+        # kv_b_proj's output, into (b·a, s, v) with .reshape (aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl):
+        # a view only when the micro-batch is 1, else a contiguous copy of v alone is what bmm keeps
+        kv_b_out = e * T * a * vd
     q_k = e * T * a * qk * 2
     out = e * T * a * vd
     core = 4 * a * T if attention != "eager" else (4 + e) * a * d.b * d.s * d.s_kv
