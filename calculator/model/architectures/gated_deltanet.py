@@ -69,9 +69,12 @@ def saved_torch(m, b: int, s: int, e: int, tp: int = 1) -> int:
 
     conv: its input and its padded output, e·(T + b·(s + K − 1))·(2·key_dim + value_dim); gates: sigmoid(b) in e, the
     fp32 decay softplus(a + dt_bias) and its input, fp32 −exp(A_log); the chunked delta rule in fp32 over the sequence
-    padded to a multiple of 64 (P = ⌈s/64⌉·64, N = P/64 chunks, keys repeated to the value heads):
-    4·(2·T·nv·dk + 2·T·nv + 4·b·P·nv + 3·b·P·nv·dv + (5 + [N ≥ 2])·b·P·nv·dk + 5·b·P·nv·64 + N·b·nv·dk·dv
-    + b·nv·N) + 64²; the gated RMSNorm (12 + 2e)·T·value_dim + 4·T·nv; out_proj's input e·T·value_dim.
+    padded to a multiple of 64 (P = ⌈s/64⌉·64, N = P/64 chunks, keys repeated to the value heads, m = [N ≥ 2]):
+    4·(2·T·nv·dk + 2·T·nv + (3 + m)·b·P·nv + 3·b·P·nv·dv + (4 + 2m)·b·P·nv·dk + 5·b·P·nv·64 + N·b·nv·dk·dv
+    + m·b·nv·N) + 64²; the gated RMSNorm (12 + 2e)·T·value_dim + 4·T·nv; out_proj's input e·T·value_dim.
+    The scan's last state update is dropped with the final state (output_final_state=False), and with it what only
+    it keeps: with one chunk the decayed key, its exp((cum_decay[-1] − cum_decay)) factor and chunk_decay (the
+    decayed query is read only against a state that needs grad, from chunk 2 on: the other m·b·P·nv·dk).
     Heads are split by tensor parallelism."""
     la = m.linear_attention
     nv, nk = la.num_value_heads // tp, max(la.num_key_heads // tp, 1)
@@ -82,8 +85,12 @@ def saved_torch(m, b: int, s: int, e: int, tp: int = 1) -> int:
     N, Tp = P // C, b * P
     conv = (T * cd * e + b * cd * (s + K - 1) * e) if K else 0
     gates = T * nv * e + 8 * T * nv + 8 * nv
-    core = 4 * (2 * T * nv * dk + 2 * T * nv + 4 * Tp * nv + 3 * Tp * nv * dv + (5 + (N >= 2)) * Tp * nv * dk
-                + 5 * Tp * nv * C + N * b * nv * dk * dv + b * nv * N) + C * C
+    many = int(N >= 2)  # torch_chunk_gated_delta_rule (models/qwen3_next/modeling_qwen3_next.py): the loop's last
+    # `last_recurrent_state * chunk_decay + key.T @ v_new` is discarded, so with one chunk the decayed key, its decay
+    # factor and chunk_decay are saved by nothing else; query · exp(cum_decay) is saved by `query @ state` only once
+    # the state requires grad (chunk ≥ 2)
+    core = 4 * (2 * T * nv * dk + 2 * T * nv + (3 + many) * Tp * nv + 3 * Tp * nv * dv + (4 + 2 * many) * Tp * nv * dk
+                + 5 * Tp * nv * C + N * b * nv * dk * dv + many * b * nv * N) + C * C
     norm = (12 + 2 * e) * T * vd + 4 * T * nv
     return conv + gates + core + norm + T * vd * e
 
