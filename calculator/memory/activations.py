@@ -196,7 +196,10 @@ def shared_expert_saved(d: Dims, m: ModelSpec) -> int:
     if not (m.num_shared_experts or m.shared_expert_intermediate_size):
         return 0
     width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
-    return mlp_saved(d, m, width // d.tp)
+    # Qwen2-MoE / Qwen3-Next's sigmoid(shared_expert_gate(x)) * shared_expert(x) (models/qwen2_moe
+    # modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock): the multiply keeps the sigmoid's output and the shared output
+    gate = d.e * d.T * (d.h + 1) if m.shared_expert_gate else 0
+    return mlp_saved(d, m, width // d.tp) + gate
 
 
 def mla_attention_saved(d: Dims, m: ModelSpec, attention: str) -> int:
