@@ -42,6 +42,14 @@ def replicas():
     fields = dict(f.split("=", 1) for f in line.split()[2:])
     info = {"port": port, "proxy": int(fields["proxy"]), "stats": fields["stats"],
             "replicas": [tuple(map(int, r.split(":"))) for r in fields["replicas"].split(",")]}
+    # a replica whose first health checks failed (still starting) stays DOWN in HAProxy until `rise` checks pass
+    # (2 × inter 2 s), though it already answers: wait until the proxy itself counts both UP
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        servers = {n: r for n, r in stats(info["stats"]).items() if n.startswith("app")}
+        if len(servers) == 2 and all(r["status"] == "UP" for r in servers.values()):
+            break
+        time.sleep(0.5)
     yield info
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=30)
