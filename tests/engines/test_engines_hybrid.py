@@ -1,5 +1,5 @@
 """Hybrid (Mamba / linear-attention) and DSA models in the serving engines (calculator/engines/states.py, vllm_kv.py,
-sglang.py), checked by hand against the rules of /work/arch_specs/serving/SPEC.md (vLLM 0.33, SGLang 0.5.23)."""
+sglang.py), checked by hand against the rules of vLLM 0.33 and SGLang 0.5.23 (each cited in calculator/engines/)."""
 import math
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from calculator.engines import sglang, states, stage_terms, vllm, vllm_kv
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.presets import get_gpu, load_model
 
-PRESETS = Path("/work/arch_specs/presets/models")
+PRESETS = Path(__file__).resolve().parents[2] / "presets" / "models"
 H200 = get_gpu("h200")
 # SPEC §1.9: Qwen3-Next-80B-A3B (48 layers, every 4th full attention, 2 KV heads of 256; GDN 16 key / 32 value heads
 # of 128, conv kernel 4), bf16
