@@ -13,6 +13,7 @@ transformers = pytest.importorskip("transformers")
 
 from calculator.model.hf_config import FAMILY_MAPPERS, SUPPORTED_MODEL_TYPES, spec_from_hf_config  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
+from tests.model.mappers.counts import real_counts  # noqa: E402
 
 BASE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=96, vocab_size=100)
@@ -84,13 +85,6 @@ def written_config(model_type: str, **overrides) -> tuple[dict, object]:
         return config.to_dict(), config.text_config
     config = transformers.AutoConfig.for_model(REMOTE_CODE.get(model_type, model_type), **{**sizes, **overrides})
     return dict(config.to_dict(), model_type=model_type), config
-
-
-def real_counts(config) -> tuple[int, int]:
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    params = list(model.parameters())
-    return sum(p.numel() for p in params), len(params)
 
 
 # issue 21's families are held to the real models by their own test modules (tests/model/test_hf_<family>.py);

@@ -22,9 +22,9 @@ from calculator.model.architectures import dsa  # noqa: E402
 from calculator.model.config_read import ConfigError  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.mappers.dsa import DSA_REFUSED  # noqa: E402
-from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.spec import LayerKind  # noqa: E402
 from validation.trace.saved_by_module import layer_parts, saved_bytes_by_module  # noqa: E402
+from tests.model.mappers.counts import engine_counts, real_counts  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -76,18 +76,6 @@ def written(model_type: str, **kwargs):
     _quiet()
     config = transformers.AutoConfig.for_model(model_type, **kwargs)
     return config.to_dict(), config
-
-
-def real_counts(config) -> tuple[int, int]:
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    params = list(model.parameters())
-    return sum(p.numel() for p in params), len(params)
-
-
-def engine_counts(cfg: dict) -> tuple[int, int]:
-    counts = count_parameters(spec_from_hf_config(cfg).spec)
-    return counts.total, counts.tensors
 
 
 @pytest.mark.parametrize("model_type,kwargs", CASES, ids=lambda v: str(v)[:60])

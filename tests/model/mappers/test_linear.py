@@ -17,6 +17,7 @@ from calculator.model.config_read import ConfigError  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.spec import LayerKind  # noqa: E402
+from tests.model.mappers.counts import real_counts  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -66,13 +67,6 @@ def written(model_type: str, **kwargs):
     _quiet()
     config = transformers.AutoConfig.for_model(model_type, **kwargs)
     return config.to_dict(), config
-
-
-def real_counts(config) -> tuple[int, int]:
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    params = list(model.parameters())
-    return sum(p.numel() for p in params), len(params)
 
 
 def head_gate_gap(config) -> tuple[int, int]:

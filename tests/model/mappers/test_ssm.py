@@ -13,8 +13,8 @@ transformers = pytest.importorskip("transformers")
 from calculator.model.config_read import ConfigError, parse_config_json  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.mappers.ssm import SSM_MAPPERS  # noqa: E402
-from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.spec import LayerKind  # noqa: E402
+from tests.model.mappers.counts import engine_counts, real_counts  # noqa: E402
 
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2)
 MAMBA2 = dict(mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=16, mamba_chunk_size=16)
@@ -67,18 +67,6 @@ def written_config(model_type: str, **overrides) -> tuple[dict, object]:
     logging.getLogger("transformers").setLevel(logging.ERROR)
     config = transformers.AutoConfig.for_model(model_type, **{**SIZES[model_type], **overrides})
     return config.to_dict(), config
-
-
-def real_counts(config) -> tuple[int, int]:
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    params = list(model.parameters())
-    return sum(p.numel() for p in params), len(params)
-
-
-def engine_counts(written: dict) -> tuple[int, int]:
-    counts = count_parameters(spec_from_hf_config(written).spec)
-    return counts.total, counts.tensors
 
 
 def test_every_mapper_is_tested_here():

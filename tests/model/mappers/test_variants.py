@@ -22,8 +22,8 @@ from calculator.model import variants  # noqa: E402
 from calculator.model.config_read import ConfigError  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.mappers.variants import VARIANT_MAPPERS  # noqa: E402
-from calculator.model.parameters import count_parameters  # noqa: E402
 from validation.trace.saved_by_module import layer_parts, saved_bytes_by_module  # noqa: E402
+from tests.model.mappers.counts import engine_counts, real_counts  # noqa: E402
 
 S = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, vocab_size=101, intermediate_size=96,
          num_hidden_layers=3)
@@ -118,18 +118,6 @@ def written_config(model_type: str, **overrides) -> tuple[dict, object]:
         return config.to_dict(), config.text_config
     config = transformers.AutoConfig.for_model(model_type, **{**SIZES[model_type], **overrides})
     return config.to_dict(), config
-
-
-def real_counts(config) -> tuple[int, int]:
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    params = list(model.parameters())
-    return sum(p.numel() for p in params), len(params)
-
-
-def engine_counts(written: dict) -> tuple[int, int]:
-    counts = count_parameters(spec_from_hf_config(written).spec)
-    return counts.total, counts.tensors
 
 
 def test_every_variant_type_has_a_written_config():
