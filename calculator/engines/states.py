@@ -3,7 +3,7 @@ sequence (Mamba, Gated DeltaNet, KDA, short convolutions, lightning attention), 
 states in. A state's element counts come from its kind's serving_state(m, tp) (calculator/model/architectures/); how
 vLLM and SGLang lay the states out beside the KV cache is calculator/engines/vllm_kv.py and sglang.py.
 
-Sources (as read for /work/arch_specs/serving/SPEC.md §1.2, §2, §4.1): vLLM 0.33 model_executor/layers/mamba/
+Sources: vLLM 0.33 model_executor/layers/mamba/
 mamba_utils.py MambaStateDtypeCalculator and model_executor/models/config.py; SGLang 0.5.23 configs/mamba_utils.py
 mamba2_state_dtype.
 """

@@ -41,7 +41,8 @@ class Release:
     non_torch_multi: int  # ... with NCCL communicators and custom all-reduce buffers (TP/PP > 1)
     # hybrids: prefix caching and the "align" mamba cache mode, the token report by concurrency (0.33); older
     # releases force prefix caching off for hybrids and report num_blocks // groups × block_size tokens
-    # (/work/arch_specs/serving/SPEC.md §1.4, §1.8, vLLM index commit 0144dd5b)
+    # (vLLM 0.33 config/model.py is_prefix_caching_supported, MambaModelConfig.verify_and_update_config;
+    # the older rule: HybridAttentionMambaModelConfig.verify_and_update_config at index commit 0144dd5b)
     hybrid_prefix_caching: bool = True
 
 
@@ -198,8 +199,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
 
 def state_pool(lay: vllm_kv.Layout, blocks: int, seq_blocks: int, max_seqs: int) -> StatePool:
     """The states of a hybrid in vLLM: no pool of their own, a slot is one block in each state group; requests run
-    at once: min(max_num_seqs, (num_blocks − the null block) // blocks per request) (/work/arch_specs/serving/SPEC.md
-    §1.8; kv_cache_utils.get_max_concurrency_for_kv_cache_config)."""
+    at once: min(max_num_seqs, (num_blocks − the null block) // blocks per request) (vLLM 0.33
+    v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config)."""
     g = lay.groups
     running = min(max_seqs, (blocks - 1) // seq_blocks) if seq_blocks and blocks > 0 else 0
     slots = running * g.state_blocks

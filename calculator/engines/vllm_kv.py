@@ -10,7 +10,7 @@ blocks one request holds, and the longest max_model_len that fits, for plain, sl
                            + state groups × (1 with prefix caching off; 2 + C on)
                                                  (v1/kv_cache_interface.py *Spec.max_memory_usage_bytes)
 
-Sources: vllm 0.33.0 wheel (/work/arch_specs/serving/SPEC.md §1.3–§1.8, §2, each rule's file and function cited).
+Sources: the vllm 0.33.0 wheel, each rule's file and function cited beside it.
 """
 from __future__ import annotations
 

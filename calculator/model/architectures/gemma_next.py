@@ -16,8 +16,8 @@ What a layer may hold beyond Gemma-3's:
 - Gemma-4's MoE block (`enable_moe_block`), run beside the dense MLP and summed with it (ModelSpec.num_experts, ...).
 
 Parameters and the generate() cache of each layer are here; what a layer saves for backward is gemma_next_saved.py.
-Formulas and measurements: /work/arch_specs/gemma_vlm/SPEC.md part A (tests/model/mappers/test_gemma_next.py holds
-them to transformers 5.23 on the CPU).
+Formulas are read from transformers 5.23 models/gemma3n/modeling_gemma3n.py and models/gemma4/modeling_gemma4.py;
+tests/model/mappers/test_gemma_next.py holds them to those models on the CPU.
 """
 from __future__ import annotations
 

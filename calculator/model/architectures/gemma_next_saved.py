@@ -1,8 +1,8 @@
 """What a Gemma 3n / Gemma 4 decoder layer, and the model around its layers, saves for backward (transformers 5.23
 models/gemma3n/modeling_gemma3n.py, models/gemma4/modeling_gemma4.py), in bytes; T tokens, e bytes per activation
 element, widths on one rank. Measured byte for byte on tiny bf16 models on the CPU with eager attention
-(/work/arch_specs/gemma_vlm/SPEC.md A3; tests/model/mappers/test_gemma_next.py with validation/trace/
-saved_by_module.py). FlashAttention / SDPA follow the engine's model of those kernels (not measured).
+(tests/model/mappers/test_gemma_next.py with validation/trace/saved_by_module.py;
+validation/architectures/table.json). FlashAttention / SDPA follow the engine's model of those kernels (not measured).
 
 Building blocks:
 - Gemma3nRMSNorm / Gemma4RMSNorm, x · pow(mean(x²) + eps, −0.5) · w in fp32: pow keeps its input and its result, so
