@@ -36,7 +36,10 @@ SIZES: dict[str, dict] = {
                         qk_nope_head_dim=8, v_head_dim=16, n_routed_experts=4, n_shared_experts=1,
                         first_k_dense_replace=1, **MOE),
 }
-SIZES["deepseek_v3"] = SIZES["kimi_k2"] = SIZES["deepseek_v2"]
+# DeepSeek-V3's router splits the experts into n_group groups (its default 8 cannot split 4 experts: the real forward
+# fails); released DeepSeek-V3 keeps 4 of 8 groups, Kimi-K2 has one group
+SIZES["deepseek_v3"] = dict(SIZES["deepseek_v2"], n_group=2, topk_group=1)
+SIZES["kimi_k2"] = dict(SIZES["deepseek_v2"], n_group=1, topk_group=1)
 SIZES.update(helium=dict(BASE, head_dim=16), ministral=dict(BASE, head_dim=16), phi3=dict(BASE, pad_token_id=None),
              smollm3=dict(BASE, pad_token_id=None), glm=dict(BASE, head_dim=16, pad_token_id=None),
              glm4=dict(BASE, head_dim=16, pad_token_id=None), vaultgemma=dict(BASE, head_dim=16),

@@ -60,7 +60,9 @@ SIZES: dict[str, dict] = {
     "kolibri1": dict(MOE, num_local_experts=8, shared_expert_intermediate_size=24),
     "flint": dict(MOE, **FOUR, num_experts=8, shared_expert_intermediate_size=24),
     "beam": dict(MOE, **FOUR, num_experts=8, n_group=2, topk_group=1),
-    "dbrx": dict(d_model=64, n_heads=4, n_layers=2, vocab_size=101, attn_config=dict(kv_n_heads=2, rope_theta=1e4),
+    # clip_qkv as released DBRX sets it: with None, modeling_dbrx's clamp(min=None, max=None) fails
+    "dbrx": dict(d_model=64, n_heads=4, n_layers=2, vocab_size=101,
+                 attn_config=dict(kv_n_heads=2, rope_theta=1e4, clip_qkv=8),
                  ffn_config=dict(moe_num_experts=4, moe_top_k=2, ffn_hidden_size=40)),
     "jetmoe": dict(S, kv_channels=16, num_local_experts=4, num_experts_per_tok=2), "doge": S,
     "zaya": dict(S, head_dim=16, num_experts=4, moe_intermediate_size=40, router_hidden_size=32),
