@@ -94,6 +94,15 @@ def _stage(sv: Serving, shard, context: int) -> StageEstimate:
                          sum(t.bytes for t in terms))
 
 
+def _stage_content(m, shard, weights: int):
+    """What an engine's budget of one pipeline stage depends on: its weights, whether it holds the head, and its
+    layers. Where every layer is alike (no per-layer mixers, windows or Gemma-next sharing) the layers are just a
+    count, so the equal middle stages of a split are budgeted once; else the stage's own layer range."""
+    alike = m.layer_types is None and m.gemma_next is None and not m.sliding_window
+    layers = shard.last_layer - shard.first_layer if alike else (shard.first_layer, shard.last_layer)
+    return weights, shard.has_head, layers
+
+
 def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
     """Every pipeline stage's engine budget; the serving figures are the stage with the fewest blocks (vLLM keeps
     the smallest block count of all workers, kv_cache_planning.get_kv_cache_configs)."""
@@ -108,7 +117,13 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
         raise InputError("serving.attention_dp", f"--attention-dp {ad} must divide --tp {w.parallel.tp}")
     engine = ENGINES[w.engine]
     context = w.overheads.cuda_context_bytes if w.overheads.cuda_context_bytes is not None else gpu.cuda_context_bytes
-    results = [engine.budget(m, w, sh, gpu, engine_weight_bytes(m, w, sh, w.serving.attention_dp)) for sh in shards]
+    results, same = [], {}
+    for sh in shards:
+        weights = engine_weight_bytes(m, w, sh, w.serving.attention_dp)
+        key = _stage_content(m, sh, weights)
+        if key not in same:
+            same[key] = engine.budget(m, w, sh, gpu, weights)
+        results.append(same[key])
     stages = tuple(_stage(sv, sh, context) for sv, sh in zip(results, shards))
     return stages, min(results, key=lambda sv: sv.kv_pool_blocks)
 

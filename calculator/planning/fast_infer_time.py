@@ -67,7 +67,10 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
     gen = w.gen_tokens
     shape_of: dict = {}
     shapes: list[_Shape] = []
-    rows, lay_shape = [], np.empty(len(layouts), dtype=np.int64)
+    # the layouts that differ only in DP replicas run the same stages: one row per stage of each distinct
+    # (shape, pipeline split), shared by its layouts (the DP size only changes the communication below)
+    split_of: dict = {}
+    rows, lay_shape, lay_split = [], np.empty(len(layouts), dtype=np.int64), np.empty(len(layouts), dtype=np.int64)
     for i, lay in enumerate(layouts):
         key = (lay.tp, lay.ep, lay.etp)
         k = shape_of.get(key)
@@ -76,15 +79,21 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
             shapes.append(get_or_build(_SHAPES, (m, w.model_copy(update={"gpu": None}), w.gpu, inputs, key),
                                        lambda: _Shape(m, workload_of(w, lay), r, fp32, inputs), 1024))
         lay_shape[i] = k
-        bounds = stages.python_boundaries(m, lay) if lay.pp > 1 else [0, m.num_hidden_layers]
-        linear = stages.python_prefix(m, lay.tp, lay.ep, lay.etp)
-        for s in range(lay.pp):
-            a, b = bounds[s], bounds[s + 1]
-            rows.append((i, k, a, b, s == 0, s == lay.pp - 1, b - a, linear[b][stages.LINEAR] - linear[a][stages.LINEAR]))
+        split = (k, lay.pp, lay.pp_first, lay.pp_last)
+        j = split_of.get(split)
+        if j is None:
+            j = split_of[split] = len(split_of)
+            bounds = stages.python_boundaries(m, lay) if lay.pp > 1 else [0, m.num_hidden_layers]
+            linear = stages.python_prefix(m, lay.tp, lay.ep, lay.etp)
+            for s in range(lay.pp):
+                a, b = bounds[s], bounds[s + 1]
+                rows.append((j, k, a, b, s == 0, s == lay.pp - 1, b - a,
+                             linear[b][stages.LINEAR] - linear[a][stages.LINEAR]))
+        lay_split[i] = j
     R = np.array(rows, dtype=np.float64)
     owner, shape = R[:, 0].astype(np.int64), R[:, 1].astype(np.int64)
     counts = prefix[R[:, 3].astype(np.int64)] - prefix[R[:, 2].astype(np.int64)]
-    n = len(layouts)
+    n = len(split_of)
 
     def phase_stats(per_layer: np.ndarray, phase: str) -> np.ndarray:
         emb, head, per_layer_dq, per_weight_dq = (np.stack([s.parts[phase][j] for s in shapes])[shape]
@@ -103,6 +112,7 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
         np.add.at(dec_both, owner, dec)
         both += (gen - 1) * dec_both
         np.add.at(pass_dec, owner, np.maximum(dec[:, T.GPU], dec[:, T.HOST]))
+    both, dec_both, pass_pre, pass_dec = both[lay_split], dec_both[lay_split], pass_pre[lay_split], pass_dec[lay_split]
     lay = np.array([(l.tp, l.pp, l.dp, l.ep, l.etp or l.tp) for l in layouts], dtype=np.float64)
     cols = {"tp": lay[:, 0], "pp": lay[:, 1], "dp": lay[:, 2], "ep": lay[:, 3], "etp": lay[:, 4]}
     e = DTYPE_BITS[w.precision.activations] / 8

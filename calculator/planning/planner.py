@@ -22,7 +22,7 @@ batch (sequences per step) every layout runs the same tokens per step: micro-bat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -150,7 +150,7 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
     budget = SAFE_FRACTION * capacity_bytes
     if fast is None:
         fast = fast_model.totals(m, w, layouts)
-    out = []
+    out, replica = [], {}
     if fast is not None:
         total, peak, covered = fast
         fits = total <= budget
@@ -166,10 +166,18 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
             total, peak = got
             fits = total <= budget
         else:
-            try:
-                est = estimate(m, workload_of(w, lay), with_fits=False)
-            except InputError:
-                continue
+            # serving: DP replicas are independent engines, so layouts that differ only in their number of
+            # replicas hold the same bytes per GPU: one estimate() per replica shape (with EP the expert group
+            # spans replicas, and whether it divides depends on them: keyed by the whole layout)
+            key = (replace(lay, dp=1) if lay.ep == 1 else lay) if w.mode == "infer" else None
+            est = replica.get(key) if key else None
+            if est is None:
+                try:
+                    est = estimate(m, workload_of(w, lay), with_fits=False)
+                except InputError:
+                    continue
+                if key:
+                    replica[key] = est
             total, peak = est.total_bytes, est.peak_allocated_bytes
             fits = _fits_engine(est, w) if est.serving is not None else total <= budget
         if fits or include_unfit:

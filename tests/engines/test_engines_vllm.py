@@ -151,3 +151,21 @@ def test_cli_json_carries_the_serving_figures(capsys):
     assert main(["estimate", "--model", "llama-3.1-8b", "--mode", "infer", "--engine", "vllm", "--gpu", "h100-sxm",
                  "--gpu-memory-utilization", "1.5"]) == 2
     assert "memory_fraction" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model_id", ["llama-3.1-70b", "gemma-3-27b"])
+def test_a_pipeline_budgets_every_stage_as_if_alone(model_id):
+    """engines.run budgets the equal middle stages of a uniform model once: each stage's figures are still
+    vllm.budget on that stage alone (and on per-layer models, whose stages differ, each stage by its own layers)."""
+    from calculator.core.workload import Parallelism
+    from calculator.engines import engine_weight_bytes, run, stage_terms
+    from calculator.memory.parallel import stage_shards
+    m = load_model(model_id).spec
+    w = Workload(mode="infer", engine="vllm", seq_len=8192, gpu="h100-sxm", parallel=Parallelism(tp=2, pp=4))
+    gpu = get_gpu("h100-sxm")
+    shards = stage_shards(m, w.parallel)
+    stages, _ = run(m, w, shards, gpu)
+    for st, sh in zip(stages, shards):
+        alone = vllm.budget(m, w, sh, gpu, engine_weight_bytes(m, w, sh, 1))
+        context = gpu.cuda_context_bytes
+        assert st.terms == stage_terms(alone, context), (model_id, sh.stage)

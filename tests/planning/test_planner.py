@@ -295,3 +295,22 @@ def test_fit_cards_of_a_model_too_deep_to_plan_search_nothing():
     start = time.perf_counter()
     card = estimate(deep, Workload(seq_len=1024)).fits_on(["h100-sxm"])[0]
     assert card.gpus_needed is None and "256 layers" in card.note and time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("model_id,w", [
+    ("qwen3-32b", Workload(mode="infer", engine="vllm", seq_len=32768, gpu="h100-sxm")),
+    ("qwen3-30b-a3b", Workload(mode="infer", engine="sglang", seq_len=8192, gpu="h100-sxm")),
+])
+def test_serving_plans_equal_estimate_layout_by_layout(model_id, w):
+    """The planner prices a serving engine once per replica shape (DP replicas are independent engines): every
+    plan, whatever its replicas, carries the bytes and concurrency estimate() gives its own layout."""
+    from calculator.planning.grid import layouts_of
+    from calculator.planning.planner import evaluate
+    m = load_model(model_id).spec
+    layouts = [lay for n in (1, 2, 4, 8, 16) for lay in layouts_of(m, w, n)]
+    plans = evaluate(m, w, layouts, H100, include_unfit=True)
+    assert len({p.dp for p in plans}) > 1
+    for p in plans:
+        est = estimate(m, workload_of(w, p.layout), with_fits=False)
+        assert (p.total_bytes, p.peak_allocated_bytes, p.max_seqs) == (
+            est.total_bytes, est.peak_allocated_bytes, est.serving.max_concurrent_seqs), p.layout
