@@ -87,8 +87,10 @@ def state_terms(sv: Serving, kv: Term, src: str) -> list[Term]:
                  src, f"{each}: at most {st.max_running_seqs:,} requests at once")]
 
 
-def _stage(sv: Serving, shard, context: int) -> StageEstimate:
-    terms = stage_terms(sv, context)
+def _stage(sv: Serving, shard, context: int, terms_of: dict) -> StageEstimate:
+    terms = terms_of.get(id(sv))  # equal stages share one Serving (run): their terms are built once
+    if terms is None:
+        terms = terms_of[id(sv)] = stage_terms(sv, context)
     allocated = sum(t.bytes for t in terms if t.component in ("weights", "activations", "kv_cache", "transient"))
     return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), terms, allocated,
                          sum(t.bytes for t in terms))
@@ -124,7 +126,8 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
         if key not in same:
             same[key] = engine.budget(m, w, sh, gpu, weights)
         results.append(same[key])
-    stages = tuple(_stage(sv, sh, context) for sv, sh in zip(results, shards))
+    terms_of: dict = {}
+    stages = tuple(_stage(sv, sh, context, terms_of) for sv, sh in zip(results, shards))
     return stages, min(results, key=lambda sv: sv.kv_pool_blocks)
 
 
