@@ -84,6 +84,8 @@ class VariantSpec(HashedOnce):
     # "sigmoid": out · sigmoid(gate_proj(x)) (AFMoE); "softplus_head": out · softplus(g_proj(x).float()) per head
     # (Laguna); "softplus_element": the same per channel
     attention_gate: Literal["none", "sigmoid", "softplus_head", "softplus_element"] = "none"
+    # DBRX's clip_qkv: the fused qkv output clamped to ±clip_qkv before the split; clamp keeps its input
+    qkv_clip: bool = False
     fp32_rope: bool = False  # q and k rotated in fp32: every layer keeps its own fp32 cos and sin (ERNIE-4.5-MoE)
     # cos and sin sliced and repeat_interleave'd in every layer's apply_rotary_pos_emb (Helium): each layer keeps its
     # own model-dtype copies (fp32 ones with fp32_rope); with either, the shared tables are never saved
@@ -100,8 +102,13 @@ class VariantSpec(HashedOnce):
     # "topk_sigmoid" (top-k of the logits, then an fp32 softmax / a model-dtype sigmoid over those k), "sparsemixer"
     # (PhiMoE: two experts, training-mode masks)
     # "dense_sigmoid" (Llama-4: every expert runs every token, scaled by a sigmoid of the top-k scattered logits)
-    router: Literal["softmax", "topk_softmax", "topk_sigmoid", "sparsemixer", "dense_sigmoid"] = "softmax"
+    # "model_softmax" (DBRX: a softmax over all E in the model dtype, then top-k; renormalised by their p-norm)
+    router: Literal["softmax", "topk_softmax", "topk_sigmoid", "sparsemixer", "dense_sigmoid",
+                    "model_softmax"] = "softmax"
     router_renorm: bool = True  # top-k weights divided by their sum in fp32 (keeps them and the row sum)
+    router_jitter: bool = False  # DBRX's moe_jitter_eps: in training the router input is scaled by uniform noise
+    # the experts run one by one on their gathered tokens (DBRX's DbrxExperts loop), not transformers' grouped_mm
+    expert_loop: bool = False
     router_clamp: bool = False  # the sum is clamped first (one more fp32 row)
     router_fp32_input: bool = False  # the router reads x.float(): an fp32 copy of its input
     router_fp32_weight_copy: bool = False  # ... and weight.float() of a model-dtype weight
@@ -197,6 +204,7 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
     sigmoid: e·T·qd + e·T·qd; softplus per head: fp32 g_proj output 4·T·a, its cast e·T·a, the product e·T·qd;
     per channel: 4·T·qd + e·T·qd + e·T·qd; fp32 RoPE: cos and sin of s × rope_dim in fp32, 8·s·rope_dim
     (interleaved ones in the model dtype, 2·e·s·rope_dim).
+    DBRX's clip_qkv: the clamp keeps its input, the whole fused qkv output, e·T·(qd + 2·kvd).
     BitNet's attn_sub_norm: an HF RMSNorm on the core's output, (4 + e)·T·qd + 4·T (o_proj keeps its output).
     DiffLlama (models/diffllama/modeling_diffllama.py, DiffLlamaAttention): `core` (one call: q/k/v, scores or
     logsumexp, output) again for the second call (eager: its own q copy and repeat_kv copies; flash: q and k are the
@@ -215,6 +223,8 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
         out += (4 + e) * T * a + e * T * qd
     elif v.attention_gate == "softplus_element":
         out += (4 + 2 * e) * T * qd
+    if v.qkv_clip:  # DBRX (models/dbrx/modeling_dbrx.py DbrxAttention): Wqkv(x).clamp(±clip_qkv) keeps Wqkv's output
+        out += e * T * (qd + 2 * kvd)
     if v.fp32_rope:
         out += 8 * s * rope_dim
     elif v.interleaved_rope:
@@ -253,6 +263,8 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) ->
     if v.router == "dense_sigmoid":  # E·T rows: the repeated input and its scaled copy (bmm's input), gate_up,
         # the activation, the product; the model-dtype scores at the experts e·E·T, int64 top-k 8·T·k, fp32 sigmoid
         return e * E * T * (2 * h + 4 * f) + e * E * T + 8 * T * k + 4 * T * E
+    if v.expert_loop:
+        return expert_loop_saved(v, T, k, E, f, h, e)
     glu = (12 + e) * f if v.mlp_act == "fp32_glu" else 4 * e * f  # per routed pair (fp32_glu: as mlp_saved)
     out = S * (glu + 2 * e * h) + 24 * S + (4 if v.fp32_routing_weights else e) * S + 4 * E
     if v.router == "sparsemixer":
@@ -269,6 +281,22 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) ->
     if v.router_fp32_weight_copy:
         out += 4 * E * h
     return out
+
+
+def expert_loop_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) -> int:
+    """DBRX's experts and router (models/dbrx/modeling_dbrx.py, transformers 5.23). DbrxExperts.forward loops over the
+    experts hit: torch.where(expert_mask[i]) gives (idx, token_idx) as the two columns of one int64 [n, 2] tensor
+    (16 B per routed pair, kept by hidden_states[token_idx] and index_add_); per routed pair (S = T·k in all) the
+    gathered input (x.matmul(w1.T) keeps it), gate_proj before SiLU, up_proj, SiLU's output and the product
+    (4·e·f), down_proj's output and its product with the gathered model-dtype routing weight (e each: index_add_
+    keeps that source), e·(3h + 4f + 1) + 16 per pair. DbrxFFN.route_tokens_to_experts ("model_softmax"): the
+    softmax over all E in the router logits' dtype e·T·E, topk's int64 indices 8·T·k and, when
+    moe_normalize_expert_weights is set, the top-k values e·T·k and their p-norm e·T (the division and torch.norm
+    keep them); DbrxRouter's jitter (moe_jitter_eps, training) keeps its uniform noise e·T·h."""
+    S = T * k
+    out = S * (e * (3 * h + 4 * f + 1) + 16)
+    out += e * T * E + 8 * T * k + (e * T * k + e * T if v.router_renorm else 0)
+    return out + (e * T * h if v.router_jitter else 0)
 
 
 def moe_input_kept(v: VariantSpec, shared_expert: bool) -> bool:

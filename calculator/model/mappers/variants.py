@@ -349,7 +349,9 @@ def map_kolibri1(cfg: dict) -> dict:
 def map_dbrx(cfg: dict) -> dict:
     """DBRX (models/dbrx/modeling_dbrx.py): fused Wqkv (h + 2·kv_n_heads·head_dim) and out_proj without bias, two
     LayerNorms without bias, every layer moe_num_experts experts stored as three (E·f × h) matrices w1, v1, w2 behind
-    a bias-free router; untied (tying is refused by the model)."""
+    a bias-free router; untied (tying is refused by the model). Saved activations: clip_qkv's clamp, the experts run
+    one by one, a model-dtype softmax router renormalised by moe_normalize_expert_weights' p-norm, moe_jitter_eps'
+    noise (calculator.model.variants.expert_loop_saved)."""
     attn, ffn = cfg.get("attn_config") or {}, cfg.get("ffn_config") or {}
     if not isinstance(attn, dict) or not isinstance(ffn, dict):
         raise ConfigError("attn_config / ffn_config: must be objects")
@@ -362,8 +364,10 @@ def map_dbrx(cfg: dict) -> dict:
                 intermediate_size=width, vocab_size=get_int(cfg, "vocab_size", hi=B.MAX_VOCAB), norm_type="layernorm",
                 fused_qkv=True, num_experts=experts,
                 num_experts_per_tok=get_int(ffn, "moe_top_k", default=1, hi=experts),
-                variant=VariantSpec(norm_params="weight", expert_tensors=3 * ((experts * width, h),)),
-                _warnings=untraced("dbrx", "Mixtral block (its experts run one by one)"))
+                variant=VariantSpec(norm_params="weight", expert_tensors=3 * ((experts * width, h),),
+                                    qkv_clip=attn.get("clip_qkv") is not None, router="model_softmax",
+                                    router_renorm=ffn.get("moe_normalize_expert_weights", 1.0) is not None,
+                                    router_jitter=ffn.get("moe_jitter_eps") is not None, expert_loop=True))
 
 
 VARIANT_MAPPERS: dict = {
