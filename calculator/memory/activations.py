@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from calculator.memory import autocast
+from calculator.memory import autocast, sdpa
 from calculator.model import architectures, variants
 from calculator.core.dtypes import nbytes
 from calculator.memory.lora_layer import lora_layer_delta
@@ -157,13 +157,24 @@ def qk_norm_saved(d: Dims, m: ModelSpec) -> int:
     return (4 + d.e) * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv)
 
 
+def clamped_swiglu_saved(T: int, f: int, e: int) -> int:
+    """GPT-OSS's clamped SwiGLU (hidden_act "swiglu_oai": transformers models/gpt_oss/modeling_gpt_oss.py
+    GptOssExperts._apply_gate; MiniMax-M3's MiniMaxM3VLDenseMLP.forward and MiniMaxM3VLExperts._apply_gate, which
+    chunk instead of interleaving): gate.clamp(max) and up.clamp keep their inputs, views of the gate_up output
+    (2f); the clamped gate (kept by gate · sigmoid), the sigmoid's output, glu and up + 1 (kept by the product) and
+    the product (down_proj's input), f each: 7·e·T·f."""
+    return 7 * e * T * f
+
+
 def mlp_saved(d: Dims, m: ModelSpec, f: int) -> int:
-    """MLP: gated (SwiGLU/GeGLU) keeps gate, up, act and product: 4·e·T·f; plain GELU keeps fc1 out and act out:
-    2·e·T·f; GPT-2's Python gelu_new keeps four f-wide intermediates plus its output: 5·e·T·f."""
+    """MLP: gated (SwiGLU/GeGLU) keeps gate, up, act and product: 4·e·T·f (clamped SwiGLU-OAI: 7·e·T·f); plain GELU
+    keeps fc1 out and act out: 2·e·T·f; GPT-2's Python gelu_new keeps four f-wide intermediates plus its output."""
     if m.variant is not None:  # hook (issue 21): a variant's activation (Apertus' xIELU)
         saved = variants.mlp_saved(m.variant, d.T, f, d.e)
         if saved is not None:
             return saved
+    if m.gated_mlp and m.hidden_act == "swiglu_oai":
+        return clamped_swiglu_saved(d.T, f, d.e)
     if m.gated_mlp:
         return 4 * d.e * d.T * f
     if m.hidden_act == "gelu_new":
@@ -182,10 +193,11 @@ def moe_saved(d: Dims, m: ModelSpec, etp: int) -> int:
     f = m.expert_intermediate_size // etp
     if m.variant is not None:  # hook (issue 21): a variant's router bookkeeping
         return variants.moe_saved(m.variant, T, k, m.num_experts, f, d.h, d.e)
-    if m.family == "gpt_oss":
-        # clamped SwiGLU keeps five f-wide intermediates besides gate_up; the softmax is over the top-k only
-        return d.e * S * (7 * f + 2 * d.h) + 44 * S + 4 * m.num_experts
-    routed = d.e * S * (4 * f + 2 * d.h) + 28 * S + 4 * T * m.num_experts + 12 * T * k + 4 * T + 32
+    clamped = m.hidden_act == "swiglu_oai" or m.family == "gpt_oss"
+    glu = clamped_swiglu_saved(S, f, d.e) if clamped else 4 * d.e * S * f
+    if m.family == "gpt_oss":  # the softmax is over the top-k only
+        return glu + 2 * d.e * S * d.h + 44 * S + 4 * m.num_experts
+    routed = glu + 2 * d.e * S * d.h + 28 * S + 4 * T * m.num_experts + 12 * T * k + 4 * T + 32
     if m.family == "deepseek":  # the router computes in fp32: fp32 copies of its input and of its weight
         routed += 4 * T * d.h + 4 * m.num_experts * d.h
     return routed
@@ -247,7 +259,7 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
     else:
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
         if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel
-            attention += 4 * d.a * T  # FlashAttention-2 fp32 logsumexp per head and token
+            attention += 4 * d.a * T + sdpa.output_copy(d, m, w)  # FlashAttention-2 fp32 logsumexp per head, token
         elif eager and m.attention_sinks:  # hook (issue 21): Flint's fp32 sinks, Granite-SWA's logsumexp scale
             sinks = variants.eager_sink_saved(m.variant, d.a * d.b * d.s, d.s_kv, T, d.qd, e)
             attention += sink_softmax_saved(d) if sinks is None else sinks

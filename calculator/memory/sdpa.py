@@ -62,3 +62,17 @@ def masked_layer_extra(d, m: ModelSpec, selective: bool) -> int:
     kernel under selective recompute) and the repeated k, v."""
     bias = 0 if selective else d.e * d.b * d.s * d.s_kv
     return bias + repeated_kv_extra(d, m)
+
+
+def output_copy(d, m: ModelSpec, w) -> int:
+    """o_proj's own copy of the attention output when q reaches a FlashAttention kernel contiguous in (b, a, s, d)
+    (ModelSpec.rope_concat), e·T·qd beside the output the kernel keeps. The kernel allocates its output like q
+    (PyTorch's _scaled_dot_product_flash_attention: empty_like(query), torch/_meta_registrations.py; the CPU kernel
+    too, traced; flash-attn's mha_fwd: empty_like(q)), so transformers' attn_output.transpose(1, 2).contiguous()
+    (integrations/sdpa_attention.py) or .reshape (flash) copies it. None under eager (its matmul output is always
+    copied: the o_proj input counted anyway), selective recompute (the kernel's output is recomputed), or a padded
+    batch (SDPA's efficient kernel writes (b, s, a, d), meta__efficient_attention_forward; flash_attention_2
+    unpads into new tensors)."""
+    if not m.rope_concat or w.attention == "eager" or w.recompute == "selective" or w.padded_batch:
+        return 0
+    return d.e * d.T * d.qd

@@ -121,6 +121,9 @@ class ModelSpec(HashedOnce):
     attention_output_gate: bool = False
     # Qwen3-Next / Qwen3.5 RMSNorm: the weight starts at zero and scales by (1 + w), all in fp32
     zero_centered_norm: bool = False
+    # MiniMax-M3's apply_rotary_pos_emb returns torch.cat([rotated, pass-through]): q reaches the attention kernel
+    # contiguous in (b, heads, s, d), and so does a FlashAttention kernel's output (calculator.memory.sdpa.output_copy)
+    rope_concat: bool = False
 
     # Each layer's feed-forward (None: a dense MLP, or routed experts per num_experts, first_k_dense_layers and
     # dense_layer_indices); "none": a block without one (Nemotron-H's mamba and attention blocks)

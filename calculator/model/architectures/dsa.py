@@ -14,7 +14,8 @@ own attention that picks, for each query, the keys the attention may read. As tr
 
 The layer runs the model's attention too (WITH_ATTENTION: MLA for DeepSeek, GQA for MiniMax): its tensors, saved
 activations and K/V cache are the engine's; this module adds only the indexer's. In transformers the attention
-stays dense: the top-k becomes a mask over all T keys (eager / SDPA), so what the attention saves does not change.
+stays dense: the top-k becomes a mask over all T keys (eager / SDPA); under SDPA MiniMax's per-head mask changes
+what the attention keeps (saved()).
 """
 from __future__ import annotations
 
@@ -105,13 +106,33 @@ def vllm_kv_bytes_per_token(m) -> int | None:
 
 
 def saved(m, d, w) -> int:
-    """What the indexer saves for backward in transformers: nothing. DeepseekV32Indexer.forward (and
+    """What the indexer adds to its layer's saved activations in transformers. DeepseekV32Indexer.forward (and
     GlmMoeDsaIndexer.forward) is decorated @torch.no_grad(): its parameters get no gradient and autograd packs none
     of its tensors; MiniMaxM3VLIndexer runs with grad but hands on only integer block indices, so its graph is freed
     at once (unless the forward's output keeps a cache: the cached key then holds its k_norm's fp32 copies,
-    8·T·dI + 4·T + 4·dI, while that output lives). The top-k is folded into the attention's dense mask, so the
-    attention saves what it saves without the indexer (held to the real models by tests/model/mappers/test_dsa.py)."""
-    return 0
+    8·T·dI + 4·T + 4·dI, while that output lives). Under eager the top-k only changes the values of the mask added
+    to the scores; under SDPA MiniMax's mask changes what the attention keeps (minimax_sdpa_mask_saved). Held to
+    the real models by tests/model/mappers/test_dsa.py."""
+    if w is None or m.indexer.variant != "minimax" or w.attention != "sdpa":
+        return 0
+    return minimax_sdpa_mask_saved(m, d, w)
+
+
+def minimax_sdpa_mask_saved(m, d, w) -> int:
+    """MiniMax's indexed layer under SDPA (MiniMaxM3VLAttention.forward, MiniMaxM3VLIndexer.build_block_mask): an
+    additive mask per query head in the model dtype, e·b·a·s·s_kv, which SDPA keeps (recomputed with the kernel
+    under selective recompute); with a mask transformers repeats k and v to every query head (integrations/
+    sdpa_attention.py use_gqa_in_sdpa), e·T·2·(qd − kvd) (none for MQA, a view; a padded batch's stage term prices
+    it); and SDPA runs its memory-efficient kernel, whose (b, s, a, d) output o_proj reads without the copy the
+    attention prices for rope_concat's FlashAttention output (calculator.memory.sdpa.output_copy): − e·T·qd. (A CPU
+    run keeps that copy: its flash kernel takes the mask and writes the output in q's layout.)"""
+    selective = w.recompute == "selective"
+    bias = 0 if selective else d.e * d.b * d.a * d.s * d.s_kv
+    if w.padded_batch:
+        return bias
+    repeated = d.e * d.T * 2 * (d.qd - d.kvd) if 1 < d.kv < d.a else 0
+    copy = d.e * d.T * d.qd if m.rope_concat and not selective else 0
+    return bias + repeated - copy
 
 
 def trainable_saved(m, d) -> int:

@@ -208,15 +208,13 @@ def map_minimax_m3(cfg: dict) -> dict:
     moe_freq = get_int_list(cfg, "moe_layer_freq", lo=0, hi=1) if isinstance(cfg.get("moe_layer_freq"), list) else None
     mlp = _minimax_flags(cfg, "mlp_layer_types", moe_freq, "sparse", "dense", "sparse", n)
     experts = get_int(cfg, "num_local_experts", "num_experts", hi=B.MAX_EXPERTS)
-    f.update(qk_norm=True, zero_centered_norm=True, fused_gate_up=True, hidden_act="silu",
+    f.update(qk_norm=True, zero_centered_norm=True, fused_gate_up=True, hidden_act="swiglu_oai", rope_concat=True,
              intermediate_size=get_int(cfg, "dense_intermediate_size", hi=B.MAX_FFN), num_experts=experts,
              num_experts_per_tok=get_int(cfg, "num_experts_per_tok", hi=experts),
              moe_intermediate_size=f["intermediate_size"],
              shared_expert_intermediate_size=get_int(cfg, "shared_intermediate_size", hi=B.MAX_FFN),
              ffn_types=tuple("moe" if t == "sparse" else "dense" for t in mlp),
-             layer_types=tuple("indexed_attention" if t == "minimax_m3_sparse" else "full_attention" for t in attn),
-             _warnings=["MiniMax-M3's clamped SwiGLU-OAI MLPs (swiglu_limit, swiglu_alpha) are priced as SwiGLU's "
-                        "saved activations; parameters and caches are exact"])
+             layer_types=tuple("indexed_attention" if t == "minimax_m3_sparse" else "full_attention" for t in attn))
     if "minimax_m3_sparse" in attn:
         f["indexer"] = IndexerSpec(
             n_heads=get_int(cfg, "index_n_heads", hi=B.MAX_HEADS),

@@ -252,3 +252,71 @@ def test_minimax_block_indexer_keeps_nothing_for_backward():
     assert _indexer_only_saved(model, indexer, ids, use_cache=True) == 8 * T * dI + 4 * T + 4 * dI
     spec = spec_from_hf_config(config.to_dict()).spec
     assert spec.layer_kind(1) == LayerKind("dsa", "dense") and dsa.saved(spec, None, None) == 0
+
+
+# MiniMax-M3 as validation/architectures measures it: a dense layer, two indexed MoE layers, a full-attention MoE one
+M3_SAVED = dict(MINIMAX, sparse_attention_config={"sparse_attention_freq": [0, 1, 1, 0]}, moe_layer_freq=[0, 1, 1, 1])
+
+
+def _m3_traced(attention: str, b: int, s: int):
+    cfg, config = written("minimax_m3_vl_text", **M3_SAVED)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16,
+                                                          attn_implementation=attention)
+    model.config.use_cache = False
+    by_module = saved_bytes_by_module(model.train(), torch.randint(3, 100, (b, s)))
+    spec = spec_from_hf_config(cfg).spec
+    w = Workload(seq_len=s, micro_batch=b, attention=attention, mixer_kernels="torch")
+    return by_module, spec, w, act.dims(spec, w)
+
+
+def _zero_centred_norm(rows: int, width: int) -> int:
+    """MiniMaxM3VLRMSNorm on rows of width: fp32 input, fp32 normalised x, fp32 rsqrt per row, the fp32 (1 + w)."""
+    return 8 * rows * width + 4 * rows + 4 * width
+
+
+def test_minimax_clamped_swiglu_keeps_seven_f_wide_tensors_per_token():
+    """MiniMaxM3VLDenseMLP.forward and MiniMaxM3VLExperts._apply_gate (GPT-OSS's clamped SwiGLU, chunked): the gate
+    and up clamps keep their inputs, views of the gate_up output (2f); the clamped gate, sigmoid(α·gate), glu, up + 1
+    and the product (down_proj's input), f each: 7·e·T·f, beside gate_up_proj's input e·T·h. The routed experts
+    keep the same per routed pair (S = T·k) besides the gathered input and expert output e·S·2h, int64 indices 24·S,
+    fp32 routing weights 4·S and int32 offsets 4·E; the sigmoid router its fp32 scores 4·T·E, int64 top-k 8·T·k and
+    the renormalisation 4·T·k + 4·T."""
+    b, s = 2, 16
+    by_module, spec, w, d = _m3_traced("eager", b, s)
+    e, T, h, k, E = 2, b * s, spec.hidden_size, spec.num_experts_per_tok, spec.num_experts
+    f, f_shared, f_expert = spec.intermediate_size, spec.shared_expert_intermediate_size, spec.expert_intermediate_size
+    S = T * k
+    dense = layer_parts(by_module, 0, {"mlp": ("mlp",)})
+    assert dense["mlp"] == e * T * h + 7 * e * T * f
+    moe = layer_parts(by_module, 3, {"shared": ("mlp.shared_experts",), "experts": ("mlp.experts",),
+                                     "router": ("mlp.gate",)})
+    assert moe["shared"] == e * T * h + 7 * e * T * f_shared
+    assert moe["experts"] == e * S * (7 * f_expert + 2 * h) + 24 * S + 4 * S + 4 * E
+    assert moe["router"] == 4 * T * E + 8 * T * k + 4 * T * k + 4 * T
+    assert act.mlp_saved(d, spec, f) == 7 * e * T * f
+    assert act.shared_expert_saved(d, spec) == 7 * e * T * f_shared
+    assert act.moe_saved(d, spec, 1) == moe["experts"] + moe["router"]
+
+
+def test_minimax_sdpa_keeps_a_copy_of_its_output_and_the_indexed_layers_their_per_head_mask():
+    """Under SDPA (layers 3 and 1 of the trace: full attention, indexed): apply_rotary_pos_emb's torch.cat leaves q
+    contiguous in (b, a, s, d); SDPA's flash kernel writes its output in q's layout, so transformers'
+    transpose(1, 2).contiguous() hands o_proj a copy, e·T·qd beside the output SDPA keeps. An indexed layer's
+    build_block_mask gives SDPA an additive mask per query head, e·b·a·s·s, which it keeps, and with a mask
+    transformers repeats k and v to every head, e·T·2·(qd − kvd). On a GPU that masked call runs the
+    memory-efficient kernel, which writes (b, s, a, d): the engine prices no copy there (the CPU trace has it)."""
+    b, s = 2, 16
+    by_module, spec, w, d = _m3_traced("sdpa", b, s)
+    e, T, h, a, kv, hd = 2, b * s, spec.hidden_size, spec.num_attention_heads, spec.kv_heads, spec.head_size
+    qd, kvd = a * hd, kv * hd
+    flash = (_zero_centred_norm(T * a, hd) + _zero_centred_norm(T * kv, hd) + e * T * (qd + 2 * kvd)
+             + e * T * qd + 4 * a * T)  # q/k norms; q, k, v; SDPA's output and fp32 logsumexp
+    copy, mask, repeated = e * T * qd, e * b * a * s * s, e * T * 2 * (qd - kvd)
+    parts = {i: layer_parts(by_module, i, {"attention": ("self_attn",)})["attention"] for i in (1, 3)}
+    assert parts[3] == e * T * h + flash + copy  # + q_proj's input
+    assert parts[1] == e * T * h + flash + copy + mask + repeated
+    assert act.exact_layer(spec, w, d, spec.layer_kind(3)).attention == flash + copy
+    assert act.exact_layer(spec, w, d, spec.layer_kind(1)).attention == flash + mask + repeated
+    eager = Workload(seq_len=s, micro_batch=b, attention="eager", mixer_kernels="torch")
+    assert dsa.saved(spec, act.dims(spec, eager), eager) == 0
