@@ -56,12 +56,16 @@ class VariantSpec(HashedOnce):
     # (OLMo-2 style, `(self.weight * x).to(dtype)`); "fp32_layernorm": a LayerNorm computed in fp32 (Cohere2-MoE)
     # (Cohere's CohereLayerNorm too); "weightless": an RMSNorm without a weight, x.float()·rsqrt cast back (nanochat)
     # "fp32_input_layernorm": F.layer_norm on x.float() (OLMo's non-affine OlmoLayerNorm); "fp32_weight_copy":
-    # fp32_weight on an fp32 copy of the weight, `self.weight.to(torch.float32) * x` (HeliumRMSNorm)
+    # fp32_weight on an fp32 copy of the weight, `self.weight.to(torch.float32) * x` (HeliumRMSNorm), or of
+    # `1.0 + self.weight.float()` (VaultGemmaRMSNorm: the fp32 multiply keeps that h-wide vector beside x)
     norm: Literal["hf", "fp32_weight", "fp32_layernorm", "weightless", "fp32_input_layernorm",
                   "fp32_weight_copy"] = "hf"
     # eager attention's softmax: "hf" (fp32 unless GPT-2's block), "fp32" (upcast: GPT-BigCode), "model" (in the
     # model dtype: Falcon's own attention, Llama-4's eager_attention_forward)
     eager_softmax: Literal["hf", "fp32", "model"] = "hf"
+    # eager attention casts q and k to fp32 before the score matmul (GPT-Neo's GPTNeoSelfAttention._attn,
+    # `query.to(torch.float32)`): the matmul keeps the fp32 copies instead of the model-dtype q and k
+    eager_qk_fp32: bool = False
     # a fused qkv projection whose q/k/v reach the attention core as views (its whole output kept under flash);
     # False: split, transposed and reshaped into copies first (Falcon's _split_heads + reshape)
     fused_qkv_views: bool = True
@@ -153,7 +157,8 @@ def norm_saved(v: VariantSpec, T: int, width: int) -> int | None:
         return 12 * T * width + 4 * T + 4 * width
     if v.norm == "fp32_input_layernorm":  # F.layer_norm's fp32 input and its fp32 mean and rstd per row
         return 4 * T * width + 8 * T
-    if v.norm == "fp32_weight_copy":  # (weight.float() * x): the fp32_weight norm and the weight's fp32 copy
+    if v.norm == "fp32_weight_copy":  # (weight.float() * x): the fp32_weight norm and the weight's fp32 copy (or
+        # VaultGemma's fp32 1 + weight: models/vaultgemma/modeling_vaultgemma.py VaultGemmaRMSNorm.forward)
         return 8 * T * width + 4 * T + 4 * width
     if v.norm == "weightless":  # no `weight * x.to(dtype)`: only the fp32 input and rsqrt (its output is counted apart)
         return 4 * T * width + 4 * T
@@ -210,7 +215,8 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
     logsumexp, output) again for the second call (eager: its own q copy and repeat_kv copies; flash: q and k are the
     first call's, only v2 e·T·kvd, out2 and logsumexp are new), the cat of both outputs (2·e·T·qd, kept by
     λ·out2), the group nn.RMSNorm over 2·head_dim (CUDA's fused rms_norm: input e·T·qd, rstd 4·T·a/2), o_proj's
-    input e·T·qd (the flash output counted in `core` is out1 here), and λ₁, λ₂ (fp32) and λ (model dtype) scalars."""
+    input e·T·qd (the flash output counted in `core` is out1 here), and λ₁, λ₂ (fp32) and λ (model dtype) scalars.
+    GPT-Neo's eager core on fp32 q and k: eager_qk_fp32_extra."""
     out = 0
     if v.sub_norms:
         out += (4 + e) * T * qd + 4 * T
@@ -225,11 +231,21 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
         out += (4 + 2 * e) * T * qd
     if v.qkv_clip:  # DBRX (models/dbrx/modeling_dbrx.py DbrxAttention): Wqkv(x).clamp(±clip_qkv) keeps Wqkv's output
         out += e * T * (qd + 2 * kvd)
+    if v.eager_qk_fp32 and eager:
+        out += eager_qk_fp32_extra(T, qd, e)
     if v.fp32_rope:
         out += 8 * s * rope_dim
     elif v.interleaved_rope:
         out += 2 * e * s * rope_dim
     return out
+
+
+def eager_qk_fp32_extra(T: int, qd: int, e: int) -> int:
+    """GPT-Neo (transformers models/gpt_neo/modeling_gpt_neo.py, GPTNeoSelfAttention._attn): `query.to(float32)`
+    and `key.to(float32)` feed torch.matmul, which keeps both fp32 copies (4·T·qd each; k is as wide as q, GPT-Neo
+    being multi-head) where the engine's eager core keeps the model-dtype q and k (e·T·qd each): 2·(4 − e)·T·qd
+    more. The cast itself keeps nothing, and in GPT-Neo nothing else keeps the model-dtype q or k."""
+    return 2 * (4 - e) * T * qd
 
 
 def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:

@@ -202,9 +202,15 @@ def _map_ministral(cfg: dict) -> dict:
 
 
 def _map_seed_oss(cfg: dict) -> dict:
-    """Seed-OSS (models/seed_oss): Llama with q/k/v biased per attention_bias and o per attention_out_bias."""
+    """Seed-OSS (models/seed_oss/modeling_seed_oss.py): Llama with q/k/v biased per attention_bias and o per
+    attention_out_bias. It drops out in training (SeedOssConfig defaults 0.1 both): residual_dropout after o_proj
+    (SeedOssAttention.forward) and down_proj (SeedOssMLP.forward), attention_dropout on the eager probabilities
+    (eager_attention_forward, after their cast to the model dtype) or inside SDPA; none on the embeddings."""
     f = _map_llama_shaped(cfg)
-    f.update(o_bias=get_bool(cfg, "attention_out_bias", False))
+    f.update(o_bias=get_bool(cfg, "attention_out_bias", False), _warnings=[],
+             dropout=get_float(cfg, "residual_dropout", 0.1, 0.0, 0.999),
+             variant=VariantSpec(attention_dropout=get_float(cfg, "attention_dropout", 0.1, 0.0, 0.999) > 0,
+                                 embedding_dropout=False))
     return f
 
 
@@ -266,11 +272,21 @@ def map_gemma(cfg: dict) -> dict:
 
 def _map_vaultgemma(cfg: dict) -> dict:
     """VaultGemma (models/vaultgemma/modeling_vaultgemma.py): Gemma-2's attention and GeGLU MLP with two norms per
-    layer (input_layernorm, pre_feedforward_layernorm; no post-norms), sliding layers per layer_types."""
+    layer (input_layernorm, pre_feedforward_layernorm; no post-norms), sliding layers per layer_types. Its attention
+    scores and final logits are soft-capped (tanh) per attn_logit_softcapping and final_logit_softcapping
+    (VaultGemmaConfig defaults 50 and 30; null: none), as Gemma-2's; VaultGemmaRMSNorm.forward's fp32 multiply by
+    `1.0 + self.weight.float()` keeps that fp32 h-wide vector beside the normalised x (VariantSpec.norm)."""
     f = map_gemma(cfg)
-    f["_warnings"] = _untraced("vaultgemma", "Gemma")
+    f.update(attn_logit_softcapping=_softcap(cfg, "attn_logit_softcapping", 50.0),
+             final_logit_softcapping=_softcap(cfg, "final_logit_softcapping", 30.0),
+             variant=VariantSpec(norm="fp32_weight_copy"))
     sliding_fields(cfg, f)
     return f
+
+
+def _softcap(cfg: dict, key: str, default: float) -> float | None:
+    """A soft-capping value: the class's default when absent, none when written as null."""
+    return None if key in cfg and cfg[key] is None else get_float(cfg, key, default, 1e-6, 1e9)
 
 
 # Llama-4 (transformers models/llama4/modeling_llama4.py; mapped in calculator.model.hf_config): Llama4TextL2Norm on

@@ -39,8 +39,17 @@ def map_gptj(cfg: dict) -> dict:
 
 def map_gpt_neo(cfg: dict) -> dict:
     """GPT-Neo (models/gpt_neo/modeling_gpt_neo.py): learned positions, two LayerNorms with a bias, bias-free q/k/v,
-    out_proj and c_fc / c_proj with a bias (intermediate_size or 4·h); "local" layers (attention_types) attend within
-    window_size tokens; tied by default."""
+    out_proj and c_fc / c_proj with a bias (intermediate_size or 4·h); tied by default. Its eager attention
+    (GPTNeoSelfAttention._attn) casts q and k to fp32 before the unscaled score matmul (VariantSpec.eager_qk_fp32).
+    Dropout in training: resid_dropout after out_proj and c_proj, attention_dropout on the probabilities (after their
+    cast to the model dtype), embed_dropout on the embeddings' sum (counted with the residual one, ModelSpec.dropout).
+
+    Its "local" layers (attention_types) are no sliding-window layers to the engine: in transformers 5.23 they differ
+    from the global ones only in the values of the causal mask. The eager core scores every key and masks those
+    beyond window_size (torch.where on the `bias` buffer), the flash path (GPTNeoFlashAttention2) passes no window,
+    and the cache is a DynamicCache(config) whose layers are all full DynamicLayers: GPTNeoConfig has window_size,
+    neither sliding_window nor layer_types, which cache_utils.get_layer_types_and_kwargs reads. So every layer keeps
+    the whole prompt in the model dtype, and the layers are mapped as full attention."""
     h = get_int(cfg, "hidden_size", hi=B.MAX_HIDDEN)
     n = get_int(cfg, "num_layers", "num_hidden_layers", hi=B.MAX_LAYERS)
     kinds = get_choice_list(cfg, "attention_layers", ("global", "local"))
@@ -52,17 +61,16 @@ def map_gpt_neo(cfg: dict) -> dict:
             raise ConfigError("attention_types: must be a list of [[kinds], repeats]") from None
     if len(kinds) != n:
         raise ConfigError(f"attention_layers: has {len(kinds)} entries but num_layers is {n}")
-    f = _gpt(cfg, ("hidden_size",), ("num_layers", "num_hidden_layers"), ("num_heads", "num_attention_heads"),
-             intermediate_size=get_int(cfg, "intermediate_size", default=4 * h, hi=B.MAX_FFN), o_bias=True,
-             hidden_act=act_name(cfg, "gelu_new", "activation_function"),
-             tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True),
-             learned_position_embeddings=get_int(cfg, "max_position_embeddings", default=2048, hi=B.MAX_POSITIONS),
-             _warnings=untraced("gpt_neo", "GPT-2 block"))
-    window = get_int(cfg, "window_size", default=256, hi=B.MAX_WINDOW)
-    if "local" in kinds:
-        f.update(layer_types=tuple("sliding_attention" if k == "local" else "full_attention" for k in kinds),
-                 sliding_window=window)
-    return f
+    get_int(cfg, "window_size", default=256, hi=B.MAX_WINDOW)  # read for its bounds only: it caps nothing
+    variant = VariantSpec(eager_qk_fp32=True,
+                          attention_dropout=get_float(cfg, "attention_dropout", 0.0, 0.0, 0.999) > 0,
+                          embedding_dropout=get_float(cfg, "embed_dropout", 0.0, 0.0, 0.999) > 0)
+    return _gpt(cfg, ("hidden_size",), ("num_layers", "num_hidden_layers"), ("num_heads", "num_attention_heads"),
+                intermediate_size=get_int(cfg, "intermediate_size", default=4 * h, hi=B.MAX_FFN), o_bias=True,
+                hidden_act=act_name(cfg, "gelu_new", "activation_function"),
+                tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True),
+                learned_position_embeddings=get_int(cfg, "max_position_embeddings", default=2048, hi=B.MAX_POSITIONS),
+                dropout=get_float(cfg, "resid_dropout", 0.0, 0.0, 0.999), variant=variant)
 
 
 def map_bloom(cfg: dict) -> dict:
