@@ -217,7 +217,8 @@ def shared_expert_saved(d: Dims, m: ModelSpec) -> int:
 def mla_attention_saved(d: Dims, m: ModelSpec, attention: str) -> int:
     """DeepSeek MLA (transformers modeling_deepseek_v3, traced): the q_a / kv_a norms' copies and outputs, the whole
     kv_b_proj output (v is a view of it; under eager only at micro-batch 1), the concatenated q and k (nope + rope),
-    the output, and the core: fp32 logsumexp under flash, fp32 softmax and its cast under eager."""
+    the output, and the core: fp32 logsumexp under flash, fp32 softmax and its cast under eager (SDPA's flash
+    kernel's output beside o_proj's copy: calculator.memory.sdpa.mla_output_copy)."""
     e, T, a = d.e, d.T, d.a
     ql, kvl = m.q_lora_rank or 0, m.kv_lora_rank or 0
     qk, vd = m.head_size, m.v_head_size
@@ -256,6 +257,7 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
         attention = mla_attention_saved(d, m, w.attention)
         if selective:
             attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
+        attention += sdpa.mla_output_copy(d, m, w)  # SDPA's flash output laid out like MLA's concatenated q
     else:
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
         if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel

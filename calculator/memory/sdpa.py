@@ -76,3 +76,19 @@ def output_copy(d, m: ModelSpec, w) -> int:
     if not m.rope_concat or w.attention == "eager" or w.recompute == "selective" or w.padded_batch:
         return 0
     return d.e * d.T * d.qd
+
+
+def mla_output_copy(d, m: ModelSpec, w) -> int:
+    """o_proj's own copy of an MLA layer's SDPA output, e·T·a·v_head_dim beside the output the kernel keeps, when SDPA
+    runs its FlashAttention kernel: q·k and v head dims equal (sdp_utils.cpp check_head_dim_size_flash; else the
+    memory-efficient kernel runs), no mask (not a padded batch), not recomputed (selective). DeepSeek's MLA
+    (transformers models/deepseek_v3/modeling_deepseek_v3.py DeepseekV3Attention.forward, and deepseek_v2's) builds
+    q as torch.cat((q_pass, q_rot), dim=-1), contiguous in (b, a, s, d); the flash kernel allocates its output like
+    q (torch/_meta_registrations.py meta__scaled_dot_product_flash_attention: empty_like(query); the CPU kernel too,
+    traced by validation/architectures), so transformers' attn_output.transpose(1, 2).contiguous()
+    (integrations/sdpa_attention.py) copies it. The efficient kernel writes (b, s, a, d) (meta__efficient_attention_
+    forward), which the transpose makes contiguous without a copy."""
+    if (not m.is_mla or w.attention != "sdpa" or w.recompute == "selective" or w.padded_batch
+            or m.head_size != m.v_head_size):
+        return 0
+    return d.e * d.T * d.a * m.v_head_size

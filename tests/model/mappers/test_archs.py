@@ -37,9 +37,10 @@ SIZES: dict[str, dict] = {
                         first_k_dense_replace=1, **MOE),
 }
 # DeepSeek-V3's router splits the experts into n_group groups (its default 8 cannot split 4 experts: the real forward
-# fails); released DeepSeek-V3 keeps 4 of 8 groups, Kimi-K2 has one group
-SIZES["deepseek_v3"] = dict(SIZES["deepseek_v2"], n_group=2, topk_group=1)
-SIZES["kimi_k2"] = dict(SIZES["deepseek_v2"], n_group=1, topk_group=1)
+# fails); released DeepSeek-V3 keeps 4 of 8 groups, Kimi-K2 has one group. Three layers, two dense: each kind has a
+# layer ≥ 1 (layer 0 also first-saves the shared RoPE tables, validation/architectures/measure.py)
+V3 = dict(SIZES["deepseek_v2"], num_hidden_layers=3, first_k_dense_replace=2)
+SIZES["deepseek_v3"], SIZES["kimi_k2"] = dict(V3, n_group=2, topk_group=1), dict(V3, n_group=1, topk_group=1)
 SIZES.update(helium=dict(BASE, head_dim=16), ministral=dict(BASE, head_dim=16), phi3=dict(BASE, pad_token_id=None),
              smollm3=dict(BASE, pad_token_id=None), glm=dict(BASE, head_dim=16, pad_token_id=None),
              glm4=dict(BASE, head_dim=16, pad_token_id=None), vaultgemma=dict(BASE, head_dim=16),
