@@ -257,6 +257,8 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
         attention = mla_attention_saved(d, m, w.attention)
         if selective:
             attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
+        if m.variant is not None:  # hook (issue 21): a variant's output gate on MLA's a·v_head_dim output (Ling 3.0)
+            attention += variants.output_gate_saved(m.variant, T, d.a, d.a * m.v_head_size, e)
         attention += sdpa.mla_output_copy(d, m, w)  # SDPA's flash output laid out like MLA's concatenated q
     else:
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
@@ -386,13 +388,14 @@ def loss_transient(d: Dims, vocab: int) -> int:
 
 def rotary_saved(m: ModelSpec, d: Dims) -> int:
     """RoPE cos and sin tables (s × head_dim each, model dtype, shared by the batch), computed once and saved by
-    every layer's q/k multiply; none for learned positions (GPT-2)."""
+    every layer's q/k multiply; none for learned positions (GPT-2); fp32 ones for a variant's fp32_rope_tables."""
     if m.gemma_next is not None:  # hook: Gemma 3n / 4: one table per attention type, of its head_dim
         return architectures.gemma_next_saved.rotary_saved(m, d)
     if m.learned_position_embeddings or (m.variant is not None and (m.variant.fp32_rope or m.variant.interleaved_rope)):
         return 0  # hook (issue 21): every layer keeps its own fp32 / interleaved copies (variants.attention_extra)
     rope = m.qk_rope_head_dim if m.is_mla else m.head_size
-    return 2 * d.s * rope * d.e
+    fp32 = m.variant is not None and m.variant.fp32_rope_tables  # hook (issue 21): LFM3's tables stay fp32
+    return 2 * d.s * rope * (4 if fp32 else d.e)
 
 
 def eager_mask_saved(d: Dims) -> int:

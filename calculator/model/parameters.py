@@ -124,7 +124,8 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
             q = linear_shapes(h, a * m.head_size)
         kv = (linear_shapes(h, m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias) + [(m.kv_lora_rank,)]
               + linear_shapes(m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim)))
-        return q + kv + linear_shapes(a * m.v_head_dim, h, m.o_bias)
+        gate = list(m.variant.attention_tensors) if m.variant is not None else []  # hook (issue 21): Ling's g_proj
+        return q + kv + linear_shapes(a * m.v_head_dim, h, m.o_bias) + gate
     q_out = 2 * m.q_dim if m.attention_output_gate else m.q_dim  # Qwen3-Next / Qwen3.5: q and its output gate
     if m.fused_qkv:
         qkv = linear_shapes(h, q_out + 2 * m.kv_dim, m.qkv_bias)

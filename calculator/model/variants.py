@@ -86,11 +86,16 @@ class VariantSpec(HashedOnce):
     sub_norms: bool = False  # BitNet: an RMSNorm on the attention output (attn_sub_norm) and on the MLP product
     differential: bool = False  # DiffLlama: two attention calls sharing q/k (v halves), a group RMSNorm over 2 heads
     # "sigmoid": out · sigmoid(gate_proj(x)) (AFMoE); "softplus_head": out · softplus(g_proj(x).float()) per head
-    # (Laguna); "softplus_element": the same per channel
-    attention_gate: Literal["none", "sigmoid", "softplus_head", "softplus_element"] = "none"
+    # (Laguna); "softplus_element": the same per channel; "sigmoid_head": out · sigmoid(g_proj(x)) per head (LFM3);
+    # "sigmoid_head_fp32": out · sigmoid(g_proj(x).float()).to(dtype) per head (Ling 3.0's MLA, on MLA too)
+    attention_gate: Literal["none", "sigmoid", "softplus_head", "softplus_element", "sigmoid_head",
+                            "sigmoid_head_fp32"] = "none"
     # DBRX's clip_qkv: the fused qkv output clamped to ±clip_qkv before the split; clamp keeps its input
     qkv_clip: bool = False
     fp32_rope: bool = False  # q and k rotated in fp32: every layer keeps its own fp32 cos and sin (ERNIE-4.5-MoE)
+    # the shared cos and sin tables stay fp32 (models/lfm3/modeling_lfm3.py Lfm3RotaryEmbedding.forward returns them
+    # uncast): every layer's q/k multiply keeps the same fp32 tables, counted once (activations.rotary_saved)
+    fp32_rope_tables: bool = False
     # cos and sin sliced and repeat_interleave'd in every layer's apply_rotary_pos_emb (Helium): each layer keeps its
     # own model-dtype copies (fp32 ones with fp32_rope); with either, the shared tables are never saved
     interleaved_rope: bool = False
@@ -106,8 +111,9 @@ class VariantSpec(HashedOnce):
     # "topk_sigmoid" (top-k of the logits, then an fp32 softmax / a model-dtype sigmoid over those k), "sparsemixer"
     # (PhiMoE: two experts, training-mode masks)
     # "dense_sigmoid" (Llama-4: every expert runs every token, scaled by a sigmoid of the top-k scattered logits)
+    # "gather_sigmoid" (Kolibri-1: top-k of the fp32 logits + bias, then an fp32 sigmoid of the k gathered logits)
     # "model_softmax" (DBRX: a softmax over all E in the model dtype, then top-k; renormalised by their p-norm)
-    router: Literal["softmax", "topk_softmax", "topk_sigmoid", "sparsemixer", "dense_sigmoid",
+    router: Literal["softmax", "topk_softmax", "topk_sigmoid", "sparsemixer", "dense_sigmoid", "gather_sigmoid",
                     "model_softmax"] = "softmax"
     router_renorm: bool = True  # top-k weights divided by their sum in fp32 (keeps them and the row sum)
     router_jitter: bool = False  # DBRX's moe_jitter_eps: in training the router input is scaled by uniform noise
@@ -223,12 +229,7 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
     if v.differential:
         second = core - e * T * qd if eager else e * T * (kvd + qd) + 4 * a * T
         out += second + 2 * e * T * qd + e * T * qd + 2 * a * T + (0 if eager else e * T * qd) + 4 + 4 + e
-    if v.attention_gate == "sigmoid":
-        out += 2 * e * T * qd
-    elif v.attention_gate == "softplus_head":
-        out += (4 + e) * T * a + e * T * qd
-    elif v.attention_gate == "softplus_element":
-        out += (4 + 2 * e) * T * qd
+    out += output_gate_saved(v, T, a, qd, e)
     if v.qkv_clip:  # DBRX (models/dbrx/modeling_dbrx.py DbrxAttention): Wqkv(x).clamp(±clip_qkv) keeps Wqkv's output
         out += e * T * (qd + 2 * kvd)
     if v.eager_qk_fp32 and eager:
@@ -246,6 +247,30 @@ def eager_qk_fp32_extra(T: int, qd: int, e: int) -> int:
     being multi-head) where the engine's eager core keeps the model-dtype q and k (e·T·qd each): 2·(4 − e)·T·qd
     more. The cast itself keeps nothing, and in GPT-Neo nothing else keeps the model-dtype q or k."""
     return 2 * (4 - e) * T * qd
+
+
+def output_gate_saved(v: VariantSpec, T: int, a: int, width: int, e: int) -> int:
+    """An attention output gate, beyond the core's output (which the gated product keeps, counted by the engine as
+    o_proj's input): the gate's activation and the product (o_proj's input), `width` = a·v_head_dim wide; the gate's
+    own projection reads the attention's input, which q/k/v already keep.
+    sigmoid (AFMoE): e·T·w + e·T·w; softplus per head (Laguna): fp32 g_proj output 4·T·a, its cast e·T·a, the
+    product e·T·w; per channel: 4·T·w + e·T·w + e·T·w;
+    sigmoid per head (models/lfm3/modeling_lfm3.py Lfm3Attention.forward, `attn_output *
+    torch.sigmoid(self.g_proj(hidden_states)).unsqueeze(-1)`): the model-dtype sigmoid (its backward and the product
+    keep it) e·T·a, the product e·T·w;
+    sigmoid per head in fp32 (models/bailing_hybrid/modeling_bailing_hybrid.py BailingHybridAttention.forward,
+    `torch.sigmoid(self.g_proj(hidden_states).float()).to(hidden_states.dtype)`): the fp32 sigmoid 4·T·a, its cast
+    (the product's) e·T·a, the product e·T·w."""
+    gate = v.attention_gate
+    if gate == "sigmoid":
+        return 2 * e * T * width
+    if gate in ("softplus_head", "sigmoid_head_fp32"):
+        return (4 + e) * T * a + e * T * width
+    if gate == "softplus_element":
+        return (4 + 2 * e) * T * width
+    if gate == "sigmoid_head":
+        return e * T * a + e * T * width
+    return 0
 
 
 def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:
@@ -271,6 +296,7 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) ->
     routing weights 4·S (fp32) or e·S, int32 offsets 4·E; then the router:
     softmax: fp32 scores 4·T·E and int64 top-k indices 8·T·k, a renormalisation 4·T·k + 4·T (+ 4·T clamped), an
     fp32 copy of the input 4·T·h and of a model-dtype weight 4·E·h;
+    gather_sigmoid: the softmax's 4·T·E and 8·T·k, then gather_sigmoid_router_saved;
     topk_softmax: int64 indices 8·T·k and the fp32 softmax over k, 4·T·k; topk_sigmoid: the indices and the
     model-dtype sigmoid e·T·k (+ its row sum e·T when renormalised);
     sparsemixer (training): two softmaxes e·T·E and two bool masks T·E each, int64 argmaxes and gathered weights,
@@ -290,7 +316,9 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) ->
     if v.router == "topk_sigmoid":  # the sigmoid's output, and the row sum it is divided by when renormalised
         return out + 8 * T * k + e * T * k + (e * T if v.router_renorm else 0)
     out += 4 * T * E + 8 * T * k
-    if v.router_renorm:
+    if v.router == "gather_sigmoid":
+        out += gather_sigmoid_router_saved(v, T, k)
+    elif v.router_renorm:
         out += 4 * T * k + 4 * T + (4 * T if v.router_clamp else 0)
     if v.router_fp32_input:
         out += 4 * T * h
@@ -313,6 +341,14 @@ def expert_loop_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e:
     out = S * (e * (3 * h + 4 * f + 1) + 16)
     out += e * T * E + 8 * T * k + (e * T * k + e * T if v.router_renorm else 0)
     return out + (e * T * h if v.router_jitter else 0)
+
+
+def gather_sigmoid_router_saved(v: VariantSpec, T: int, k: int) -> int:
+    """Kolibri-1's router (models/kolibri1/modeling_kolibri1.py Kolibri1TopKRouter.forward) beyond the fp32 logits
+    (router_logits.gather keeps its input, 4·T·E) and topk's int64 indices (8·T·k): `.sigmoid()` of the k gathered
+    logits keeps its fp32 output, 4·T·k; with norm_topk_prob the division keeps that output and the fp32 row sum,
+    4·T more."""
+    return 4 * T * k + (4 * T if v.router_renorm else 0)
 
 
 def moe_input_kept(v: VariantSpec, shared_expert: bool) -> bool:

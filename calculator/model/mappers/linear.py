@@ -4,9 +4,9 @@ ModelSpec whose layer_types name each layer's mixer ("conv", "kda", "lightning_a
 "sliding_attention"; calculator/model/architectures/). Each mapper cites the modeling file it mirrors and is held to
 the real model's parameter and tensor counts by tests/model/mappers/test_linear.py.
 
-Approximated, with a warning naming the missing tensors: LFM3's and Ling's per-head attention output gates (g_proj,
-hidden_size × heads per attention layer), which ModelSpec cannot describe. Refused, naming what the engine lacks:
-inkling_text and inkling2_text.
+LFM3's and Ling's per-head attention output gates (g_proj, hidden_size × heads per attention layer) are a VariantSpec
+option of the attention (calculator/model/variants.py: attention_tensors, attention_gate). Refused, naming what the
+engine lacks: inkling_text and inkling2_text.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from calculator.model.architectures.lightning import LightningSpec, decay_buffer
 from calculator.model.architectures.short_conv import ShortConvSpec
 from calculator.model.config_read import (ConfigError, get_bool, get_choice_list, get_float, get_int, get_int_list,
                                           get_window)
+from calculator.model.variants import VariantSpec
 
 # Defaults of the configuration classes (models/<type>/configuration_<type>.py, transformers 5.23) for the sizes a
 # config.json may leave out.
@@ -139,8 +140,8 @@ def map_lfm2_moe(cfg: dict) -> dict:
 def map_lfm3(cfg: dict) -> dict:
     """LFM3 (models/lfm3/modeling_lfm3.py): short convolutions (kernel 7) and Qwen3-style full and sliding attention
     (layer_types, else layer i: i % 4 == 2 full, i % 4 == 0 (i > 0) sliding, else conv), sandwich norms (four per
-    layer) with use_sandwich_norm, a SwiGLU MLP of intermediate_size. Its per-head output gate g_proj is not
-    modelled (a warning says what it leaves out)."""
+    layer) with use_sandwich_norm, a SwiGLU MLP of intermediate_size; with use_attention_gate a per-head output gate
+    g_proj (hidden_size → heads), `attn_output * sigmoid(g_proj(x))` in the model dtype."""
     cfg = _with_defaults(cfg, LFM3_DEFAULTS)
     f = _lfm_attention(cfg, _sizes(cfg))
     n, h, heads = f["num_hidden_layers"], f["hidden_size"], f["num_attention_heads"]
@@ -152,17 +153,16 @@ def map_lfm3(cfg: dict) -> dict:
              layer_types=types, qkv_bias=bias, o_bias=bias,
              norms_per_layer=4 if get_bool(cfg, "use_sandwich_norm", True) else 2,
              sliding_window=get_window(cfg) if "sliding_attention" in types else None)
-    n_attn = sum(t != "conv" for t in types)
-    if get_bool(cfg, "use_attention_gate", True) and n_attn:
-        f["_warnings"] = [_head_gate_warning("LFM3", n_attn, h, heads)]
+    gated = get_bool(cfg, "use_attention_gate", True)  # Lfm3RotaryEmbedding returns fp32 cos and sin
+    f["variant"] = head_gate(h, heads, "sigmoid_head", fp32_rope_tables=True) if gated else \
+        VariantSpec(fp32_rope_tables=True)
     return f
 
 
-def _head_gate_warning(model: str, layers: int, h: int, heads: int) -> str:
-    return (f"{model}'s per-head attention output gate g_proj (hidden_size × heads = {h * heads:,} parameters in each "
-            f"of {layers} attention layers, {layers * h * heads:,} in all) is not modelled: parameter counts, and "
-            f"the gate's saved activations (sigmoid and gated output, e·T·(heads + heads·head_dim) per layer), are "
-            f"short by that much")
+def head_gate(h: int, heads: int, kind: str, **more) -> VariantSpec:
+    """A per-head attention output gate g_proj (nn.Linear(hidden_size, heads, bias=False)) in every attention layer
+    (and `more` of the VariantSpec)."""
+    return VariantSpec(attention_tensors=((heads, h),), attention_gate=kind, **more)
 
 
 # ---- Kimi Linear and Ling 3.0 (KDA + MLA + DeepSeek-style MoE) ------------------------------------------------------
@@ -253,12 +253,15 @@ def map_bailing_hybrid(cfg: dict) -> dict:
     output gates, its conv weight, A_log and dt_bias kept in fp32 at load, the bounded forget gate with kda_safe_gate;
     MLA with RoPE and no q-LoRA every layer_group_size-th layer; dense MLP below first_k_dense_replace (default 2), MoE
     with shared experts above. KDA's head_dim is linear_head_dim (what to_dict writes) or the checkpoint's head_dim
-    (BailingHybridConfig then overwrites head_dim with qk_rope_head_dim). The MLA's per-head output gate g_proj is not
-    modelled (a warning says what it leaves out); the MTP layer (num_nextn_predict_layers) is not built by
+    (BailingHybridConfig then overwrites head_dim with qk_rope_head_dim). The MLA's per-head output gate g_proj,
+    `attn_output * sigmoid(g_proj(x).float()).to(dtype)`; the router DeepSeek-V3's (fp32 input and weight copies,
+    sigmoid scores, renormalised per norm_topk_prob). The MTP layer (num_nextn_predict_layers) is not built by
     transformers and counted in mtp_layers only."""
     cfg = _with_defaults(cfg, BAILING_DEFAULTS)
     f = _sizes(cfg)
     n, h, heads = f["num_hidden_layers"], f["hidden_size"], f["num_attention_heads"]
+    gate = head_gate(h, heads, "sigmoid_head_fp32", router_fp32_input=True, router_fp32_weight_copy=True,
+                     router_renorm=get_bool(cfg, "moe_renormalize", get_bool(cfg, "norm_topk_prob", True)))
     kda = KDASpec(num_heads=get_int(cfg, "linear_num_heads", "num_attention_heads", hi=B.MAX_HEADS),
                   head_dim=get_int(cfg, "linear_head_dim", "head_dim", hi=B.MAX_HEAD_DIM),
                   conv_kernel=get_int(cfg, "linear_conv_kernel_dim", "short_conv_kernel_size", hi=1024),
@@ -270,9 +273,7 @@ def map_bailing_hybrid(cfg: dict) -> dict:
     f.update(layer_types=types, kda=kda,
              mtp_layers=get_int(cfg, "num_nextn_predict_layers", "num_mtp_layers", default=1, lo=0, hi=64))
     f = _mla_moe_fields(cfg, f, ffn, q_lora=False, moe=BAILING_MOE_DEFAULTS)
-    n_mla = types.count("full_attention")
-    if n_mla:
-        f["_warnings"] = f.get("_warnings", []) + [_head_gate_warning("Ling 3.0", n_mla, h, heads)]
+    f["variant"] = gate
     return f
 
 

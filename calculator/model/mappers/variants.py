@@ -333,10 +333,14 @@ def map_aria_text(cfg: dict) -> dict:
 def map_kolibri1(cfg: dict) -> dict:
     """Kolibri-1 (models/kolibri1/modeling_kolibri1.py): bias-free q/k/v/o, per-head q/k norms, four RMSNorms per layer
     (sandwich), every layer num_local_experts experts with a shared MLP of shared_expert_intermediate_size; layers
-    slide unless every fifth."""
+    slide unless every fifth. Kolibri1TopKRouter reads fp32 copies of its input and weight, takes the top-k of the
+    logits (+ e_score_correction_bias, a buffer) and a sigmoid of the k gathered logits, renormalised per
+    norm_topk_prob (default false); fp32 weights to the experts."""
     if cfg.get("intermediate_size") is None:  # every layer has experts: no dense width is written
         cfg = {**cfg, "intermediate_size": get_int(cfg, "moe_intermediate_size", default=512, hi=B.MAX_FFN)}
-    f = _llama_moe(cfg, qk_norm=True, norms_per_layer=4, _warnings=untraced("kolibri1"))
+    f = _llama_moe(cfg, qk_norm=True, norms_per_layer=4,
+                   variant=VariantSpec(router="gather_sigmoid", router_renorm=get_bool(cfg, "norm_topk_prob", False),
+                                       router_fp32_input=True, router_fp32_weight_copy=True))
     experts = get_int(cfg, "num_local_experts", "num_experts", default=384, lo=1, hi=B.MAX_EXPERTS)
     f.update(num_experts=experts, num_experts_per_tok=get_int(cfg, "num_experts_per_tok", default=6, hi=experts),
              moe_intermediate_size=get_int(cfg, "moe_intermediate_size", default=512, hi=B.MAX_FFN),

@@ -176,7 +176,8 @@ def test_fp32_and_untrained_parameters_are_the_real_models(model_type, fp32, unt
 # ---- one layer's saved activations, measured -------------------------------------------------------------------
 PARTS = {"attention": ("self_attn",), "mlp": ("mlp",),
          "norms": ("input_layernorm", "post_attention_layernorm", "pre_mlp_layernorm", "post_mlp_layernorm",
-                   "attention_layernorm", "feedforward_layernorm", "post_feedforward_layernorm")}
+                   "attention_layernorm", "feedforward_layernorm", "post_feedforward_layernorm",
+                   "post_self_attn_layernorm")}
 E_BYTES = 2  # bf16
 # two shapes: (batch, sequence, sizes); f dense width, fe expert width, E experts, k per token
 SHAPES = {"shape1": (2, 16, dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16), 96, 40,
@@ -222,6 +223,10 @@ def measured_cases(shape: str) -> list[tuple]:
         ("flex_olmo", 1, dict(h, intermediate_size=fe, num_experts=n_exp, pad_token_id=0), ()),
         ("solar_open", 1, dict(x, n_routed_experts=n_exp, n_shared_experts=1), ()),
         ("hy_v3", 1, dict(x, num_experts=n_exp, num_shared_experts=1), ()),
+        ("kolibri1", 1, dict(x, num_local_experts=n_exp, shared_expert_intermediate_size=fe), ()),
+        # layer 4 of 5: full attention without RoPE (a windowed model's global layers), renormalised router
+        ("kolibri1", 4, dict(x, num_hidden_layers=5, sliding_window=8, num_local_experts=n_exp,
+                             shared_expert_intermediate_size=fe, norm_topk_prob=True), ()),
     ]]
 
 
