@@ -24,13 +24,14 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
 from calculator.core.dtypes import normalize_dtype
 from calculator.model.mappers.archs import ARCH_MAPPERS, LLAMA4_VARIANT, OLMO2_VARIANT, map_gemma
 from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
-from calculator.model.mappers.gemma_next import GEMMA_NEXT_MAPPERS, GEMMA_NEXT_TEXT_TYPES
-from calculator.model.mappers.hybrid import HYBRID_MAPPERS, HYBRID_TEXT_TYPES
+from calculator.model.mappers.gemma_next import GEMMA_NEXT_MAPPERS
+from calculator.model.mappers.hybrid import HYBRID_MAPPERS
 from calculator.model.mappers.linear import LINEAR_MAPPERS
 from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
 from calculator.model.spec import ModelSpec
+from calculator.model.text_towers import TEXT_MODEL_TYPES, text_config
 from calculator.model.vision import vision_from_config
 
 __all__ = ["ConfigError", "MappedConfig", "Quantization", "parse_config_json", "spec_from_hf_config",
@@ -54,9 +55,6 @@ class MappedConfig:
     quantization: Quantization | None = None
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
-
-# The text model type inside a multimodal config whose text_config omits its own model_type.
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", **HYBRID_TEXT_TYPES, **GEMMA_NEXT_TEXT_TYPES}
 
 # Defaults of transformers' Gemma3TextConfig (models/gemma3/configuration_gemma3.py). The Hub's multimodal
 # Gemma-3 configs (4B, 12B, 27B) leave these out of text_config and rely on them.
@@ -308,6 +306,10 @@ MAPPERS = {
     "gemma2": _map_gemma2, "gemma3": _map_gemma3, "gemma3_text": _map_gemma3, "phi3": _map_phi3, "gpt2": _map_gpt2,
     "gpt_neox": _map_gpt_neox, "deepseek_v2": _map_deepseek, "deepseek_v3": _map_deepseek, "gpt_oss": _map_gpt_oss,
     "olmo2": _map_olmo2, "llama4": _map_llama4, "llama4_text": _map_llama4, "kimi_k2": _map_deepseek,
+    # Qwen VLMs' text towers: Qwen2 / Qwen3 / Qwen3-MoE blocks with multimodal RoPE (models/qwen2_5_vl, qwen3_vl,
+    # qwen3_vl_moe modeling_*.py *TextModel); an outer type maps its text_config (Qwen2.5-VL's Hub files: the top level)
+    "qwen2_5_vl_text": _map_qwen2, "qwen3_vl_text": _map_qwen3, "qwen3_vl_moe_text": _map_qwen3_moe,
+    "qwen2_5_vl": _map_qwen2, "qwen3_vl": _map_qwen3, "qwen3_vl_moe": _map_qwen3_moe,
 }
 MAPPERS.update(ARCH_MAPPERS)
 # issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)
@@ -354,24 +356,13 @@ def _quantization(cfg: dict) -> Quantization | None:
     return Quantization(method, bits or 16, group if group and group > 0 else None)
 
 
-def _text_config(cfg: dict, warnings: list[str]) -> dict:
-    """A multimodal config's text_config, with the outer fields that apply to the text model."""
-    if not (isinstance(cfg.get("text_config"), dict) and "hidden_size" not in cfg):
-        return cfg
-    outer_type = get_str(cfg, "model_type", default=None)  # the warning: calculator.model.vision.vision_from_config
-    text = cfg["text_config"]
-    missing = {"model_type": TEXT_MODEL_TYPES.get(outer_type, outer_type)} if text.get("model_type") is None else {}
-    keys = ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config", "_name_or_path")
-    return {**text, **missing, **{k: cfg[k] for k in keys if k in cfg and k not in text}}
-
-
 def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
     """Build a ModelSpec from a Hugging Face config.json dict; raise ConfigError naming the field if it can't."""
     if not isinstance(cfg, dict):
         raise ConfigError("config.json must be a JSON object (a dict of fields)")
     raw = cfg
     warnings: list[str] = []
-    cfg = _text_config(cfg, warnings)
+    cfg = text_config(cfg)
     if cfg.get("model_type") is None or cfg.get("model_type") == "":
         raise ConfigError("config.json has no 'model_type' field; add one such as \"llama\"")
     model_type = get_str(cfg, "model_type")

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from calculator.model.hf_config import TEXT_MODEL_TYPES  # noqa: E402
+from validation.trace.causal_lm import IMAGE_TEXT_ONLY, causal_lm  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.presets import list_models, load_model  # noqa: E402
 
@@ -46,11 +47,30 @@ def hf_text_config(raw: dict) -> dict:
     return cfg
 
 
+class TextOf(torch.nn.Module):
+    """The language model and head of a *ForConditionalGeneration (its vision tower left out)."""
+
+    def __init__(self, full: torch.nn.Module):
+        super().__init__()
+        self.language_model, self.lm_head = full.model.language_model, full.lm_head
+
+    def get_input_embeddings(self):
+        return self.language_model.embed_tokens
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+
 def hf_model(preset_id: str) -> torch.nn.Module:
     if preset_id not in _BUILT:
-        cfg = hf_text_config(load_model(preset_id).raw)
+        raw = load_model(preset_id).raw
         logging.getLogger("transformers").setLevel(logging.ERROR)
-        config = transformers.AutoConfig.for_model(**cfg)
+        if raw["model_type"] in IMAGE_TEXT_ONLY:  # no *ForCausalLM: the real model is the outer one
+            config = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "_name_or_path"})
+            with torch.device("meta"):
+                _BUILT[preset_id] = TextOf(causal_lm(config))
+            return _BUILT[preset_id]
+        config = transformers.AutoConfig.for_model(**hf_text_config(raw))
         with torch.device("meta"):
             _BUILT[preset_id] = transformers.AutoModelForCausalLM.from_config(config)
     return _BUILT[preset_id]

@@ -74,6 +74,10 @@ VERIFIED_TOTALS = {
     "qwen3-8b": 8_190_735_360,
     "qwen3.5-122b-a10b": 122_111_526_912,
     "qwen3.5-27b": 26_895_998_464,
+    "qwen3-next-80b-a3b": 79_674_391_296,
+    "qwen3-vl-8b": 8_190_735_360,
+    "qwen3-vl-235b-a22b": 235_093_634_560,
+    "minimax-m2.5": 228_689_748_992,
     "qwen3.5-35b-a3b": 34_660_610_688,
     "qwen3.5-397b-a17b": 396_346_350_336,
     "qwen3.6-35b-a3b": 34_660_610_688,
@@ -88,7 +92,7 @@ REQUIRED = (
 )
 MULTIMODAL = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "llama-4-scout", "qwen3.5-27b", "qwen3.5-35b-a3b",
               "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3.6-35b-a3b",
-              "gemma-4-26b-a4b"}  # each warns that its vision tower is priced apart (tests/model/test_vision.py)
+              "gemma-4-26b-a4b", "qwen3-vl-8b", "qwen3-vl-235b-a22b"}  # each warns that its vision tower is priced apart (tests/model/test_vision.py)
 IDS = [m.id for m in list_models()]
 
 

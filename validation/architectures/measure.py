@@ -20,7 +20,6 @@ from contextlib import contextmanager
 import signal
 
 import torch
-import transformers
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from transformers.core_model_loading import build_glob_alternation
@@ -31,6 +30,7 @@ from calculator.memory import inference as inf
 from calculator.model.config_read import ConfigError
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.parameters import count_parameters
+from validation.trace.causal_lm import causal_lm, text_parameters
 from validation.trace.saved_by_module import saved_bytes_by_module
 
 from .cpu_only import cpu_only_terms
@@ -73,8 +73,8 @@ def real_counts(src: Source) -> tuple[int, int]:
     if src.remote_counts is not None:
         return src.remote_counts()
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(src.config)
-    params = list(model.parameters())
+        model = causal_lm(src.config)
+    params = text_parameters(model)
     return sum(p.numel() for p in params), len(params)
 
 
@@ -103,8 +103,7 @@ def tiny_bf16(config, attention: str):
     """A tiny bf16 training-mode model, weights N(0, 0.02), with the fp32 parameters from_pretrained keeps
     (_keep_in_fp32_modules_strict), no cache."""
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention,
-                                                          dtype=torch.bfloat16)
+    model = causal_lm(config, attn_implementation=attention, dtype=torch.bfloat16)
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(std=0.02)
@@ -189,8 +188,7 @@ def cache_bytes(cache) -> int:
 
 def cache(src: Source, spec) -> dict:
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(src.config, dtype=torch.bfloat16,
-                                                          attn_implementation="eager").eval()
+    model = causal_lm(src.config, dtype=torch.bfloat16, attn_implementation="eager").eval()
     model.config.use_cache = True
     vocab = getattr(src.config, "vocab_size", None) or spec.vocab_size
     ids = torch.randint(3, min(vocab, 100), (CACHE_B, CACHE_S), generator=torch.Generator().manual_seed(0))

@@ -3,17 +3,18 @@ engine's for the config.json transformers writes."""
 from __future__ import annotations
 
 import torch
-import transformers
 
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.parameters import count_parameters
+from validation.trace.causal_lm import causal_lm, text_parameters
 
 
 def real_counts(config) -> tuple[int, int]:
-    """(parameters, tensors) of the causal-LM model transformers builds from `config`."""
+    """(parameters, tensors) of the causal-LM model transformers builds from `config` (a vision-language model's
+    text model and head: validation/trace/causal_lm.py)."""
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    params = list(model.parameters())
+        model = causal_lm(config)
+    params = text_parameters(model)
     return sum(p.numel() for p in params), len(params)
 
 

@@ -53,6 +53,19 @@ SIZES.update(qwen3_next=dict(GDN, num_experts=4, num_experts_per_tok=2, moe_inte
                                                       moe_intermediate_size=32, shared_expert_intermediate_size=24))
 MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
               "qwen3_5_moe": "qwen3_5_moe_text"}
+# Qwen's VLMs: their text towers have no *ForCausalLM, so the real model is the outer *ForConditionalGeneration
+# (validation/trace/causal_lm.py) with a tiny tower; a bare text config is built inside it, its head tied as it says
+# (Qwen2.5-VL's multimodal RoPE sections must sum to head_dim / 2: 8 at these sizes)
+SIZES.update(qwen2_5_vl_text=dict(BASE, rope_parameters=dict(rope_type="default", rope_theta=1e6,
+                                                             mrope_section=[2, 3, 3])),
+             qwen3_vl_text=dict(BASE, head_dim=16),
+             qwen3_vl_moe_text=dict(BASE, head_dim=16, num_experts=4, **MOE))
+QWEN3_TOWER = dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64,
+                   deepstack_visual_indexes=[0, 1])
+VL = {"qwen2_5_vl": ("qwen2_5_vl_text", dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2,
+                                             out_hidden_size=64, fullatt_block_indexes=[2])),
+      "qwen3_vl": ("qwen3_vl_text", QWEN3_TOWER), "qwen3_vl_moe": ("qwen3_vl_moe_text", QWEN3_TOWER)}
+VL_TEXT = {text: outer for outer, (text, _) in VL.items()}
 
 VARIANTS = [
     ("gpt_bigcode", {"multi_query": False}), ("falcon", {"multi_query": False}),
@@ -83,6 +96,17 @@ def _quiet():
 def written_config(model_type: str, **overrides) -> tuple[dict, object]:
     """(config.json as transformers 5 writes it, the config of the causal-LM model to build)."""
     _quiet()
+    if model_type in VL:
+        text, tower = VL[model_type]
+        config = transformers.AutoConfig.for_model(model_type, text_config={**SIZES[text], **overrides},
+                                                   vision_config=tower)
+        return config.to_dict(), config
+    if model_type in VL_TEXT:
+        text = transformers.AutoConfig.for_model(model_type, **{**SIZES[model_type], **overrides})
+        outer = transformers.AutoConfig.for_model(VL_TEXT[model_type], text_config=text.to_dict(),
+                                                  vision_config=VL[VL_TEXT[model_type]][1],
+                                                  tie_word_embeddings=text.to_dict().get("tie_word_embeddings", False))
+        return text.to_dict(), outer
     sizes = SIZES.get(MULTIMODAL.get(model_type, model_type), BASE)
     if model_type in MULTIMODAL:
         config = transformers.AutoConfig.for_model(model_type, text_config={**sizes, **overrides})
