@@ -143,12 +143,12 @@ def qkv_saved(d: Dims, m: ModelSpec, expanded: bool) -> int:
     return e * T * (d.qd + 2 * d.kvd) + (0 if m.family == "gpt2" else e * T * (d.qd + k_width))
 
 
-def qk_norm_saved(d: Dims, m: ModelSpec) -> int:
+def qk_norm_saved(d: Dims, m: ModelSpec, expanded: bool = False) -> int:
     """Qwen3 / Gemma-3 per-head q and k norms keep their own fp32 copies."""
     if not m.qk_norm:
         return 0
-    if m.variant is not None:  # hook (issue 21): q/k norms over the whole projection, or fp32-weight ones
-        return variants.qk_norm_saved(m.variant, d.T, d.qd, d.kvd, d.a, d.kv, d.e)
+    if m.variant is not None:  # hook (issue 21): norms over the whole projection, fp32-weight ones, on fused views
+        return variants.qk_norm_saved(m.variant, d.T, d.qd, d.kvd, d.a, d.kv, d.e, not expanded or d.b == 1)
     if m.zero_centered_norm:  # rows of one head: fp32 copies of q and k per head, and (1 + w) of head_dim, twice
         return zero_centered_rmsnorm_saved(d.T * d.a, m.head_size) + zero_centered_rmsnorm_saved(d.T * d.kv,
                                                                                                   m.head_size)
@@ -261,7 +261,7 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
             attention += variants.output_gate_saved(m.variant, T, d.a, d.a * m.v_head_size, e)
         attention += sdpa.mla_output_copy(d, m, w)  # SDPA's flash output laid out like MLA's concatenated q
     else:
-        attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m) + e * T * d.qd  # + o_proj input
+        attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m, eager) + e * T * d.qd  # + o_proj input
         if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel
             attention += 4 * d.a * T + sdpa.output_copy(d, m, w)  # FlashAttention-2 fp32 logsumexp per head, token
         elif eager and m.attention_sinks:  # hook (issue 21): Flint's fp32 sinks, Granite-SWA's logsumexp scale
@@ -393,7 +393,7 @@ def rotary_saved(m: ModelSpec, d: Dims) -> int:
         return architectures.gemma_next_saved.rotary_saved(m, d)
     if m.learned_position_embeddings or (m.variant is not None and (m.variant.fp32_rope or m.variant.interleaved_rope)):
         return 0  # hook (issue 21): every layer keeps its own fp32 / interleaved copies (variants.attention_extra)
-    rope = m.qk_rope_head_dim if m.is_mla else m.head_size
+    rope = m.qk_rope_head_dim if m.is_mla else variants.shared_rope_width(m.variant, m.head_size)  # partial rotary
     fp32 = m.variant is not None and m.variant.fp32_rope_tables  # hook (issue 21): LFM3's tables stay fp32
     return 2 * d.s * rope * (4 if fp32 else d.e)
 

@@ -23,6 +23,7 @@ from pydantic import ConfigDict, Field
 
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
+from calculator.model import rope_variants
 
 Shape = tuple[int, ...]
 _SHAPES = dict(default=(), max_length=64)
@@ -40,8 +41,8 @@ class VariantSpec(HashedOnce):
     moe_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per MoE layer, with the router (e_score_correction_bias)
     outer_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # outside the decoder layers (counted with the embedding)
     # q/k norms (with ModelSpec.qk_norm): "head" (one RMSNorm weight of head_dim each, Qwen3), "full_width" (over
-    # num_heads·head_dim, OLMo-2 style), "layernorm_head" (a LayerNorm of head_dim with a bias each), "none" (no
-    # weight)
+    # num_heads·head_dim, OLMo-2 style), "layernorm_head" (a LayerNorm of head_dim with a bias each, on views of the
+    # fused qkv output: Persimmon, rope_variants.fused_view_qk_layernorm_saved), "none" (no weight)
     qk_norm_layout: Literal["head", "full_width", "layernorm_head", "none"] = "head"
     expert_tensors: tuple[Shape, ...] | None = Field(default=None, max_length=8)  # routed experts laid out otherwise
     # the model's norms: "default" (ModelSpec.norm_type's), "weight" (a LayerNorm without bias), "none" (no weight)
@@ -99,6 +100,11 @@ class VariantSpec(HashedOnce):
     # cos and sin sliced and repeat_interleave'd in every layer's apply_rotary_pos_emb (Helium): each layer keeps its
     # own model-dtype copies (fp32 ones with fp32_rope); with either, the shared tables are never saved
     interleaved_rope: bool = False
+    # GPT-J / CodeGen's apply_rotary_pos_emb repeat_interleaves sin and cos in each of its two calls: each layer keeps
+    # four tables of rotary_dim (calculator.model.rope_variants), "model" (GPT-J) or "fp32" (CodeGen) ones; the
+    # shared tables are never saved
+    per_call_rope: Literal["none", "model", "fp32"] = "none"
+    rotary_dim: int = Field(default=0, ge=0, le=B.MAX_HEAD_DIM, strict=True)  # channels rotated per head; 0: all
     # "xielu": Apertus' Python xIELU on a plain up/down MLP; "fp32_glu": SwiGLU on gate.float() and up.float(), the
     # product cast back (Beam's MLP and experts)
     mlp_act: Literal["hf", "xielu", "fp32_glu"] = "hf"
@@ -197,13 +203,15 @@ def eager_sink_saved(v: VariantSpec | None, rows: int, s_kv: int, T: int, qd: in
     return (4 + 2 * e) * rows * s_kv + (2 * e + 4) * rows + e * T * qd
 
 
-def qk_norm_saved(v: VariantSpec, T: int, qd: int, kvd: int, a: int, kv: int, e: int) -> int:
+def qk_norm_saved(v: VariantSpec, T: int, qd: int, kvd: int, a: int, kv: int, e: int,
+                  fused_kept: bool = True) -> int:
     """q and k norms' copies: per element fp32 input + normalised x (model dtype, or fp32 for a fp32-weight norm),
     and one fp32 rsqrt per row: per head and token, or per token for norms over the whole projection; LayerNorms per
-    head keep their input and fp32 mean and rstd per row."""
+    head on views of the fused qkv output keep fp32 mean and rstd per row, and that output unless the core keeps it
+    (`fused_kept`, rope_variants.fused_view_qk_layernorm_saved)."""
     rows = 2 * T if v.qk_norm_layout == "full_width" else T * (a + kv)
     if v.qk_norm_layout == "layernorm_head":
-        return e * T * (qd + kvd) + 8 * rows
+        return rope_variants.fused_view_qk_layernorm_saved(T, qd, kvd, rows, e, fused_kept)
     per_elem = 8 if v.norm == "fp32_weight" else 4 if v.qk_norm_layout == "none" else 4 + e  # "none": no cast kept
     return per_elem * T * (qd + kvd) + 4 * rows
 
@@ -234,6 +242,8 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
         out += e * T * (qd + 2 * kvd)
     if v.eager_qk_fp32 and eager:
         out += eager_qk_fp32_extra(T, qd, e)
+    if v.per_call_rope != "none":  # GPT-J / CodeGen: four tables of rotary_dim per layer
+        out += rope_variants.per_call_rope_saved(v.per_call_rope, s, v.rotary_dim or rope_dim, e)
     if v.fp32_rope:
         out += 8 * s * rope_dim
     elif v.interleaved_rope:
@@ -271,6 +281,13 @@ def output_gate_saved(v: VariantSpec, T: int, a: int, width: int, e: int) -> int
     if gate == "sigmoid_head":
         return e * T * a + e * T * width
     return 0
+
+
+def shared_rope_width(v: VariantSpec | None, head_dim: int) -> int:
+    """The width of the RoPE tables computed once and kept by every layer (rope_variants.shared_rope_width)."""
+    if v is None:
+        return head_dim
+    return rope_variants.shared_rope_width(v.per_call_rope != "none", v.rotary_dim, head_dim)
 
 
 def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:

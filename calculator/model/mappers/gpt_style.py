@@ -26,15 +26,31 @@ def _gpt(cfg: dict, h_keys: tuple, layer_keys: tuple, head_keys: tuple, **more) 
 def map_gptj(cfg: dict) -> dict:
     """GPT-J (models/gptj/modeling_gptj.py) and CodeGen (models/codegen/modeling_codegen.py): one LayerNorm per layer
     read by attention and MLP in parallel, bias-free q/k/v (CodeGen: one fused qkv_proj) and out_proj, fc_in / fc_out
-    with a bias (n_inner or 4·h), rotary positions, an LM head with a bias."""
+    with a bias (n_inner or 4·h), rotary positions, an LM head with a bias.
+
+    Their attention (GPTJAttention, CodeGenAttention): rotary on the first rotary_dim channels of each head, with sin
+    and cos repeat_interleave'd in each apply_rotary_pos_emb call (VariantSpec.per_call_rope; CodeGen's stay fp32);
+    the eager core `_attn` casts q and k to fp32 before the score matmul (eager_qk_fp32). CodeGen's _split_heads
+    reshapes each of q, k, v from qkv_proj's mp_num = 4 groups of n_head / 4 heads to n_head heads: a copy, unless
+    each group holds one head (n_head = 4), when v stays a view of qkv_proj's output (fused_qkv_views).
+    CodeGenAttention has no other path than eager, GPT-J eager and flash_attention_2."""
     model_type = get_str(cfg, "model_type")
+    codegen = model_type == "codegen"
     h = get_int(cfg, "n_embd", "hidden_size", hi=B.MAX_HIDDEN)
-    return _gpt(cfg, ("n_embd", "hidden_size"), ("n_layer", "num_hidden_layers"), ("n_head", "num_attention_heads"),
-                intermediate_size=get_int(cfg, "n_inner", default=4 * h, hi=B.MAX_FFN), norms_per_layer=1,
-                parallel_residual=True, fused_qkv=model_type == "codegen", hidden_act=act_name(cfg, "gelu_new",
-                                                                                           "activation_function"),
-                tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", False),
-                variant=VariantSpec(lm_head_bias=True), _warnings=untraced(model_type, "GPT-NeoX block"))
+    f = _gpt(cfg, ("n_embd", "hidden_size"), ("n_layer", "num_hidden_layers"), ("n_head", "num_attention_heads"),
+             intermediate_size=get_int(cfg, "n_inner", default=4 * h, hi=B.MAX_FFN), norms_per_layer=1,
+             parallel_residual=True, fused_qkv=codegen, hidden_act=act_name(cfg, "gelu_new", "activation_function"),
+             tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", False))
+    head_dim = h // f["num_attention_heads"]
+    # the configuration classes' default 64 when absent; null rotates whole heads (pos_embd_dim = embed_dim)
+    rotary = get_int(cfg, "rotary_dim", default=None if "rotary_dim" in cfg else 64, hi=B.MAX_HEAD_DIM)
+    f["variant"] = VariantSpec(lm_head_bias=True, eager_qk_fp32=True, per_call_rope="fp32" if codegen else "model",
+                               rotary_dim=min(rotary or head_dim, head_dim),
+                               fused_qkv_views=not codegen or f["num_attention_heads"] == 4)
+    if codegen:
+        f["_warnings"] = ["codegen: transformers' CodeGenAttention runs eager attention only (no sdpa or flash path): "
+                          "its saved activations are those of attention eager"]
+    return f
 
 
 def map_gpt_neo(cfg: dict) -> dict:
@@ -146,13 +162,20 @@ def map_xglm(cfg: dict) -> dict:
 
 def map_persimmon(cfg: dict) -> dict:
     """Persimmon (models/persimmon/modeling_persimmon.py): fused query_key_value and dense with biases, per-head
-    LayerNorms with a bias on q and k (qk_layernorm, default true), a plain biased MLP (relu²), LayerNorms with a
-    bias, partial rotary; multi-head attention."""
+    LayerNorms with a bias on q and k (qk_layernorm, default true) reading views of the fused output, a plain biased
+    MLP (relu²), LayerNorms with a bias; multi-head attention. Partial rotary: the shared cos / sin tables and the
+    rotated channels are head_dim · partial_rotary_factor wide (rope_parameters, or the top-level field transformers
+    4 wrote; default 0.5), and q and k leave the rotation as torch.cat((rot, pass)), contiguous per head
+    (rope_concat: a FlashAttention kernel's output is laid out like q, and o_proj's input is its copy)."""
     f = common_fields(cfg)
+    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    factor = get_float(rope if rope.get("partial_rotary_factor") is not None else cfg, "partial_rotary_factor", 0.5,
+                       0.0, 1.0)
+    head_dim = f["hidden_size"] // f["num_attention_heads"]
     f.update(num_key_value_heads=None, head_dim=None, qkv_bias=True, o_bias=True, mlp_bias=True, fused_qkv=True,
-             gated_mlp=False, norm_type="layernorm", hidden_act=act_name(cfg, "relu2"),
-             qk_norm=get_bool(cfg, "qk_layernorm", True), variant=VariantSpec(qk_norm_layout="layernorm_head"),
-             _warnings=untraced("persimmon", "GPT-NeoX block"))
+             gated_mlp=False, norm_type="layernorm", hidden_act=act_name(cfg, "relu2"), rope_concat=True,
+             qk_norm=get_bool(cfg, "qk_layernorm", True),
+             variant=VariantSpec(qk_norm_layout="layernorm_head", rotary_dim=int(head_dim * factor)))
     return f
 
 
