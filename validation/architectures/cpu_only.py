@@ -7,7 +7,14 @@ from the calls the traced forward makes (tests/model/mappers/test_variants.py na
   composite rms_norm, which saves the fp32 upcast (4 B per element); CUDA's _fused_rms_norm saves the bf16 input
   (2 B): +2 B per element;
 - "dropout_noise": F.dropout in training on a bf16 input: the CPU path (_dropout_impl, input · noise) saves a bf16
-  noise tensor (2 B per element); CUDA's native_dropout saves a bool mask (1 B): +1 B per element.
+  noise tensor (2 B per element); CUDA's native_dropout saves a bool mask (1 B): +1 B per element;
+- "sdpa_dropout_math": F.scaled_dot_product_attention with dropout_p > 0 and no mask (transformers' sdpa path in
+  training with attention dropout: GPT-2, Seed-OSS): the CPU's flash kernel takes no dropout (aten/src/ATen/native/
+  transformers/sdp_utils_cpp.cpp, check_for_dropout), so the math path runs (attention.cpp
+  _scaled_dot_product_attention_math): it upcasts to fp32 and keeps the scaled q, the (GQA-repeated) k and v, the
+  softmax, the dropout noise and the dropped probabilities, 4 B each; CUDA's flash kernel takes the dropout (its
+  Philox state regenerates the mask) and keeps q, k and v as given, and an fp32 logsumexp per head and query. The
+  term is the first less the second (nothing else keeps the bf16 q, k or v the flash kernel would keep).
 
 The reference the engine is compared with is the traced bytes minus these (negative: the CPU keeps less).
 """
@@ -45,7 +52,24 @@ class _CpuOnly(TorchFunctionMode):
                 training = args[2] if len(args) > 2 else kwargs.get("training", True)
                 if p > 0 and training:
                     self.terms[self.layer[0]]["dropout_noise"] += x.numel()
+            elif func is F.scaled_dot_product_attention and x.device.type == "cpu":
+                self.terms[self.layer[0]]["sdpa_dropout_math"] += sdpa_dropout_math(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+def sdpa_dropout_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                      enable_gqa=False) -> int:
+    """What the CPU's math path keeps beyond CUDA's flash kernel for one SDPA call with dropout and no mask (0 for
+    any other call): fp32 q, repeated k and v, and three fp32 score tensors, less q, k and v as given (each storage
+    once) and the fp32 logsumexp."""
+    if dropout_p <= 0 or attn_mask is not None:
+        return 0
+    b, a, s, _ = query.shape
+    repeat = a // key.shape[-3] if enable_gqa else 1
+    scores = b * a * s * key.shape[-2]
+    math = 4 * (query.numel() + repeat * (key.numel() + value.numel())) + 3 * 4 * scores
+    given = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in (query, key, value)}
+    return math - sum(given.values()) - 4 * b * a * s
 
 
 @contextmanager

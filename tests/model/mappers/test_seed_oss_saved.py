@@ -1,6 +1,7 @@
 """Seed-OSS's decoder layer (models/seed_oss/modeling_seed_oss.py, transformers 5.23): what one layer saves for
-backward equals what a tiny bf16 Seed-OSS saves on the CPU under eager attention (validation/architectures/
-measure.py's trace, less the CPU-only dropout noise), with its default dropouts and without them."""
+backward equals what a tiny bf16 Seed-OSS saves on the CPU (validation/architectures/measure.py's trace, less the
+CPU-only dropout noise and, under SDPA with attention dropout, the CPU's fp32 math path), with its default dropouts
+and without them."""
 from __future__ import annotations
 
 import pytest
@@ -26,12 +27,13 @@ def _source(case: str) -> Source:
     return Source("seed_oss", config.to_dict(), config, case)
 
 
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_one_seed_oss_layer_saves_what_the_real_layer_saves(case):
+def test_one_seed_oss_layer_saves_what_the_real_layer_saves(case, attention):
     src = _source(case)
     spec, warnings = M.spec_of(src)
     assert not warnings
-    (result,) = M.activations(src, spec, "eager").values()
+    (result,) = M.activations(src, spec, attention).values()
     assert result["engine"] == result["reference"], result
 
 
