@@ -63,7 +63,8 @@ class _Shape:
             T.head_ops(m, lw, d, True, False), T.head_ops(m, lw, d, False, True)]
         got = T.stats_many(lists, r, fp32, inputs, d)
         g = len(groups)
-        serial = np.array([T.moe_layer_host_s(lw, inputs) if key[0] else 0.0 for key in groups])
+        serial = np.array([T.moe_layer_host_s(lw, inputs, base) if key[0] else 0.0
+                           for key, (base, _) in zip(groups, parts)])
         self._layer: dict[str, np.ndarray] = {}
         for j, rc in enumerate(modes):
             layer = got[:g] + got[g * (j + 1):g * (j + 2)]

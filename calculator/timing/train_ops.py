@@ -25,12 +25,15 @@ GPU, HOST, FWD, ATTN, GEMM, COMPUTE, MODEL_FLOPS, HW_FLOPS, SERIAL = range(len(S
 
 # Megatron-Core's MoE layer waits on the GPU: its token dispatcher copies the tokens-per-expert counts to the host
 # and synchronises before the all-to-all (megatron/core/transformer/moe/token_dispatcher.py,
-# MoEAlltoAllTokenDispatcher: `.to(torch.device("cpu"), non_blocking=True)` then a stream synchronize), so the host
-# cannot run ahead of the GPU there and the layer's host work adds to its GPU time instead of hiding under it.
-# Seconds per MoE layer per micro-batch (forward + backward), fitted on Megatron-Bridge's MoE rows: the same
-# layout at micro-batch 1 and 4 (Qwen3-30B-A3B on 8 B200: 0.42 s and 0.61 s a micro-batch) puts ~7.5 ms a layer
-# on a fixed cost (validation/published/throughput/ --fit).
-MEGATRON_MOE_LAYER_HOST_S = 0.00493
+# MoEAlltoAllTokenDispatcher: `.to(torch.device("cpu"), non_blocking=True)` then a stream synchronize; the flex
+# dispatcher's HybridEP backend "sizes buffers dynamically (CPU sync in dispatch)" unless a rank capacity is set),
+# so the host cannot run ahead of the GPU there and the layer's host work adds to its GPU time instead of hiding
+# under it. Seconds per MoE layer per micro-batch (forward + backward) when none of the layer is graph-captured,
+# fitted on Megatron-Bridge's MoE rows (validation/published/throughput/ --fit) with each row's per-layer MoE graphs
+# read from its recipe (validation/published/throughput/recipes.py, MOE_GRAPH_RULES): a fixed host cost per
+# synchronisation, not a GPU-bound one — per layer and micro-batch the published steps leave a few ms beyond the
+# GPU time whatever the micro-batch (Qwen3-30B-A3B at micro-batch 1 on H100 and 8 on B300 alike).
+MEGATRON_MOE_LAYER_HOST_S = 0.00675
 
 
 def _bytes(dtype: str | None) -> float:
@@ -89,7 +92,7 @@ def layer_stats(m: ModelSpec, w, d, key: tuple, r: Rates, fp32: float, inputs, p
     and the host time a MoE layer cannot hide (SERIAL). `parts`: layer_parts, when the caller has them."""
     base, extra = parts or layer_parts(m, w, d, key)
     out = stats(base, r, fp32, inputs, d) + stats(extra[w.recompute], r, fp32, inputs, d)
-    out[SERIAL] = moe_layer_host_s(w, inputs) if key[0] else 0.0
+    out[SERIAL] = moe_layer_host_s(w, inputs, base) if key[0] else 0.0
     return out
 
 
@@ -187,14 +190,45 @@ def graph_host_share(inputs) -> float:
     return 0.0 if inputs.full_iteration_cuda_graph else 1.0
 
 
-def moe_layer_host_s(w, inputs) -> float:
-    """Host seconds a MoE layer adds to each micro-batch (MEGATRON_MOE_LAYER_HOST_S with Megatron-Core's layers,
-    none for the others; TimingInputs.moe_layer_host_ms overrides)."""
+def moe_layer_host_s(w, inputs, ops: list[Op] | None = None) -> float:
+    """Host seconds a MoE layer adds to each micro-batch: MEGATRON_MOE_LAYER_HOST_S with Megatron-Core's layers
+    (none for the others), less the share a per-layer CUDA graph of the router and the dispatcher's preprocess
+    replays (moe_graph_captured_share of the layer's operations `ops`, forward and backward); none under a
+    full-iteration graph. TimingInputs.moe_layer_host_ms overrides."""
     if inputs.moe_layer_host_ms is not None:
         return inputs.moe_layer_host_ms * 1e-3
     if inputs.full_iteration_cuda_graph:  # sync-free dispatch replayed from the graph: no host wait
         return 0.0
-    return MEGATRON_MOE_LAYER_HOST_S if w.impl == "megatron-te" else 0.0
+    if w.impl != "megatron-te":
+        return 0.0
+    captured = moe_graph_captured_share(ops or [], inputs) if inputs.moe_router_cuda_graph else 0.0
+    return MEGATRON_MOE_LAYER_HOST_S * (1.0 - captured)
+
+
+# The MoE block's operations (calculator.timing.ops: the router, the grouped GEMMs, the dispatch / gate / combine)
+MOE_ROUTER, MOE_BLOCK = "Router", ("Router", "Routed experts (grouped GEMM)", "Expert dispatch, gate and combine")
+# Of the dispatch's forward operators (roofline.HOST_OPS["moe_expert"]), those Megatron's MoELayer.preprocess()
+# runs: the tokens-per-expert count (histc) and the all-to-all splits (cumsum)
+MOE_PREPROCESS_OPS = 2
+
+
+def moe_graph_captured_share(ops: list[Op], inputs) -> float:
+    """Share of the MoE block's host time a per-layer CUDA graph of the router and the dispatcher's preprocess
+    replays with one launch (Megatron-Core --cuda-graph-impl transformer_engine --cuda-graph-modules moe_router
+    moe_preprocess: "moe_router" captures _forward_mlp() up to MoELayer.router(), "moe_preprocess" captures
+    MoELayer.preprocess(), transformer_config.py; the graph's backward is replayed too). Host time per operator
+    as everywhere (TimingInputs.host_op_us forward, host_backward_op_us backward), the preprocess's
+    MOE_PREPROCESS_OPS forward operators counted in the block:
+        (router forward + backward + preprocess) / (the block's forward + backward + preprocess)."""
+    def host(o: Op) -> float:
+        return o.host_ops * (inputs.host_backward_op_us if o.phase == "backward" else inputs.host_op_us)
+    block = [o for o in ops if o.name in MOE_BLOCK and o.phase in ("forward", "backward")]
+    if not block:
+        return 0.0
+    preprocess = MOE_PREPROCESS_OPS * inputs.host_op_us
+    captured = sum(host(o) for o in block if o.name == MOE_ROUTER) + preprocess
+    total = sum(host(o) for o in block) + preprocess
+    return captured / total if total > 0 else 0.0
 
 
 def optimizer_bytes_per_param(w) -> float | None:

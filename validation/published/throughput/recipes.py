@@ -1,6 +1,8 @@
 """What Megatron-Bridge's performance recipes turned on for a published row, beyond its printed layout: the EP
-all-to-all overlap (moe_a2a_overlap → Megatron's --overlap-moe-expert-parallel-comm) and the full-iteration CUDA
-graph (cuda_graph_impl="full_iteration", with the sync-free MoE dispatch it needs).
+all-to-all overlap (moe_a2a_overlap → Megatron's --overlap-moe-expert-parallel-comm), the full-iteration CUDA
+graph (cuda_graph_impl="full_iteration", with the sync-free MoE dispatch it needs) and the per-layer CUDA graphs
+of the MoE router and preprocess (cuda_graph_impl="transformer_engine", cuda_graph_scope with "moe_router" and
+"moe_preprocess": MOE_GRAPH_RULES, moe_layer_graph).
 
 Each rule is read from the workload configs of the Megatron-Bridge release the row's container shipped
 (github.com/NVIDIA-NeMo/Megatron-Bridge, scripts/performance/configs/<family>/*workload_base_configs.py at the tag
@@ -76,3 +78,72 @@ def recipe_switches(row: dict, gpu_key: str, layout: dict) -> tuple[bool, bool, 
             continue
         return rule.ep_overlap, rule.full_graph, rule.source
     return False, False, ""
+
+
+@dataclass(frozen=True)
+class GraphRule:
+    """A recipe that captured the MoE router and the dispatcher's preprocess in per-layer CUDA graphs."""
+
+    group: str  # source group
+    model: str  # pattern on the lower-cased model name
+    system: str  # pattern the GPU key (rows.GPUS) must match whole
+    first: tuple[int, ...] | None  # first container (None: the row names none, a skills card)
+    last: tuple[int, ...] | None  # last one (None: every later one)
+    precision: str  # pattern on the lower-cased precision ("": any)
+    layout: dict  # printed degrees it requires (pp, vp, ep, mbs; absent: any)
+    source: str
+
+
+PERF = "megatron-bridge-perf-summary"
+# Each from the workload configs of the release (scripts/performance/configs/<family>/*workload_base_configs.py,
+# MXFP8 names aliased to the FP8_CS config where the file says so), the V1 / V2 variant whose layout the row prints:
+# cuda_graph_impl="transformer_engine" with "moe_router" and "moe_preprocess" in cuda_graph_scope.
+MOE_GRAPH_RULES: tuple[GraphRule, ...] = (
+    # v0.2.0 GPT_OSS_120B_GB300_BF16_BASE_CONFIG, v0.3.0 … v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_V1 / V2,
+    # v0.3.0 … v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V1 / V2: ["attn", "moe_router", "moe_preprocess"]
+    GraphRule(PERF, r"gpt oss", "gb300", (25, 11), (26, 4, 1), "bf16", {}, "GPT_OSS_120B_*_GB300_BF16_*"),
+    GraphRule(PERF, r"gpt oss", "b300", (26, 2), (26, 4, 1), "bf16", {}, "GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_*"),
+    # v0.5.0 GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2 (EP8): ["attn", "moe_router", "moe_preprocess"]
+    GraphRule(PERF, r"gpt oss", "b300", (26, 6), None, "mx", {"ep": 8}, "v0.5.0 GPT_OSS_120B_*_B300_FP8_MX_V2"),
+    # v0.2.0 QWEN3_30B_A3B_{GB300,B200}_FP8_MX_BASE_CONFIG = ..._FP8_CS_BASE_CONFIG, v0.3.0 … v0.4.2
+    # QWEN3_30B_A3B_PRETRAIN_CONFIG_{GB300,B300,B200}_FP8_MX_V1 = ..._FP8_CS_V1: ["moe_router", "moe_preprocess"]
+    # (B200 from v0.3.1: with "attn")
+    GraphRule(PERF, r"30b", "gb300|b300|b200", (25, 11), (26, 4, 1), "mx", {}, "QWEN3_30B_A3B_*_FP8_MX_* = *_FP8_CS_*"),
+    # v0.2.0 QWEN3_235B_A22B_GB300_BF16_BASE_CONFIG: ["moe_router", "moe_preprocess"]
+    GraphRule(PERF, r"235b", "gb300", (25, 11), (25, 11), "bf16", {}, "v0.2.0 QWEN3_235B_A22B_GB300_BF16_BASE_CONFIG"),
+    # v0.3.0 … v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2 = ..._FP8_CS_V2 (PP4, EP32):
+    # ["attn", "moe_router", "moe_preprocess"]
+    GraphRule(PERF, r"235b", "gb300", (26, 2), (26, 4, 1), "mx", {"pp": 4, "ep": 32},
+              "QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2"),
+    # v0.2.0 DEEPSEEK_V3_GB300_{BF16,FP8_MX}_BASE_CONFIG = DEEPSEEK_V3_GB300_BASE_CONFIG:
+    # ["attn", "moe_router", "moe_preprocess"]
+    GraphRule(PERF, r"deepseek", "gb300", (25, 11), (25, 11), "", {}, "v0.2.0 DEEPSEEK_V3_GB300_BASE_CONFIG"),
+    # v0.4.2 / v0.5.0 DEEPSEEK_V3_PRETRAIN_CONFIG_B300_FP8_MX_V2 (PP8, micro-batch 2) and B200_FP8_MX_V2 (PP8 VP2
+    # EP32): ["attn", "moe_router", "moe_preprocess"]
+    GraphRule(PERF, r"deepseek", "b300", (26, 4, 1), None, "mx", {"pp": 8, "mbs": 2},
+              "DEEPSEEK_V3_PRETRAIN_CONFIG_B300_FP8_MX_V2"),
+    GraphRule(PERF, r"deepseek", "b200", (26, 4, 1), None, "mx", {"pp": 8, "vp": 2, "ep": 32},
+              "v0.4.2 DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2"),
+    # skills/nemo-mbridge-perf-moe-hardware-configs/card.yaml qwen3_30b_h100_16 (and its earlier_overlap_ab runs):
+    # cuda_graph: "moe_router, moe_preprocess" (the v0.3.1+ QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1 scope)
+    GraphRule("megatron-bridge-skills", r"qwen3 30b", "h100", None, None, "bf16", {}, "card.yaml qwen3_30b_h100_16"),
+)
+
+
+def moe_layer_graph(row: dict, gpu_key: str, layout: dict | None = None) -> tuple[bool, str]:
+    """(whether the row's recipe captured the MoE router and preprocess in per-layer CUDA graphs, the rule's
+    source); a row that prints "CUDA graphs moe_router" says so itself. `layout`: the printed pp, vp, ep, mbs."""
+    if re.search(r"cuda graphs? moe_router", row.get("other_settings", "").lower()):
+        return True, "printed"
+    when = container(row.get("framework_version", ""))
+    low, prec = row["model"].lower(), row["precision"].lower()
+    for rule in MOE_GRAPH_RULES:
+        if (rule.group != row.get("source_group") or not re.fullmatch(rule.system, gpu_key)
+                or not re.search(rule.model, low) or not re.search(rule.precision, prec)
+                or any((layout or {}).get(k) != v for k, v in rule.layout.items())):
+            continue
+        if rule.first is not None and (when is None or when < rule.first
+                                       or (rule.last is not None and when[:len(rule.last)] > rule.last)):
+            continue
+        return True, rule.source
+    return False, ""

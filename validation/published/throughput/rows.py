@@ -246,7 +246,11 @@ def case_of(row: dict):
     printed = re.search(r"ep[_ ]overlap(?: (on|off))?", settings)
     if printed:
         ep_overlap = printed.group(1) != "off"
+    from validation.published.throughput.recipes import moe_layer_graph
+    moe_graph = m.is_moe and not torch_side and moe_layer_graph(row, gpu_key,
+                                                                {"pp": pp, "vp": vp, "ep": ep, "mbs": mbs})[0]
     timing = TimingInputs(matmul_dtype=dtype, overlap_grad_reduce=True, overlap_param_gather=True,
                           tp_comm_overlap=("async" in settings) if torch_side else tp > 1,
-                          ep_comm_overlap=ep_overlap, full_iteration_cuda_graph=full_graph)
+                          ep_comm_overlap=ep_overlap, full_iteration_cuda_graph=full_graph,
+                          moe_router_cuda_graph=moe_graph)
     return Case(rid, group, label, m, w, timing, step, group in FIT_GROUPS)
