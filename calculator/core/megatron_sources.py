@@ -19,6 +19,13 @@ MEGATRON_SOURCES: dict[str, Source] = {
         _TE + "transformer_engine/pytorch/cpp_extensions/gemm.py",
         "one cuBLASLt workspace of 32 MiB + 1 KiB on compute capability ≥ 9 (4 MiB before), cached for the run; "
         "grouped GEMMs add one per cuBLAS stream (4)"),
+    "te-attention-backend": Source(
+        "TransformerEngine common/fused_attn/fused_attn.cpp nvte_get_fused_attn_backend, pytorch/attention/"
+        "dot_product_attention/utils.py get_attention_backend / get_qkv_layout, backends.py FlashAttention.forward",
+        _TE + "transformer_engine/common/fused_attn/fused_attn.cpp",
+        "cuDNN attention preferred on Hopper+, but Blackwell deterministic training needs cuDNN >= 9.18.1, no "
+        "dropout and no bias, else FlashAttention (bshd copies of q, k, v, its own output beside the returned "
+        "copy); q, k, v not interleaved views of the fused qkv output are made contiguous"),
     "megatron-vocab-padding": Source(
         "Megatron-LM megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding",
         _MLM + "megatron/training/tokenizer/tokenizer.py",

@@ -28,6 +28,8 @@ from calculator.memory import activations as act
 from calculator.memory import fp8 as fp8_rules
 from calculator.memory import megatron_core as core
 from calculator.memory import moe_dispatch as moe
+from calculator.memory import te_attention
+from calculator.memory.fp8 import compute_capability
 
 
 def _gemm_input(w, elements: int, e: int) -> int:
@@ -70,8 +72,22 @@ def attention_saved(m, w, d) -> int:
         return ring_attention_saved(m, w, d)
     out = e * T * (d.qd + 2 * d.kvd)  # the fused qkv output, kept whole by the v (and k) views
     rope = not m.learned_position_embeddings
-    if m.qk_norm:  # q/k norms keep their inputs (views) and statistics, write new q and k
+    selective = w.recompute == "selective"
+    if m.qk_norm:  # q/k norms keep their inputs (views; GQA's reshaped query copy) and statistics
         out += (e * T * d.qd if gqa else 0) + 4 * T * (d.a + d.kv) * (2 if m.norm_type == "layernorm" else 1)
+    if w.attention != "eager" and not selective:
+        # TE's core attention: q, k, v once — views of the fused output (kept above) or TE's contiguous copies
+        # (then the fused output goes unless q/k norms keep it); its output, the projection's input; fp32
+        # statistics; FlashAttention's own output where it runs (calculator.memory.te_attention)
+        if not m.qk_norm:
+            out = 0
+        out += te_attention.qkv_kept(e, T, d.qd, d.kvd) + e * T * d.qd + 4 * d.a * T
+        backend = te_attention.attention_backend(compute_capability(w.gpu), w.deterministic, m.dropout)
+        out += te_attention.backend_extra(backend, e, T, d.qd)
+        if w.fp8 != "none":  # the projection also keeps its own quantized copy of the output
+            out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
+        return out
+    if m.qk_norm:  # the norms write new q and k
         out += e * T * (d.qd + d.kvd)
     elif rope:  # fused RoPE writes new q and k (GQA's reshaped query copy is freed after it)
         out += e * T * (d.qd + d.kvd)
@@ -80,9 +96,8 @@ def attention_saved(m, w, d) -> int:
     out += e * T * d.qd  # the attention output, the projection's input
     if w.fp8 != "none":  # the projection also keeps its own quantized copy of it
         out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
-    selective = w.recompute == "selective"
-    if w.attention != "eager":
-        return out + (0 if selective else 4 * d.a * T)
+    if w.attention != "eager":  # selective recompute: Megatron's checkpoint keeps q, k, v; statistics recomputed
+        return out
     if gqa:  # unfused: k and v repeated to every head and kept by the two batched matmuls
         out += 2 * e * T * d.qd
     if not selective:

@@ -41,9 +41,37 @@ def test_gqa_and_rope():
     w = Workload(**CORE, seq_len=256)
     d = _d(m, w)
     e, T, qd, kvd = 2, 256, 512, 128
-    assert core.attention_saved(m, w, d) == e * T * (qd + 2 * kvd) + e * T * (qd + kvd) + e * T * qd + 4 * 8 * T
+    # TE's get_qkv_layout copies the v view beside RoPE's new q and k: q, k, v once, the fused output freed
+    assert core.attention_saved(m, w, d) == e * T * (qd + 2 * kvd) + e * T * qd + 4 * 8 * T
+    # GQA without RoPE: the reshaped query copy and TE's k, v copies
+    learned = m.model_copy(update={"learned_position_embeddings": 256})
+    assert core.attention_saved(learned, w, d) == e * T * (qd + 2 * kvd) + e * T * qd + 4 * 8 * T
+    # selective recompute: Megatron's checkpoint keeps its own q, k (RoPE's) and the v view of the fused output
     selective = Workload(**CORE, seq_len=256, recompute="selective")
-    assert core.attention_saved(m, selective, d) == core.attention_saved(m, w, d) - 4 * 8 * T
+    assert core.attention_saved(m, selective, d) == e * T * (qd + 2 * kvd) + e * T * (qd + kvd) + e * T * qd
+
+
+def test_qk_norm_keeps_the_fused_output_and_te_copies_v():
+    m = GPT.model_copy(update={"qk_norm": True})
+    w = Workload(**CORE, micro_batch=4, seq_len=1024)
+    d = _d(m, w)
+    e, T, h, a = 2, 4096, 512, 8
+    stats = 8 * T * (a + a)  # LayerNorm mu + rsigma per head row of q and k
+    assert core.attention_saved(m, w, d) == e * T * 3 * h + stats + e * T * 3 * h + e * T * h + 4 * a * T
+
+
+def test_blackwell_deterministic_training_with_dropout_keeps_flash_attentions_output():
+    """TE falls back from cuDNN to FlashAttention (calculator.memory.te_attention): its bshd output beside the copy
+    the projection keeps."""
+    w = Workload(**CORE, micro_batch=4, seq_len=1024, gpu="b200", deterministic=True)
+    d = _d(GPT, w)
+    e, T, h = 2, 4096, 512
+    hopper = Workload(**CORE, micro_batch=4, seq_len=1024, gpu="h100-sxm", deterministic=True)
+    assert core.attention_saved(GPT, w, d) == core.attention_saved(GPT, hopper, d) + e * T * h
+    nondeterministic = Workload(**CORE, micro_batch=4, seq_len=1024, gpu="b200")
+    assert core.attention_saved(GPT, nondeterministic, d) == core.attention_saved(GPT, hopper, d)
+    no_dropout = GPT.model_copy(update={"dropout": 0.0})
+    assert core.attention_saved(no_dropout, w, d) == core.attention_saved(no_dropout, hopper, d)
 
 
 def test_head_pads_the_vocabulary_and_follows_the_loss_fusion():

@@ -5,11 +5,10 @@ import pytest
 from validation.published import megatron_ci
 
 # group -> (median %, worst %) reached; the module docstring says what stays approximate in each
-# cp's worst: nine GB200 CP rows read +4% to +6.5% once TE's ring buffers are priced (cp_ring_saved); 17 GB200 rows
-# measure 47.75 MiB = 2 × (32 − 8.125) MiB less static memory than their H100 twins — PyTorch's smaller cuBLAS
-# workspace, set by the CI environment, not by the launch arguments the rows carry (an environment gap, not fitted)
-BOUNDS = {"dense": (2.0, 4.5), "unfused": (0.5, 1.5), "cp": (0.8, 6.6), "moe": (0.7, 5.0), "fp8": (2.1, 3.3),
-          "mtp": (0.6, 0.6), "all": (0.8, 6.6)}
+# moe's worst: the GB200 aux-loss ep8 run (M0294, +6.2%) — routing imbalance, its H100 twin reads -1.8%; priced
+# with TE's FlashAttention fallback (deterministic Blackwell training with dropout) it went from +4.6% to +6.2%
+BOUNDS = {"dense": (0.8, 2.8), "unfused": (0.5, 1.5), "cp": (0.5, 0.9), "moe": (0.6, 6.2), "fp8": (2.1, 3.3),
+          "mtp": (0.6, 0.6), "all": (0.7, 6.2)}
 
 
 @pytest.fixture(scope="module")
@@ -32,3 +31,19 @@ def test_group_within_its_bounds(rows, group):
 def test_rows_carry_source_and_launch_arguments():
     for row in megatron_ci.read_rows():
         assert row["source"].startswith("github.com/NVIDIA/Megatron-LM") and "--num-layers" in row["launch_args"]
+
+
+def test_environment_covers_every_row_and_sets_the_cublas_workspace():
+    env = megatron_ci.read_environment()
+    assert set(env) == {r["row_id"] for r in megatron_ci.read_rows()}
+    rows = {r["row_id"]: r for r in megatron_ci.read_rows()}
+    # CUBLAS_WORKSPACE_CONFIG=:4096:8 in the test's environment: 32 MiB on either GPU
+    assert env["M0201"]["cublas_workspace_config"] == ":4096:8"
+    assert megatron_ci.cublas_workspace(rows["M0201"], "b200") == 32 * 2**20
+    # unset, in the 26.02 container (PyTorch before pytorch/pytorch#175344): Blackwell's 8.125 MiB default
+    assert env["M0211"]["cublas_workspace_config"] == "" and "26.02" in env["M0211"]["container"]
+    assert megatron_ci.cublas_workspace(rows["M0211"], "b200") == 8_519_680
+    assert megatron_ci.cublas_workspace(rows["M0211"], "h100-sxm") == 32 * 2**20
+    # unset, in 26.04: 32 MiB on Blackwell too
+    assert env["M0169"]["cublas_workspace_config"] == "" and "26.04" in env["M0169"]["container"]
+    assert megatron_ci.cublas_workspace(rows["M0169"], "b200") == 32 * 2**20

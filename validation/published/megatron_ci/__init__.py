@@ -181,8 +181,40 @@ def group_of(a: dict) -> str:
     return "dense"
 
 
+ENV_PATH = CSV_PATH.with_name("environment.csv")
+# NGC PyTorch containers built before pytorch/pytorch#175344 (2026-02-19) give Blackwell the 8.125 MiB default cuBLAS
+# workspace: 26.02 and earlier (the GB200 rows of 26.02 without CUBLAS_WORKSPACE_CONFIG hold 47.75 MiB less than
+# their 26.04 and H100 twins, two workspaces of 32 − 8.125 MiB).
+BLACKWELL_LEGACY_CUBLAS_CONTAINERS = ("25.09", "25.11", "26.02")
+
+
+def read_environment(path: Path = ENV_PATH) -> dict[str, dict[str, str]]:
+    """{row_id: the run's container, TE pin and CUBLAS_WORKSPACE_CONFIG} (environment.csv, written by
+    environment_from_git.py from the commit that last changed the row's memory values)."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {r["row_id"]: r for r in csv.DictReader(fh)}
+
+
+_ENVIRONMENT: dict[str, dict[str, str]] = {}
+
+
+def cublas_workspace(row: dict, gpu: str) -> int | None:
+    """PyTorch's cuBLAS workspace in the row's run (calculator.memory.cublas.workspace_bytes): the test's
+    CUBLAS_WORKSPACE_CONFIG, else the container's PyTorch default for the GPU; None without environment data."""
+    from calculator.memory.cublas import workspace_bytes
+    from calculator.memory.fp8 import compute_capability
+    if not _ENVIRONMENT:
+        _ENVIRONMENT.update(read_environment())
+    env = _ENVIRONMENT.get(row.get("row_id", ""))
+    if env is None:
+        return None
+    release = env["container"].rsplit(":", 1)[-1].split("-")[0]
+    return workspace_bytes(compute_capability(gpu), env["cublas_workspace_config"] or None,
+                           blackwell_32mib=release not in BLACKWELL_LEGACY_CUBLAS_CONTAINERS)
+
+
 def inputs(row: dict):
-    """(ModelSpec, Workload) of one CSV row, from its launch arguments."""
+    """(ModelSpec, Workload) of one CSV row, from its launch arguments and its run's environment."""
     from calculator import Workload
     from calculator.model.spec import ModelSpec
     a = parse_args(row["launch_args"])
@@ -206,6 +238,8 @@ def inputs(row: dict):
                pp_last_stage_layers=int(a["decoder-last-pipeline-num-layers"])
                if a.get("decoder-last-pipeline-num-layers") else None)
     granularity = a.get("recompute-granularity")
+    gpu = "h100-sxm" if "H100" in row["gpu_type"] else "b200"
+    cublas = cublas_workspace(row, gpu)
     fusion = "none"
     if a.get("cross-entropy-loss-fusion"):
         fusion = a.get("cross-entropy-fusion-impl", "native")
@@ -215,7 +249,7 @@ def inputs(row: dict):
                        optimizer_states="fp32"),
         attention="eager" if a.get("attention-backend") == "unfused" else "flash",
         recompute={"full": "full", "selective": "selective"}.get(granularity, "none"),
-        parallel=par, gpu="h100-sxm" if "H100" in row["gpu_type"] else "b200",
+        parallel=par, gpu=gpu, overheads={} if cublas is None else {"cublas_workspace_bytes": cublas},
         fp8=FP8_RECIPES.get(a.get("fp8-recipe", "delayed"), "none") if a.get("fp8-format") else "none",
         fp8_param_gather=bool(a.get("fp8-param-gather")), cross_entropy_fusion=fusion,
         gradient_accumulation_fusion=not a.get("no-gradient-accumulation-fusion"),
