@@ -63,7 +63,7 @@ class _Shape:
             T.head_ops(m, lw, d, True, False), T.head_ops(m, lw, d, False, True)]
         got = T.stats_many(lists, r, fp32, inputs, d)
         g = len(groups)
-        serial = np.array([T.moe_layer_host_s(lw, inputs, base) if key[0] else 0.0
+        serial = np.array([T.moe_layer_host_s(lw, inputs, base, T.local_experts(m, lw)) if key[0] else 0.0
                            for key, (base, _) in zip(groups, parts)])
         self._layer: dict[str, np.ndarray] = {}
         for j, rc in enumerate(modes):

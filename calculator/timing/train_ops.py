@@ -29,11 +29,12 @@ GPU, HOST, FWD, ATTN, GEMM, COMPUTE, MODEL_FLOPS, HW_FLOPS, SERIAL = range(len(S
 # dispatcher's HybridEP backend "sizes buffers dynamically (CPU sync in dispatch)" unless a rank capacity is set),
 # so the host cannot run ahead of the GPU there and the layer's host work adds to its GPU time instead of hiding
 # under it. Seconds per MoE layer per micro-batch (forward + backward) when none of the layer is graph-captured,
-# fitted on Megatron-Bridge's MoE rows (validation/published/throughput/ --fit) with each row's per-layer MoE graphs
-# read from its recipe (validation/published/throughput/recipes.py, MOE_GRAPH_RULES): a fixed host cost per
-# synchronisation, not a GPU-bound one — per layer and micro-batch the published steps leave a few ms beyond the
-# GPU time whatever the micro-batch (Qwen3-30B-A3B at micro-batch 1 on H100 and 8 on B300 alike).
-MEGATRON_MOE_LAYER_HOST_S = 0.00675
+# beyond the per-expert GEMM launches (moe_expert_launch_s), fitted on Megatron-Bridge's MoE rows
+# (validation/published/throughput/ --fit) with each row's per-layer MoE graphs read from its recipe
+# (validation/published/throughput/recipes.py, MOE_GRAPH_RULES): a fixed host cost per synchronisation, not a
+# GPU-bound one — per layer and micro-batch the published steps leave a few ms beyond the GPU time whatever the
+# micro-batch (Qwen3-30B-A3B at micro-batch 1 on H100 and 8 on B300 alike), more with more experts per GPU.
+MEGATRON_MOE_LAYER_HOST_S = 0.00363
 
 
 def _bytes(dtype: str | None) -> float:
@@ -92,7 +93,7 @@ def layer_stats(m: ModelSpec, w, d, key: tuple, r: Rates, fp32: float, inputs, p
     and the host time a MoE layer cannot hide (SERIAL). `parts`: layer_parts, when the caller has them."""
     base, extra = parts or layer_parts(m, w, d, key)
     out = stats(base, r, fp32, inputs, d) + stats(extra[w.recompute], r, fp32, inputs, d)
-    out[SERIAL] = moe_layer_host_s(w, inputs, base) if key[0] else 0.0
+    out[SERIAL] = moe_layer_host_s(w, inputs, base, local_experts(m, w)) if key[0] else 0.0
     return out
 
 
@@ -190,10 +191,11 @@ def graph_host_share(inputs) -> float:
     return 0.0 if inputs.full_iteration_cuda_graph else 1.0
 
 
-def moe_layer_host_s(w, inputs, ops: list[Op] | None = None) -> float:
-    """Host seconds a MoE layer adds to each micro-batch: MEGATRON_MOE_LAYER_HOST_S with Megatron-Core's layers
-    (none for the others), less the share a per-layer CUDA graph of the router and the dispatcher's preprocess
-    replays (moe_graph_captured_share of the layer's operations `ops`, forward and backward); none under a
+def moe_layer_host_s(w, inputs, ops: list[Op] | None = None, experts: int = 0) -> float:
+    """Host seconds a MoE layer adds to each micro-batch with Megatron-Core's layers (none for the others):
+    MEGATRON_MOE_LAYER_HOST_S less the share a per-layer CUDA graph of the router and the dispatcher's preprocess
+    replays (moe_graph_captured_share of the layer's operations `ops`, forward and backward), plus the per-expert
+    GEMM launches issued behind the sync for its `experts` local experts (moe_expert_launch_s); none under a
     full-iteration graph. TimingInputs.moe_layer_host_ms overrides."""
     if inputs.moe_layer_host_ms is not None:
         return inputs.moe_layer_host_ms * 1e-3
@@ -202,7 +204,25 @@ def moe_layer_host_s(w, inputs, ops: list[Op] | None = None) -> float:
     if w.impl != "megatron-te":
         return 0.0
     captured = moe_graph_captured_share(ops or [], inputs) if inputs.moe_router_cuda_graph else 0.0
-    return MEGATRON_MOE_LAYER_HOST_S * (1.0 - captured)
+    return MEGATRON_MOE_LAYER_HOST_S * (1.0 - captured) + moe_expert_launch_s(inputs, experts)
+
+
+# Megatron's grouped experts (TEGroupedMLP, --moe-grouped-gemm) hand Transformer Engine's GroupedLinear the
+# tokens-per-expert as host integers (megatron/core/transformer/moe/experts.py: `tokens_per_expert.tolist()`, its
+# m_splits): fc1 and fc2 run one GEMM per local expert, their backward a data- and a weight-gradient GEMM each, all
+# issued by the host after the dispatcher's sync — operators per local expert, forward and backward.
+MOE_EXPERT_FWD_OPS, MOE_EXPERT_BWD_OPS = 2, 4
+
+
+def local_experts(m: ModelSpec, w) -> int:
+    """Routed experts one GPU holds: experts / EP."""
+    return m.num_experts // max(1, w.parallel.ep) if m.is_moe else 0
+
+
+def moe_expert_launch_s(inputs, experts: int) -> float:
+    """Host seconds of the per-expert GEMMs of one MoE layer and micro-batch, forward and backward:
+        experts × (MOE_EXPERT_FWD_OPS × host_op_us + MOE_EXPERT_BWD_OPS × host_backward_op_us)."""
+    return experts * (MOE_EXPERT_FWD_OPS * inputs.host_op_us + MOE_EXPERT_BWD_OPS * inputs.host_backward_op_us) * 1e-6
 
 
 # The MoE block's operations (calculator.timing.ops: the router, the grouped GEMMs, the dispatch / gate / combine)

@@ -1,6 +1,7 @@
 """The MoE layer's host wait (calculator.timing.train_ops.moe_layer_host_s): the fitted per-layer constant with
 Megatron-Core's layers, less the share a per-layer CUDA graph of the router and the dispatcher's preprocess replays
-(moe_graph_captured_share, hand-computed here), none under a full-iteration graph or outside Megatron-Core."""
+(moe_graph_captured_share), plus the per-local-expert GEMM launches (moe_expert_launch_s), each hand-computed here;
+none under a full-iteration graph or outside Megatron-Core."""
 import pytest
 
 from calculator.core.workload import Workload
@@ -31,6 +32,18 @@ def test_the_captured_share_counts_the_router_and_the_preprocess_operators():
     assert T.moe_graph_captured_share([_op("QKV projection", "forward", 50)], inputs) == 0.0
 
 
+def test_the_per_expert_gemm_launches():
+    inputs = TimingInputs(host_op_us=10.0, host_backward_op_us=5.0)
+    # 8 local experts × (2 forward GEMMs · 10 µs + 4 backward GEMMs · 5 µs) = 8 × 40 µs = 320 µs
+    assert (T.MOE_EXPERT_FWD_OPS, T.MOE_EXPERT_BWD_OPS) == (2, 4)
+    assert T.moe_expert_launch_s(inputs, 8) == pytest.approx(320e-6)
+    m = load_model("qwen3-30b-a3b").spec  # 128 experts
+    w = Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="megatron-te",
+                 parallel={"dp": 16, "ep": 16})
+    assert T.local_experts(m, w) == 8
+    assert T.moe_layer_host_s(w, inputs, BLOCK, 8) == pytest.approx(T.MEGATRON_MOE_LAYER_HOST_S + 320e-6)
+
+
 def test_the_moe_host_wait_with_and_without_graphs():
     w = Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="megatron-te")
     base = TimingInputs(host_op_us=10.0, host_backward_op_us=5.0)
@@ -55,6 +68,6 @@ def test_a_moe_layer_carries_the_wait_in_its_serial_column():
     for inputs in (TimingInputs(), TimingInputs(moe_router_cuda_graph=True)):
         r, fp32 = rates_for(get_gpu("h100-sxm"), w, inputs)
         st = T.layer_stats(m, w, d, key, r, fp32, inputs)
-        assert st[T.SERIAL] == pytest.approx(T.moe_layer_host_s(w, inputs, base))
+        assert st[T.SERIAL] == pytest.approx(T.moe_layer_host_s(w, inputs, base, T.local_experts(m, w)))
     share = T.moe_graph_captured_share(base, TimingInputs())
     assert 0 < share < 1
