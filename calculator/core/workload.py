@@ -95,6 +95,17 @@ class Parallelism(HashedOnce):
     # (TransformerConfig.num_layers_in_first/last_pipeline_stage); torchtitan's first/last_stage_less_layers.
     pp_first_stage_layers: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)
     pp_last_stage_layers: int | None = Field(default=None, ge=1, le=B.MAX_DEGREE, strict=True)
+    # The embedding / the loss counted as one layer each in the even split (Megatron-Core
+    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split): rank 0's first chunk and the
+    # last rank's last chunk hold one decoder layer fewer. calculator/memory/pipeline_split.py
+    pp_embedding_in_split: bool = False
+    pp_loss_in_split: bool = False
+    # Megatron-Core --pipeline-model-parallel-layout, e.g. "Et*4|(t*4|)*14tmL": the layers of every (virtual) stage
+    pp_layout: str | None = Field(default=None, min_length=1, max_length=4096)
+    # Megatron-Core overlap_p2p_comm (Megatron-LM --no-overlap-p2p-communication turns it off; Megatron-Bridge and
+    # NeMo set it for VP > 1): the interleaved schedule's sends / receives run under the chunks' compute
+    # (calculator/timing/pipeline_bubble.py). No effect with 1F1B, where Megatron turns it off.
+    pp_overlap_p2p: bool = False
     # per step (gradient accumulation); default pp
     num_microbatches: int | None = Field(default=None, ge=1, le=B.MAX_MICROBATCHES, strict=True)
 

@@ -100,6 +100,12 @@ def arguments(m, w, notes: Notes) -> list[str]:
         a += ["--decoder-first-pipeline-num-layers", first]
     if last is not None:
         a += ["--decoder-last-pipeline-num-layers", last]
+    if p.pp_embedding_in_split:  # TransformerConfig.account_for_embedding/loss_in_pipeline_split
+        a.append("--account-for-embedding-in-pipeline-split")
+    if p.pp_loss_in_split:
+        a.append("--account-for-loss-in-pipeline-split")
+    if p.pp_layout:
+        a += ["--pipeline-model-parallel-layout", p.pp_layout]
     if p.distributed_optimizer or p.zero:
         a.append("--use-distributed-optimizer")
         if p.zero >= 2:

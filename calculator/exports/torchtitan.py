@@ -89,7 +89,16 @@ def overrides(m, w, notes: Notes) -> list[str]:
         local = w.micro_batch * p.microbatches
         # torchtitan (distributed/pipeline_parallel.py): ceil((layers + first_less + last_less) / layers_per_stage)
         # stages, the first and last holding first_less / last_less layers fewer than the others
-        if p.schedule == "interleaved":
+        v = p.virtual_stages if p.schedule == "interleaved" else 1
+        if p.pp_embedding_in_split or p.pp_loss_in_split:  # Megatron's: the same as one layer fewer first / last
+            e, lo = int(p.pp_embedding_in_split), int(p.pp_loss_in_split)
+            per = (m.num_hidden_layers + e + lo) // (p.pp * v)
+            counts = (per - e,) + (per,) * (p.pp - 2) + (per - lo,)
+        elif p.pp_layout or (v > 1 and (p.pp_first_stage_layers or p.pp_last_stage_layers)):
+            notes.add("a Megatron pipeline layout / uneven virtual stages: torchtitan sets only the first and last "
+                      "stage's layers; give its module_fqns_per_model_part yourself")
+            counts, per = None, m.num_hidden_layers // (p.pp * v)
+        elif p.schedule == "interleaved":
             counts, per = None, m.num_hidden_layers // (p.pp * p.virtual_stages)
         else:
             counts = stage_layer_counts(m.num_hidden_layers, p)

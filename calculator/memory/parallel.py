@@ -12,12 +12,15 @@ from calculator.core.errors import InputError
 from calculator.model.spec import ModelSpec
 from calculator.model.parameters import count_parameters, kind_counts, lm_head_shapes, model_norm_shapes
 from calculator.core.workload import Parallelism, Workload
+from calculator.memory.pipeline_split import check_split, chunk_layer_counts, divisors, uneven_chunks
 
 
 def check_divisibility(m: ModelSpec, w: Workload) -> None:
     """Raise InputError when a parallel degree does not divide what it splits."""
     p = w.parallel
     _check_model_split(m, p)
+    if p.pp_layout:  # the layout's MTP layers 'm' against the workload's
+        check_split(m.num_hidden_layers, p, getattr(w, "mtp_layers", 0))
     if p.cp > 1 and w.seq_len % (2 * p.cp):
         raise InputError("cp", f"context parallel size {p.cp} needs seq_len divisible by 2·cp = {2 * p.cp} "
                                f"(load-balanced causal split); seq_len is {w.seq_len}")
@@ -45,13 +48,7 @@ def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
                                f"multiple of it")
     if m.intermediate_size % p.tp:
         raise InputError("tp", f"tensor parallel size {p.tp} must divide intermediate_size ({m.intermediate_size})")
-    chunks = p.pp * (p.virtual_stages if p.schedule == "interleaved" else 1)
-    if p.pp_first_stage_layers is not None or p.pp_last_stage_layers is not None:
-        check_uneven_stages(m.num_hidden_layers, p)
-    elif m.num_hidden_layers % chunks:
-        what = f"pp × virtual_stages = {chunks}" if chunks != p.pp else f"pipeline parallel size {p.pp}"
-        raise InputError("pp", f"{what} must divide num_hidden_layers ({m.num_hidden_layers}); "
-                               f"try one of {divisors(m.num_hidden_layers)}")
+    check_split(m.num_hidden_layers, p)
     if p.ep > 1:
         if not m.is_moe:
             raise InputError("ep", "expert parallelism needs a mixture-of-experts model; set ep to 1")
@@ -66,48 +63,13 @@ def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
                                 f"({m.expert_intermediate_size})")
 
 
-def check_uneven_stages(layers: int, p: Parallelism) -> None:
-    """Uneven first / last pipeline stages, by Megatron-LM's rules (megatron/core/transformer/transformer_config.py,
-    num_layers_in_first/last_pipeline_stage; get_num_layers_to_build in transformer_block.py): each set stage holds
-    its own count, the other stages split the remaining layers evenly, and it does not combine with virtual stages."""
-    first, last = p.pp_first_stage_layers, p.pp_last_stage_layers
-    field = "pp_first_stage_layers" if first is not None else "pp_last_stage_layers"
-    if p.pp < 2:
-        raise InputError(field, "uneven first / last stages need pipeline parallelism (pp ≥ 2)")
-    if p.schedule == "interleaved":
-        raise InputError(field, "uneven first / last stages do not combine with the interleaved schedule "
-                                "(Megatron-LM refuses virtual stages with them); use 1f1b")
-    uneven = (first is not None) + (last is not None)
-    if p.pp == 2 and uneven == 2:
-        if first + last != layers:
-            raise InputError(field, f"with pp = 2 the first and last stages hold every layer: {first} + {last} "
-                                    f"must equal num_hidden_layers ({layers})")
-        return
-    middle, rest = p.pp - uneven, layers - (first or 0) - (last or 0)
-    if rest < middle or rest % middle:
-        raise InputError(field, f"the {rest} layers left after the first / last stages must split evenly over the "
-                                f"other {middle} stages (num_hidden_layers = {layers}, pp = {p.pp})")
-
-
 def stage_layer_counts(layers: int, p: Parallelism) -> tuple[int, ...]:
-    """Decoder layers of each pipeline stage: an even split, or Megatron's uneven first / last stages."""
-    first, last = p.pp_first_stage_layers, p.pp_last_stage_layers
-    if first is None and last is None:
+    """Decoder layers of each pipeline stage (rank): an even split, or Megatron's uneven split — first / last
+    stages, the embedding and loss counted in the split, or a layout (calculator.memory.pipeline_split); a rank's
+    virtual stages summed."""
+    if not uneven_chunks(p):
         return (layers // p.pp,) * p.pp
-    uneven = (first is not None) + (last is not None)
-    middle = p.pp - uneven
-    each = (layers - (first or 0) - (last or 0)) // middle if middle else 0
-    counts = [each] * p.pp
-    if first is not None:
-        counts[0] = first
-    if last is not None:
-        counts[-1] = last
-    return tuple(counts)
-
-
-def divisors(n: int) -> list[int]:
-    """Divisors of n up to 64, to suggest valid degrees."""
-    return [d for d in range(1, min(n, 64) + 1) if n % d == 0]
+    return tuple(sum(row) for row in chunk_layer_counts(layers, p))
 
 
 @dataclass(frozen=True)
@@ -175,16 +137,23 @@ def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
     return tuple(shards)
 
 
-def in_flight_microbatches(p: Parallelism, stage: int) -> float:
+def in_flight_microbatches(p: Parallelism, stage: int, layers: int | None = None) -> float:
     """Micro-batches whose activations stage `stage` holds at once, in units of the stage's full layer set
-    (Narayanan et al. 2021 §2.2; Megatron-LM interleaved warm-up: (p − r − 1)·2 + (v − 1)·p + 1 chunks)."""
+    (Narayanan et al. 2021 §2.2; Megatron-LM interleaved warm-up: (p − r − 1)·2 + (v − 1)·p + 1 chunks). Forward k
+    of the warm-up runs model chunk (k mod p·v) // p (megatron/core/pipeline_parallel/schedules.py
+    get_model_chunk_id), so with uneven chunks (`layers`: the model's decoder layers, needed then) the in-flight
+    chunks count by their layers: Σ layers of the chunks in flight / the stage's layers."""
     if p.pp == 1:
         return 1.0
     m = p.microbatches
     if p.schedule == "interleaved":
         v = p.virtual_stages
         chunks = min((p.pp - stage - 1) * 2 + (v - 1) * p.pp + 1, m * v)
-        return chunks / v
+        if layers is None or not uneven_chunks(p):
+            return chunks / v
+        row = chunk_layer_counts(layers, p)[stage]
+        held = sum(row[(k % (p.pp * v)) // p.pp] for k in range(chunks))
+        return held / max(1, sum(row))
     return float(min(p.pp - stage, m))
 
 

@@ -99,7 +99,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     shared = pipeline.shared_by_stages(m, w)
     w, ws, d, code, stack = shared.w, shared.ws, shared.d, shared.code, shared.stack
     p = ws.parallel
-    flight = in_flight_microbatches(p, shard.stage)
+    flight = in_flight_microbatches(p, shard.stage, m.num_hidden_layers)
     layers = range(shard.first_layer, shard.last_layer)
     n_moe = shard.moe_layers
     n_dense = len(layers) - n_moe

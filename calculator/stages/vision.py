@@ -175,7 +175,7 @@ def training_terms(t: TermList, m: ModelSpec, shared, shard: StageShard, states:
               f"{call} image(s), {patches:,} patches in one call, no autograd (≈: live tensors of the busiest "
               f"block); 0 when the LM's forward/backward needs more", keep=True)
         return long_lived
-    flight = in_flight_microbatches(p, shard.stage)
+    flight = in_flight_microbatches(p, shard.stage, m.num_hidden_layers)
     blocks, outside = tower_saved_bytes(v, call, px, e, w.attention)
     lora = per_block * v.num_layers * e * patches * w.lora_rank
     if w.recompute == "full":  # transformers checkpoints every vision block too: each keeps its input

@@ -21,6 +21,7 @@ from calculator.core.errors import InputError
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import check_divisibility, stage_shards
 from calculator.timing.efficiency import attention_efficiency, matmul_efficiency
+from calculator.timing.pipeline_bubble import effective_chunks, exposed_p2p
 from calculator.timing.roofline import Rates
 from calculator.timing.inputs import TimingInputs
 from calculator.timing.rows import TimeEstimate, aggregate_rows, cost_per_million, op_seconds
@@ -173,6 +174,7 @@ def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp
     from calculator.timing.comm_time import comm_rows, training_comm
     exposed, items, per = training_comm(c, gpu, inputs)
     exposed = {k: float(v) for k, v in exposed.items()}
+    exposed["pp"] = exposed_p2p(exposed["pp"], float(c["fwd_t"] + c["bwd_t"]), p)  # overlap_p2p_comm
     n_opt = -(-shard.total // (p.shard_group if (p.zero >= 1 or p.distributed_optimizer) else 1))
     if w.finetune != "full":
         from calculator.memory.lora import adapter_params
@@ -183,7 +185,8 @@ def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp
     if p.offload_optimizer:  # the step runs on the host: nothing of it on the GPU
         opt = opt._replace(name="Optimizer step (CPU, offloaded)", flops=0.0, bytes=0.0, host_ops=0)
         opt_t = 0.0
-    v = c["v"]
+    # the bubble's chunks: v, or T_crit / the slowest chunk where they hold unequal layers (pipeline_bubble)
+    v = effective_chunks(m.num_hidden_layers, p, [float(compute_seconds(s)) for s in stats])
     step, t_mb, bubble = step_seconds(compute_seconds(st), exposed, mb, p.pp, v, opt_t,
                                       inputs.step_overhead_ms * 1e-3)
     step, t_mb, bubble = float(step), float(t_mb), float(bubble)

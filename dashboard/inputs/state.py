@@ -203,7 +203,9 @@ def build_workload(values: Mapping[str, Any]):
         zero_shard_size=_none_if_zero(v["zsh"]), distributed_optimizer=bool(v["dopt"]),
         offload_optimizer=bool(v["offo"]), offload_params=bool(v["offp"]),
         schedule=v["sched"], virtual_stages=int(v["vpp"]), num_microbatches=_none_if_zero(v["mb"]),
-        pp_first_stage_layers=_none_if_zero(v["ppf"]), pp_last_stage_layers=_none_if_zero(v["ppl"])),
+        pp_first_stage_layers=_none_if_zero(v["ppf"]), pp_last_stage_layers=_none_if_zero(v["ppl"]),
+        pp_embedding_in_split=bool(v["ppe"]), pp_loss_in_split=bool(v["pplo"]), pp_layout=v["ppo"] or None,
+        pp_overlap_p2p=bool(v["ppov"])),
         "parallel.", "tp")
     overheads = attempt(lambda: Overheads(
         cuda_context_bytes=None if v["ctx"] is None else int(v["ctx"]) * MB,

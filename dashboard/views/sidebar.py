@@ -161,6 +161,9 @@ def draw(values: dict, problems, result, hub, hub_notes, model_box) -> None:
         field("sched", problems, disabled=values["pp"] == 1)
         pairs(("vpp", "mb"), problems, disabled={"vpp": values["sched"] != "interleaved", "mb": not train})
         pairs(("ppf", "ppl"), problems, disabled=values["pp"] == 1)
+        pairs(("ppe", "pplo"), problems, disabled=values["pp"] == 1)
+        field("ppo", problems, disabled=values["pp"] == 1)
+        field("ppov", problems, disabled=values["sched"] != "interleaved")
         field("zsh", problems, disabled=not train or values["zero"] == "0")
 
         st.header("Batch and sequence")

@@ -7,8 +7,9 @@ mapped by validation/published/throughput/rows.py), one named group per source.
 
 Error = (estimated step time − published) / published. The GEMM efficiency per GPU generation and dtype
 (calculator/timing/efficiency.py) is fitted on the FIT_GROUPS rows only (Megatron-Bridge's performance tables);
-every other source is held out. Where a row's layout cannot run as printed (an interleaved schedule over 61 layers),
-the nearest layout the engine runs is used and the row says so.
+every other source is held out. Rows run as printed, with the recipe's uneven pipeline split where PP × VP does not
+divide the layers (validation/published/throughput/splits.py); where that split is not known, the nearest layout
+the engine runs is used and the row says so.
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ class Result:
 
 
 def _runnable(case: Case):
-    """(workload, note): the printed layout, or the nearest one the engine runs (1F1B with Megatron's uneven first
-    and last stages when the interleaved split does not divide the layers)."""
+    """(workload, note): the printed layout (with the recipe's split, splits.py), or where the engine refuses it the
+    nearest one it runs (1F1B with Megatron's uneven first and last stages)."""
     from calculator.memory.parallel import check_divisibility
     w = case.workload
     try:

@@ -14,8 +14,10 @@ Stack settings each source runs with, and where they are written:
   features/optimizations/communication_overlap.rst: "DP communication overlap ... enabled"), TP communication
   overlapped with the GEMMs where TP > 1 (the same page, "Tensor-parallel communication overlap"), context
   parallelism over the ring (cp_comm_type p2p, Megatron-Core's default), the interleaved schedule where a VP is
-  printed, MoE tokens dispatched by DeepEP / HybridEP (the flex dispatcher the skills cards name: "BF16 (DeepEP)",
-  "FP8-MX (HybridEP)"). Recompute is not printed (README doubt 1): none. The EP all-to-all overlap and the
+  printed (with the recipe's pipeline split where PP × VP does not divide the layers:
+  validation/published/throughput/splits.py), MoE tokens dispatched by DeepEP / HybridEP (the flex dispatcher the
+  skills cards name: "BF16 (DeepEP)", "FP8-MX (HybridEP)"). Recompute is not printed (README doubt 1): none. The EP
+  all-to-all overlap and the
   full-iteration CUDA graph of the recipe at that release: validation/published/throughput/recipes.py (or as the
   row prints them: "ep_overlap", "EP overlap ON / OFF").
 - torchtitan / torchao: FSDP2 (ZeRO-3 semantics, prefetch overlapped), TP without async-TP unless the row says
@@ -233,10 +235,12 @@ def case_of(row: dict):
     rc = row["recompute"].lower()
     recompute = "full" if "full" in rc else ("op" if torch_side and ("op" in rc or "selective" in rc) else "none")
     impl = ("compile" if "compile" in settings else "hf") if torch_side else "megatron-te"
+    from validation.published.throughput.splits import pipeline_settings
+    split, _ = pipeline_settings(row, pp, vp)  # the recipe's uneven pipeline split (splits.py)
     par = Parallelism(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=1 if (m.is_moe and ep > 1) else None,
                       sequence_parallel=tp > 1, zero=3 if fsdp and dp * cp > 1 else 0,
                       distributed_optimizer=not fsdp, num_microbatches=mb,
-                      schedule="interleaved" if vp > 1 else "1f1b", virtual_stages=vp)
+                      schedule="interleaved" if vp > 1 else "1f1b", virtual_stages=vp, **split)
     w = Workload(micro_batch=mbs, seq_len=seq, gpu=gpu, impl=impl, recompute=recompute, parallel=par,
                  stack="fsdp2" if fsdp else "megatron", **({} if torch_side else {"moe_dispatcher": "flex"}))
     from validation.published.throughput.recipes import recipe_switches
