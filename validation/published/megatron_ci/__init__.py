@@ -13,15 +13,23 @@ Blackwell compute capability, cuBLAS and TE workspaces).
 Groups and what stays approximate (each group's bound in tests/validation/test_megatron_ci.py is what it reaches):
 - dense: GPT with LayerNorm / RMSNorm, GELU / SwiGLU / squared ReLU, learned or rotary positions, TP / PP / VPP /
   uneven stages, flash / cuDNN attention. The small test model (12 layers, h = 512) is dominated by the loss head
-  and the fixed workspaces, which are exact; what stays: 512-byte allocator rounding and a few small tensors
-  (loss-scale, grad-norm buffers), and checkpoint-resume runs that load states before the first step.
+  and the fixed workspaces, which are exact. TE copies q, k, v that are not interleaved views of the fused qkv
+  output (GQA, RoPE, q/k norms) and, on Blackwell, deterministic training with attention dropout runs
+  FlashAttention instead of cuDNN, one more e·T·qd per layer (calculator/memory/te_attention.py). What stays: a few
+  MiB of small tensors (loss-scale, grad-norm buffers), about 1 MiB per layer at TP 4 that nothing priced yet
+  accounts for (both GPUs, 1.4–2.6% low), a few static MiB that vary between containers of the same test (pipeline
+  runs, 3–35 MiB), and the GB200 7B run (+2.8%; its H100 twin −0.8%: it measures 64 MiB more than H100 where the
+  FlashAttention fallback prices 1.8 GiB more — recorded two months later, with TE 2.18).
+- Every row reads its run's environment (environment.csv): PyTorch's cuBLAS workspace (calculator/memory/cublas.py)
+  follows the test's CUBLAS_WORKSPACE_CONFIG, else the container's default — 8.125 MiB on Blackwell in 26.02 and
+  earlier (before pytorch/pytorch#175344), 32 MiB on Hopper and later containers.
 - unfused: the same runs with TE's unfused attention (`--attention-backend unfused`): the softmax output, dropout
   mask and dropped probabilities per score.
 - cp: context parallelism (p2p ring); its ring buffers live inside one layer and never reach the loss peak.
 - moe: routed experts (alltoall / allgather, grouped GEMM or sequential experts, EP / ETP), with the probability-
   weighted activation's kept output, the deterministic unpermute's kept rows (`--deterministic-mode`) and the
   allgather dispatcher's global buffer. What stays: routing imbalance — the engine assumes balanced experts; the
-  aux-loss runs with one expert per rank (ep8, top-2) peak anywhere from −3% to +5% of that across GPUs and steps
+  aux-loss runs with one expert per rank (ep8, top-2) peak anywhere from −3% to +6% of that across GPUs and steps
   (the H100 and GB200 runs of one test differ by 6%), sinkhorn runs stay within ~2%.
 - fp8: current (tensorwise) and blockwise scaling on the small models.
 - mtp: the MoE + MLA + MTP memory-speed run (the only MTP row with a public GPU count).
