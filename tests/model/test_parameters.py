@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from calculator.model.hf_config import TEXT_MODEL_TYPES  # noqa: E402
-from validation.trace.causal_lm import IMAGE_TEXT_ONLY, causal_lm  # noqa: E402
+from validation.architectures.causal_lm import IMAGE_TEXT_ONLY, causal_lm  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.presets import list_models, load_model  # noqa: E402
 

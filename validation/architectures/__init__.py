@@ -5,6 +5,8 @@ lists every architecture with its measured error"): `python -m validation.archit
   loaded from those modules, not copied;
 - measure.py: one type's parameter count (engine vs transformers' meta-device model), one layer's saved activations
   per layer kind (engine vs a CPU trace, validation/trace/saved_by_module.py) and the cache after a prefill;
+- causal_lm.py: the real causal LM of a config (a Qwen VLM's conditional-generation model, where transformers
+  registers no causal LM);
 - summary.py: the per-kind summary of table.json (no torch: the dashboard reads it at page load).
 """
 from __future__ import annotations

@@ -30,7 +30,7 @@ from calculator.memory import inference as inf
 from calculator.model.config_read import ConfigError
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.parameters import count_parameters
-from validation.trace.causal_lm import causal_lm, text_parameters
+from validation.architectures.causal_lm import causal_lm, text_parameters
 from validation.trace.saved_by_module import saved_bytes_by_module
 
 from .cpu_only import cpu_only_terms

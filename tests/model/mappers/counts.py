@@ -6,7 +6,7 @@ import torch
 
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.parameters import count_parameters
-from validation.trace.causal_lm import causal_lm, text_parameters
+from validation.architectures.causal_lm import causal_lm, text_parameters
 
 
 def real_counts(config) -> tuple[int, int]:
