@@ -11,7 +11,7 @@ from validation.architectures.causal_lm import causal_lm, text_parameters
 
 def real_counts(config) -> tuple[int, int]:
     """(parameters, tensors) of the causal-LM model transformers builds from `config` (a vision-language model's
-    text model and head: validation/trace/causal_lm.py)."""
+    text model and head: validation/architectures/causal_lm.py)."""
     with torch.device("meta"):
         model = causal_lm(config)
     params = text_parameters(model)

@@ -54,7 +54,7 @@ SIZES.update(qwen3_next=dict(GDN, num_experts=4, num_experts_per_tok=2, moe_inte
 MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
               "qwen3_5_moe": "qwen3_5_moe_text"}
 # Qwen's VLMs: their text towers have no *ForCausalLM, so the real model is the outer *ForConditionalGeneration
-# (validation/trace/causal_lm.py) with a tiny tower; a bare text config is built inside it, its head tied as it says
+# (validation/architectures/causal_lm.py) with a tiny tower; a bare text config is built inside it, its head tied as it says
 # (Qwen2.5-VL's multimodal RoPE sections must sum to head_dim / 2: 8 at these sizes)
 SIZES.update(qwen2_5_vl_text=dict(BASE, rope_parameters=dict(rope_type="default", rope_theta=1e6,
                                                              mrope_section=[2, 3, 3])),
