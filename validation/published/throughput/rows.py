@@ -186,6 +186,13 @@ def published_step_s(row: dict, m, gbs: int, seq: int, gpus: int) -> float | Non
     return None
 
 
+# stacks that overlap the interleaved schedule's sends with compute (splits.py docstring: Megatron-Bridge
+# comm_overlap.py CommOverlapConfig, NeMo 2 megatron_comm_overlap.py, Megatron-LM --no-overlap-p2p-communication
+# off by default); NeMo 1.x (24.07) is left out: its default is not established here
+P2P_OVERLAP_GROUPS = frozenset({"megatron-bridge-perf-summary", "megatron-bridge-skills", "nemo-25.02-perf-summary",
+                                "nemo-25.04-perf-summary", "megatron-lm-examples-llama"})
+
+
 def case_of(row: dict):
     """The Case of one published row, or a Skip naming what the engine cannot express."""
     from calculator.core.workload import Parallelism, Workload
@@ -240,7 +247,8 @@ def case_of(row: dict):
     par = Parallelism(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=1 if (m.is_moe and ep > 1) else None,
                       sequence_parallel=tp > 1, zero=3 if fsdp and dp * cp > 1 else 0,
                       distributed_optimizer=not fsdp, num_microbatches=mb,
-                      schedule="interleaved" if vp > 1 else "1f1b", virtual_stages=vp, **split)
+                      schedule="interleaved" if vp > 1 else "1f1b", virtual_stages=vp,
+                      pp_overlap_p2p=vp > 1 and group in P2P_OVERLAP_GROUPS, **split)
     w = Workload(micro_batch=mbs, seq_len=seq, gpu=gpu, impl=impl, recompute=recompute, parallel=par,
                  stack="fsdp2" if fsdp else "megatron", **({} if torch_side else {"moe_dispatcher": "flex"}))
     from validation.published.throughput.recipes import recipe_switches
