@@ -28,7 +28,7 @@ from calculator.memory import activations as act
 from calculator.memory import fp8 as fp8_rules
 from calculator.memory import megatron_core as core
 from calculator.memory import moe_dispatch as moe
-from calculator.memory import te_attention
+from calculator.memory import te_attention, unsplit_block
 from calculator.memory.fp8 import compute_capability
 
 
@@ -63,6 +63,14 @@ def ring_attention_saved(m, w, d) -> int:
     return out
 
 
+def qkv_block_rest(e: int, T: int, d) -> int:
+    """What the kept fused qkv output holds beyond its size (calculator.memory.unsplit_block): each layer frees
+    residual-stream tensors of e·T·h_sp (the row-parallel output, bias-dropout-add's temporaries), the best fit for
+    a qkv output a little smaller; a rest of at most 1 MiB stays with it (at TP 4 of the h = 512 CI model, 3 MiB in
+    a 4 MiB block: 1 MiB per layer)."""
+    return unsplit_block.kept_rest(e * T * (d.qd + 2 * d.kvd), e * T * d.h_sp)
+
+
 def attention_saved(m, w, d) -> int:
     """Self-attention without its fused norm (see the module docstring)."""
     e, T = d.e, d.T
@@ -80,13 +88,16 @@ def attention_saved(m, w, d) -> int:
         # (then the fused output goes unless q/k norms keep it); its output, the projection's input; fp32
         # statistics; FlashAttention's own output where it runs (calculator.memory.te_attention)
         if not m.qk_norm:
-            out = 0
+            out = 0 if (gqa or rope) else qkv_block_rest(e, T, d)
+        else:
+            out += qkv_block_rest(e, T, d)
         out += te_attention.qkv_kept(e, T, d.qd, d.kvd) + e * T * d.qd + 4 * d.a * T
         backend = te_attention.attention_backend(compute_capability(w.gpu), w.deterministic, m.dropout)
         out += te_attention.backend_extra(backend, e, T, d.qd)
         if w.fp8 != "none":  # the projection also keeps its own quantized copy of the output
             out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
         return out
+    out += qkv_block_rest(e, T, d)
     if m.qk_norm:  # the norms write new q and k
         out += e * T * (d.qd + d.kvd)
     elif rope:  # fused RoPE writes new q and k (GQA's reshaped query copy is freed after it)

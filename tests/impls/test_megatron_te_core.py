@@ -135,3 +135,18 @@ def test_ring_attention_replaces_the_views_with_its_kv_buffer():
     # the all-gather and a2a variants keep the single-GPU layer's tensors (not priced separately)
     ag = w.model_copy(update={"cp_comm_type": "allgather"})
     assert core.attention_saved(GPT, ag, d) == e * T * 3 * 256 + e * T * 256 + 4 * a * T
+
+
+def test_tp4_qkv_output_keeps_the_rest_of_a_residual_stream_block():
+    """At TP 4 the kept fused qkv output (3 MiB) lands in a freed e·T·h block (4 MiB) and keeps its 1 MiB rest
+    (calculator.memory.unsplit_block); with RoPE or GQA the output is freed for TE's copies, and at TP 1 it does
+    not fit."""
+    w = Workload(**CORE, micro_batch=4, seq_len=1024, parallel={"tp": 4})
+    d = _d(GPT, w)
+    e, T, qd = 2, 4096, 128
+    assert core.qkv_block_rest(e, T, d) == 1 << 20
+    assert core.attention_saved(GPT, w, d) == e * T * 3 * qd + (1 << 20) + e * T * qd + 4 * 2 * T
+    rope = GPT.model_copy(update={"learned_position_embeddings": 0})
+    assert core.attention_saved(rope, w, d) == e * T * 3 * qd + e * T * qd + 4 * 2 * T
+    tp1 = Workload(**CORE, micro_batch=4, seq_len=1024)
+    assert core.qkv_block_rest(e, T, _d(GPT, tp1)) == 0

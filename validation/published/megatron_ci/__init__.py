@@ -15,10 +15,11 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   uneven stages, flash / cuDNN attention. The small test model (12 layers, h = 512) is dominated by the loss head
   and the fixed workspaces, which are exact. TE copies q, k, v that are not interleaved views of the fused qkv
   output (GQA, RoPE, q/k norms) and, on Blackwell, deterministic training with attention dropout runs
-  FlashAttention instead of cuDNN, one more e·T·qd per layer (calculator/memory/te_attention.py). What stays: a few
-  MiB of small tensors (loss-scale, grad-norm buffers), about 1 MiB per layer at TP 4 that nothing priced yet
-  accounts for (both GPUs, 1.4–2.6% low), a few static MiB that vary between containers of the same test (pipeline
-  runs, 3–35 MiB), and the GB200 7B run (+2.8%; its H100 twin −0.8%: it measures 64 MiB more than H100 where the
+  FlashAttention instead of cuDNN, one more e·T·qd per layer (calculator/memory/te_attention.py). At TP 4 the kept
+  qkv output (3 MiB) lands in a freed 4 MiB residual-stream block whose 1 MiB rest the caching allocator does not
+  split off (calculator/memory/unsplit_block.py). What stays: a few MiB of small tensors (loss-scale, grad-norm
+  buffers; the runs read 4–9 MiB low throughout, 0.4–1.5% of the TP-4 runs), a few static MiB that vary between
+  containers of the same test (pipeline runs, 3–35 MiB), and the GB200 7B run (+2.8%; its H100 twin −0.8%: it measures 64 MiB more than H100 where the
   FlashAttention fallback prices 1.8 GiB more — recorded two months later, with TE 2.18).
 - Every row reads its run's environment (environment.csv): PyTorch's cuBLAS workspace (calculator/memory/cublas.py)
   follows the test's CUBLAS_WORKSPACE_CONFIG, else the container's default — 8.125 MiB on Blackwell in 26.02 and
