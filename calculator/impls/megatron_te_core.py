@@ -9,10 +9,14 @@ Per layer (T local tokens, h_sp the h-wide width on this rank, e the activation 
 - qkv and fc1 are TELayerNormColumnParallelLinear: each keeps its input (the residual, e·T·h_sp), fp32 mu and
   rsigma per row (LayerNorm; rsigma only for RMSNorm) and the normalised GEMM input (e·T·h_sp; FP8: quantized);
 - hidden dropout (bias-dropout-add after attention and after the MLP) keeps a 1-byte mask of T·h_sp each;
-- attention: q, k, v are views of the fused qkv output, which stays whole (e·T·(qd + 2·kvd)); GQA's query is a
-  reshaped copy (e·T·qd); RoPE (TE's fused kernel) writes new q and k; a q/k LayerNorm keeps its inputs and
-  statistics and writes new q and k. Flash / cuDNN attention keeps the output (the projection's input) and fp32
-  softmax statistics (4·a·T; recomputed under selective recompute). TE's unfused attention keeps the softmax
+- attention: q, k, v are views of the fused qkv output (e·T·(qd + 2·kvd)); GQA's query is a reshaped copy
+  (e·T·qd); RoPE (TE's fused kernel) writes new q and k; a q/k LayerNorm keeps its inputs and statistics and
+  writes new q and k. TE's flash / cuDNN attention keeps q, k, v once: the views while they are the fused output's
+  interleaved heads (MHA, no RoPE), else TE's contiguous copies, the fused output freed unless q/k norms keep it
+  (calculator.memory.te_attention); the output (the projection's input), fp32 softmax statistics (4·a·T), and on
+  Blackwell under deterministic training with dropout FlashAttention's own output too; a kept fused output may hold
+  the unsplit rest of its allocator block (calculator.memory.unsplit_block). Selective recompute keeps Megatron's
+  q, k, v and recomputes the statistics. TE's unfused attention keeps the softmax
   output per score (e·b·a·s·s_kv), and with attention dropout its 1-byte mask and the dropped probabilities, and
   GQA's k and v repeated to every head;
 - MLP: fc1's output (the fused bias-GELU / SwiGLU keeps its input, 2f wide when gated) and the activation's output
