@@ -1,14 +1,8 @@
-"""The calculator page's URL format (docs/url-format.md): every URL key with its input kind, frozen default, label and
-accepted values, and the option lists that come from the engine. The dashboard draws its inputs from this table; the
-CLI and the remedies write links in this format (calculator/exports/page_link.py), so it lives with the exports.
-
-Rules of the URL format (version `v=1`):
-- keys are short, lower-case and never renamed; a value equal to the default is left out of the URL;
-- the defaults below are frozen for v=1: changing one would silently change what old links show;
-- numbers are plain decimals; sizes given in MB are 10^6 bytes; booleans are `true`/`false`;
-- selectbox values are the engine's own ids (no display labels in the URL).
-
-Nothing here imports streamlit; the engine is imported lazily, inside functions.
+"""The calculator page's URL format (docs/url-format.md, which states its rules: short keys never renamed, defaults
+frozen for v=1 and left out of a link, MB = 10^6 bytes, the engine's own ids as values): every URL key with its
+input kind, default, label and accepted values, and the option lists that come from the engine. The dashboard
+draws its inputs from this table; the CLI and the remedies write links in this format (page_link.py), so it lives
+with the exports. Nothing here imports streamlit; the engine is imported lazily, inside functions.
 """
 from __future__ import annotations
 
@@ -52,7 +46,6 @@ class Param:
 
 def _p(key, kind, default, label, group, **kw) -> Param:
     return Param(key, kind, default, label, group, **kw)
-
 
 # Order = sidebar order. Groups: model, mode, precision, optimizer, recompute, parallel, batch, overheads, gpu,
 # display. Every key here is part of the public URL format.

@@ -11,7 +11,8 @@ the model, not only on its shapes. One module per implementation, each with the 
   SwiGLU/GeGLU, RoPE and the fused linear cross-entropy that never materialises the logits.
 - "compile": every decoder block compiled (`layer.compile()`, torchtitan's way); the loss head stays eager.
 - "megatron-te": Megatron-Core with Transformer Engine's fused LayerNormLinear / LayerNormMLP and Megatron's
-  vocab-parallel cross-entropy.
+  vocab-parallel cross-entropy; te_attention.py (which q, k, v TE's attention keeps, its backend) and
+  unsplit_block.py (the caching allocator's unsplit rest under the kept qkv output) serve it.
 
 May import: calculator.memory, calculator.model, calculator.core.
 """

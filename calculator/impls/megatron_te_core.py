@@ -13,9 +13,9 @@ Per layer (T local tokens, h_sp the h-wide width on this rank, e the activation 
   (e·T·qd); RoPE (TE's fused kernel) writes new q and k; a q/k LayerNorm keeps its inputs and statistics and
   writes new q and k. TE's flash / cuDNN attention keeps q, k, v once: the views while they are the fused output's
   interleaved heads (MHA, no RoPE), else TE's contiguous copies, the fused output freed unless q/k norms keep it
-  (calculator.memory.te_attention); the output (the projection's input), fp32 softmax statistics (4·a·T), and on
+  (calculator.impls.te_attention); the output (the projection's input), fp32 softmax statistics (4·a·T), and on
   Blackwell under deterministic training with dropout FlashAttention's own output too; a kept fused output may hold
-  the unsplit rest of its allocator block (calculator.memory.unsplit_block). Selective recompute keeps Megatron's
+  the unsplit rest of its allocator block (calculator.impls.unsplit_block). Selective recompute keeps Megatron's
   q, k, v and recomputes the statistics. TE's unfused attention keeps the softmax
   output per score (e·b·a·s·s_kv), and with attention dropout its 1-byte mask and the dropped probabilities, and
   GQA's k and v repeated to every head;
@@ -32,7 +32,7 @@ from calculator.memory import activations as act
 from calculator.memory import fp8 as fp8_rules
 from calculator.memory import megatron_core as core
 from calculator.memory import moe_dispatch as moe
-from calculator.memory import te_attention, unsplit_block
+from calculator.impls import te_attention, unsplit_block
 from calculator.memory.fp8 import compute_capability
 
 
@@ -68,7 +68,7 @@ def ring_attention_saved(m, w, d) -> int:
 
 
 def qkv_block_rest(e: int, T: int, d) -> int:
-    """What the kept fused qkv output holds beyond its size (calculator.memory.unsplit_block): each layer frees
+    """What the kept fused qkv output holds beyond its size (calculator.impls.unsplit_block): each layer frees
     residual-stream tensors of e·T·h_sp (the row-parallel output, bias-dropout-add's temporaries), the best fit for
     a qkv output a little smaller; a rest of at most 1 MiB stays with it (at TP 4 of the h = 512 CI model, 3 MiB in
     a 4 MiB block: 1 MiB per layer)."""
@@ -90,7 +90,7 @@ def attention_saved(m, w, d) -> int:
     if w.attention != "eager" and not selective:
         # TE's core attention: q, k, v once — views of the fused output (kept above) or TE's contiguous copies
         # (then the fused output goes unless q/k norms keep it); its output, the projection's input; fp32
-        # statistics; FlashAttention's own output where it runs (calculator.memory.te_attention)
+        # statistics; FlashAttention's own output where it runs (calculator.impls.te_attention)
         if not m.qk_norm:
             out = 0 if (gqa or rope) else qkv_block_rest(e, T, d)
         else:

@@ -1,13 +1,9 @@
 """Activations saved for the backward pass, per decoder layer and for the embedding / loss head.
 
-Three models:
-- "exact" (default): the tensors a `transformers` block really saves, term by term, measured by tracing real
-  model code (validation/, shared/reference/measured-facts.md): fp32 norm upcasts, unexpanded GQA q/k/v under
-  FlashAttention, the eager s² scores in fp32 and model dtype, SwiGLU's four f-wide tensors, MoE's top-k copies,
-  fused projections that keep their whole output alive.
-- "textbook": Korthikanti et al. 2022, s·b·h·(34 + 5·a·s/h) per layer (what seed 000 and most calculators use).
-- "fujii": Fujii et al. 2024, s·b·h·(12 + 4k/a + 8f/h) per layer (bf16, flash, sequence parallel).
-
+Three models: "exact" (default), the tensors a `transformers` block really saves, term by term, measured by tracing
+real model code (validation/): fp32 norm upcasts, unexpanded GQA q/k/v under FlashAttention, eager s² scores in fp32
+and model dtype, SwiGLU's four f-wide tensors, MoE's top-k copies, fused projections kept whole; "textbook",
+Korthikanti et al. 2022, s·b·h·(34 + 5·a·s/h) per layer; "fujii", Fujii et al. 2024, s·b·h·(12 + 4k/a + 8f/h).
 Symbols: T tokens on this GPU (b·s/cp), e bytes per activation element, h hidden, qd/kvd query/key width on this
 TP rank, f MLP width on this rank, a heads on this rank, V vocabulary.
 """
@@ -257,9 +253,9 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
         attention = mla_attention_saved(d, m, w.attention)
         if selective:
             attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
+        attention += sdpa.mla_output_copy(d, m, w)  # SDPA's flash output laid out like MLA's concatenated q
         if m.variant is not None:  # hook (issue 21): a variant's output gate on MLA's a·v_head_dim output (Ling 3.0)
             attention += variants.output_gate_saved(m.variant, T, d.a, d.a * m.v_head_size, e)
-        attention += sdpa.mla_output_copy(d, m, w)  # SDPA's flash output laid out like MLA's concatenated q
     else:
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m, eager) + e * T * d.qd  # + o_proj input
         if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel

@@ -61,7 +61,7 @@ def test_qk_norm_keeps_the_fused_output_and_te_copies_v():
 
 
 def test_blackwell_deterministic_training_with_dropout_keeps_flash_attentions_output():
-    """TE falls back from cuDNN to FlashAttention (calculator.memory.te_attention): its bshd output beside the copy
+    """TE falls back from cuDNN to FlashAttention (calculator.impls.te_attention): its bshd output beside the copy
     the projection keeps."""
     w = Workload(**CORE, micro_batch=4, seq_len=1024, gpu="b200", deterministic=True)
     d = _d(GPT, w)
@@ -139,7 +139,7 @@ def test_ring_attention_replaces_the_views_with_its_kv_buffer():
 
 def test_tp4_qkv_output_keeps_the_rest_of_a_residual_stream_block():
     """At TP 4 the kept fused qkv output (3 MiB) lands in a freed e·T·h block (4 MiB) and keeps its 1 MiB rest
-    (calculator.memory.unsplit_block); with RoPE or GQA the output is freed for TE's copies, and at TP 1 it does
+    (calculator.impls.unsplit_block); with RoPE or GQA the output is freed for TE's copies, and at TP 1 it does
     not fit."""
     w = Workload(**CORE, micro_batch=4, seq_len=1024, parallel={"tp": 4})
     d = _d(GPT, w)

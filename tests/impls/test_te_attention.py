@@ -1,5 +1,5 @@
-"""Transformer Engine's attention backend and the q, k, v it keeps (calculator/memory/te_attention.py)."""
-from calculator.memory import te_attention as te
+"""Transformer Engine's attention backend and the q, k, v it keeps (calculator/impls/te_attention.py)."""
+from calculator.impls import te_attention as te
 
 
 def test_blackwell_deterministic_training_with_dropout_falls_back_to_flash_attention():

@@ -1,6 +1,6 @@
-"""A large-pool request keeps a cached block's rest of at most 1 MiB (calculator/memory/unsplit_block.py,
+"""A large-pool request keeps a cached block's rest of at most 1 MiB (calculator/impls/unsplit_block.py,
 CUDACachingAllocator.cpp should_split)."""
-from calculator.memory.unsplit_block import kept_rest
+from calculator.impls.unsplit_block import kept_rest
 
 MiB = 1 << 20
 

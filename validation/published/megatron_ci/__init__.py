@@ -15,9 +15,9 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   uneven stages, flash / cuDNN attention. The small test model (12 layers, h = 512) is dominated by the loss head
   and the fixed workspaces, which are exact. TE copies q, k, v that are not interleaved views of the fused qkv
   output (GQA, RoPE, q/k norms) and, on Blackwell, deterministic training with attention dropout runs
-  FlashAttention instead of cuDNN, one more e·T·qd per layer (calculator/memory/te_attention.py). At TP 4 the kept
+  FlashAttention instead of cuDNN, one more e·T·qd per layer (calculator/impls/te_attention.py). At TP 4 the kept
   qkv output (3 MiB) lands in a freed 4 MiB residual-stream block whose 1 MiB rest the caching allocator does not
-  split off (calculator/memory/unsplit_block.py). What stays: a few MiB of small tensors (loss-scale, grad-norm
+  split off (calculator/impls/unsplit_block.py). What stays: a few MiB of small tensors (loss-scale, grad-norm
   buffers; the runs read 4–9 MiB low throughout, 0.4–1.5% of the TP-4 runs), a few static MiB that vary between
   containers of the same test (pipeline runs, 3–35 MiB), and the GB200 7B run (+2.8%; its H100 twin −0.8%: it measures 64 MiB more than H100 where the
   FlashAttention fallback prices 1.8 GiB more — recorded two months later, with TE 2.18).
