@@ -201,7 +201,8 @@ def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, 
         if m.variant is not None:  # hook (issue 21): a variant's extra dense-MLP tensors (xIELU's alphas)
             groups["mlp"] += m.variant.mlp_tensors
     elif kind.ffn == "moe":
-        groups["router"] = linear_shapes(h, m.num_experts, m.router_bias)
+        zero = (m.variant.zero_experts or 0) if m.variant is not None else 0  # hook: LongCat-Flash's identities
+        groups["router"] = linear_shapes(h, m.num_experts + zero, m.router_bias)
         groups["routed_experts"] = routed_expert_shapes(m)
         if m.variant is not None:  # hook (issue 21): a variant's router Parameters (e_score_correction_bias)
             groups["router"] += m.variant.moe_tensors

@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field
 
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
-from calculator.model import rope_variants
+from calculator.model import rope_variants, zero_experts
 
 Shape = tuple[int, ...]
 _SHAPES = dict(default=(), max_length=64)
@@ -45,6 +45,9 @@ class VariantSpec(HashedOnce):
     # fused qkv output: Persimmon, rope_variants.fused_view_qk_layernorm_saved), "none" (no weight)
     qk_norm_layout: Literal["head", "full_width", "layernorm_head", "none"] = "head"
     expert_tensors: tuple[Shape, ...] | None = Field(default=None, max_length=8)  # routed experts laid out otherwise
+    # LongCat-Flash's MoE (calculator.model.zero_experts): zero-computation (identity) experts beside the routed ones
+    # (zero_expert_num, 0 included), the router scoring num_experts + zero_experts; None: no such MoE
+    zero_experts: int | None = Field(default=None, ge=0, le=B.MAX_EXPERTS, strict=True)
     # the model's norms: "default" (ModelSpec.norm_type's), "weight" (a LayerNorm without bias), "none" (no weight)
     norm_params: Literal["default", "weight", "none"] = "default"
     lm_head_bias: bool = False  # a separate Parameter: kept even when the weight is tied to the embedding
@@ -319,6 +322,8 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) ->
     sparsemixer (training): two softmaxes e·T·E and two bool masks T·E each, int64 argmaxes and gathered weights,
     20·T."""
     S = T * k
+    if v.zero_experts is not None:  # LongCat-Flash's loop over the experts hit, identities among them
+        return zero_experts.moe_saved(T, k, E, v.zero_experts, f, h, e)
     if v.router == "dense_sigmoid":  # E·T rows: the repeated input and its scaled copy (bmm's input), gate_up,
         # the activation, the product; the model-dtype scores at the experts e·E·T, int64 top-k 8·T·k, fp32 sigmoid
         return e * E * T * (2 * h + 4 * f) + e * E * T + 8 * T * k + 4 * T * E

@@ -33,6 +33,7 @@ from calculator.model.parameters import count_parameters
 from validation.architectures.causal_lm import causal_lm, text_parameters
 from validation.trace.saved_by_module import saved_bytes_by_module
 
+from .blocks import layers_of
 from .cpu_only import cpu_only_terms
 from .sources import Source
 
@@ -143,17 +144,18 @@ def activations(src: Source, spec, attention: str = "eager") -> dict[str, dict]:
     model = tiny_bf16(src.config, attention)
     vocab = getattr(src.config, "vocab_size", None) or spec.vocab_size
     ids = torch.randint(3, min(vocab, 100), (B, S), generator=torch.Generator().manual_seed(0))
-    prefix = decoder_layers(model, spec.num_hidden_layers)
-    with _KeepStorages(), cpu_only_terms(model.get_submodule(prefix)) as cpu_only:
+    layers = layers_of(spec.model_type, lambda n: decoder_layers(model, n), spec.num_hidden_layers)
+    with _KeepStorages(), cpu_only_terms(model.get_submodule(layers.prefix)) as cpu_only:
         by_module = saved_bytes_by_module(model, ids)
     w = Workload(seq_len=S, micro_batch=B, attention=attention, mixer_kernels="torch")
     d = act.dims(spec, w)
     out = {}
     for kind, i in layer_per_kind(spec).items():
         # the layer's own calls (residual dropout, functional ops in its forward) and those of its modules
-        measured = sum(v for k, v in by_module.items() if k == f"{prefix}.{i}" or k.startswith(f"{prefix}.{i}."))
+        measured = sum(v for k, v in by_module.items() if layers.owns(i, k))
         engine = act.exact_layer(spec, w, d, spec.layer_kind(i)).total
-        terms = {k: v for k, v in cpu_only[i].items() if v}
+        # a block's CPU-only terms (none in a split block's types so far) go to its first engine layer
+        terms = {k: v for k, v in cpu_only[layers.block(i)].items() if v and i % layers.per_block == 0}
         reference = measured - sum(terms.values())  # the GPU's bytes: the trace less what only the CPU keeps
         out[kind] = dict(traced=True, layer=i, engine=engine, measured=measured, cpu_only=terms, reference=reference,
                          error_pct=pct(engine, reference), attention=attention)

@@ -9,6 +9,7 @@ transformers modeling file it mirrors and held to the real model's parameter cou
     variants(_more) decoders with a few tensors or saved activations beyond the engine's layer (VariantSpec)
     gpt_style      the older GPT-style variant layouts (GPT-J, GPT-Neo, BLOOM, MPT, OPT, XGLM, BioGPT, Persimmon)
     remote         remote-code types (trust_remote_code) whose block is the engine's layer (qwen v1)
+    longcat        LongCat-Flash, each block two engine layers (MLA + MoE beside a dense MLP, MLA + dense MLP)
 
 calculator.model.hf_config dispatches a model_type to one of them. Adding a model type is a mapper here plus, at
 most, one new kind in calculator.model.architectures.

@@ -254,10 +254,6 @@ MORE_VARIANT_MAPPERS: dict = {
     # models/zaya/modeling_zaya.py
     "zaya": refuse("zaya", "its CCA attention holds depthwise and grouped convolutions over q and k with a "
                    "recurrent value state, and its router is an MLP with a skip class; the engine models neither"),
-    # models/longcat_flash/modeling_longcat_flash.py
-    "longcat_flash": refuse("longcat_flash", "each LongCat-Flash block holds two MLA attentions, two dense MLPs and "
-                            "one MoE with zero-computation experts; the engine's layer has one token mixer and one "
-                            "feed-forward"),
     # models/mimo_v2_flash/modeling_mimo_v2_flash.py
     "mimo_v2_flash": refuse("mimo_v2_flash", "its sliding layers have twice the key/value heads of its full layers "
                             "and attention sinks, and its value heads are narrower than head_dim; the engine's "

@@ -66,10 +66,6 @@ SIZES: dict[str, dict] = {
                  ffn_config=dict(moe_num_experts=4, moe_top_k=2, ffn_hidden_size=40)),
     "jetmoe": dict(S, kv_channels=16, num_local_experts=4, num_experts_per_tok=2), "doge": S,
     "zaya": dict(S, head_dim=16, num_experts=4, moe_intermediate_size=40, router_hidden_size=32),
-    "longcat_flash": dict(hidden_size=64, num_attention_heads=4, vocab_size=101, num_layers=2, q_lora_rank=32,
-                          kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, head_dim=8,
-                          ffn_hidden_size=96, expert_ffn_hidden_size=40, n_routed_experts=8, zero_expert_num=4,
-                          moe_topk=2),
     "mimo_v2_flash": dict(MOE, head_dim=24, v_head_dim=16, n_routed_experts=8),
 }
 SIZES["cohere_compass"] = SIZES["cohere_compass_text"]
@@ -109,7 +105,7 @@ VARIANTS = [
     ("beam", dict(attention_bias=True, mlp_layer_types=["dense", "sparse", "dense", "sparse"])),
     ("dbrx", dict(ffn_config=dict(moe_num_experts=3, moe_top_k=1, ffn_hidden_size=24))),
 ]
-REFUSED = ("longcat_flash", "mimo_v2_flash", "jetmoe", "doge", "zaya")
+REFUSED = ("mimo_v2_flash", "jetmoe", "doge", "zaya")
 
 
 def written_config(model_type: str, **overrides) -> tuple[dict, object]:
