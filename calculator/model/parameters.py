@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from calculator.model import architectures, variants
+from calculator.model import architectures, variants, zero_experts
 from calculator.model.spec import LayerKind, ModelSpec
 
 
@@ -301,7 +301,11 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     inactive = 0
     for kind, (p, n) in kinds.items():  # each MoE layer's routed experts beyond the top-k
         if kind.ffn == "moe":
-            inactive += n * (p.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts)
+            routed_inactive = p.routed_experts * (m.num_experts - m.num_experts_per_tok) // m.num_experts
+            if m.variant is not None and m.variant.zero_experts:  # hook: LongCat-Flash, k·n/(n + z) real experts
+                routed_inactive = p.routed_experts - zero_experts.active_routed_params(
+                    m.num_experts_per_tok, m.num_experts, m.variant.zero_experts, m.expert_intermediate_size, h)
+            inactive += n * routed_inactive
     total = embedding + sum(n * p.total for p, n in kinds.values()) + final_norm + lm_head
     return ParameterCounts(embedding, layers, final_norm, lm_head, tensors, active_per_token=total - inactive)
 

@@ -43,6 +43,13 @@ def moe_saved(T: int, k: int, n: int, z: int, f: int, h: int, e: int) -> int:
     return router_saved(T, k, n + z, h) + S * pair_saved(h, e) + S * n * real_pair_saved(f, h, e) // (n + z)
 
 
+def active_routed_params(k: int, n: int, z: int, f: int, h: int) -> int:
+    """Routed-expert parameters a token passes through under balanced routing: k·n / (n + z) real experts, each its
+    2f rows of gate_up_proj and its down_proj, 3·f·h (the identities hold none; gate_up_proj's z rows beyond the real
+    experts, which transformers allocates, are never read)."""
+    return k * n * 3 * f * h // (n + z)
+
+
 def real_pairs(T: int, k: int, n: int, z: int) -> float:
     """Routed pairs reaching a real expert under balanced routing, S·n / (n + z)."""
     return T * k * n / (n + z)

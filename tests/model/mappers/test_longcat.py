@@ -117,3 +117,17 @@ def test_balanced_routing_by_hand():
     router = 4 * 32 * 64 + 4 * 12 * 64 + 4 * 32 * 12 + 8 * 64
     assert zero_experts.moe_saved(32, 2, 8, 4, 40, 64, 2) == router + 64 * 276 + 64 * 8 * 448 // 12
     assert zero_experts.real_pairs(32, 2, 8, 4) == pytest.approx(42.667, abs=1e-3)
+
+
+def test_a_token_passes_through_its_balanced_share_of_real_experts():
+    """Active parameters: everything but the routed experts, plus k·n / (n + z) real experts of 3·f·h per MoE layer
+    (the identities hold none; gate_up_proj's z extra rows are never read). LongCat-Flash's defaults (transformers'
+    LongcatFlashConfig): 741.05 B in transformers' model (180.4 B of them gate_up rows of the 256 zero experts in its
+    28 MoE layers), 12·512/768 = 8 real experts per token, 27.95 B active."""
+    written, _ = written_config()
+    c = count_parameters(spec_from_hf_config(written).spec)
+    routed = sum(layer.routed_experts for layer in c.layers)
+    assert c.active_per_token == c.total - routed + 2 * (2 * 8 * 3 * 40 * 64 // 12)
+    full = count_parameters(spec_from_hf_config(transformers.AutoConfig.for_model("longcat_flash").to_dict()).spec)
+    assert full.total == 741_053_585_408
+    assert full.total - sum(x.routed_experts for x in full.layers) + 28 * 8 * 3 * 2048 * 6144 == full.active_per_token
