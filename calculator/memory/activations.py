@@ -70,7 +70,7 @@ def rmsnorm_saved(T: int, width: int, e: int) -> int:
 
 
 def gemma_rmsnorm_saved(T: int, width: int) -> int:
-    """Gemma RMSNorm computes in fp32 and keeps fp32 input and normalised output: 8·T·h + 4·T."""
+    """Gemma / GPT-OSS RMSNorm: fp32 input and normalised output, 8·T·h + 4·T (Gemma's 1 + w.float(): norm_saved)."""
     return 8 * T * width + 4 * T
 
 
@@ -95,8 +95,8 @@ def norm_saved(m: ModelSpec, T: int, width: int, e: int) -> int:
             return saved
     if m.zero_centered_norm:
         return zero_centered_rmsnorm_saved(T, width)
-    if m.family in ("gemma", "gpt_oss"):  # both multiply the weight in fp32: fp32 input and fp32 normalised kept
-        return gemma_rmsnorm_saved(T, width)
+    if m.family in ("gemma", "gpt_oss"):  # both multiply the weight in fp32; Gemma's 1 + w.float() is a new tensor
+        return gemma_rmsnorm_saved(T, width) + (4 * width if m.family == "gemma" else 0)
     if m.norm_type == "layernorm":
         return layernorm_saved(T, width, e)
     return rmsnorm_saved(T, width, e)
@@ -148,8 +148,8 @@ def qk_norm_saved(d: Dims, m: ModelSpec, expanded: bool = False) -> int:
     if m.zero_centered_norm:  # rows of one head: fp32 copies of q and k per head, and (1 + w) of head_dim, twice
         return zero_centered_rmsnorm_saved(d.T * d.a, m.head_size) + zero_centered_rmsnorm_saved(d.T * d.kv,
                                                                                                   m.head_size)
-    if m.family == "gemma":
-        return 8 * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv)
+    if m.family == "gemma":  # Gemma3RMSNorm per head: fp32 copies, rsqrt, and (1 + w).float() of head_dim, twice
+        return 8 * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv) + 8 * m.head_size
     return (4 + d.e) * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv)
 
 
