@@ -23,9 +23,10 @@ MEGATRON_SOURCES: dict[str, Source] = {
         "TransformerEngine common/fused_attn/fused_attn.cpp nvte_get_fused_attn_backend, pytorch/attention/"
         "dot_product_attention/utils.py get_attention_backend / get_qkv_layout, backends.py FlashAttention.forward",
         _TE + "transformer_engine/common/fused_attn/fused_attn.cpp",
-        "cuDNN attention preferred on Hopper+, but Blackwell deterministic training needs cuDNN >= 9.18.1, no "
-        "dropout and no bias, else FlashAttention (bshd copies of q, k, v, its own output beside the returned "
-        "copy); q, k, v not interleaved views of the fused qkv output are made contiguous"),
+        "cuDNN attention preferred on Hopper+, but Blackwell deterministic training leaves it: always before TE "
+        "2.12, from 2.12 unless cuDNN >= 9.18.1 with no dropout and no bias, on sm 120 always from 2.14; "
+        "FlashAttention then keeps bshd copies of q, k, v and, at micro-batch > 1, its own output beside the "
+        "returned copy; q, k, v not interleaved views of the fused qkv output are made contiguous"),
     "megatron-vocab-padding": Source(
         "Megatron-LM megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding",
         _MLM + "megatron/training/tokenizer/tokenizer.py",

@@ -14,9 +14,9 @@ Per layer (T local tokens, h_sp the h-wide width on this rank, e the activation 
   writes new q and k. TE's flash / cuDNN attention keeps q, k, v once: the views while they are the fused output's
   interleaved heads (MHA, no RoPE), else TE's contiguous copies, the fused output freed unless q/k norms keep it
   (calculator.impls.te_attention); the output (the projection's input), fp32 softmax statistics (4·a·T), and on
-  Blackwell under deterministic training with dropout FlashAttention's own output too; a kept fused output may hold
-  the unsplit rest of its allocator block (calculator.impls.unsplit_block). Selective recompute keeps Megatron's
-  q, k, v and recomputes the statistics. TE's unfused attention keeps the softmax
+  Blackwell under deterministic training with dropout FlashAttention's own output too (micro-batch > 1); a kept
+  fused output may hold the unsplit rest of its allocator block (calculator.impls.unsplit_block). Selective
+  recompute keeps Megatron's q, k, v and recomputes the statistics. TE's unfused attention keeps the softmax
   output per score (e·b·a·s·s_kv), and with attention dropout its 1-byte mask and the dropped probabilities, and
   GQA's k and v repeated to every head;
 - MLP: fc1's output (the fused bias-GELU / SwiGLU keeps its input, 2f wide when gated) and the activation's output
@@ -97,7 +97,7 @@ def attention_saved(m, w, d) -> int:
             out += qkv_block_rest(e, T, d)
         out += te_attention.qkv_kept(e, T, d.qd, d.kvd) + e * T * d.qd + 4 * d.a * T
         backend = te_attention.attention_backend(compute_capability(w.gpu), w.deterministic, m.dropout)
-        out += te_attention.backend_extra(backend, e, T, d.qd)
+        out += te_attention.backend_extra(backend, e, T, d.qd, d.b)
         if w.fp8 != "none":  # the projection also keeps its own quantized copy of the output
             out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
         return out

@@ -72,6 +72,11 @@ def test_blackwell_deterministic_training_with_dropout_keeps_flash_attentions_ou
     assert core.attention_saved(GPT, nondeterministic, d) == core.attention_saved(GPT, hopper, d)
     no_dropout = GPT.model_copy(update={"dropout": 0.0})
     assert core.attention_saved(no_dropout, w, d) == core.attention_saved(no_dropout, hopper, d)
+    # micro-batch 1: FlashAttention's transposes are views, its output is the one returned (te_attention)
+    one = w.model_copy(update={"micro_batch": 1, "seq_len": 4096})
+    d1 = _d(GPT, one)
+    assert core.attention_saved(GPT, one, d1) == core.attention_saved(GPT, hopper.model_copy(
+        update={"micro_batch": 1, "seq_len": 4096}), d1)
 
 
 def test_head_pads_the_vocabulary_and_follows_the_loss_fusion():

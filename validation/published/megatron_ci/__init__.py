@@ -15,12 +15,13 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   uneven stages, flash / cuDNN attention. The small test model (12 layers, h = 512) is dominated by the loss head
   and the fixed workspaces, which are exact. TE copies q, k, v that are not interleaved views of the fused qkv
   output (GQA, RoPE, q/k norms) and, on Blackwell, deterministic training with attention dropout runs
-  FlashAttention instead of cuDNN, one more e·T·qd per layer (calculator/impls/te_attention.py). At TP 4 the kept
+  FlashAttention instead of cuDNN (TE 2.11–2.18, any cuDNN), one more e·T·qd per layer at micro-batch > 1; at
+  micro-batch 1 its transposes are views and it keeps nothing more (calculator/impls/te_attention.py: the GB200 7B
+  PP-4 run, micro-batch 1, reads as its H100 twin, as it has since the 25.11 container). At TP 4 the kept
   qkv output (3 MiB) lands in a freed 4 MiB residual-stream block whose 1 MiB rest the caching allocator does not
   split off (calculator/impls/unsplit_block.py). What stays: a few MiB of small tensors (loss-scale, grad-norm
   buffers; the runs read 4–9 MiB low throughout, 0.4–1.5% of the TP-4 runs), a few static MiB that vary between
-  containers of the same test (pipeline runs, 3–35 MiB), and the GB200 7B run (+2.8%; its H100 twin −0.8%: it measures 64 MiB more than H100 where the
-  FlashAttention fallback prices 1.8 GiB more — recorded two months later, with TE 2.18).
+  containers of the same test (pipeline runs, 3–35 MiB).
 - Every row reads its run's environment (environment.csv): PyTorch's cuBLAS workspace (calculator/memory/cublas.py)
   follows the test's CUBLAS_WORKSPACE_CONFIG, else the container's default — 8.125 MiB on Blackwell in 26.02 and
   earlier (before pytorch/pytorch#175344), 32 MiB on Hopper and later containers.
@@ -31,7 +32,9 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   weighted activation's kept output, the deterministic unpermute's kept rows (`--deterministic-mode`) and the
   allgather dispatcher's global buffer. What stays: routing imbalance — the engine assumes balanced experts; the
   aux-loss runs with one expert per rank (ep8, top-2) peak anywhere from −3% to +6% of that across GPUs and steps
-  (the H100 and GB200 runs of one test differ by 6%), sinkhorn runs stay within ~2%.
+  (the H100 and GB200 runs of one test differ by 6%: at 768 MiB per unit of load the last rank's expert held about
+  0.76× the mean on GB200 and 1.08× on H100, stable since the 25.11 container; the golden files log no per-expert
+  counts, so the load is not derivable), sinkhorn runs stay within ~2%.
 - fp8: current (tensorwise) and blockwise scaling on the small models.
 - mtp: the MoE + MLA + MTP memory-speed run (the only MTP row with a public GPU count).
 
