@@ -180,22 +180,22 @@ def mlp_saved(d: Dims, m: ModelSpec, f: int) -> int:
     return 2 * d.e * d.T * f
 
 
-def moe_saved(d: Dims, m: ModelSpec, etp: int) -> int:
+def moe_saved(d: Dims, m: ModelSpec, etp: int, ep: int = 1) -> int:
     """Routed experts (HF grouped_mm): each token is copied to its top-k experts, S = T·k. Gathered input and
     expert output e·S·2h, gate_up/act/product e·S·4f, fp32 routing weights 4·S, int64 indices 24·S, fp32 router
-    softmax 4·T·E, top-k values and indices 12·T·k, plus 4·T + 32 (measured-facts, Mixtral)."""
-    k, T = m.num_experts_per_tok, d.T
+    softmax 4·T·E, top-k values and indices 12·T·k, top-k sum 4·T, int32 offsets of the E/ep local experts 4·E/ep."""
+    k, T, E = m.num_experts_per_tok, d.T, m.num_experts
     S = T * k
     f = m.expert_intermediate_size // etp
     if m.variant is not None:  # hook (issue 21): a variant's router bookkeeping
-        return variants.moe_saved(m.variant, T, k, m.num_experts, f, d.h, d.e)
+        return variants.moe_saved(m.variant, T, k, E, f, d.h, d.e, ep)
     clamped = m.hidden_act == "swiglu_oai" or m.family == "gpt_oss"
     glu = clamped_swiglu_saved(S, f, d.e) if clamped else 4 * d.e * S * f
     if m.family == "gpt_oss":  # the softmax is over the top-k only
-        return glu + 2 * d.e * S * d.h + 44 * S + 4 * m.num_experts
-    routed = glu + 2 * d.e * S * d.h + 28 * S + 4 * T * m.num_experts + 12 * T * k + 4 * T + 32
+        return glu + 2 * d.e * S * d.h + 44 * S + 4 * (E // ep)
+    routed = glu + 2 * d.e * S * d.h + 28 * S + 4 * T * E + 12 * T * k + 4 * T + 4 * (E // ep)
     if m.family == "deepseek":  # the router computes in fp32: fp32 copies of its input and of its weight
-        routed += 4 * T * d.h + 4 * m.num_experts * d.h
+        routed += 4 * T * d.h + 4 * E * d.h
     return routed
 
 
@@ -303,7 +303,7 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
         attention = architectures.mixer(kind.mixer).saved(m, d, w) + (
             softmax_attention_saved(m, w, d) if architectures.with_attention(kind.mixer) else 0)
     if moe:
-        mlp = moe_saved(d, m, w.parallel.expert_tp) + shared_expert_saved(d, m)
+        mlp = moe_saved(d, m, w.parallel.expert_tp, w.parallel.ep) + shared_expert_saved(d, m)
     elif kind.ffn == "dense":
         mlp = mlp_saved(d, m, d.f)
     else:

@@ -310,10 +310,10 @@ def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:
     return None
 
 
-def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) -> int:
+def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int, ep: int = 1) -> int:
     """Routed experts and their router (transformers' grouped_mm experts, S = T·k routed pairs; PhiMoE k = 2):
     gathered input and expert output e·S·2h, gate_up / activation / product e·S·4f, three int64 S-vectors 24·S, the
-    routing weights 4·S (fp32) or e·S, int32 offsets 4·E; then the router:
+    routing weights 4·S (fp32) or e·S, int32 offsets 4·E/ep; then the router:
     softmax: fp32 scores 4·T·E and int64 top-k indices 8·T·k, a renormalisation 4·T·k + 4·T (+ 4·T clamped), an
     fp32 copy of the input 4·T·h and of a model-dtype weight 4·E·h;
     gather_sigmoid: the softmax's 4·T·E and 8·T·k, then gather_sigmoid_router_saved;
@@ -330,7 +330,7 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int) ->
     if v.expert_loop:
         return expert_loop_saved(v, T, k, E, f, h, e)
     glu = (12 + e) * f if v.mlp_act == "fp32_glu" else 4 * e * f  # per routed pair (fp32_glu: as mlp_saved)
-    out = S * (glu + 2 * e * h) + 24 * S + (4 if v.fp32_routing_weights else e) * S + 4 * E
+    out = S * (glu + 2 * e * h) + 24 * S + (4 if v.fp32_routing_weights else e) * S + 4 * (E // ep)
     if v.router == "sparsemixer":
         return out + 2 * e * T * E + 2 * T * E + 20 * T
     if v.router == "topk_softmax":
