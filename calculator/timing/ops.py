@@ -205,7 +205,8 @@ def recomputed(ops: list[Op]) -> list[Op]:
 
 def backward_of(op: Op, frozen: bool = False) -> Op:
     """The backward of a forward operation: 2× the matmul FLOPs (1× for a frozen weight: input gradient only);
-    FlashAttention 2.5× (recomputes the scores); eager attention the score traffic of its backward kernels;
+    FlashAttention 2.5× (recomputes the scores, and their exponentials once: FlashAttention-2 Algorithm 2,
+    P = exp(S − L), so `exps` stays the forward's); eager attention the score traffic of its backward kernels;
     elementwise about twice the bytes (read the saved input and the incoming gradient, write the gradient).
     Operators: the forward's own `bwd_host_ops` count (a frozen linear dispatches only its input gradient)."""
     host = op.bwd_host_ops if op.bwd_host_ops is not None else op.host_ops

@@ -57,6 +57,7 @@ class Op(NamedTuple):
     serial: bool = False  # the host waits for the GPU here (a .nonzero()/.item() sync): no overlap
     seconds: float = 0.0  # communication: the time from the link model (calculator.timing.comm)
     bwd_host_ops: int | None = None  # operators its backward dispatches (None: the rule of step_ops.backward_of)
+    exps: float = 0.0  # softmax exponentials on the special function units (attention kernels; Rates.exp_rate)
 
     @property
     def intensity(self) -> float:
@@ -70,6 +71,7 @@ class Op(NamedTuple):
         """The same operation repeated n times (layers, micro-batches), optionally renamed or re-phased."""
         bwd = None if self.bwd_host_ops is None else int(round(self.bwd_host_ops * n))
         return self._replace(flops=self.flops * n, bytes=self.bytes * n, host_ops=int(round(self.host_ops * n)),
+                             exps=self.exps * n,
                              seconds=self.seconds * n, phase=phase or self.phase, name=name or self.name,
                              bwd_host_ops=bwd)
 
@@ -84,6 +86,7 @@ class Rates(NamedTuple):
     memory_eff: float
     kernel_gap_s: float = 0.0  # GPU idle time between dependent kernels (launch latency)
     attention_peak: float = 0.0  # the attention kernel's dense peak when it differs (FP8 GEMMs, BF16 attention)
+    exp_rate: float = 0.0  # softmax exponentials/s of the SFUs (calculator.timing.efficiency.exp_rate; 0: no term)
 
     @property
     def ridge(self) -> float:
@@ -107,7 +110,14 @@ def gpu_seconds(op: Op, r: Rates) -> float:
         peak, eff = r.attention_peak or r.peak_flops, r.attention_eff
     else:
         peak, eff = r.peak_flops, r.matmul_eff
-    return op.host_ops * r.kernel_gap_s + max(op.flops / (peak * eff), op.bytes / (r.bandwidth * r.memory_eff))
+    return op.host_ops * r.kernel_gap_s + max(op.flops / (peak * eff) + softmax_seconds(op, r),
+                                              op.bytes / (r.bandwidth * r.memory_eff))
+
+
+def softmax_seconds(op: Op, r: Rates) -> float:
+    """The SFU time of an attention kernel's softmax exponentials, beside its GEMMs' FLOPs / (peak × η):
+    exps / Rates.exp_rate (calculator.timing.efficiency.exp_rate); none where the rate is not given."""
+    return op.exps / r.exp_rate if (r.exp_rate > 0 and op.kind == "attention") else 0.0
 
 
 # ---- matmuls ----------------------------------------------------------------------------------------------------
@@ -193,9 +203,10 @@ def flash_attention(batch: int, s: int, heads: int, kv_heads: int, d_qk: int, d_
     # memory-bound part of decoding that grows with the batch and the context (flash-decoding, vLLM paged attention)
     kv_read = s_kv if s_kv is not None else s
     nbytes = e * batch * (s * heads * (d_qk + d_v) + kv_read * kv_heads * (d_qk + d_v)) + 4 * batch * heads * s
+    # one exponential per scored pair and head: softmax(QKᵀ) (FlashAttention-2 Algorithm 1, P = exp(S − m))
     return Op("Attention core (FlashAttention)", "forward", "attention", flops, nbytes, HOST_OPS["flash"][0],
               "2·b·heads·pairs·(d_qk + d_v), pairs = s(s+1)/2 causal", "flash-attention-2",
-              bwd_host_ops=HOST_OPS["flash"][1])
+              bwd_host_ops=HOST_OPS["flash"][1], exps=float(batch * heads * pairs))
 
 
 def eager_attention(batch: int, s: int, s_kv: int, heads: int, kv_heads: int, d_qk: int, d_v: int, e: float) -> Op:

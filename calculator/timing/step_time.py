@@ -20,7 +20,7 @@ from calculator.core.dtypes import DTYPE_BITS
 from calculator.core.errors import InputError
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import check_divisibility, stage_shards
-from calculator.timing.efficiency import attention_efficiency, matmul_efficiency
+from calculator.timing.efficiency import attention_efficiency, exp_rate, matmul_efficiency
 from calculator.timing.pipeline_bubble import effective_chunks, exposed_p2p
 from calculator.timing.roofline import Rates
 from calculator.timing.inputs import TimingInputs
@@ -38,7 +38,8 @@ def rates_for(gpu, w: Workload, inputs: TimingInputs) -> tuple[Rates, float]:
     The GEMM dtype: TimingInputs.matmul_dtype, else FP8 under a Transformer Engine FP8 recipe (Workload.fp8), else
     the activations' dtype.
     The GEMM efficiency is the GPU generation's for that dtype (calculator.timing.efficiency); with FP8 GEMMs the
-    attention kernel still runs at the activation dtype's peak (Transformer Engine's DotProductAttention in BF16)."""
+    attention kernel still runs at the activation dtype's peak (Transformer Engine's DotProductAttention in BF16), its
+    softmax exponentials at the SFUs' rate (efficiency.exp_rate)."""
     dtype = inputs.matmul_dtype if inputs.matmul_dtype != "auto" else (
         "fp8" if getattr(w, "fp8", "none") in ("delayed", "current", "blockwise", "mxfp8") else w.precision.activations)
     fields = {"bf16": "dense_bf16_flops", "fp16": "dense_fp16_flops", "fp8": "dense_fp8_flops", "fp32": "fp32_flops"}
@@ -56,7 +57,9 @@ def rates_for(gpu, w: Workload, inputs: TimingInputs) -> tuple[Rates, float]:
         attention_peak = getattr(gpu, fields.get(w.precision.activations, "dense_bf16_flops")) or 0.0
     eff = matmul_efficiency(getattr(gpu, "id", None), dtype, inputs.matmul_efficiency)
     att = attention_efficiency(getattr(gpu, "id", None), w.impl, inputs.attention_efficiency)
-    return Rates(peak, bw, eff, att, inputs.memory_efficiency, inputs.kernel_gap_us * 1e-6, attention_peak), fp32
+    exps = exp_rate(getattr(gpu, "id", None), w.impl, getattr(gpu, "dense_bf16_flops", None))
+    return Rates(peak, bw, eff, att, inputs.memory_efficiency, inputs.kernel_gap_us * 1e-6, attention_peak,
+                 exps), fp32
 
 
 def estimate_time(m: ModelSpec, w: Workload, inputs: TimingInputs | None = None, gpu=None) -> TimeEstimate:

@@ -34,7 +34,7 @@ GPU, HOST, FWD, ATTN, GEMM, COMPUTE, MODEL_FLOPS, HW_FLOPS, SERIAL = range(len(S
 # (validation/published/throughput/recipes.py, MOE_GRAPH_RULES): a fixed host cost per synchronisation, not a
 # GPU-bound one — per layer and micro-batch the published steps leave a few ms beyond the GPU time whatever the
 # micro-batch (Qwen3-30B-A3B at micro-batch 1 on H100 and 8 on B300 alike), more with more experts per GPU.
-MEGATRON_MOE_LAYER_HOST_S = 0.00363
+MEGATRON_MOE_LAYER_HOST_S = 0.00387
 
 
 def _bytes(dtype: str | None) -> float:
@@ -167,7 +167,9 @@ def stats_many(lists: list[list[Op]], r: Rates, fp32: float, inputs, d) -> np.nd
     forward = np.array([ph == "forward" for ph in phase])
     peak = np.where(attention, r.attention_peak or r.peak_flops, np.where(fp32_mm, fp32, r.peak_flops))
     eff = np.where(attention, r.attention_eff, r.matmul_eff)
-    times = host * r.kernel_gap_s + np.maximum(flops / (peak * eff), nbytes / (r.bandwidth * r.memory_eff))
+    exps = np.array([o.exps for o in ops]) if r.exp_rate > 0 else np.zeros(len(ops))
+    softmax = np.where(attention, exps / (r.exp_rate or 1.0), 0.0)  # the SFU's exponentials (roofline.softmax_seconds)
+    times = host * r.kernel_gap_s + np.maximum(flops / (peak * eff) + softmax, nbytes / (r.bandwidth * r.memory_eff))
     compute = np.where(nbytes > 0, flops >= r.ridge * nbytes, flops > 0)  # roofline.bound: intensity ≥ ridge
     host_us = np.array([getattr(inputs, _HOST_US.get(ph, "host_op_us")) for ph in phase]) * graph_host_share(inputs)
     model = np.array([causal_share(o, d.s, d.s_kv) if ph in ("forward", "backward") else 0.0

@@ -33,8 +33,13 @@ def test_the_fit_and_the_held_out_sources(compared):
     n, median, worst, signed = s["fit"]
     assert n >= 120 and median < 9.0 and worst < 70 and abs(signed) < 4
     n, median, worst, signed = s["held out"]
-    assert n >= 40 and median < 12.5 and worst < 65
+    # 12.5 -> 10.0 (issue 23's median target): the softmax's exponentials priced at the SFUs' rate
+    # (calculator.timing.efficiency.exp_rate) took the held-out median from 12.4% to 9.2%
+    assert n >= 40 and median < 10.0 and worst < 65
     assert s["nemo-long-sequence"][1] < 5.5  # context parallelism at 4K–1M tokens, held out
+    # the B200 CP rows at 32K–256K tokens were 12–26% fast with one attention efficiency for B200 and B300 / GB300;
+    # with B200's SFU at half Blackwell Ultra's they are within 10% (worst 26.3% -> 9.7%)
+    assert s["nemo-long-sequence"][2] < 12.5
 
 
 def test_a_context_parallel_group_inside_a_node():
