@@ -280,6 +280,14 @@ SOURCES: dict[str, Source] = {
         "https://arxiv.org/abs/2512.02556",
         "the lightning indexer's tensors, its key cache per token (bf16 in transformers; fp8 + a fp32 scale per 128 "
         "in vLLM), no gradient through it in transformers (torch.no_grad)"),
+    "compressed-attention": Source(
+        "DeepSeek-AI, DeepSeek-V4 (2026): compressed sparse and heavily compressed attention, manifold-constrained "
+        "hyper-connections; transformers models/deepseek_v4/modeling_deepseek_v4.py DeepseekV4Attention, "
+        "DeepseekV4CSACompressor, DeepseekV4HCACompressor, DeepseekV4CSACache / DeepseekV4HCACache",
+        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/deepseek_v4/"
+        "modeling_deepseek_v4.py",
+        "the attention's, compressors' and indexer's tensors; the cache per layer: the last window − 1 keys (= "
+        "values), one compressed entry per r tokens, the T mod r projected tokens of the open window"),
     "flash-attention-2": Source(
         "Dao, FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning (2023)",
         "https://arxiv.org/abs/2307.08691",

@@ -68,8 +68,9 @@ def split_layers(m, layers: range) -> LayerSplit:
             state.append(i)
             kinds.add(kind)
         elif kind not in ("attention", "mla", "none") and not architectures.with_attention(kind):
-            raise InputError("engine", f"serving {architectures.label(kind)} layers is not modelled yet (the kind "
-                                       "gives no serving_state): use --engine hf")
+            why = getattr(architectures.mixer(kind), "SERVING_REFUSED", None) or (
+                f"serving {architectures.label(kind)} layers is not modelled yet (the kind gives no serving_state)")
+            raise InputError("engine", f"{why}: use --engine hf")
     sliding = tuple(i for i in attention if m.layer_is_sliding(i) and m.sliding_window)
     return LayerSplit(len(layers), tuple(attention), sliding, tuple(state), tuple(sorted(kinds)), indexed, extra,
                       unknown)

@@ -126,17 +126,21 @@ def recurrent_state_bytes(m: ModelSpec, layers: range, batch: int, e: float) -> 
 
 
 def extra_kv_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, dtype: str) -> int:
-    """What the kinds that run on top of attention cache per token beyond its K/V (DSA's indexer keys), over
-    `layers` (calculator/model/architectures/: kv_bytes_per_token)."""
+    """What the kinds that run on top of attention cache per token beyond its K/V (DSA's indexer keys), and the whole
+    cache of a kind whose cache is not K/V per token (DeepSeek-V4's window + compressed entries), over `layers`
+    (calculator/model/architectures/: kv_bytes_per_token, cache_bytes)."""
     if m.layer_types is None:
         return 0
     total = 0
     for i in layers:
         mixer = m.layer_kind(i).mixer
         if mixer not in ("attention", "mla", "none"):
-            per_token = getattr(architectures.mixer(mixer), "kv_bytes_per_token", None)
+            kind = architectures.mixer(mixer)
+            per_token = getattr(kind, "kv_bytes_per_token", None)
             if per_token is not None:
                 total += batch * cached_tokens(m, i, total_tokens) * per_token(m, dtype)
+            if hasattr(kind, "cache_bytes"):
+                total += kind.cache_bytes(m, batch, total_tokens, dtype)
     return total
 
 

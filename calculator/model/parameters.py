@@ -93,6 +93,13 @@ def model_norm_shapes(m: ModelSpec, width: int) -> list[Shape]:
     return norm_shapes(width, m.norm_type, m.model_type not in NORM_WITHOUT_BIAS_TYPES)
 
 
+def final_norm_shapes(m: ModelSpec) -> list[Shape]:
+    """The final norm's tensors, after DeepSeek-V4's hc_head (DeepseekV4HyperHead collapses the hc_mult streams just
+    before it: ModelSpec.hc_mult)."""
+    hc = architectures.compressed.hc_head_shapes(m.hidden_size, m.hc_mult) if m.hc_mult else []
+    return hc + model_norm_shapes(m, m.hidden_size)
+
+
 def lm_head_shapes(m: ModelSpec) -> list[Shape]:
     """The output projection's tensors (none when tied to the embedding)."""
     if m.variant is not None and m.variant.lm_head_bias:  # hook (issue 21): the bias stays when the weight is tied
@@ -196,6 +203,8 @@ def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, 
         "norms": (m.norms_per_layer if "none" not in kind else 1) * model_norm_shapes(m, h),
         "mlp": [], "router": [], "routed_experts": [], "shared_experts": [],
     }
+    if m.hc_mult:  # hook: hyper-connections (DeepSeek-V4's attn_hc and ffn_hc), replicated like the norms
+        groups["norms"] += 2 * architectures.compressed.hc_shapes(h, m.hc_mult)
     if kind.ffn == "dense":
         groups["mlp"] = mlp_shapes(h, m.intermediate_size, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
         if m.variant is not None:  # hook (issue 21): a variant's extra dense-MLP tensors (xIELU's alphas)
@@ -273,7 +282,7 @@ def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
     for i in range(m.num_hidden_layers):
         shapes += kinds[m.layer_kind(i)]
     outer = list(m.variant.outer_tensors) if m.variant is not None else []  # hook (issue 21): outside the layers
-    return shapes + outer + model_norm_shapes(m, h) + lm_head_shapes(m)
+    return shapes + outer + final_norm_shapes(m) + lm_head_shapes(m)
 
 
 def _layer_linears(m: ModelSpec):
@@ -294,9 +303,9 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     kinds = {kind: (kind_params(m, kind), n) for kind, n in layer_kinds(m)}
     layers = tuple(kinds[m.layer_kind(i)][0] for i in range(m.num_hidden_layers)) if len(kinds) > 1 else \
         tuple(p for p, _ in kinds.values()) * m.num_hidden_layers
-    final_norm = numel(model_norm_shapes(m, h))
+    final_norm = numel(final_norm_shapes(m))
     tensors = (1 + (m.learned_position_embeddings > 0) + sum(n * p.tensors for p, n in kinds.values())
-               + len(model_norm_shapes(m, h)) + len(lm_head_shapes(m)) + len(outer))
+               + len(final_norm_shapes(m)) + len(lm_head_shapes(m)) + len(outer))
     lm_head = numel(lm_head_shapes(m))
     inactive = 0
     for kind, (p, n) in kinds.items():  # each MoE layer's routed experts beyond the top-k
@@ -314,7 +323,7 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
 def largest_tensor(m: ModelSpec) -> int:
     """Elements of the largest parameter tensor (what a for-loop optimizer step allocates temporaries for)."""
     h = m.hidden_size
-    shapes = [(m.vocab_size, h), (m.learned_position_embeddings, h)] + model_norm_shapes(m, h) + lm_head_shapes(m)
+    shapes = [(m.vocab_size, h), (m.learned_position_embeddings, h)] + final_norm_shapes(m) + lm_head_shapes(m)
     if m.variant is not None:  # hook (issue 21): tensors outside the layers
         shapes += m.variant.outer_tensors
     shapes += [s for kind, _ in layer_kinds(m) for _, group in kind_shapes(m, kind) for s in group]

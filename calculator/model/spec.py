@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
+from calculator.model.architectures.compressed import CompressedSpec
 from calculator.model.architectures.dsa import IndexerSpec
 from calculator.model.architectures.gemma_next import GemmaNextSpec
 from calculator.model.architectures.gemma_next import layer_slots as gemma_slots
@@ -42,15 +43,22 @@ class LayerKind(NamedTuple):
 # layer type -> the ModelSpec field that configures it
 _LAYER_TYPE_CONFIG = {"linear_attention": "linear_attention", "mamba": "mamba", "conv": "short_conv", "kda": "kda",
                       "lightning_attention": "lightning", "indexed_attention": "indexer",
-                      "parallel_mamba_attention": "mamba"}
+                      "parallel_mamba_attention": "mamba", "compressed_window_attention": "compressed",
+                      "compressed_sparse_attention": "compressed", "heavily_compressed_attention": "compressed"}
 # layer_types entry -> the token mixer kind of that layer (softmax attention: "attention", or "mla" for MLA models)
 LAYER_TYPE_MIXERS = {"full_attention": "attention", "sliding_attention": "attention",
                      "linear_attention": "gated_deltanet", "mamba": "mamba", "conv": "short_conv", "kda": "kda",
                      "lightning_attention": "lightning", "indexed_attention": "dsa",
-                     "parallel_mamba_attention": "mamba_attention", "none": "none"}
+                     "parallel_mamba_attention": "mamba_attention", "none": "none",
+                     # DeepSeek-V4 (architectures/compressed.py): its "sliding_attention" layers (compress ratio 0)
+                     # are compressed_window_attention here, as they are not the engine's sliding attention
+                     "compressed_window_attention": "compressed_window",
+                     "compressed_sparse_attention": "compressed_sparse",
+                     "heavily_compressed_attention": "compressed_heavy"}
 # "none": a block without a token mixer (Nemotron-H's MLP or MoE blocks); mappers name each layer with these values
 LayerType = Literal["full_attention", "sliding_attention", "linear_attention", "mamba", "conv", "kda",
-                    "lightning_attention", "indexed_attention", "parallel_mamba_attention", "none"]
+                    "lightning_attention", "indexed_attention", "parallel_mamba_attention", "none",
+                    "compressed_window_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
 FfnType = Literal["dense", "moe", "none"]
 
 
@@ -140,6 +148,10 @@ class ModelSpec(HashedOnce):
     kda: KDASpec | None = None
     lightning: LightningSpec | None = None
     indexer: IndexerSpec | None = None  # DSA's lightning indexer on "indexed_attention" layers
+    compressed: CompressedSpec | None = None  # DeepSeek-V4's compressed attention on the compressed_* layers
+    # hyper-connections: the residual stream is hc_mult streams mixed around every block (DeepSeek-V4's mHC;
+    # architectures/compressed.py hc_shapes); 0: the plain residual, without them
+    hc_mult: int = Field(default=0, ge=0, le=64, strict=True)
     # A few tensors or saved activations a model type's block has beyond the engine's layer (calculator.model.variants;
     # None for every model whose block is the engine's own)
     variant: VariantSpec | None = None

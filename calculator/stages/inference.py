@@ -66,6 +66,11 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         formula = formula.replace("L_stage", "L_attention").replace("Σ_layers", "Σ_attention layers")
         subst = (subst[0].replace("{} layers", "{} attention layers"), *subst[1:3], n_attn, *subst[4:]) \
             if not m.is_mla else (subst[0], subst[1], subst[2], n_attn, *subst[4:])
+    if m.compressed is not None:  # DeepSeek-V4: the whole cache is its compressed attention's (compressed.py)
+        formula = ("b × Σ_layers (min(tokens, W − 1) window keys + ⌊tokens / r⌋ compressed entries + tokens mod r "
+                   "buffered) × head_dim (+ CSA indexer) × b_kv")
+        subst, src = ("{} × {:,} tokens × {} layers (window {:,}): {:,} B", w.micro_batch, total_tokens, len(layers),
+                      m.compressed.window, extra_kv), "compressed-attention"
     kv += extra_kv
     t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
     e_model = nbytes(1, w.precision.activations)

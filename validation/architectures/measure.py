@@ -6,8 +6,8 @@ test (sources.py):
   (engine: calculator.memory.activations.exact_layer, transformers' PyTorch path, `mixer_kernels="torch"`) against
   a training forward of a tiny bf16 model traced by validation/trace/saved_by_module.py, the whole layer (its
   norms, mixer and feed-forward; layer ≥ 1 where the kind has one: layer 0 also first-saves shared RoPE tables);
-- cache: the engine's KV cache + per-token extras (DSA indexer keys) + recurrent/conv state against the tensors of
-  the cache an eval prefill returns.
+- cache: the engine's KV cache + per-token extras (DSA indexer keys, compressed attention's caches) + recurrent/conv
+  state against the tensors of the cache an eval prefill returns (fp32 parameters kept as from_pretrained keeps them).
 
 The reference is the CPU trace less the terms a CPU run keeps and a GPU run does not (cpu_only.py: LayerNorm's bf16
 statistics, the composite rms_norm's fp32 upcast, dropout's bf16 noise), counted from the calls the traced layer
@@ -108,15 +108,21 @@ def tiny_bf16(config, attention: str):
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(std=0.02)
+    model = fp32_kept(model)
+    model.config.use_cache = False
+    return model.train()
+
+
+def fp32_kept(model):
+    """The model with the parameters from_pretrained keeps in fp32 (_keep_in_fp32_modules_strict) made fp32,
+    matched as from_pretrained's dtype plan does (core_model_loading: a regex searched in the name, so that dotted
+    entries such as Flint's "gate.weight" match too)."""
     keep = sorted(getattr(model, "_keep_in_fp32_modules_strict", None) or ())
-    # matched as from_pretrained's dtype plan does (core_model_loading: a regex searched in the name, so that
-    # dotted entries such as Flint's "gate.weight" match too)
     pattern = build_glob_alternation(keep)[0] if keep else None
     for name, p in model.named_parameters():
         if pattern is not None and pattern.search(name):
             p.data = p.data.float()
-    model.config.use_cache = False
-    return model.train()
+    return model
 
 
 def decoder_layers(model, n: int) -> str:
@@ -190,7 +196,9 @@ def cache_bytes(cache) -> int:
 
 def cache(src: Source, spec) -> dict:
     torch.manual_seed(0)
-    model = causal_lm(src.config, dtype=torch.bfloat16, attn_implementation="eager").eval()
+    # loaded as from_pretrained loads it: DeepSeek-V4's fp32 position_bias makes its CSA overlap gates fp32 (the
+    # other types' fp32 parameters, routers' bias and gate weights, reach no cached tensor)
+    model = fp32_kept(causal_lm(src.config, dtype=torch.bfloat16, attn_implementation="eager")).eval()
     model.config.use_cache = True
     vocab = getattr(src.config, "vocab_size", None) or spec.vocab_size
     ids = torch.randint(3, min(vocab, 100), (CACHE_B, CACHE_S), generator=torch.Generator().manual_seed(0))

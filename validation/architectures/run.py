@@ -8,6 +8,7 @@ import traceback
 import torch
 import transformers
 
+from calculator.core.errors import InputError
 from calculator.model.hf_config import SUPPORTED_MODEL_TYPES
 
 from . import measure as M
@@ -49,8 +50,9 @@ def row(model_type: str) -> dict:
             with M.time_box(TIME_BOX_S):
                 measured = M.activations(src, spec, attention)
         except Exception as e:  # noqa: BLE001
-            measured = {k: dict(traced=False, why=f"the tiny model's {attention} forward fails on the CPU: {_short(e)}")
-                        for k in kinds}
+            why = (f"refused by the engine: {_short(e)}" if isinstance(e, InputError)  # e.g. DeepSeek-V4's training
+                   else f"the tiny model's {attention} forward fails on the CPU: {_short(e)}")
+            measured = {k: dict(traced=False, why=why) for k in kinds}
         for kind, result in measured.items():
             if attention == "eager":
                 out["activations"][kind] = result

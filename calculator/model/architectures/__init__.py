@@ -27,11 +27,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from calculator.model.architectures import (dsa, gated_deltanet, gemma_next, gemma_next_lora, gemma_next_saved, kda,
-                                            lightning, mamba, mamba_attention, short_conv)
+from calculator.model.architectures import (compressed, dsa, gated_deltanet, gemma_next, gemma_next_lora,
+                                            gemma_next_saved, kda, lightning, mamba, mamba_attention, short_conv)
 
 MIXERS: dict[str, ModuleType] = {m.NAME: m for m in (gated_deltanet, mamba, mamba_attention, short_conv, kda, lightning,
                                                       dsa, gemma_next)}
+# DeepSeek-V4's compressed attention: one module, three kinds of layer (objects with a module's interface)
+MIXERS.update(compressed.KIND_OBJECTS)  # type: ignore[arg-type]
 _LABELS = {"attention": "attention", "mla": "MLA", "none": "none"}
 SOFTMAX_ATTENTION = ("attention", "mla")
 

@@ -5,11 +5,15 @@ own attention); each layer's feed-forward is ModelSpec.ffn_types from the config
 first_k_dense_layers. Each mapper cites the modeling file it mirrors and is held to the real model's parameter and
 tensor counts, its cache and its saved activations by tests/model/mappers/test_dsa.py.
 
-Refused, each naming what the engine lacks: deepseek_v4, hy_v4, axk2 and dots3_note_text (DSA_REFUSED).
+DeepSeek-V4 (map_deepseek_v4) is compressed attention (calculator/model/architectures/compressed.py) with
+hyper-connections, held to the real model by tests/model/mappers/test_deepseek_v4.py.
+
+Refused, each naming what the engine lacks: hy_v4, axk2 and dots3_note_text (DSA_REFUSED).
 """
 from __future__ import annotations
 
 from calculator.core import bounds as B
+from calculator.model.architectures.compressed import CompressedSpec
 from calculator.model.architectures.dsa import IndexerSpec
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_int,
                                           get_int_list, get_str)
@@ -31,6 +35,15 @@ MINIMAX_DEFAULTS = dict(head_dim=128, num_local_experts=128, num_experts_per_tok
 MINIMAX_LEGACY_INDEX = {"index_n_heads": "sparse_num_index_heads", "index_head_dim": "sparse_index_dim",
                         "index_block_size": "sparse_block_size", "index_topk_blocks": "sparse_topk_blocks",
                         "index_local_blocks": "sparse_local_block"}  # MiniMaxM3VLTextConfig.__post_init__
+V4_DEFAULTS = dict(vocab_size=129280, hidden_size=4096, moe_intermediate_size=2048, num_hidden_layers=43,
+                   num_attention_heads=64, head_dim=512, q_lora_rank=1024, num_experts_per_tok=6,
+                   n_routed_experts=256, hc_mult=4, sliding_window=128, o_groups=8, o_lora_rank=1024,
+                   index_n_heads=64, index_head_dim=128, index_topk=512, num_nextn_predict_layers=1)
+V4_RATIO_TYPES = {0: "compressed_window_attention", 4: "compressed_sparse_attention",
+                  128: "heavily_compressed_attention"}  # configuration_deepseek_v4.py _COMPRESS_RATIO_TO_LAYER_TYPE
+V4_LAYER_TYPES = {"sliding_attention": "compressed_window_attention",
+                  "compressed_sparse_attention": "compressed_sparse_attention",
+                  "heavily_compressed_attention": "heavily_compressed_attention"}
 
 
 def _layer_count(key: str, values: list, n: int) -> list:
@@ -225,6 +238,56 @@ def map_minimax_m3(cfg: dict) -> dict:
     return f
 
 
+def _v4_layer_types(cfg: dict, n: int) -> tuple[str, ...]:
+    """DeepseekV4Config.__post_init__: layer_types as given; else the legacy per-layer compress_ratios (0 / 4 / 128,
+    cut to num_hidden_layers: the released list has one more, for the MTP layer); else two HCA layers, then CSA on
+    odd and HCA on even indices."""
+    given = get_choice_list(cfg, "layer_types", tuple(V4_LAYER_TYPES))
+    if given is not None:
+        return tuple(V4_LAYER_TYPES[t] for t in _layer_count("layer_types", given, n))
+    ratios = get_int_list(cfg, "compress_ratios", lo=0, hi=1 << 20)
+    if ratios is not None:
+        if len(ratios) < n or set(ratios[:n]) - set(V4_RATIO_TYPES):
+            raise ConfigError(f"compress_ratios: needs {n} entries, each 0, 4 or 128 (transformers maps no other)")
+        return tuple(V4_RATIO_TYPES[r] for r in ratios[:n])
+    return tuple(["heavily_compressed_attention"] * min(n, 2) + [
+        "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(n - 2, 0))])
+
+
+def map_deepseek_v4(cfg: dict) -> dict:
+    """DeepSeek-V4 (models/deepseek_v4/modeling_deepseek_v4.py): every layer DeepseekV4Attention (one shared K = V
+    head, q-LoRA, sinks, grouped low-rank output) with a CSA or HCA compressor or none per layer_types
+    (architectures/compressed.py); attn_hc and ffn_hc hyper-connections of hc_mult streams in every layer and the
+    model's hc_head (ModelSpec.hc_mult); every layer DeepseekV4SparseMoeBlock: a router weight (E, h) whether
+    hash-routed (tid2eid, a buffer) or top-k (e_score_correction_bias, a buffer), fused experts of
+    moe_intermediate_size and ONE shared DeepseekV4MLP of that width (n_shared_experts is not read: the class's
+    intermediate_size maps to moe_intermediate_size). The MTP layers are not built."""
+    cfg = {**V4_DEFAULTS, **cfg}
+    f = common_fields({**cfg, "intermediate_size": cfg.get("moe_intermediate_size")})
+    n, a, d = f["num_hidden_layers"], f["num_attention_heads"], f["head_dim"]
+    rates = cfg.get("compress_rates") if isinstance(cfg.get("compress_rates"), dict) else {}
+    rates = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128, **rates}
+    groups = get_int(cfg, "o_groups", hi=B.MAX_HEADS)
+    if (a * d) % groups:
+        raise ConfigError(f"o_groups: heads × head_dim ({a * d}) must split into {groups} equal groups")
+    spec = CompressedSpec(
+        q_lora_rank=get_int(cfg, "q_lora_rank", hi=B.MAX_HIDDEN), o_groups=groups,
+        o_lora_rank=get_int(cfg, "o_lora_rank", hi=B.MAX_HIDDEN), window=get_int(cfg, "sliding_window", hi=1 << 30),
+        csa_rate=get_int({**rates, **cfg}, "compress_rate_csa", "compressed_sparse_attention", hi=1 << 20),
+        hca_rate=get_int({**rates, **cfg}, "compress_rate_hca", "heavily_compressed_attention", hi=1 << 20),
+        index_n_heads=get_int(cfg, "index_n_heads", hi=B.MAX_HEADS),
+        index_head_dim=get_int(cfg, "index_head_dim", hi=B.MAX_HEAD_DIM),
+        index_topk=get_int(cfg, "index_topk", hi=1 << 30))
+    experts = get_int(cfg, "n_routed_experts", "num_local_experts", hi=B.MAX_EXPERTS)
+    f.update(family="deepseek", num_key_value_heads=1, layer_types=_v4_layer_types(cfg, n), compressed=spec,
+             hc_mult=get_int(cfg, "hc_mult", hi=64),
+             mlp_bias=get_bool(cfg, "mlp_bias", False), hidden_act=get_str(cfg, "hidden_act", default="silu"),
+             num_experts=experts, num_experts_per_tok=get_int(cfg, "num_experts_per_tok", hi=experts),
+             moe_intermediate_size=f["intermediate_size"], num_shared_experts=1,
+             shared_expert_intermediate_size=f["intermediate_size"], mtp_layers=_mtp(cfg))
+    return f
+
+
 def _refuse(model_type: str, lacks: str):
     def refuse(cfg: dict) -> dict:
         raise ConfigError(f"model_type: {model_type!r} cannot be described exactly yet: the calculator has no "
@@ -234,10 +297,6 @@ def _refuse(model_type: str, lacks: str):
 
 
 DSA_REFUSED = {
-    "deepseek_v4": "compressed attention (CSA / HCA compressors that pool every r tokens into one KV entry, a "
-                   "sliding window beside them), manifold-constrained hyper-connections (hc_mult residual streams), "
-                   "hash-routed MoE layers, grouped low-rank output projections or attention sinks "
-                   "(models/deepseek_v4/modeling_deepseek_v4.py)",
     "hy_v4": "hyper-connections (hc_mult residual streams, models/hy_v4/modeling_hy_v4.py HYV4HyperConnection), "
              "nor MLA with a per-head sigmoid output gate and attention sinks",
     "axk2": "MLA whose fused q + gate projection reads the q latent beside its un-normalised input (2 × q_lora_rank "
@@ -249,6 +308,6 @@ DSA_REFUSED = {
 
 DSA_MAPPERS: dict = {
     "deepseek_v32": map_deepseek_v32, "glm_moe_dsa": map_glm_moe_dsa, "glm4_moe": map_glm4_moe,
-    "glm4_moe_lite": map_glm4_moe_lite, "minimax_m3_vl_text": map_minimax_m3,
+    "glm4_moe_lite": map_glm4_moe_lite, "minimax_m3_vl_text": map_minimax_m3, "deepseek_v4": map_deepseek_v4,
     **{t: _refuse(t, lacks) for t, lacks in DSA_REFUSED.items()},
 }

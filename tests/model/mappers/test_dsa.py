@@ -44,8 +44,20 @@ MINIMAX = dict(vocab_size=1000, pad_token_id=0, bos_token_id=1, eos_token_id=2, 
                num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2, head_dim=24, num_local_experts=8,
                num_experts_per_tok=2, dense_intermediate_size=128, shared_intermediate_size=40, rotary_dim=8,
                index_n_heads=2, index_head_dim=16, index_block_size=4, index_topk_blocks=2)
+# DeepSeek-V4 (compressed attention, hyper-connections; more in test_deepseek_v4.py): one layer of each kind, a
+# window of 8 and rates 4 / 8 that an 11-token prefill fills (validation/architectures measures the first)
+V4_A = dict(vocab_size=500, hidden_size=64, moe_intermediate_size=24, num_hidden_layers=3, num_attention_heads=4,
+            head_dim=32, q_lora_rank=48, n_routed_experts=4, num_experts_per_tok=2, hc_mult=3, sliding_window=8,
+            o_groups=2, o_lora_rank=40, index_n_heads=2, index_head_dim=16, index_topk=4, num_hash_layers=1,
+            layer_types=["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
+            compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8})
+V4_B = dict(vocab_size=300, hidden_size=48, moe_intermediate_size=16, num_hidden_layers=5, num_attention_heads=2,
+            head_dim=24, q_lora_rank=20, n_routed_experts=3, n_shared_experts=2, num_experts_per_tok=1, hc_mult=1,
+            sliding_window=4, o_groups=4, o_lora_rank=8, index_n_heads=3, index_head_dim=8, index_topk=2,
+            tie_word_embeddings=True, mlp_bias=True, compress_rate_csa=2, compress_rate_hca=16)
 CASES = [
     ("deepseek_v32", {}), ("glm_moe_dsa", {}), ("glm4_moe", {}), ("glm4_moe_lite", {}), ("minimax_m3_vl_text", {}),
+    ("deepseek_v4", {}), ("deepseek_v4", V4_A), ("deepseek_v4", V4_B),
     ("deepseek_v32", dict(MLA_A, first_k_dense_replace=2, **INDEX_A)), ("deepseek_v32", dict(MLA_B, **INDEX_B)),
     ("glm_moe_dsa", dict(MLA_A, first_k_dense_replace=1, index_topk_freq=2, index_skip_topk_offset=2, **INDEX_A)),
     ("glm_moe_dsa", dict(MLA_B, index_topk_pattern="FSFS", **INDEX_B)),
