@@ -28,8 +28,9 @@ def device_visible_bytes(gpu) -> tuple[int, str]:
 def rope_cache_bytes(m: ModelSpec) -> int:
     """RoPE cos/sin cache both engines keep on the GPU: max_position × rotary_dim in the model dtype
     (vllm/model_executor/layers/rotary_embedding/base.py: cos_sin_cache [max_position, rotary_dim];
-    sglang/srt/layers/rotary_embedding.py likewise). Learned position embeddings have none."""
-    if m.learned_position_embeddings or not m.max_position_embeddings:
+    sglang/srt/layers/rotary_embedding.py likewise). Learned position embeddings have none, nor a model without
+    RoPE (VariantSpec.rope False: vLLM's OlmoHybridAttention builds no rotary_emb when rope_theta is None)."""
+    if m.learned_position_embeddings or not m.max_position_embeddings or (m.variant is not None and not m.variant.rope):
         return 0
     rotary = m.qk_rope_head_dim if m.is_mla else m.head_size
     return m.max_position_embeddings * rotary * 2

@@ -26,8 +26,11 @@ class LinearAttentionSpec(HashedOnce):
     key_head_dim: int = Field(**_dim)
     value_head_dim: int = Field(**_dim)
     conv_kernel: int = Field(default=4, ge=0, le=1024, strict=True)  # linear_conv_kernel_dim (0: no convolution)
-    # "qkvz_ba": Qwen3-Next's two fused projections in_proj_qkvz and in_proj_ba; "qkv_z_b_a": Qwen3.5's four
-    projections: Literal["qkvz_ba", "qkv_z_b_a"] = "qkvz_ba"
+    # "qkvz_ba": Qwen3-Next's two fused projections in_proj_qkvz and in_proj_ba; "qkv_z_b_a": Qwen3.5's four;
+    # "q_k_v_a_b_g": OLMo-Hybrid's six (q_proj, k_proj, v_proj, a_proj, b_proj, g_proj) and o_proj
+    projections: Literal["qkvz_ba", "qkv_z_b_a", "q_k_v_a_b_g"] = "qkvz_ba"
+    # OLMo-Hybrid's linear_allow_neg_eigval: beta = 2·sigmoid(b), a tensor apart from the sigmoid's saved output
+    allow_neg_eigval: bool = False
 
     @property
     def key_dim(self) -> int:

@@ -97,9 +97,9 @@ class VariantSpec(HashedOnce):
     # DBRX's clip_qkv: the fused qkv output clamped to ±clip_qkv before the split; clamp keeps its input
     qkv_clip: bool = False
     fp32_rope: bool = False  # q and k rotated in fp32: every layer keeps its own fp32 cos and sin (ERNIE-4.5-MoE)
-    # the shared cos and sin tables stay fp32 (models/lfm3/modeling_lfm3.py Lfm3RotaryEmbedding.forward returns them
-    # uncast): every layer's q/k multiply keeps the same fp32 tables, counted once (activations.rotary_saved)
+    # the shared cos / sin tables stay fp32 (models/lfm3 Lfm3RotaryEmbedding.forward: uncast), counted once
     fp32_rope_tables: bool = False
+    rope: bool = True  # False: no rotary embedding, no tables (NoPE: OLMo-Hybrid with rope_theta null builds none)
     # cos and sin sliced and repeat_interleave'd in every layer's apply_rotary_pos_emb (Helium): each layer keeps its
     # own model-dtype copies (fp32 ones with fp32_rope); with either, the shared tables are never saved
     interleaved_rope: bool = False
@@ -287,10 +287,10 @@ def output_gate_saved(v: VariantSpec, T: int, a: int, width: int, e: int) -> int
 
 
 def shared_rope_width(v: VariantSpec | None, head_dim: int) -> int:
-    """The width of the RoPE tables computed once and kept by every layer (rope_variants.shared_rope_width)."""
+    """The width of the RoPE tables computed once and kept by every layer (rope_variants.shared_rope_width; NoPE: 0)."""
     if v is None:
         return head_dim
-    return rope_variants.shared_rope_width(v.per_call_rope != "none", v.rotary_dim, head_dim)
+    return rope_variants.shared_rope_width(v.per_call_rope != "none", v.rotary_dim, head_dim) if v.rope else 0
 
 
 def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:

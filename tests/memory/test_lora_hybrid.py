@@ -9,9 +9,10 @@ layers before the first adapted one saving nothing. Two stated exceptions, each 
 - CPU_ROUTER: on the CPU PEFT's Linear.get_delta_weight casts bf16 factors to fp32 before B·A (`cast_to_fp32 =
   device.type == "cpu"`, peft/tuners/lora/layer.py), so an adapted router keeps 4·r·(h + E) more than on a GPU,
   which the engine models;
-- a KDA layer that is the first adapted one with only some of its projections adapted (Kimi under qv / attention):
-  its gates need no gradient there and the chunked delta rule saves less; not modelled (the engine counts it as a
-  layer whose input requires grad: an overestimate, asserted to be one).
+- a KDA or Gated DeltaNet layer that is the first adapted one with only some of its projections adapted (Kimi, and
+  OLMo-Hybrid whose q_proj / v_proj are the DeltaNet's too, under qv / attention): its gates need no gradient there
+  and the chunked delta rule saves less; not modelled (the engine counts it as a layer whose input requires grad: an
+  overestimate, asserted to be one).
 """
 from __future__ import annotations
 
@@ -76,8 +77,8 @@ def cpu_router(doc: dict, targets: str, i: int) -> int:
 def partial_kda_first(doc: dict, targets: str, i: int) -> bool:
     m = doc["spec"]
     w = _workload(doc, targets)
-    return m.layer_kind(i).mixer == "kda" and targets != "all-linear" and i == lora_layer.first_adapted_layer(
-        m, targets, w)
+    return (m.layer_kind(i).mixer in ("kda", "gated_deltanet") and targets != "all-linear"
+            and i == lora_layer.first_adapted_layer(m, targets, w))
 
 
 CASES = [(name, t) for name, doc in DOCS.items() for t in TARGETS]

@@ -90,10 +90,17 @@ def _remote(t: str) -> Source:
                   remote_counts=lambda: counts(cfg))
 
 
+def _olmo_hybrid(t: str) -> Source:
+    written, config = _module("test_olmo_hybrid").written_config(t)
+    return Source(t, written, config, "tests/model/mappers/test_olmo_hybrid.py")
+
+
 def source(model_type: str) -> Source:
     """The Source of a supported type, from the test module that holds its mapper to the real model."""
     if model_type in GEMMA_NEXT:
         return _gemma_next(model_type)
+    if model_type in _module("test_olmo_hybrid").SIZES:
+        return _olmo_hybrid(model_type)
     if model_type == "qwen":
         return _remote(model_type)
     for name, table, fn in (("test_linear", "SIZES", _linear), ("test_ssm", "SIZES", _ssm),

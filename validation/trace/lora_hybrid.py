@@ -101,6 +101,11 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "qwen2_moe": ("qwen2_moe", dict(TINY, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
                                     shared_expert_intermediate_size=48, num_hidden_layers=2, **ATTN, num_experts=4,
                                     num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[])),
+    # OLMo-Hybrid: its Gated DeltaNet names q_proj, k_proj, v_proj and o_proj as the attention does (both adapted)
+    "olmo_hybrid": ("olmo_hybrid", dict(
+        TINY, hidden_size=64, intermediate_size=96, num_hidden_layers=3, **ATTN, linear_num_key_heads=2,
+        linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=8,
+        layer_types=["linear_attention", "full_attention", "linear_attention"])),
 }
 
 TARGET_MODULES = {"qv": ["q_proj", "v_proj"], "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],

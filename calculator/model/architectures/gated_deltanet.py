@@ -1,7 +1,10 @@
-"""Gated DeltaNet, the linear-attention token mixer of Qwen3-Next and Qwen3.5 (Yang, Kautz, Hatamizadeh, Gated Delta
-Networks: Improving Mamba2 with Delta Rule, ICLR 2025), as transformers builds it:
-models/qwen3_next/modeling_qwen3_next.py Qwen3NextGatedDeltaNet (fused in_proj_qkvz and in_proj_ba) and
-models/qwen3_5/modeling_qwen3_5.py Qwen3_5GatedDeltaNet (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a).
+"""Gated DeltaNet, the linear-attention token mixer of Qwen3-Next, Qwen3.5 and OLMo-Hybrid (Yang, Kautz, Hatamizadeh,
+Gated Delta Networks: Improving Mamba2 with Delta Rule, ICLR 2025), as transformers builds it:
+models/qwen3_next/modeling_qwen3_next.py Qwen3NextGatedDeltaNet (fused in_proj_qkvz and in_proj_ba),
+models/qwen3_5/modeling_qwen3_5.py Qwen3_5GatedDeltaNet (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a) and
+models/olmo_hybrid/modeling_olmo_hybrid.py OlmoHybridGatedDeltaNet (q_proj, k_proj, v_proj, a_proj, b_proj, g_proj,
+o_proj: Qwen3.5's forward with the q/k/v projection split in three, the same tensors saved; its beta = 2·sigmoid(b)
+with linear_allow_neg_eigval, a multiply by a constant that saves nothing).
 
 Per layer: the input projected to q, k (num_key_heads × key_head_dim each), v and the output gate z (num_value_heads ×
 value_head_dim each), and per value head a decay input a and a write strength b; a depthwise causal convolution of
@@ -25,6 +28,9 @@ def shapes(m) -> list[Shape]:
     tail = [(nv,), (nv,), (la.value_head_dim,)] + linear(v, h)  # dt_bias, A_log, the gated norm, out_proj
     if la.projections == "qkvz_ba":
         return conv + linear(h, 2 * k + 2 * v) + linear(h, 2 * nv) + tail
+    if la.projections == "q_k_v_a_b_g":  # OLMo-Hybrid: q, k, v, a, b, g, o_proj, conv1d, A_log, dt_bias, o_norm
+        return (linear(h, k) * 2 + linear(h, v) + linear(h, nv) * 2 + linear(h, v) + linear(v, h) + conv
+                + [(nv,), (nv,), (la.value_head_dim,)])
     return conv + tail + linear(h, 2 * k + v) + linear(h, v) + linear(h, nv) + linear(h, nv)
 
 
@@ -34,6 +40,9 @@ def linears(m) -> list[tuple[str, int, int]]:
     nv, k, v = la.num_value_heads, la.key_dim, la.value_dim
     if la.projections == "qkvz_ba":
         proj = [("in_proj_qkvz", h, 2 * k + 2 * v), ("in_proj_ba", h, 2 * nv)]
+    elif la.projections == "q_k_v_a_b_g":
+        return [("q_proj", h, k), ("k_proj", h, k), ("v_proj", h, v), ("a_proj", h, nv), ("b_proj", h, nv),
+                ("g_proj", h, v), ("o_proj", v, h)]
     else:
         proj = [("in_proj_qkv", h, 2 * k + v), ("in_proj_z", h, v), ("in_proj_b", h, nv), ("in_proj_a", h, nv)]
     return proj + [("out_proj", v, h)]
@@ -103,14 +112,16 @@ def saved_fused(m, b: int, s: int, e: int, tp: int = 1) -> int:
     L2-normalised q and k with their fp32 rstd (nk heads: 2·e·T·nk·dk + 8·T·nk), a contiguous copy of v (e·T·vd),
     the fp32 chunk-local decay cumsum (4·T·nv) and the per-chunk inverse A (e·64·T·nv), and recomputes the chunk
     states in backward; the gates (sigmoid(b) e·T·nv, fp32 softplus 8·T·nv + 8·nv), the gated RMSNorm and
-    out_proj's input stay in torch as on the PyTorch path."""
+    out_proj's input stay in torch as on the PyTorch path. The kernel saves its beta too: the sigmoid's own output,
+    but with OLMo-Hybrid's allow_neg_eigval the doubled beta, e·T·nv more (the PyTorch path keeps only its fp32
+    copy, counted in `core`)."""
     la = m.linear_attention
     nv, nk = la.num_value_heads // tp, max(la.num_key_heads // tp, 1)
     dk, vd = la.key_head_dim, nv * la.value_head_dim
     cd = 2 * nk * dk + vd
     T = b * s
     conv = T * cd * e if la.conv_kernel else 0
-    gates = T * nv * e + 8 * T * nv + 8 * nv
+    gates = T * nv * e * (2 if la.allow_neg_eigval else 1) + 8 * T * nv + 8 * nv
     fla = 2 * T * nk * dk * e + 8 * T * nk + T * vd * e + 4 * T * nv + CHUNK * T * nv * e
     norm = (12 + 2 * e) * T * vd + 4 * T * nv
     return conv + gates + fla + norm + T * vd * e
@@ -144,7 +155,8 @@ def linear_flops_per_token(m) -> float:
 # ---- LoRA: what the frozen mixer no longer saves -------------------------------------------------------------------
 
 # its nn.Linear modules that read the layer's normalised input (a LoRA adapter on one keeps that input alive)
-READS_INPUT = frozenset({"in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"})
+READS_INPUT = frozenset({"in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
+                         "q_proj", "k_proj", "v_proj", "a_proj", "b_proj", "g_proj"})  # OLMo-Hybrid's split ones
 
 
 def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
@@ -157,4 +169,5 @@ def frozen_saved(m, d, w, adapted: frozenset[str]) -> int:
     la = m.linear_attention
     nv = la.num_value_heads // d.tp
     vd = nv * la.value_head_dim
-    return 4 * d.T * nv + 4 * nv + d.e * d.T * vd + (0 if "out_proj" in adapted else d.e * d.T * vd)
+    out = linears(m)[-1][0]  # out_proj (OLMo-Hybrid: o_proj)
+    return 4 * d.T * nv + 4 * nv + d.e * d.T * vd + (0 if out in adapted else d.e * d.T * vd)

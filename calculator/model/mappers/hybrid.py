@@ -9,6 +9,7 @@ from calculator.core import bounds as B
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_int,
                                           get_int_list, get_str)
 from calculator.model.mixer_specs import LinearAttentionSpec
+from calculator.model.variants import VariantSpec
 
 GDN_LAYER_TYPES = ("linear_attention", "full_attention")
 
@@ -88,8 +89,57 @@ def map_qwen3_5_moe(cfg: dict) -> dict:
     return _qwen_gdn_moe(cfg, _qwen_gdn_fields(cfg, "qkv_z_b_a"), sparse_step=False)
 
 
+def _olmo_rope(cfg: dict) -> bool:
+    """Whether OlmoHybridModel builds its rotary embedding: rope_parameters' rope_theta, else the top-level
+    rope_theta, else the configuration's default 10000 (PreTrainedConfig.convert_rope_params_to_dict); a null theta
+    (the released checkpoints) builds none (NoPE)."""
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    if isinstance(rope, dict) and "rope_theta" in rope:
+        return rope["rope_theta"] is not None
+    return cfg.get("rope_theta", 10000.0) is not None
+
+
+def map_olmo_hybrid(cfg: dict) -> dict:
+    """OLMo-Hybrid (models/olmo_hybrid/modeling_olmo_hybrid.py): OlmoHybridAttentionDecoderLayer is OLMo-3's post-norm
+    block (attention and MLP read the residual stream, post_attention_layernorm and post_feedforward_layernorm norm
+    their outputs; q/k RMSNorms over the whole projection; every RMSNorm multiplies its weight in fp32); the
+    OlmoHybridLinearAttentionDecoderLayer is pre-norm (input_layernorm, post_attention_layernorm) around a Gated
+    DeltaNet with separate q/k/v/a/b/g projections (beta doubled per linear_allow_neg_eigval) and the same MLP.
+    Two norms a layer either way, each saving the same tensors (its fp32 input, rsqrt and fp32 normalised copy; its
+    output or the residual sum is the next linear's input). The RoPE tables stay fp32 (OlmoHybridRotaryEmbedding);
+    with a null rope_theta there is none (NoPE, the released checkpoints).
+    layer_types default: every 4th layer full attention, the last one when none is (OlmoHybridConfig.__post_init__)."""
+    f = common_fields(cfg)
+    n, heads, h = f["num_hidden_layers"], f["num_attention_heads"], f["hidden_size"]
+    types = get_choice_list(cfg, "layer_types", GDN_LAYER_TYPES)
+    if types is None:
+        types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(n)]
+        if "full_attention" not in types:
+            types[-1] = "full_attention"
+    if len(types) != n:
+        raise ConfigError(f"layer_types: has {len(types)} entries but num_hidden_layers is {n}")
+    if set(types) != set(GDN_LAYER_TYPES):
+        raise ConfigError("layer_types: OLMo-Hybrid needs at least one linear_attention and one full_attention layer")
+    nk = get_int(cfg, "linear_num_key_heads", default=heads, hi=B.MAX_HEADS)
+    nv = get_int(cfg, "linear_num_value_heads", default=heads, hi=B.MAX_HEADS)
+    dk = get_int(cfg, "linear_key_head_dim", default=int(0.75 * h / nk), hi=B.MAX_HEAD_DIM)
+    dv = get_int(cfg, "linear_value_head_dim", default=2 * dk, hi=B.MAX_HEAD_DIM)
+    bias = get_bool(cfg, "attention_bias", False)
+    f.update(qkv_bias=bias, o_bias=bias, qk_norm=True, hidden_act=get_str(cfg, "hidden_act", default="silu"),
+             layer_types=tuple(types), max_position_embeddings=get_int(cfg, "max_position_embeddings", default=65536,
+                                                                       hi=1 << 40),
+             variant=VariantSpec(norm="fp32_weight", qk_norm_layout="full_width", fp32_rope_tables=True,
+                                 rope=_olmo_rope(cfg)),
+             linear_attention=LinearAttentionSpec(
+                 num_key_heads=nk, num_value_heads=nv, key_head_dim=dk, value_head_dim=dv,
+                 conv_kernel=get_int(cfg, "linear_conv_kernel_dim", default=4, hi=1024), projections="q_k_v_a_b_g",
+                 allow_neg_eigval=get_bool(cfg, "linear_allow_neg_eigval", True)))
+    return f
+
+
 HYBRID_MAPPERS = {
     "qwen3_next": map_qwen3_next, "qwen3_5_text": map_qwen3_5, "qwen3_5_moe_text": map_qwen3_5_moe,
+    "olmo_hybrid": map_olmo_hybrid,
     "qwen3_5": map_qwen3_5, "qwen3_5_moe": map_qwen3_5_moe,  # their text_config (calculator.model.hf_config)
 }
 # multimodal wrappers whose text_config omits its model_type
