@@ -24,6 +24,7 @@ VERIFIED_TOTALS = {
     "deepseek-v3": 671_026_404_352,
     "deepseek-v3.2": 671_877_929_216,
     "deepseek-v4-flash": 284_332_230_231,
+    "deepseek-v4-pro": 1_572_997_179_491,
     "gemma-2-27b": 27_227_128_320,
     "gemma-2-2b": 2_614_341_888,
     "gemma-2-9b": 9_241_705_984,

@@ -26,7 +26,8 @@ from tests.model.mappers.test_dsa import V4_A, V4_B, written  # noqa: E402
 from validation.architectures.measure import cache_bytes  # noqa: E402
 
 torch.set_num_threads(1)
-PRESET = Path(__file__).resolve().parents[3] / "presets" / "models" / "deepseek-v4-flash.json"
+PRESETS = Path(__file__).resolve().parents[3] / "presets" / "models"
+PRESET = PRESETS / "deepseek-v4-flash.json"
 
 
 def _config(cfg: dict):
@@ -44,6 +45,15 @@ def test_released_flash_config_counts_exactly():
     assert kinds[:4] == ["compressed_window", "compressed_window", "compressed_sparse", "compressed_heavy"]
     assert (kinds.count("compressed_sparse"), kinds.count("compressed_heavy"), spec.mtp_layers) == (21, 20, 1)
     assert {l.ffn for l in map(spec.layer_kind, range(43))} == {"moe"} and spec.hc_mult == 4
+
+
+def test_released_pro_config_counts_exactly():
+    """1,572,997,179,491 parameters in 1,772 tensors: two HCA layers, then CSA / HCA alternating, no sliding layer
+    (62 compress_ratios cut to its 61 layers: the last, 0, is the MTP layer's)."""
+    cfg = json.loads((PRESETS / "deepseek-v4-pro.json").read_text())
+    assert engine_counts(cfg) == real_counts(_config(cfg)) == (1_572_997_179_491, 1772)
+    spec = spec_from_hf_config(cfg).spec
+    assert {spec.layer_kind(i).mixer for i in range(61)} == {"compressed_sparse", "compressed_heavy"}
 
 
 def test_legacy_fields_map_as_the_configuration_class_folds_them():
