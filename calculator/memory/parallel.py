@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from calculator.core.errors import InputError
 from calculator.model.spec import ModelSpec
-from calculator.model.parameters import count_parameters, kind_counts, lm_head_shapes, model_norm_shapes
+from calculator.model.parameters import count_parameters, final_norm_shapes, kind_counts, lm_head_shapes
 from calculator.core.workload import Parallelism, Workload
 from calculator.memory.pipeline_split import check_split, chunk_layer_counts, divisors, uneven_chunks
 
@@ -40,6 +40,10 @@ def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
     """The checks of check_divisibility that only the model and the layout decide (TP, PP, EP, expert TP), done
     once per pair: a refusal raises and so is never cached."""
     a, kv = m.num_attention_heads, m.kv_heads
+    if m.compressed is not None and p.tp > 1:  # DeepSeek-V4 (calculator/model/architectures/compressed.py)
+        raise InputError("tp", "transformers keeps DeepSeek-V4's attention, compressors and shared expert whole on "
+                               "every TP rank (DeepseekV4Config.base_model_tp_plan shards only the routed experts): "
+                               "tensor parallelism is not modelled for it; split it with ep or pp")
     if a % p.tp:
         raise InputError("tp", f"tensor parallel size {p.tp} must divide num_attention_heads ({a}); "
                                f"try one of {divisors(a)}")
@@ -128,7 +132,7 @@ def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
         if has_head:
             head = counts.lm_head or (counts.embedding if p.pp > 1 else 0)
             dense += counts.final_norm + _split(head, tp)
-            tensors += len(model_norm_shapes(m, m.hidden_size)) + (len(lm_head_shapes(m)) if counts.lm_head else
+            tensors += len(final_norm_shapes(m)) + (len(lm_head_shapes(m)) if counts.lm_head else
                                                                    int(head > 0))
             largest = max(largest, _split(head, tp))
         moe = sum(m.layer_is_moe(i) for i in range(first, last)) if m.is_moe else 0

@@ -136,5 +136,8 @@ def test_inference_is_estimated_and_training_and_serving_engines_are_refused():
         estimate(spec, Workload(mode="train", seq_len=1024), with_fits=False)
     for engine in ("vllm", "sglang"):
         with pytest.raises(InputError, match="vLLM and SGLang keep DeepSeek-V4's cache"):
-            estimate(spec, Workload(mode="infer", engine=engine, seq_len=1024, gpu="h200", parallel={"tp": 8}),
-                     with_fits=False)
+            estimate(spec, Workload(mode="infer", engine=engine, seq_len=1024, gpu="h200",
+                                    parallel={"ep": 8, "dp": 8}), with_fits=False)
+    # DeepseekV4Config.base_model_tp_plan shards only the routed experts: the engine's TP split would not be it
+    with pytest.raises(InputError, match="base_model_tp_plan shards only the routed experts"):
+        estimate(spec, Workload(mode="infer", seq_len=1024, parallel={"tp": 8}), with_fits=False)
