@@ -89,23 +89,27 @@ def _map_starcoder2(cfg: dict) -> dict:
 def _map_phi(cfg: dict) -> dict:
     """Phi-1/1.5/2 (transformers models/phi/modeling_phi.py): biased q/k/v/dense and fc1/fc2, one LayerNorm per
     layer read by attention and MLP in parallel, optional per-head LayerNorms on q and k (`qk_layernorm`), a biased
-    LM head. Partial rotary changes no tensor."""
+    LM head. PhiAttention.forward rotates the first rotary_ndims channels and torch.cat's the rest back: q reaches
+    the attention kernel contiguous in (b, heads, s, d) (rope_concat)."""
     f = common_fields(cfg)
     f.update(gated_mlp=False, hidden_act=get_str(cfg, "hidden_act", default="gelu_new"), norm_type="layernorm",
              norms_per_layer=1, parallel_residual=True, qkv_bias=True, o_bias=True, mlp_bias=True,
-             qk_norm=get_bool(cfg, "qk_layernorm", False), _warnings=_untraced("phi", "GPT-NeoX (parallel)"))
+             qk_norm=get_bool(cfg, "qk_layernorm", False), rope_concat=True,
+             _warnings=_untraced("phi", "GPT-NeoX (parallel)"))
     return f
 
 
 def _map_stablelm(cfg: dict) -> dict:
     """StableLM (transformers models/stablelm/modeling_stablelm.py): Llama's q/k/v/o (q/k/v biased per
     `use_qkv_bias`) and SwiGLU MLP, LayerNorms with bias, no post-attention norm with `use_parallel_residual`,
-    optional per-head LayerNorms on q and k (`qk_layernorm`: one bias-free norm module per head)."""
+    optional per-head LayerNorms on q and k (`qk_layernorm`: one bias-free norm module per head). Partial rotary as
+    Phi's, torch.cat of the rotated and pass-through channels (rope_concat)."""
     f = common_fields(cfg)
     parallel = get_bool(cfg, "use_parallel_residual", False)
     f.update(norm_type="layernorm", norms_per_layer=1 if parallel else 2, parallel_residual=parallel,
              qkv_bias=get_bool(cfg, "use_qkv_bias", False), hidden_act=get_str(cfg, "hidden_act", default="silu"),
-             qk_norm=get_bool(cfg, "qk_layernorm", False), _warnings=_untraced("stablelm", "Llama (LayerNorm)"))
+             qk_norm=get_bool(cfg, "qk_layernorm", False), rope_concat=True,
+             _warnings=_untraced("stablelm", "Llama (LayerNorm)"))
     return f
 
 

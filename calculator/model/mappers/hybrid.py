@@ -40,11 +40,13 @@ def _gdn(cfg: dict, projections: str) -> LinearAttentionSpec:
 
 def _qwen_gdn_fields(cfg: dict, projections: str) -> dict:
     """What Qwen3-Next and Qwen3.5 share: Qwen3-style attention (q/k RMSNorm of head_dim, no bias by default) whose
-    q_proj also computes an output gate, Gated DeltaNet in the other layers, two zero-centred RMSNorms per layer."""
+    q_proj also computes an output gate, Gated DeltaNet in the other layers, two zero-centred RMSNorms per layer;
+    apply_rotary_pos_emb returns torch.cat([rotated, pass-through]) (rope_concat)."""
     f = common_fields(cfg)
     bias = get_bool(cfg, "attention_bias", False)
     f.update(head_dim=get_int(cfg, "head_dim", default=256, hi=B.MAX_HEAD_DIM), qkv_bias=bias, o_bias=bias,
-             qk_norm=True, attention_output_gate=True, zero_centered_norm=True, hidden_act=get_str(cfg, "hidden_act", default="silu"),
+             qk_norm=True, attention_output_gate=True, zero_centered_norm=True, rope_concat=True,
+             hidden_act=get_str(cfg, "hidden_act", default="silu"),
              layer_types=_interval_layer_types(cfg, f["num_hidden_layers"], GDN_LAYER_TYPES,
                                                "full_attention_interval", 4),
              linear_attention=_gdn(cfg, projections))

@@ -48,10 +48,11 @@ def _moe(f: dict, experts: int, top_k: int, width: int, dense: tuple[int, ...] =
 def map_minimax_m2(cfg: dict) -> dict:
     """MiniMax-M2 (models/minimax_m2/modeling_minimax_m2.py): bias-free q/k/v/o with q_norm / k_norm RMSNorms over the
     whole projection (num_heads·head_dim), every layer num_local_experts experts of width intermediate_size behind a
-    sigmoid router (e_score_correction_bias is a buffer) renormalised in fp32, fp32 routing weights."""
+    sigmoid router (e_score_correction_bias is a buffer) renormalised in fp32, fp32 routing weights; its
+    apply_rotary_pos_emb returns torch.cat([rotated, pass-through]) (rope_concat)."""
     f = _head_dim(cfg, common_fields(cfg), default=128)
     experts = get_int(cfg, "num_local_experts", "num_experts", lo=1, hi=B.MAX_EXPERTS)
-    f.update(qk_norm=True, hidden_act=get_str(cfg, "hidden_act", default="silu"),
+    f.update(qk_norm=True, hidden_act=get_str(cfg, "hidden_act", default="silu"), rope_concat=True,
              variant=VariantSpec(qk_norm_layout="full_width"))
     return _moe(f, experts, _top_k(cfg, experts), f["intermediate_size"])
 
