@@ -275,8 +275,8 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
 
 def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     """Saved activations of one kind of decoder layer (a LayerKind), exact model, no recompute (or selective)."""
-    if m.gemma_next is not None:  # hook: Gemma 3n / 4 layers, layer by layer (architectures/gemma_next_saved.py)
-        return LayerActivations(*architectures.gemma_next_lora.layer_saved(m, w, d, kind))  # LoRA: gemma_next_lora
+    if m.gemma_next is not None or m.compressed is not None:  # hook: Gemma 3n / 4 (gemma_next_saved.py, LoRA:
+        return LayerActivations(*architectures.layer_saved(m, w, d, kind))  # gemma_next_lora), DeepSeek-V4's layers
     e, T = d.e, d.T
     moe = kind.ffn == "moe"
     # Norms: each keeps its upcast copies; pre-norm outputs are the saved inputs of the next linear.

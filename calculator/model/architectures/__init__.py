@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from calculator.model.architectures import (compressed, dsa, gated_deltanet, gemma_next, gemma_next_lora,
-                                            gemma_next_saved, kda, lightning, mamba, mamba_attention, short_conv)
+from calculator.model.architectures import (compressed, compressed_saved, dsa, gated_deltanet, gemma_next,
+                                            gemma_next_lora, gemma_next_saved, kda, lightning, mamba, mamba_attention,
+                                            short_conv)
 
 MIXERS: dict[str, ModuleType] = {m.NAME: m for m in (gated_deltanet, mamba, mamba_attention, short_conv, kda, lightning,
                                                       dsa, gemma_next)}
@@ -65,6 +66,15 @@ def stage_mixers(m, layers) -> dict[str, int]:
         if mixer in MIXERS:
             out[mixer] = out.get(mixer, 0) + 1
     return out
+
+
+def layer_saved(m, w, d, kind) -> tuple[int, int, int]:
+    """(norms, mixer, feed-forward) bytes one layer saves, for the models whose layers the engine's own layer does
+    not describe: Gemma 3n / 4 (gemma_next_lora.layer_saved), DeepSeek-V4 (compressed_saved.layer: eager, whole
+    layer; its training is refused, calculator.memory.parallel.check_divisibility)."""
+    if m.gemma_next is not None:
+        return gemma_next_lora.layer_saved(m, w, d, kind)
+    return compressed_saved.layer(m, kind.mixer, d.b, d.s, d.e)
 
 
 def describe_mixers(m) -> str:

@@ -23,7 +23,8 @@ The model's other departures from the engine's layer are ModelSpec options, not 
 (hc_mult residual streams, hc_shapes below) and the MoE (hash-routed layers have the same learned gate weight as
 top-k ones; their tid2eid table is a buffer).
 
-Training is refused (saved): what autograd keeps for these layers and the 4-stream residual is not modelled yet.
+Training is refused (TRAINING_MISSING; calculator.memory.parallel.check_divisibility): one layer's saved activations
+are compressed_saved.py, the rest of a training step is not modelled yet.
 """
 from __future__ import annotations
 
@@ -40,10 +41,11 @@ SOURCE = "compressed-attention"
 KINDS = {"compressed_window": ("sliding_attention", "DeepSeek-V4 sliding-window attention"),
          "compressed_sparse": ("compressed_sparse_attention", "compressed sparse attention (CSA)"),
          "compressed_heavy": ("heavily_compressed_attention", "heavily compressed attention (HCA)")}
-TRAINING_MISSING = ("training DeepSeek-V4 is not modelled yet: what autograd saves in its compressed-attention "
-                    "layers (compressors, indexer, sink softmax over the window and compressed entries, grouped "
-                    "output projection) and in its hc_mult hyper-connection residual streams has not been traced; "
-                    "inference (--mode infer --engine hf) is")
+TRAINING_MISSING = ("training DeepSeek-V4 is not modelled yet: each layer's saved activations are (architectures/"
+                    "compressed_saved.py, eager, held to a CPU trace), but not the rest of a step: the embedding's "
+                    "hc_mult-wide expansion, hc_head and the loss, the hc_mult × hidden-wide layer input that "
+                    "recomputation and pipeline stages keep, the backward's working set, the fp32 gradients and "
+                    "optimizer states of the fp32-kept parameters; inference (--mode infer --engine hf) is")
 
 
 SERVING_REFUSED = ("vLLM and SGLang keep DeepSeek-V4's cache in their own layout (compressed-KV, indexer and "
@@ -65,6 +67,10 @@ class CompressedSpec(HashedOnce):
     index_n_heads: int = Field(gt=0, le=B.MAX_HEADS, strict=True)
     index_head_dim: int = Field(gt=0, le=B.MAX_HEAD_DIM, strict=True)
     index_topk: int = Field(gt=0, le=1 << 30, strict=True)
+    # the trailing channels of each head RoPE rotates: int(head_dim · partial_rotary_factor), the config's or
+    # qk_rope_head_dim / head_dim (DeepseekV4Config.__post_init__)
+    rope_dim: int = Field(default=64, ge=0, le=B.MAX_HEAD_DIM, strict=True)
+    sinkhorn_iters: int = Field(default=20, ge=0, le=1 << 10, strict=True)  # hc_sinkhorn_iters
 
 
 def rate(m, name: str) -> int:

@@ -254,6 +254,17 @@ def _v4_layer_types(cfg: dict, n: int) -> tuple[str, ...]:
         "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(n - 2, 0))])
 
 
+def _v4_rotary_factor(cfg: dict, head_dim: int) -> float:
+    """DeepseekV4Config.__post_init__: partial_rotary_factor, else qk_rope_head_dim / head_dim, else 64 / 512."""
+    factor = cfg.get("partial_rotary_factor")
+    if factor is None:
+        rope = get_int(cfg, "qk_rope_head_dim", default=None, lo=0, hi=B.MAX_HEAD_DIM)
+        factor = rope / head_dim if rope is not None else 64 / 512
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 <= factor <= 1:
+        raise ConfigError(f"partial_rotary_factor: must be a number in [0, 1], got {factor!r}")
+    return factor
+
+
 def map_deepseek_v4(cfg: dict) -> dict:
     """DeepSeek-V4 (models/deepseek_v4/modeling_deepseek_v4.py): every layer DeepseekV4Attention (one shared K = V
     head, q-LoRA, sinks, grouped low-rank output) with a CSA or HCA compressor or none per layer_types
@@ -277,7 +288,8 @@ def map_deepseek_v4(cfg: dict) -> dict:
         hca_rate=get_int({**rates, **cfg}, "compress_rate_hca", "heavily_compressed_attention", hi=1 << 20),
         index_n_heads=get_int(cfg, "index_n_heads", hi=B.MAX_HEADS),
         index_head_dim=get_int(cfg, "index_head_dim", hi=B.MAX_HEAD_DIM),
-        index_topk=get_int(cfg, "index_topk", hi=1 << 30))
+        index_topk=get_int(cfg, "index_topk", hi=1 << 30), rope_dim=int(d * _v4_rotary_factor(cfg, d)),
+        sinkhorn_iters=get_int(cfg, "hc_sinkhorn_iters", default=20, lo=0, hi=1 << 10))
     experts = get_int(cfg, "n_routed_experts", "num_local_experts", hi=B.MAX_EXPERTS)
     f.update(family="deepseek", num_key_value_heads=1, layer_types=_v4_layer_types(cfg, n), compressed=spec,
              hc_mult=get_int(cfg, "hc_mult", hi=64),

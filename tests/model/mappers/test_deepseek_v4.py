@@ -18,12 +18,14 @@ from transformers.core_model_loading import build_glob_alternation  # noqa: E402
 from calculator import InputError, Workload, estimate  # noqa: E402
 from calculator.memory import inference as inf  # noqa: E402
 from calculator.model import architectures  # noqa: E402
+from calculator.model.architectures import compressed_saved  # noqa: E402
 from calculator.model.config_read import ConfigError  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from tests.model.mappers.counts import engine_counts, real_counts  # noqa: E402
 from tests.model.mappers.test_dsa import V4_A, V4_B, written  # noqa: E402
-from validation.architectures.measure import cache_bytes  # noqa: E402
+from validation.architectures.measure import cache_bytes, tiny_bf16  # noqa: E402
+from validation.trace.saved_by_module import saved_bytes_by_module  # noqa: E402
 
 torch.set_num_threads(1)
 PRESETS = Path(__file__).resolve().parents[3] / "presets" / "models"
@@ -141,3 +143,20 @@ def test_inference_is_estimated_and_training_and_serving_engines_are_refused():
     # DeepseekV4Config.base_model_tp_plan shards only the routed experts: the engine's TP split would not be it
     with pytest.raises(InputError, match="base_model_tp_plan shards only the routed experts"):
         estimate(spec, Workload(mode="infer", seq_len=1024, parallel={"tp": 8}), with_fits=False)
+
+
+# ---- saved activations (not yet wired into training, which stays refused) -----------------------------------------
+@pytest.mark.parametrize("kwargs,b,s", [(V4_A, 2, 16), (dict(V4_A, hc_mult=4), 2, 16),
+                                        (dict(V4_A, hc_mult=2, hc_sinkhorn_iters=3, partial_rotary_factor=0.25,
+                                              num_attention_heads=2, o_groups=1), 1, 19)])
+def test_each_layer_kind_saves_what_compressed_saved_counts(kwargs, b, s):
+    """Every byte one layer's modules keep for backward (the CPU trace of a tiny bf16 model with from_pretrained's
+    fp32 modules), per kind: the sliding, CSA and HCA layers, windows closed and a remainder left open."""
+    cfg, config = written("deepseek_v4", **kwargs)
+    spec = spec_from_hf_config(cfg).spec
+    model = tiny_bf16(config, "eager")
+    by_module = saved_bytes_by_module(model, torch.randint(3, 100, (b, s)))
+    for i in range(spec.num_hidden_layers):
+        prefix = f"model.layers.{i}"
+        traced = sum(v for k, v in by_module.items() if k == prefix or k.startswith(prefix + "."))
+        assert traced == sum(compressed_saved.layer(spec, spec.layer_kind(i).mixer, b, s, 2)), i

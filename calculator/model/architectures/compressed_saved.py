@@ -1,0 +1,102 @@
+"""What one DeepSeek-V4 decoder layer saves for backward in transformers 5.23 (models/deepseek_v4/
+modeling_deepseek_v4.py, eager attention, no cache, a bf16 model loaded as from_pretrained loads it: the modules of
+_keep_in_fp32_modules_strict in fp32: attn_hc, ffn_hc, sinks, position_bias, q_a_norm, kv_norm and the layer norms),
+for b sequences of s tokens (T = b·s), e = 2 bytes per activation (a bf16 or fp16 model: in fp32 the .float()
+copies are the tensors themselves), each storage once. Traced with
+validation/trace/saved_by_module.py on tiny models (tests/model/mappers/test_deepseek_v4.py holds every term to it).
+
+Not yet wired into the training estimate (compressed.TRAINING_MISSING says what else is missing); these are the
+per-layer parts a training estimate would add up.
+"""
+from __future__ import annotations
+
+from calculator.model.architectures.compressed import rate
+
+
+def fp32_weight_rmsnorm(T: int, width: int) -> int:
+    """DeepseekV4RMSNorm with its fp32 weight: the fp32 input copy and normalised x, an fp32 rsqrt per row,
+    8·T·w + 4·T (its output is the next linear's input, counted there)."""
+    return 8 * T * width + 4 * T
+
+
+def hyper_connection(m, T: int, e: int) -> int:
+    """One DeepseekV4HyperConnection (attn_hc or ffn_hc) with its input_norm, n = hc_mult streams of h:
+    input_norm keeps the fp32 flattened streams and an fp32 rsqrt per token (4·T·n·h + 4·T); F.linear(·, fn.float())
+    its fp32 input (4·T·n·h); the fp32 (2 + n)·n mixes (one storage the pre / post / comb splits view); the
+    sigmoids' outputs (4·T·n each, pre and post), the comb softmax's (4·T·n²), pre + eps (4·T·n); Sinkhorn-Knopp's
+    2·iters − 1 divisions, each its numerator and column or row sums (4·T·(n² + n)); and the bf16 streams
+    the collapse multiplies (e·T·n·h: the layer's input, or the streams after attention)."""
+    n, h, iters = m.hc_mult, m.hidden_size, m.compressed.sinkhorn_iters
+    divisions = max(2 * iters - 1, 1)
+    return (8 * T * n * h + 4 * T + 4 * T * (2 + n) * n + 12 * T * n + 4 * T * n * n
+            + divisions * 4 * T * (n * n + n) + e * T * n * h)
+
+
+def stream_mixing(m, T: int, e: int) -> int:
+    """DeepseekV4DecoderLayer.forward after a block: post.to(dtype) · block output, and comb.to(dtype)ᵀ @ streams:
+    the cast post and comb and the block's output, e·T·(n + n² + h) (the streams are the hyper-connection's)."""
+    n = m.hc_mult
+    return e * T * (n + n * n + m.hidden_size)
+
+
+def _rope_tables(rows: int, rd: int, e: int) -> int:
+    """apply_rotary_pos_emb's repeat_interleave'd cos and sin, which the fp32 multiplies keep: 2·rows·rd·e."""
+    return 2 * rows * rd * e
+
+
+def attention(m, name: str, b: int, s: int, e: int) -> int:
+    """DeepseekV4Attention and its compressor:
+    q_a_proj's input e·T·h, q_a_norm, q_b_proj's input e·T·ql, q_b_norm (unweighted, per head: the fp32 copy and
+    rsqrt, the rsqrt cast back and its bf16 input, (4 + e)·T·a·(d + 1)), kv_norm; the RoPE tables of three calls
+    (q, kv, the output's inverse rotation: position_ids of batch 1, s·rd each); eager_attention_forward over
+    L = s + entries keys: the roped q e·T·a·d, torch.matmul's copies of the repeated k and v 2·e·b·a·L·d (b > 1;
+    at b = 1 the K = V storage e·L·d), the max's int64 indices
+    8·b·a·s, the fp32 softmax over [scores | sink] (the sinks are fp32) 4·b·a·s·(L + 1) and its bf16 cast
+    e·b·a·s·L; o_a_proj's regrouped input e·T·a·d, o_b_proj's e·T·g·dg.
+    HCA compressor (entries = ⌊s/r⌋ > 0): the fp32 gate softmax 4·b·s'·d and its cast e·b·s'·d (s' = entries·r),
+    the kv_proj output it weights (the whole storage, e·T·d), kv_norm, the RoPE tables of the entries' positions
+    (per sequence). CSA: the overlapping windows' new_kv e·b·entries·2r·d, the fp32 softmax and its cast over them,
+    kv_norm, the entries' RoPE tables; its indexer hands on only top-k indices: its graph is freed at once."""
+    c, h, a, d = m.compressed, m.hidden_size, m.num_attention_heads, m.head_dim
+    T, rd, r = b * s, c.rope_dim, rate(m, name)
+    entries = s // r if r else 0
+    keys = s + entries
+    own = (e * T * h + fp32_weight_rmsnorm(T, c.q_lora_rank) + e * T * c.q_lora_rank
+           + (4 + e) * T * a * (d + 1) + fp32_weight_rmsnorm(T, d) + 3 * _rope_tables(s, rd, e))
+    # repeat_kv of the single K = V head is a stride-0 view; torch.matmul folds it into bmm's batch with a copy
+    # of k and one of v unless the batch folds as a view (b = 1 or one head): then the kv storage, once
+    kv = e * b * keys * d if b == 1 or a == 1 else 2 * e * b * a * keys * d
+    core = e * T * a * d + kv + 8 * b * a * s + 4 * b * a * s * (keys + 1) + e * b * a * s * keys
+    out = e * T * a * d + e * T * c.o_groups * c.o_lora_rank
+    if not entries:
+        return own + core + out
+    rows = b * entries
+    compressor = fp32_weight_rmsnorm(rows, d) + _rope_tables(rows, rd, e)
+    if name == "compressed_heavy":
+        compressor += (4 + e) * rows * r * d + e * T * d
+    else:
+        compressor += (4 + 2 * e) * rows * 2 * r * d
+    return own + core + out + compressor
+
+
+def moe(m, T: int, e: int) -> int:
+    """DeepseekV4SparseMoeBlock: the router (top-k or hash: the same learned gate) keeps its input e·T·h,
+    sqrt(softplus(logits))'s input and output 2·e·T·E, the gather's int64 indices 8·T·k, the gathered weights and
+    their sum e·T·(k + 1); the grouped_mm experts per routed pair (S = T·k): the gathered input and expert output
+    e·S·2h, the clamped SwiGLU (gate_up, the clamped gate, its SiLU, the clamped up, the product) e·S·6f, the
+    routing weights e·S, three int64 index vectors 24·S, the int32 offsets 4·E; the shared DeepseekV4MLP
+    (one, of moe_intermediate_size f): both clamps' inputs, the SiLU's input and output, the clamped up, the
+    product, 6·e·T·f (its input is the router's)."""
+    k, E, f, h = m.num_experts_per_tok, m.num_experts, m.expert_intermediate_size, m.hidden_size
+    S = T * k
+    router = e * T * h + 2 * e * T * E + 8 * T * k + e * T * (k + 1)
+    experts = e * S * (2 * h + 6 * f) + e * S + 24 * S + 4 * E
+    return router + experts + 6 * e * T * f
+
+
+def layer(m, name: str, b: int, s: int, e: int) -> tuple[int, int, int]:
+    """(norms and hyper-connections, attention, feed-forward) one layer of the kind saves: the two fp32-weight
+    layer norms, both hyper-connections and the two stream mixings; attention(); moe()."""
+    T = b * s
+    norms = 2 * fp32_weight_rmsnorm(T, m.hidden_size) + 2 * hyper_connection(m, T, e) + 2 * stream_mixing(m, T, e)
+    return norms, attention(m, name, b, s, e), moe(m, T, e)
