@@ -40,8 +40,7 @@ def rates_for(gpu, w: Workload, inputs: TimingInputs) -> tuple[Rates, float]:
     The GEMM efficiency is the GPU generation's for that dtype (calculator.timing.efficiency); with FP8 GEMMs the
     attention kernel still runs at the activation dtype's peak (Transformer Engine's DotProductAttention in BF16), its
     softmax exponentials at the SFUs' rate (efficiency.exp_rate)."""
-    dtype = inputs.matmul_dtype if inputs.matmul_dtype != "auto" else (
-        "fp8" if getattr(w, "fp8", "none") in ("delayed", "current", "blockwise", "mxfp8") else w.precision.activations)
+    dtype = T.gemm_dtype(w, inputs)
     fields = {"bf16": "dense_bf16_flops", "fp16": "dense_fp16_flops", "fp8": "dense_fp8_flops", "fp32": "fp32_flops"}
     peak = inputs.peak_tflops * 1e12 if inputs.peak_tflops else getattr(gpu, fields[dtype])
     if not peak:
@@ -196,7 +195,7 @@ def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp
     parts = bottleneck_parts(st, exposed, mb, t_mb, bubble, opt_t)
     ops = T.shard_ops(m, w, d, shard) + T.head_ops(m, w, d, shard.has_embedding, shard.has_head)
     for key, n in T.layer_groups(m, shard.first_layer, shard.last_layer).items():
-        ops = [o.scaled(n) for o in T.layer_ops(m, w, d, key)] + ops
+        ops = [o.scaled(n) for o in T.layer_ops(m, w, d, key, inputs)] + ops
     times = [op_seconds(o, r, fp32) for o in ops]
     rows = (aggregate_rows(ops, times, r, mb) + aggregate_rows([opt], [op_seconds(opt, r, fp32)], r, 1)
             + comm_rows(items, per, mb, gpu, inputs))

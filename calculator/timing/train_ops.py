@@ -77,22 +77,46 @@ def layer_parts(m: ModelSpec, w, d, key: tuple) -> tuple[list[Op], dict[str, lis
     extra = {"none": [], "full": replay,
              # op: every other matmul and the SDPA kernel are saved, the rest is replayed
              "op": [o.scaled(0.5 if o.kind == "matmul" else 0.0 if o.kind == "attention" else 1.0) for o in replay],
+             # op with float8 linears: their GEMMs are aten._scaled_mm, which the save list lacks (op_mode)
+             "op_fp8": [o.scaled(0.0 if o.kind == "attention" else 1.0) for o in replay],
              "selective": [attention_core(m, d, window, eager).scaled(1, phase="recompute")]
              if architectures.with_attention(mixer) else []}
     return fwd + bwd, extra
 
 
-def layer_ops(m: ModelSpec, w, d, key: tuple) -> list[Op]:
-    """One layer of a group: forward, backward and what w.recompute replays."""
+FP8_RECIPES = ("delayed", "current", "blockwise", "mxfp8")  # Workload.fp8 values that run the GEMMs in FP8
+
+
+def gemm_dtype(w, inputs) -> str:
+    """The GEMMs' dtype: TimingInputs.matmul_dtype, else FP8 under a Transformer Engine FP8 recipe
+    (Workload.fp8), else the activations' dtype."""
+    if inputs is not None and inputs.matmul_dtype != "auto":
+        return inputs.matmul_dtype
+    return "fp8" if getattr(w, "fp8", "none") in FP8_RECIPES else w.precision.activations
+
+
+def op_mode(w, inputs) -> str:
+    """The key of layer_parts' replay for w.recompute. torchtitan's selective op AC saves the outputs of the ops
+    in its save list — aten.mm (every other one), the SDPA kernels, aten.max, reduce_scatter — and recomputes the
+    rest (torchtitan/models/llama3/parallelize_llama.py _save_list at e7c0cae; torchtitan/distributed/
+    activation_checkpoint.py _get_default_save_ops later). With float8 linears (torchao Float8Linear) a linear's
+    GEMM is aten._scaled_mm, in neither list, so every GEMM of the block is replayed ("op_fp8")."""
+    if w.recompute == "op" and gemm_dtype(w, inputs) == "fp8":
+        return "op_fp8"
+    return w.recompute
+
+
+def layer_ops(m: ModelSpec, w, d, key: tuple, inputs=None) -> list[Op]:
+    """One layer of a group: forward, backward and what w.recompute replays (op_mode)."""
     base, extra = layer_parts(m, w, d, key)
-    return base + extra[w.recompute]
+    return base + extra[op_mode(w, inputs)]
 
 
 def layer_stats(m: ModelSpec, w, d, key: tuple, r: Rates, fp32: float, inputs, parts=None) -> np.ndarray:
     """The STATS of one layer of a group under w.recompute: its forward and backward plus what recompute replays,
     and the host time a MoE layer cannot hide (SERIAL). `parts`: layer_parts, when the caller has them."""
     base, extra = parts or layer_parts(m, w, d, key)
-    out = stats(base, r, fp32, inputs, d) + stats(extra[w.recompute], r, fp32, inputs, d)
+    out = stats(base, r, fp32, inputs, d) + stats(extra[op_mode(w, inputs)], r, fp32, inputs, d)
     out[SERIAL] = moe_layer_host_s(w, inputs, base, local_experts(m, w)) if key[0] else 0.0
     return out
 

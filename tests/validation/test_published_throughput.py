@@ -40,6 +40,9 @@ def test_the_fit_and_the_held_out_sources(compared):
     # the B200 CP rows at 32K–256K tokens were 12–26% fast with one attention efficiency for B200 and B300 / GB300;
     # with B200's SFU at half Blackwell Ultra's they are within 10% (worst 26.3% -> 9.7%)
     assert s["nemo-long-sequence"][2] < 12.5
+    # torchtitan's float8 Llama-3.1-8B on 32 / 64 H200 with op AC: every float8 GEMM replayed (train_ops.op_mode,
+    # aten._scaled_mm is not in the save list): 20.3% -> 15.3% worst
+    assert s["torchtitan-benchmarks"][2] < 17.5
 
 
 def test_a_context_parallel_group_inside_a_node():
