@@ -78,7 +78,8 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
         out.extend(impls.warnings(m, w))
     if m.compressed is not None:  # DeepSeek-V4 (architectures/compressed.py): held to transformers but for this
         out.append("DeepSeek-V4: parameters and cache are held to transformers; the prefill / decode working set is "
-                   "the engine's generic layer, not traced for compressed attention and its hc_mult residual streams")
+                   "the engine's generic eager layer (transformers runs V4 with eager attention only), not traced for "
+                   "compressed attention and its hc_mult residual streams")
     if w.attention == "eager" and w.seq_len >= 8192:
         out.append("eager attention at long sequence: the a·b·s² scores dominate; FlashAttention avoids them")
     return tuple(out)

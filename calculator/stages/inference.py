@@ -95,7 +95,7 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     if llm_int8 and m.gated_mlp and not m.is_moe:
         mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
     attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
-                                       w.attention == "eager")
+                                       w.attention == "eager" or m.compressed is not None)  # DeepSeek-V4: eager only
     attn += max((getattr(architectures.mixer(k), "prefill_transient", lambda *a: 0)(m, d.b, d.s, d.e)
                  for k in mixers), default=0)  # e.g. DSA's indexer scores in transformers
     # The prefill peak is at the last layer of the stage, with the whole prompt cached in every layer (sliding
