@@ -309,8 +309,9 @@ def _refuse(model_type: str, lacks: str):
 
 
 DSA_REFUSED = {
-    "hy_v4": "hyper-connections (hc_mult residual streams, models/hy_v4/modeling_hy_v4.py HYV4HyperConnection), "
-             "nor MLA with a per-head sigmoid output gate and attention sinks",
+    "hy_v4": "hyper-connections of HY-V4's kind (models/hy_v4/modeling_hy_v4.py HYV4HyperConnection: 2 × hc_mult "
+             "mixes and no comb matrix; ModelSpec.hc_mult is DeepSeek-V4's mHC), nor MLA with a per-head sigmoid "
+             "output gate and attention sinks",
     "axk2": "MLA whose fused q + gate projection reads the q latent beside its un-normalised input (2 × q_lora_rank "
             "wide), nor low-rank gated RMSNorms (gated_norm_rank; models/axk2/modeling_axk2.py)",
     "dots3_note_text": "per-layer attention shapes (per_layer_config: sliding-window MLA layers with their own heads "
