@@ -22,7 +22,7 @@ from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_field
                                     get_int_list, get_str, get_window, layer_types, llama_like_fields,
                                     parse_config_json, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
-from calculator.model.mappers.archs import ARCH_MAPPERS, LLAMA4_VARIANT, OLMO2_VARIANT, map_gemma
+from calculator.model.mappers.archs import ARCH_MAPPERS, DEEPSEEK_V2_VARIANT, LLAMA4_VARIANT, OLMO2_VARIANT, map_gemma
 from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
 from calculator.model.mappers.gemma_next import GEMMA_NEXT_MAPPERS
 from calculator.model.mappers.hybrid import HYBRID_MAPPERS
@@ -238,6 +238,8 @@ def _map_deepseek(cfg: dict) -> dict:
                  num_shared_experts=get_int(cfg, "n_shared_experts", default=0, lo=0, hi=B.MAX_SHARED_EXPERTS),
                  first_k_dense_layers=get_int(cfg, "first_k_dense_replace", default=0, lo=0,
                                               hi=f["num_hidden_layers"]))
+        if get_str(cfg, "model_type") == "deepseek_v2":  # its router never renormalises (DEEPSEEK_V2_VARIANT)
+            f["variant"] = DEEPSEEK_V2_VARIANT
     return f
 
 

@@ -299,6 +299,12 @@ def _softcap(cfg: dict, key: str, default: float) -> float | None:
 # scattered over -inf (router "dense_sigmoid")
 LLAMA4_VARIANT = VariantSpec(qk_norm_layout="none", eager_softmax="model", router="dense_sigmoid")
 
+# DeepSeek-V2 (models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2TopkRouter, mapped in calculator.model.hf_config):
+# the router reads x.float() and weight.float(), keeps an fp32 softmax over all experts and the top-k indices, and
+# never divides by the top-k sum (its __init__ deletes norm_topk_prob; topk_weights · routed_scaling_factor keeps
+# nothing); fp32 weights to the experts
+DEEPSEEK_V2_VARIANT = VariantSpec(router_renorm=False, router_fp32_input=True, router_fp32_weight_copy=True)
+
 # OLMo-2 / OLMo-3 (models/olmo2, models/olmo3 Olmo*RMSNorm): every norm multiplies its weight in fp32 and keeps the
 # fp32 normalised x; the q/k norms span the whole projection
 OLMO2_VARIANT = VariantSpec(norm="fp32_weight", qk_norm_layout="full_width")
