@@ -38,6 +38,12 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
           "N_linear × b_w (+ scales per group) + N_other × b_param",
           ("{:,} × {} (+ scales) + {:,} × {}", quantizable, dtype_bytes_text(wdt), rest, dtype_bytes_text(w.precision.params)),
           "llm-int8" if llm_int8 else ("quantization" if wdt in inf.GROUP_SCALE_BYTES else "transformer-math"))
+    extra = 4 - nbytes(1, w.precision.params)
+    if m.compressed is not None and extra > 0:  # DeepSeek-V4: from_pretrained keeps some modules in fp32
+        fp32 = architectures.compressed.fp32_parameters(m, layers, shard.has_head)
+        t.add("weights.fp32", "weights", "fp32-kept weights (hyper-connections, sinks, position biases, norms)",
+              fp32 * extra, "N_fp32 × (4 − b_param)", ("{:,} × {} B", fp32, extra), "compressed-attention",
+              "DeepseekV4PreTrainedModel._keep_in_fp32_modules_strict: counted above at b_param, 4 B each")
     vision.inference_weights(t, m, w, shard)  # the tower's weights, unquantized
     kvh = kv_heads_per_rank(m, p.tp)
     total_tokens = w.seq_len + w.gen_tokens

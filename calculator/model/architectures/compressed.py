@@ -112,6 +112,23 @@ def hc_head_shapes(h: int, n: int) -> list[Shape]:
     return [(n, n * h), (n,), (1,)]
 
 
+def fp32_parameters(m, layers, with_head: bool) -> int:
+    """Parameters of `layers` (and of hc_head and the final norm with the head) that from_pretrained keeps in fp32
+    in a bf16 model (DeepseekV4PreTrainedModel._keep_in_fp32_modules_strict: attn_hc, ffn_hc, hc_head, sinks,
+    position_bias and every norm, "norm" matching all of them): per layer both hyper-connections, the two layer
+    norms, q_a_norm, kv_norm, the sinks, and the compressor's position_bias and kv_norm (CSA: its indexer's too)."""
+    c, h, n, d = m.compressed, m.hidden_size, m.hc_mult, m.head_dim
+    per = {}
+    for name in KINDS:
+        r = rate(m, name)
+        compressor = {"compressed_heavy": r * d + d,
+                      "compressed_sparse": r * 2 * d + d + r * 2 * c.index_head_dim + c.index_head_dim}.get(name, 0)
+        hc = 2 * ((2 + n) * n * (n * h + 1) + 3) if n else 0
+        per[name] = hc + 2 * h + c.q_lora_rank + d + m.num_attention_heads + compressor
+    total = sum(per[m.layer_kind(i).mixer] for i in layers)
+    return total + ((n * n * h + n + 1 if n else 0) + h if with_head else 0)
+
+
 def linears(m, name: str) -> list[tuple[str, int, int]]:
     """(module name, in_features, out_features) of the layer's nn.Linear modules, the output projection last
     (o_a_proj as the nn.Linear it subclasses: its weight is that shape, applied per group)."""

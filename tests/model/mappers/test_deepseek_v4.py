@@ -24,7 +24,8 @@ from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from tests.model.mappers.counts import engine_counts, real_counts  # noqa: E402
 from tests.model.mappers.test_dsa import V4_A, V4_B, written  # noqa: E402
-from validation.architectures.measure import cache_bytes, tiny_bf16  # noqa: E402
+from validation.architectures.causal_lm import causal_lm  # noqa: E402
+from validation.architectures.measure import cache_bytes, fp32_kept, tiny_bf16  # noqa: E402
 from validation.trace.saved_by_module import saved_bytes_by_module  # noqa: E402
 
 torch.set_num_threads(1)
@@ -84,6 +85,18 @@ def test_hyper_connections_sit_in_every_layer_and_before_the_final_norm():
     assert counts.final_norm - plain.final_norm == n * n * h + n + 1 and counts.embedding == plain.embedding
 
 
+@pytest.mark.parametrize("kwargs", [V4_A, V4_B], ids=["A", "B"])
+def test_fp32_parameters_are_those_from_pretrained_keeps_in_fp32(kwargs):
+    """_keep_in_fp32_modules_strict, matched as from_pretrained matches it (validation/architectures/measure.py
+    fp32_kept): the weights term prices them at 4 B (stages/inference.py)."""
+    cfg, config = written("deepseek_v4", **kwargs)
+    spec = spec_from_hf_config(cfg).spec
+    with torch.device("meta"):
+        model = fp32_kept(causal_lm(config, dtype=torch.bfloat16))
+    fp32 = sum(p.numel() for p in model.parameters() if p.dtype == torch.float32)
+    assert architectures.compressed.fp32_parameters(spec, range(spec.num_hidden_layers), True) == fp32 > 0
+
+
 # ---- the cache -----------------------------------------------------------------------------------------------------
 def _loaded_bf16(config):
     """A bf16 model with the parameters from_pretrained keeps in fp32 (_keep_in_fp32_modules_strict: the
@@ -133,6 +146,7 @@ def test_inference_is_estimated_and_training_and_serving_engines_are_refused():
     est = estimate(spec, Workload(mode="infer", seq_len=8192, gen_tokens=256), with_fits=False)
     terms = {t.key: t.bytes for t in est.stages[0].terms}
     assert terms["kv_cache"] == inf.extra_kv_bytes(spec, range(43), 1, 8192 + 256, "bf16") > 0
+    assert terms["weights.fp32"] == 2 * architectures.compressed.fp32_parameters(spec, range(43), True) > 0
     # transformers runs V4 with eager attention only (_supports_sdpa = _supports_flash_attn = False): the prefill
     # materialises its 64 heads' scores over the 8,192-token prompt whatever the workload's attention says
     assert terms["activations.prefill"] > 64 * 8192 * 8192 * 2
