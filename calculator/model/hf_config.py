@@ -210,12 +210,13 @@ def _map_gpt2(cfg: dict) -> dict:
 
 def _map_gpt_neox(cfg: dict) -> dict:
     """GPT-NeoX (transformers models/gpt_neox/modeling_gpt_neox.py): multi-head attention with head size
-    hidden_size / num_attention_heads; a num_key_value_heads or head_dim in the file is not read."""
+    hidden_size / num_attention_heads; a num_key_value_heads or head_dim in the file is not read. Its
+    apply_rotary_pos_emb returns torch.cat([q_embed, q_pass], dim=-1) for any rotary_pct (rope_concat)."""
     f = common_fields(cfg)
     f.update(num_key_value_heads=None, head_dim=None)
     bias = get_bool(cfg, "attention_bias", True)
     f.update(family="gpt_neox", gated_mlp=False, hidden_act=get_str(cfg, "hidden_act", default="gelu"),
-             norm_type="layernorm", qkv_bias=bias, o_bias=bias, mlp_bias=True, fused_qkv=True,
+             norm_type="layernorm", qkv_bias=bias, o_bias=bias, mlp_bias=True, fused_qkv=True, rope_concat=True,
              parallel_residual=get_bool(cfg, "use_parallel_residual", True),
              tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", False))
     return f

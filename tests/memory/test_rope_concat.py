@@ -12,7 +12,7 @@ from calculator import Workload
 from calculator.memory import activations as act
 from calculator.memory import sdpa
 
-TYPES = ["minimax_m2", "phi", "stablelm", "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+TYPES = ["gpt_neox", "minimax_m2", "phi", "stablelm", "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
          "qwen3_5_moe_text"]
 
 
