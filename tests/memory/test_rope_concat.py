@@ -49,3 +49,43 @@ def test_sdpa_rows_err_as_the_eager_ones(model_type):
     _, flash = _traced(model_type, "sdpa")
     for kind in eager:
         assert flash[kind]["engine"] - flash[kind]["reference"] == eager[kind]["engine"] - eager[kind]["reference"]
+
+
+@pytest.mark.parametrize("written, width", [(dict(rotary_dim=64), 64), (dict(partial_rotary_factor=0.25), 32),
+                                            (dict(rope_parameters=dict(rope_theta=1e6, partial_rotary_factor=0.5)), 64),
+                                            ({}, 128)])
+def test_minimax_m2_shared_tables_are_rotary_dim_wide(written, width):
+    """MiniMaxM2RotaryEmbedding's cos / sin are head_dim · partial_rotary_factor wide (MiniMaxM2Config derives the
+    factor from the released checkpoints' legacy rotary_dim): 2 · s · rotary_dim · e bytes, kept once."""
+    from calculator.model.hf_config import spec_from_hf_config
+    m = spec_from_hf_config(dict(model_type="minimax_m2", hidden_size=256, intermediate_size=64,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=128, num_hidden_layers=2,
+                                 vocab_size=101, num_local_experts=4, num_experts_per_tok=2, **written)).spec
+    w = Workload(seq_len=16, micro_batch=2)
+    assert act.rotary_saved(m, act.dims(m, w)) == 2 * 16 * width * 2
+
+
+@pytest.mark.parametrize("extra", [dict(rotary_dim=8), {}])
+def test_minimax_m2_traced_tables(extra):
+    """The tiny model's layer 0 keeps the shared tables beside what layer 1 keeps (head_dim 16; rotary_dim 8: half)."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from validation.architectures import measure as M
+    from validation.architectures.blocks import layers_of
+    from validation.architectures.sources import source
+    from validation.trace.saved_by_module import saved_bytes_by_module
+    from calculator.model.hf_config import spec_from_hf_config
+    M.quiet()
+    torch.set_num_threads(1)
+    kw = {k: v for k, v in source("minimax_m2").written.items()
+          if k not in ("rope_parameters", "model_type", "architectures", "transformers_version")}
+    config = transformers.AutoConfig.for_model("minimax_m2", **kw, **extra)
+    spec = spec_from_hf_config(config.to_dict()).spec
+    model = M.tiny_bf16(config, "sdpa")
+    ids = torch.randint(3, 100, (M.B, M.S), generator=torch.Generator().manual_seed(0))
+    layers = layers_of(spec.model_type, lambda n: M.decoder_layers(model, n), spec.num_hidden_layers)
+    with M._KeepStorages():  # noqa: SLF001 - the trace's own storage keeper
+        by = saved_bytes_by_module(model, ids)
+    first, second = (sum(v for k, v in by.items() if layers.owns(i, k)) for i in (0, 1))
+    w = Workload(seq_len=M.S, micro_batch=M.B, attention="sdpa", mixer_kernels="torch")
+    assert first - second == act.rotary_saved(spec, act.dims(spec, w))

@@ -11,8 +11,8 @@ A type whose block the engine cannot describe exactly is refused with what the e
 from __future__ import annotations
 
 from calculator.core import bounds as B
-from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_int, get_int_list, get_str,
-                                          sliding_fields)
+from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_float, get_int, get_int_list,
+                                          get_str, sliding_fields)
 from calculator.model.mappers.gpt_style import GPT_STYLE_MAPPERS
 from calculator.model.mappers.variants_more import MORE_VARIANT_MAPPERS, dense_layers, untraced, with_layer_types
 from calculator.model.variants import VariantSpec
@@ -52,8 +52,15 @@ def map_minimax_m2(cfg: dict) -> dict:
     apply_rotary_pos_emb returns torch.cat([rotated, pass-through]) (rope_concat)."""
     f = _head_dim(cfg, common_fields(cfg), default=128)
     experts = get_int(cfg, "num_local_experts", "num_experts", lo=1, hi=B.MAX_EXPERTS)
+    # partial RoPE (MiniMaxM2RotaryEmbedding: cos / sin of head_dim · partial_rotary_factor, which MiniMaxM2Config
+    # derives from the released checkpoints' legacy rotary_dim): the shared tables are rotary_dim wide
+    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    src = rope if rope.get("partial_rotary_factor") is not None else cfg
+    rotary = (int(f["head_dim"] * get_float(src, "partial_rotary_factor", 1.0, 0.0, 1.0))
+              if src.get("partial_rotary_factor") is not None else get_int(cfg, "rotary_dim", default=0, lo=0,
+                                                                            hi=f["head_dim"]))
     f.update(qk_norm=True, hidden_act=get_str(cfg, "hidden_act", default="silu"), rope_concat=True,
-             variant=VariantSpec(qk_norm_layout="full_width"))
+             variant=VariantSpec(qk_norm_layout="full_width", rotary_dim=rotary))
     return _moe(f, experts, _top_k(cfg, experts), f["intermediate_size"])
 
 
