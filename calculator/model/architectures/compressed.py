@@ -43,8 +43,8 @@ KINDS = {"compressed_window": ("sliding_attention", "DeepSeek-V4 sliding-window 
          "compressed_heavy": ("heavily_compressed_attention", "heavily compressed attention (HCA)")}
 TRAINING_MISSING = ("training DeepSeek-V4 is not modelled yet: each layer's saved activations are (architectures/"
                     "compressed_saved.py, eager, held to a CPU trace), but not the rest of a step: hc_head's "
-                    "collapse of the streams and the fp32-weight final norm, the hc_mult × hidden-wide layer input that "
-                    "recomputation and pipeline stages keep, the backward's working set, the fp32 gradients and "
+                    "collapse of the streams and the fp32-weight final norm, the hc_mult × hidden-wide layer input "
+                    "that recomputation and pipeline stages keep, the backward's working set, the fp32 gradients and "
                     "optimizer states of the fp32-kept parameters; inference (--mode infer --engine hf) is")
 
 
