@@ -183,7 +183,7 @@ def mlp_saved(d: Dims, m: ModelSpec, f: int) -> int:
 def moe_saved(d: Dims, m: ModelSpec, etp: int, ep: int = 1) -> int:
     """Routed experts (HF grouped_mm): each token is copied to its top-k experts, S = T·k. Gathered input and
     expert output e·S·2h, gate_up/act/product e·S·4f, fp32 routing weights 4·S, int64 indices 24·S, fp32 router
-    softmax 4·T·E, top-k values and indices 12·T·k, top-k sum 4·T, int32 offsets of the E/ep local experts 4·E/ep."""
+    softmax 4·T·E, top-k values and indices 12·T·k, top-k sum 4·T, int32 offsets 4·E/ep (E/ep local experts)."""
     k, T, E = m.num_experts_per_tok, d.T, m.num_experts
     S = T * k
     f = m.expert_intermediate_size // etp
@@ -389,7 +389,7 @@ def rotary_saved(m: ModelSpec, d: Dims) -> int:
         return architectures.gemma_next_saved.rotary_saved(m, d)
     if m.learned_position_embeddings or (m.variant is not None and (m.variant.fp32_rope or m.variant.interleaved_rope)):
         return 0  # hook (issue 21): every layer keeps its own fp32 / interleaved copies (variants.attention_extra)
-    rope = m.qk_rope_head_dim if m.is_mla else variants.shared_rope_width(m.variant, m.head_size)  # partial rotary
+    rope = m.qk_rope_head_dim if m.is_mla else variants.shared_rope_width(m.variant, m.rotary_dim or m.head_size)
     fp32 = m.variant is not None and m.variant.fp32_rope_tables  # hook (issue 21): LFM3's tables stay fp32
     return 2 * d.s * rope * (4 if fp32 else d.e)
 

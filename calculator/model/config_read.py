@@ -156,6 +156,17 @@ def get_float(cfg: dict, key: str, default: Any, lo: float, hi: float) -> Any:
     return float(value)
 
 
+def partial_rotary_dim(cfg: dict, head_dim: int, default: float) -> int:
+    """Channels of a head RoPE rotates, head_dim · partial_rotary_factor: the factor from rope_parameters (what
+    transformers 5 writes), else the top-level partial_rotary_factor or GPT-NeoX's rotary_pct (transformers 4),
+    else the configuration class's `default`."""
+    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    for source, key in ((rope, "partial_rotary_factor"), (cfg, "partial_rotary_factor"), (cfg, "rotary_pct")):
+        if source.get(key) is not None:
+            return int(head_dim * get_float(source, key, default, 0.0, 1.0))
+    return int(head_dim * default)
+
+
 def get_str(cfg: dict, *keys: str, default: Any = REQUIRED, max_len: int = 100) -> Any:
     """A string field of at most `max_len` characters; `default` when absent or null."""
     key, value = _find(cfg, keys)

@@ -31,6 +31,7 @@ from calculator.model.mappers.longcat import LONGCAT_MAPPERS
 from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
+from calculator.model.config_read import partial_rotary_dim
 from calculator.model.spec import ModelSpec
 from calculator.model.text_towers import TEXT_MODEL_TYPES, text_config
 from calculator.model.vision import vision_from_config
@@ -217,6 +218,7 @@ def _map_gpt_neox(cfg: dict) -> dict:
     bias = get_bool(cfg, "attention_bias", True)
     f.update(family="gpt_neox", gated_mlp=False, hidden_act=get_str(cfg, "hidden_act", default="gelu"),
              norm_type="layernorm", qkv_bias=bias, o_bias=bias, mlp_bias=True, fused_qkv=True, rope_concat=True,
+             rotary_dim=partial_rotary_dim(cfg, f["hidden_size"] // f["num_attention_heads"], 0.25),
              parallel_residual=get_bool(cfg, "use_parallel_residual", True),
              tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", False))
     return f

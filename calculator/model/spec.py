@@ -132,6 +132,9 @@ class ModelSpec(HashedOnce):
     # MiniMax-M3's apply_rotary_pos_emb returns torch.cat([rotated, pass-through]): q reaches the attention kernel
     # contiguous in (b, heads, s, d), and so does a FlashAttention kernel's output (calculator.memory.sdpa.output_copy)
     rope_concat: bool = False
+    # channels of each head RoPE rotates under partial rotary (head_dim · partial_rotary_factor: GPT-NeoX, Phi,
+    # StableLM, Qwen3-Next, Qwen3.5), the width of the shared cos / sin tables (activations.rotary_saved); 0: all
+    rotary_dim: int = Field(default=0, ge=0, le=B.MAX_HEAD_DIM, strict=True)
 
     # Each layer's feed-forward (None: a dense MLP, or routed experts per num_experts, first_k_dense_layers and
     # dense_layer_indices); "none": a block without one (Nemotron-H's mamba and attention blocks)

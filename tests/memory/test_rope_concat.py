@@ -89,3 +89,51 @@ def test_minimax_m2_traced_tables(extra):
     first, second = (sum(v for k, v in by.items() if layers.owns(i, k)) for i in (0, 1))
     w = Workload(seq_len=M.S, micro_batch=M.B, attention="sdpa", mixer_kernels="torch")
     assert first - second == act.rotary_saved(spec, act.dims(spec, w))
+
+
+@pytest.mark.parametrize("model_type, factor", [("gpt_neox", 0.25), ("phi", 0.5), ("stablelm", 0.25),
+                                                ("qwen3_next", 0.25), ("qwen3_5_text", 0.25)])
+def test_partial_rotary_tables_are_rotary_dim_wide(model_type, factor):
+    """ModelSpec.rotary_dim = head_dim · partial_rotary_factor (rope_parameters, else the top-level field or
+    GPT-NeoX's rotary_pct, else the configuration's default): the shared tables are 2 · s · rotary_dim · e."""
+    from validation.architectures import measure as M
+    from validation.architectures.sources import source
+    from calculator.model.config_read import partial_rotary_dim
+    spec, _ = M.spec_of(source(model_type))
+    assert spec.rotary_dim == int(spec.head_size * factor)
+    w = Workload(seq_len=16, micro_batch=2)
+    assert act.rotary_saved(spec, act.dims(spec, w)) == 2 * 16 * spec.rotary_dim * 2
+    assert partial_rotary_dim(dict(rotary_pct=0.5), 64, 0.25) == 32
+    assert partial_rotary_dim(dict(partial_rotary_factor=1.0, rope_parameters={}), 64, 0.25) == 64
+    assert partial_rotary_dim({}, 64, 0.25) == 16
+
+
+@pytest.mark.parametrize("model_type", ["gpt_neox", "phi", "stablelm", "qwen3_next"])
+def test_the_first_attention_layer_also_keeps_the_shared_tables(model_type):
+    """The layer that first multiplies by cos / sin saves them: the traced layer less the engine's layer is the
+    engine's rotary_saved (layer 0; Qwen3-Next: layer 3, its first attention layer, whose table row shows them)."""
+    pytest.importorskip("transformers")
+    from validation.architectures import measure as M
+    from validation.architectures.sources import source
+    M.quiet()
+    src = source(model_type)
+    spec, _ = M.spec_of(src)
+    first = next(i for i in range(spec.num_hidden_layers) if spec.layer_kind(i).mixer == "attention")
+    w = Workload(seq_len=M.S, micro_batch=M.B, attention="eager", mixer_kernels="torch")
+    d = act.dims(spec, w)
+    ((_, at_first),) = [(k, r) for k, r in _layer_rows(M, src, spec, first).items()]
+    # Qwen3-Next's router hands the experts bf16 weights (router_top_value.to(router_logits.dtype)), priced as fp32:
+    # 2 B per routed pair over, not a RoPE term (still open)
+    moe_over = (4 - 2) * d.T * spec.num_experts_per_tok if spec.layer_kind(first).ffn == "moe" else 0
+    assert at_first["reference"] - act.exact_layer(spec, w, d, spec.layer_kind(first)).total \
+        == act.rotary_saved(spec, d) - moe_over
+
+
+def _layer_rows(M, src, spec, layer: int) -> dict:
+    """M.activations for one chosen layer (it measures the first layer ≥ 1 of each kind)."""
+    original = M.layer_per_kind
+    M.layer_per_kind = lambda s: {str(s.layer_kind(layer)): layer}
+    try:
+        return M.activations(src, spec, "eager")
+    finally:
+        M.layer_per_kind = original

@@ -14,6 +14,7 @@ from __future__ import annotations
 from calculator.core import bounds as B
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_float, get_int, get_str, get_window,
                                     layer_types, llama_like_fields, sliding_fields)
+from calculator.model.config_read import partial_rotary_dim
 from calculator.model.variants import VariantSpec
 
 
@@ -95,6 +96,7 @@ def _map_phi(cfg: dict) -> dict:
     f.update(gated_mlp=False, hidden_act=get_str(cfg, "hidden_act", default="gelu_new"), norm_type="layernorm",
              norms_per_layer=1, parallel_residual=True, qkv_bias=True, o_bias=True, mlp_bias=True,
              qk_norm=get_bool(cfg, "qk_layernorm", False), rope_concat=True,
+             rotary_dim=partial_rotary_dim(cfg, f["hidden_size"] // f["num_attention_heads"], 0.5),
              _warnings=_untraced("phi", "GPT-NeoX (parallel)"))
     return f
 
@@ -109,6 +111,7 @@ def _map_stablelm(cfg: dict) -> dict:
     f.update(norm_type="layernorm", norms_per_layer=1 if parallel else 2, parallel_residual=parallel,
              qkv_bias=get_bool(cfg, "use_qkv_bias", False), hidden_act=get_str(cfg, "hidden_act", default="silu"),
              qk_norm=get_bool(cfg, "qk_layernorm", False), rope_concat=True,
+             rotary_dim=partial_rotary_dim(cfg, f["hidden_size"] // f["num_attention_heads"], 0.25),
              _warnings=_untraced("stablelm", "Llama (LayerNorm)"))
     return f
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from calculator.core import bounds as B
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_int,
                                           get_int_list, get_str)
+from calculator.model.config_read import partial_rotary_dim
 from calculator.model.mixer_specs import LinearAttentionSpec
 from calculator.model.variants import VariantSpec
 
@@ -46,6 +47,7 @@ def _qwen_gdn_fields(cfg: dict, projections: str) -> dict:
     bias = get_bool(cfg, "attention_bias", False)
     f.update(head_dim=get_int(cfg, "head_dim", default=256, hi=B.MAX_HEAD_DIM), qkv_bias=bias, o_bias=bias,
              qk_norm=True, attention_output_gate=True, zero_centered_norm=True, rope_concat=True,
+             rotary_dim=partial_rotary_dim(cfg, get_int(cfg, "head_dim", default=256, hi=B.MAX_HEAD_DIM), 0.25),
              hidden_act=get_str(cfg, "hidden_act", default="silu"),
              layer_types=_interval_layer_types(cfg, f["num_hidden_layers"], GDN_LAYER_TYPES,
                                                "full_attention_interval", 4),
