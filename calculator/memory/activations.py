@@ -254,8 +254,8 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
         if selective:
             attention -= (4 * d.a * T if w.attention != "eager" else (4 + e) * d.a * d.b * d.s * d.s_kv)
         attention += sdpa.mla_output_copy(d, m, w)  # SDPA's flash output laid out like MLA's concatenated q
-        if m.variant is not None:  # hook (issue 21): a variant's output gate on MLA's a·v_head_dim output (Ling 3.0)
-            attention += variants.output_gate_saved(m.variant, T, d.a, d.a * m.v_head_size, e)
+        if m.variant is not None:  # hook (issue 21): Ling 3.0's output gate, Mistral-4's query scale (mla_extra)
+            attention += variants.mla_extra(m.variant, T, d.s, d.a, m.head_size, m.v_head_size, e)
     else:
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m, eager) + e * T * d.qd  # + o_proj input
         if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel

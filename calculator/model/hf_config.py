@@ -28,6 +28,7 @@ from calculator.model.mappers.gemma_next import GEMMA_NEXT_MAPPERS
 from calculator.model.mappers.hybrid import HYBRID_MAPPERS
 from calculator.model.mappers.linear import LINEAR_MAPPERS
 from calculator.model.mappers.longcat import LONGCAT_MAPPERS
+from calculator.model.mappers.mistral import MISTRAL_MAPPERS
 from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
@@ -321,7 +322,8 @@ MAPPERS.update(ARCH_MAPPERS)
 # issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)
 FAMILY_MAPPERS = {**HYBRID_MAPPERS, **SSM_MAPPERS, **LINEAR_MAPPERS, **DSA_MAPPERS, **VARIANT_MAPPERS,
                   **GEMMA_NEXT_MAPPERS, **REMOTE_MAPPERS,  # Gemma 3n / 4 (gemma_next.py); remote code (remote.py)
-                  **LONGCAT_MAPPERS}  # LongCat-Flash: two engine layers per block (longcat.py)
+                  **LONGCAT_MAPPERS,  # LongCat-Flash: two engine layers per block (longcat.py)
+                  **MISTRAL_MAPPERS}  # Mistral-Small-4 / Large-4 (MLA, DSA; mistral.py)
 MAPPERS.update(FAMILY_MAPPERS)
 # model types whose mapper refuses them, naming what the engine lacks (weights shared across layers, compressed
 # attention, hyper-connections, ...): known, but not supported

@@ -8,16 +8,17 @@ from __future__ import annotations
 from calculator.model.config_read import get_str
 from calculator.model.mappers.gemma_next import GEMMA_NEXT_TEXT_TYPES
 from calculator.model.mappers.hybrid import HYBRID_TEXT_TYPES
+from calculator.model.mappers.mistral import MISTRAL_TEXT_TYPES
 
 # The text model type inside a multimodal config whose text_config omits its own model_type.
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen2_5_vl": "qwen2_5_vl_text",
                     "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text", **HYBRID_TEXT_TYPES,
-                    **GEMMA_NEXT_TEXT_TYPES}
+                    **GEMMA_NEXT_TEXT_TYPES, **MISTRAL_TEXT_TYPES}
 
 # VLMs whose only causal LM is the outer *ForConditionalGeneration: the outer tie_word_embeddings ties its lm_head
 # (transformers modeling_utils.PreTrainedModel.get_expanded_tied_weights_keys reads self.config), whatever the
 # text_config says (Qwen3VLMoeTextConfig defaults it to True, Qwen3VLMoeConfig to False)
-OUTER_TIES_HEAD = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"})
+OUTER_TIES_HEAD = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "mistral_large4"})
 
 # fields of the outer config that apply to the text model
 OUTER_KEYS = ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config", "_name_or_path")

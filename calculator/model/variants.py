@@ -132,6 +132,9 @@ class VariantSpec(HashedOnce):
     router_fp32_input: bool = False  # the router reads x.float(): an fp32 copy of its input
     router_fp32_weight_copy: bool = False  # ... and weight.float() of a model-dtype weight
     fp32_routing_weights: bool = True  # the experts receive fp32 routing weights (else the model dtype)
+    # MLA's query multiplied by a per-position scale before the core (mla_extra): "position" (Mistral-4's Llama-4
+    # scale, no grad), "learned" (Mistral-Large-4's per-head scale · log(pos + 1) + bias Parameters)
+    query_scale: Literal["none", "position", "learned"] = "none"
 
 
 # ---- parameters ----------------------------------------------------------------------------------------------
@@ -286,6 +289,22 @@ def output_gate_saved(v: VariantSpec, T: int, a: int, width: int, e: int) -> int
     return 0
 
 
+def mla_extra(v: VariantSpec, T: int, s: int, a: int, qk: int, vd: int, e: int) -> int:
+    """What an MLA layer keeps beyond the engine's: an output gate on its a·v_head_dim output (output_gate_saved)
+    and a per-position query scale, `query_states * scale` on the concatenated q (the product is the core's q):
+    "position" (models/mistral4/modeling_mistral4.py Mistral4Attention.forward, get_llama_4_attn_scale: a
+    [1, 1, s, 1] table of position_ids [1, s], no grad) keeps only that table, e·s; "learned"
+    (models/mistral_large4/modeling_mistral_large4.py MistralLarge4TextSoftmaxScaling.forward: scale[h]·log(pos + 1)
+    + bias[h], Parameters) keeps the unscaled q, e·T·a·qk, the [1, a, s] scale and the log-position cast that
+    scale · log_pos keeps, e·(a + 1)·s."""
+    out = output_gate_saved(v, T, a, a * vd, e)
+    if v.query_scale == "position":
+        out += e * s
+    elif v.query_scale == "learned":
+        out += e * T * a * qk + e * (a + 1) * s
+    return out
+
+
 def shared_rope_width(v: VariantSpec | None, head_dim: int) -> int:
     """The width of the RoPE tables computed once and kept by every layer (rope_variants.shared_rope_width; NoPE: 0)."""
     if v is None:
@@ -335,6 +354,8 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int, ep
         return out + 2 * e * T * E + 2 * T * E + 20 * T
     if v.router == "topk_softmax":
         return out + 12 * T * k
+    if v.router == "model_softmax":  # DBRX's bookkeeping (expert_loop_saved) at grouped_mm experts (Mistral-4)
+        return out + e * T * E + 8 * T * k + (e * T * k + e * T if v.router_renorm else 0)
     if v.router == "topk_sigmoid":  # the sigmoid's output, and the row sum it is divided by when renormalised
         return out + 8 * T * k + e * T * k + (e * T if v.router_renorm else 0)
     out += 4 * T * E + 8 * T * k

@@ -7,16 +7,23 @@ from __future__ import annotations
 import torch
 import transformers
 
-IMAGE_TEXT_ONLY = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"})
+IMAGE_TEXT_ONLY = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "mistral_large4"})
+# a Mistral-3-style model's vision tower and projector (models/mistral_large4 MistralLarge4Model)
+TOWER_PREFIXES = frozenset({"vision_tower", "multi_modal_projector"})
+# causal LMs transformers 5.23 leaves out of AutoModelForCausalLM's table (models/auto/modeling_auto.py)
+UNLISTED_CAUSAL_LM = {"mistral4": "Mistral4ForCausalLM"}
 
 
 def causal_lm(config, **kwargs):
     """The model transformers builds for `config` (kwargs: from_config's, e.g. dtype, attn_implementation)."""
     if config.model_type in IMAGE_TEXT_ONLY:
         return transformers.AutoModelForImageTextToText.from_config(config, **kwargs)
+    if config.model_type in UNLISTED_CAUSAL_LM:
+        return getattr(transformers, UNLISTED_CAUSAL_LM[config.model_type])._from_config(config, **kwargs)
     return transformers.AutoModelForCausalLM.from_config(config, **kwargs)
 
 
 def text_parameters(model) -> list[torch.nn.Parameter]:
     """The parameters of the language model and its head: a vision-language model's tower left out."""
-    return [p for name, p in model.named_parameters() if not (name.startswith("visual.") or ".visual." in name)]
+    return [p for name, p in model.named_parameters() if not (name.startswith("visual.") or ".visual." in name
+                                                              or TOWER_PREFIXES.intersection(name.split(".")))]

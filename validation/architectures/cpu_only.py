@@ -41,7 +41,7 @@ class _CpuOnly(TorchFunctionMode):
         kwargs = kwargs or {}
         x = args[0] if args else None
         if self.layer[0] is not None and isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16 and \
-                x.requires_grad:
+                x.requires_grad and torch.is_grad_enabled():  # under no_grad (DSA indexers) nothing is saved
             if func is F.layer_norm:
                 shape = args[1] if len(args) > 1 else kwargs["normalized_shape"]
                 self.terms[self.layer[0]]["layernorm_stats"] -= 4 * (x.numel() // math.prod(shape))

@@ -62,6 +62,11 @@ def _longcat(t: str) -> Source:
     return Source(t, written, config, "tests/model/mappers/test_longcat.py")
 
 
+def _mistral4(t: str) -> Source:
+    written, config = _module("test_mistral4").written_config(t)
+    return Source(t, written, config, "tests/model/mappers/test_mistral4.py")
+
+
 def _dsa(t: str) -> Source:
     """The first tiny case of the type in test_dsa.CASES (its first cases are the full-size defaults)."""
     m = _module("test_dsa")
@@ -104,7 +109,8 @@ def source(model_type: str) -> Source:
     if model_type == "qwen":
         return _remote(model_type)
     for name, table, fn in (("test_linear", "SIZES", _linear), ("test_ssm", "SIZES", _ssm),
-                            ("test_variants", "SIZES", _variants), ("test_longcat", "SIZES", _longcat)):
+                            ("test_variants", "SIZES", _variants), ("test_longcat", "SIZES", _longcat),
+                            ("test_mistral4", "SIZES", _mistral4)):
         if model_type in getattr(_module(name), table):
             return fn(model_type)
     if any(mt == model_type for mt, _ in _module("test_dsa").CASES):

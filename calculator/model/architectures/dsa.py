@@ -11,6 +11,9 @@ own attention that picks, for each query, the keys the attention may read. As tr
   read the hidden state, zero-centred RMSNorms q_norm and k_norm of head_dim; scores q·k per head without ReLU or
   head weights, max-pooled over blocks of block_size keys; each indexer head keeps its topk best blocks (the
   local_blocks ending at the query's block forced in) for its GQA group of query heads.
+- "mistral" (Mistral-Large-4, models/mistral_large4/modeling_mistral_large4.py MistralLarge4TextIndexer): DeepSeek's
+  indexer whose queries read the hidden state (no q-LoRA): q_input_norm, an nn.LayerNorm of hidden_size, then wq_b;
+  the queries are multiplied by a MistralLarge4TextSoftmaxScaling (per-head scale and bias Parameters) before RoPE.
 
 The layer runs the model's attention too (WITH_ATTENTION: MLA for DeepSeek, GQA for MiniMax): its tensors, saved
 activations and K/V cache are the engine's; this module adds only the indexer's. In transformers the attention
@@ -46,7 +49,7 @@ class IndexerSpec(HashedOnce):
     head_dim: int = Field(gt=0, le=B.MAX_HEAD_DIM, strict=True)  # index_head_dim
     # keys each query keeps: index_topk tokens ("deepseek"), or index_topk_blocks blocks of block_size ("minimax")
     topk: int = Field(gt=0, le=1 << 30, strict=True)
-    variant: Literal["deepseek", "minimax"] = "deepseek"
+    variant: Literal["deepseek", "minimax", "mistral"] = "deepseek"
     block_size: int = Field(default=1, gt=0, le=1 << 20, strict=True)  # MiniMax index_block_size (1: per token)
     local_blocks: int = Field(default=0, ge=0, le=1 << 20, strict=True)  # MiniMax index_local_blocks
 
@@ -54,7 +57,7 @@ class IndexerSpec(HashedOnce):
 def _query_input(m) -> int:
     """Width the indexer's query projection reads: MLA's q latent (DeepSeek; q-LoRA is mandatory there) or the
     hidden state (MiniMax)."""
-    if m.indexer.variant == "minimax":
+    if m.indexer.variant in ("minimax", "mistral"):
         return m.hidden_size
     if not m.q_lora_rank:
         raise ValueError("DeepSeek's lightning indexer reads MLA's q latent: q_lora_rank must be set")
@@ -64,18 +67,21 @@ def _query_input(m) -> int:
 def shapes(m) -> list[Shape]:
     """The indexer's parameter tensors, in the order transformers registers them (after the attention's).
     DeepSeek: wq_b, wk, k_norm (LayerNorm: weight, bias), weights_proj = ql·nI·dI + h·dI + 2·dI + h·nI.
-    MiniMax: q_proj, k_proj, q_norm, k_norm = h·nI·dI + h·dI + 2·dI."""
+    MiniMax: q_proj, k_proj, q_norm, k_norm = h·nI·dI + h·dI + 2·dI.
+    Mistral: DeepSeek's with wq_b reading h, then q_input_norm (weight, bias) and softmax_scaling (scale, bias):
+    h·nI·dI + h·dI + 2·dI + h·nI + 2·h + 2·nI."""
     ix, h = m.indexer, m.hidden_size
     q_k = linear(_query_input(m), ix.n_heads * ix.head_dim) + linear(h, ix.head_dim)
     norms = [(ix.head_dim,), (ix.head_dim,)]  # DeepSeek: k_norm's weight and bias; MiniMax: q_norm, k_norm
-    return q_k + norms + (linear(h, ix.n_heads) if ix.variant == "deepseek" else [])
+    mistral = [(h,), (h,), (ix.n_heads,), (ix.n_heads,)] if ix.variant == "mistral" else []
+    return q_k + norms + (linear(h, ix.n_heads) if ix.variant != "minimax" else []) + mistral
 
 
 def linears(m) -> list[tuple[str, int, int]]:
     """(module name, in_features, out_features) of the indexer's nn.Linear modules."""
     ix, h = m.indexer, m.hidden_size
     if ix.variant == "minimax":
-        return [("q_proj", h, ix.n_heads * ix.head_dim), ("k_proj", h, ix.head_dim)]
+        return [("q_proj", h, ix.n_heads * ix.head_dim), ("k_proj", h, ix.head_dim)]  # Mistral: DeepSeek's three
     return [("wq_b", _query_input(m), ix.n_heads * ix.head_dim), ("wk", h, ix.head_dim),
             ("weights_proj", h, ix.n_heads)]
 
@@ -98,7 +104,7 @@ def vllm_kv_bytes_per_token(m) -> int | None:
     fp32 scale per 128 elements, dI + 4·dI/128 bytes = 132 B at dI = 128 (vllm model_executor/models/deepseek_v2.py
     Indexer.__init__: DeepseekV32IndexerCache(head_dim = dI + dI // quant_block_size · 4, dtype uint8),
     quant_block_size 128; the DeepSeek-V3.2-Exp reference inference/model.py keeps the same k_cache + k_scale_cache).
-    None for MiniMax: its vLLM layout was not read."""
+    None for MiniMax and Mistral: their vLLM layout was not read."""
     ix = m.indexer
     if ix.variant != "deepseek":
         return None
@@ -165,7 +171,7 @@ def attention_mask_bytes(m, b: int, s: int, t: int, e: int) -> int:
     and the attention mask refilled with it, (1 + e)·b·s·t; the model always materialises its causal mask too
     (create_causal_mask with allow_is_causal_skip=False), so SDPA gets an explicit mask. MiniMax
     (MiniMaxM3VLIndexer.build_block_mask): an additive mask per query head, e·b·H·s·t."""
-    if m.indexer.variant == "deepseek":
+    if m.indexer.variant != "minimax":  # Mistral-Large-4: GlmMoeDsaAttention's path
         return (1 + e) * b * s * t
     return e * b * m.num_attention_heads * s * t
 
@@ -179,7 +185,7 @@ def linear_flops_per_token(m, context: int | None = None) -> float:
     if not context:
         return 0.0
     ix = m.indexer
-    per_key = ix.head_dim + 1 if ix.variant == "deepseek" else ix.head_dim
+    per_key = ix.head_dim + 1 if ix.variant != "minimax" else ix.head_dim
     return 2.0 * ix.n_heads * per_key * context
 
 
@@ -188,7 +194,7 @@ def attended_keys(m, context: int) -> int:
     this): min(topk, T) tokens for DeepSeek; min(topk_blocks, ⌈T / block⌉) blocks of block_size for MiniMax.
     transformers' eager and SDPA paths still attend densely over all T keys under a mask."""
     ix = m.indexer
-    if ix.variant == "deepseek":
+    if ix.variant != "minimax":
         return min(ix.topk, context)
     blocks = -(-context // ix.block_size)
     return min(min(ix.topk, blocks) * ix.block_size, context)

@@ -42,6 +42,9 @@ GEMMA4_VISION = {  # models/gemma4/configuration_gemma4.py Gemma4VisionConfig
 GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)
 MISTRAL3_ABSENT_VISION = {  # Mistral3Config.sub_configs_defaults: the vision config when the file has none
     **PIXTRAL_VISION, "patch_size": 14, "image_size": 1540, "head_dim": 64}
+LARGE4_ABSENT_VISION = {  # MistralLarge4Config.sub_configs_defaults (models/mistral_large4/configuration_*.py)
+    **PIXTRAL_VISION, "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 30,
+    "num_attention_heads": 16, "patch_size": 14, "image_size": 1540, "hidden_act": "silu"}
 
 # Image processor pixel bounds the checkpoints ship (preprocessor_config.json "min_pixels"/"max_pixels", or
 # "size": {"shortest_edge", "longest_edge"}), read by Qwen2VLImageProcessor's smart_resize
@@ -52,7 +55,7 @@ QWEN3_PIXELS = (65_536, 16_777_216)
 
 KINDS = {"qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
          "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
-         "gemma4": "gemma4"}
+         "gemma4": "gemma4", "mistral_large4": "pixtral"}  # Mistral-Large-4: Mistral 3's tower and projector
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 
 
@@ -106,7 +109,8 @@ def _llama4(v: dict, text_hidden: int) -> dict:
 
 
 def _pixtral(v: dict | None, cfg: dict, text_hidden: int) -> dict:
-    v = dict(MISTRAL3_ABSENT_VISION) if v is None else {**PIXTRAL_VISION, **v}
+    absent = LARGE4_ABSENT_VISION if cfg.get("model_type") == "mistral_large4" else MISTRAL3_ABSENT_VISION
+    v = dict(absent) if v is None else {**PIXTRAL_VISION, **v}
     f = _layers_heads(v)
     head_dim = get_int(v, "head_dim", default=f["hidden_size"] // f["num_heads"], hi=B.MAX_HEAD_DIM)
     if head_dim * f["num_heads"] != f["hidden_size"]:
