@@ -62,7 +62,7 @@ def _states_precision(w: Workload, megatron: bool):
 
 
 class _Shape:
-    """What one local shape (TP, CP, SP, micro-batch, recompute) keeps, priced by the engine's functions."""
+    """What one local shape (TP, CP, SP, micro-batch, recompute, EP) keeps, priced by the engine's functions."""
 
     def __init__(self, m: ModelSpec, lw: Workload):
         d = act.dims(m, lw)
@@ -120,7 +120,8 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
             k = shard_keys[skey] = len(shard_rows)
             shard_rows.append(get_or_build(_SHARD_ROWS, (m, skey), lambda: _shard_rows(m, lay), _CACHE_ENTRIES))
         lay_shard[i] = k
-        akey = (lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.etp)
+        # EP too: a MoE layer keeps grouped_mm's int32 offsets of its E/ep local experts (activations.moe_saved)
+        akey = (lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.etp, lay.ep if m.is_moe else 1)
         a = shape_keys.get(akey)
         if a is None:
             a = shape_keys[akey] = len(shapes)
