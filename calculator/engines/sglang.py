@@ -9,12 +9,14 @@
                (kv_lora_rank + qk_rope_head_dim) × layers × bytes (sglang/srt/model_executor/pool_configurator.py)
     hybrids  : a state pool of K slots first, K = ⌊(pool × r / (1 + r) − per request) / per request⌋, then the
                token pool over the full-attention layers from the rest (kv_cache_configurator.py _handle_max_mamba_cache)
+    Gemma 3n / 4: the cells of engines/sglang_gemma.py (KV-shared layers keep buffers; Gemma 4 a hybrid SWA pool of
+               two head sizes, Gemma 3n one pool over every layer)
 
 Source read: the sglang 0.5.23 wheel.
 """
 from __future__ import annotations
 
-from calculator.engines import states
+from calculator.engines import sglang_gemma, states
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
                                        kv_token_bytes)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
@@ -127,9 +129,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if s.version and not VERSION.startswith(s.version):
         from calculator.core.errors import InputError
         raise InputError("serving.version", f"SGLang {s.version!r} is not modelled; use {VERSION}")
-    if m.gemma_next is not None:  # hook: SGLang's Gemma 3n / 4 pools (KV sharing, per-layer head sizes) not read
-        from calculator.core.errors import InputError
-        raise InputError("engine", "SGLang: Gemma 3n / Gemma 4 KV pools are not modelled; use vllm or hf")
+    if m.gemma_next is not None:
+        sglang_gemma.check_serving(m, s)
     visible, basis = device_visible_bytes(gpu)
     gpu_mib = gpu.memory_bytes / MiB
     chunked, max_bs = gpu_defaults(gpu_mib, p.tp)
@@ -146,7 +147,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     pre_load = visible - context - nccl  # free memory when the model runner starts
     kv_pool = int(pre_load * frac) - weights
     layers = range(shard.first_layer, shard.last_layer)
-    full_cell, swa_cell = cell_bytes(m, w, layers)
+    gemma = sglang_gemma.cells(m, w, layers) if m.gemma_next is not None else None
+    full_cell, swa_cell = (gemma.full_cell, gemma.swa_cell) if gemma else cell_bytes(m, w, layers)
     split = states.split_layers(m, layers)
     rest, state = kv_pool, None
     if split.state:  # the state pool first, the tokens from what it leaves
@@ -154,7 +156,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         rest = kv_pool - (slots + 1) * per_req
     if not (full_cell or swa_cell):
         from calculator.core.errors import InputError
-        raise InputError("engine", "SGLang: a model without attention layers is not modelled")
+        raise InputError("engine", "SGLang: a model without attention layers (pure Mamba: the repository read has "
+                                   "models/mamba.py, mamba2.py) is not modelled here; use --engine hf")
     if full_cell and swa_cell:  # hybrid SWA pool: each sliding layer holds ratio × the full layers' tokens
         tokens = int(max(rest, 0) / (full_cell + SWA_FULL_TOKENS_RATIO * swa_cell))
     else:
@@ -173,6 +176,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     starts = tokens > 0
     error = "" if starts else ("Not enough memory. Please try to increase --mem-fraction-static. (the KV pool "
                                f"left after the weights is {kv_pool / GiB:.2f} GiB)")
+    if starts and gemma is not None and gemma.hybrid:
+        error = sglang_gemma.swa_start_error(m, tokens, SWA_FULL_TOKENS_RATIO, page)
+        starts = not error
     if split.state:
         ratio, why = mamba_ratio(m, s)
         running = max_running(s, tokens, configured, slots, ratio)
@@ -195,6 +201,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
              "SGLang starts with any pool > 0 and caps a request's input at min(context length, pool tokens) − 1",
              "activations and CUDA graphs live in the (1 − mem_fraction_static) share: estimates, not subtracted "
              "from the pool", NON_TORCH_BASIS if multi else "")
+    if gemma is not None:
+        notes += (gemma.note,)
     if state is not None:
         notes += (f"hybrid: {states.describe(split)}: {state.slots:,} state slots of {per_req / 2**20:.1f} MiB (conv "
                   f"{conv_dt}, recurrent {ssm_dt}: {dt_basis}), {state.slots_per_seq} a running request, so at most "

@@ -234,7 +234,9 @@ def test_vllm_unifies_pages_of_two_head_sizes():
     assert est.serving.kv_bytes_per_token == per_token
 
 
-def test_sglang_is_refused():
+def test_sglang_pools_every_layer_of_gemma_3n():
+    """SGLang (engines/sglang_gemma.py): Gemma 3n is no hybrid-SWA architecture, so one pool holds all 35 layers,
+    the 15 KV-shared ones included (DefaultPoolConfigurator over num_effective_layers)."""
     m = spec_of(Gemma3nTextConfig())
-    with pytest.raises(InputError, match="SGLang"):
-        calculator.estimate(m, Workload(mode="infer", engine="sglang", seq_len=4096, gpu="h100-sxm"))
+    est = calculator.estimate(m, Workload(mode="infer", engine="sglang", seq_len=4096, gpu="h100-sxm"))
+    assert est.serving.kv_bytes_per_token == 35 * 2048
