@@ -12,6 +12,7 @@ from itertools import chain
 
 from calculator.memory import activations as act
 from calculator.memory import lora
+from calculator.memory import fp8 as fp8_rules
 from calculator import stacks
 from calculator.allocator.reference import Replay, reference_replay
 from calculator.allocator.fast import CachingAllocator
@@ -202,7 +203,7 @@ def training_plan(m, w, ws, shard, d, parts, head, sm, grad_dtype: str) -> StepP
         tensors=t, persistent=tuple(persistent), n_layers=shard.last_layer - shard.first_layer, layer_saved=saved,
         layer_grad_work=work,
         recompute_input=(e * T * h if w.recompute == "full" else
-                         act.op_selective_layer(m, d) if w.recompute == "op" else 0), head_saved=head_saved,
+                         act.op_selective_layer(m, d, float8=fp8_rules.float8_gemms(w)) if w.recompute == "op" else 0), head_saved=head_saved,
         logits=logits, head_transient=head_transient, hidden_grad=hidden,
         state_per_grad=_state_per_grad(ws, grad_dtype),
         foreach_temp=foreach, grads_persist=sm.grads_whole_step,

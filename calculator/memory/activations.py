@@ -333,12 +333,12 @@ def matmul_output_widths(m: ModelSpec, d: Dims, moe: bool) -> list[int]:
     return attn + mlp + [d.h_sp]
 
 
-def op_selective_layer(m: ModelSpec, d: Dims, moe: bool = False) -> int:
-    """torchtitan's op-level selective AC (torchtitan/distributed/activation_checkpoint.py, `_custom_policy` over
-    torch.utils.checkpoint.create_selective_checkpoint_contexts): in each block the outputs of the SDPA kernel
-    (output + fp32 logsumexp) and of every other aten.mm — the 1st, 3rd, … (`mm_count % 2`) — are saved, the rest
-    recomputed in backward; the block's input is the checkpoint's own. e·T·(h + Σ kept mm widths + qd) + 4·a·T."""
-    kept = sum(matmul_output_widths(m, d, moe)[0::2])
+def op_selective_layer(m: ModelSpec, d: Dims, moe: bool = False, float8: bool = False) -> int:
+    """torchtitan's op-level selective AC (llama3/parallelize_llama.py `_save_list`, `_custom_policy` at e7c0cae):
+    per block the SDPA outputs (output + fp32 logsumexp) and every other aten.mm output (1st, 3rd, …) are saved, the
+    rest recomputed; the block input is the checkpoint's: e·T·(h + Σ kept mm widths + qd) + 4·a·T. float8 linears
+    (fp8.float8_gemms) run aten._scaled_mm, not listed: no GEMM output kept (train_ops.op_mode); amaxes unpriced."""
+    kept = 0 if float8 else sum(matmul_output_widths(m, d, moe)[0::2])
     return d.e * d.T * (d.h_sp + kept + d.qd) + 4 * d.a * d.T
 
 

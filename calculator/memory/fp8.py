@@ -121,3 +121,12 @@ def check(w) -> None:
         has = f"{w.gpu} has {cc[0]}.{cc[1]}" if cc else f"{w.gpu} is not an NVIDIA GPU Transformer Engine runs on"
         alt = "choose b200 / b300 / gb300, or fp8 'current' / 'blockwise'" if blackwell else "choose another GPU or fp8 'none'"
         raise InputError("fp8", f"{what}; {has}: {alt}")
+
+
+GEMM_RECIPES = ("delayed", "current", "blockwise", "mxfp8")  # Workload.fp8 values that run the linears' GEMMs in FP8
+
+
+def float8_gemms(w) -> bool:
+    """Whether the linears' GEMMs run in FP8 (Workload.fp8 one of GEMM_RECIPES): TE's recipes, or torchao's
+    Float8Linear (tensorwise = current) under torchtitan, whose GEMM is aten._scaled_mm."""
+    return getattr(w, "fp8", "none") in GEMM_RECIPES

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from calculator.memory import activations as act
 from calculator.memory import autocast
+from calculator.memory import fp8 as fp8_rules
 from calculator.memory import sdpa
 from calculator.memory import lora_moe
 from calculator.memory import megatron_core
@@ -142,8 +143,9 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                           ("{:g} × {} × {} × {:,} × {:,}", flight, len(layers), d.e, d.T, d.h_sp),
                           "pipeline-1f1b" if p.pp > 1 else "hf-checkpointing")
                 else:
-                    per = act.op_selective_layer(m, d)
-                    per_moe = act.op_selective_layer(m, d, moe=True) if n_moe else 0
+                    f8 = fp8_rules.float8_gemms(w)  # float8 linears: aten._scaled_mm, no GEMM output kept
+                    per = act.op_selective_layer(m, d, float8=f8)
+                    per_moe = act.op_selective_layer(m, d, moe=True, float8=f8) if n_moe else 0
                     t.add("activations.layers", "activations", "Layer inputs + kept matmul and SDPA outputs (op-level "
                           "selective AC)", int(flight * (n_dense * per + n_moe * per_moe)),
                           "m_inflight × L_stage × (e·T·(h + Σ every other mm output + qd) + 4·a·T)",

@@ -13,6 +13,7 @@ import numpy as np
 
 from calculator.timing import roofline as R
 from calculator.core.dtypes import DTYPE_BITS
+from calculator.memory import fp8 as fp8_rules
 from calculator.model import architectures
 from calculator.model.spec import ModelSpec
 from calculator.timing.ops import (attention_core, backward_of, head_backward, head_forward, layer_forward,
@@ -84,7 +85,7 @@ def layer_parts(m: ModelSpec, w, d, key: tuple) -> tuple[list[Op], dict[str, lis
     return fwd + bwd, extra
 
 
-FP8_RECIPES = ("delayed", "current", "blockwise", "mxfp8")  # Workload.fp8 values that run the GEMMs in FP8
+FP8_RECIPES = fp8_rules.GEMM_RECIPES  # Workload.fp8 values that run the GEMMs in FP8
 
 
 def gemm_dtype(w, inputs) -> str:
@@ -92,7 +93,7 @@ def gemm_dtype(w, inputs) -> str:
     (Workload.fp8), else the activations' dtype."""
     if inputs is not None and inputs.matmul_dtype != "auto":
         return inputs.matmul_dtype
-    return "fp8" if getattr(w, "fp8", "none") in FP8_RECIPES else w.precision.activations
+    return "fp8" if fp8_rules.float8_gemms(w) else w.precision.activations
 
 
 def op_mode(w, inputs) -> str:
