@@ -17,6 +17,7 @@ Kernel by kernel (bytes per element, e = activation bytes):
 from __future__ import annotations
 
 from calculator.model.spec import ModelSpec
+from calculator.timing.ops import routed_pairs
 from calculator.timing.roofline import Op
 
 FUSED_IMPLS = ("megatron-te", "liger", "compile")
@@ -42,9 +43,9 @@ def fused_bytes(op: Op, m: ModelSpec, d, expert_tp: int) -> Op | None:
     if op.name == "Dropout":
         return None
     if op.name == "Expert dispatch, gate and combine":
-        pairs = d.T * m.num_experts_per_tok
+        pairs, real = routed_pairs(m, d.T)  # LongCat-Flash: only the real experts' picks are gated
         f_e = m.expert_intermediate_size // expert_tp
-        nbytes = 2 * e * (d.T * d.h + pairs * d.h) + (3 if m.gated_mlp else 2) * e * pairs * f_e
+        nbytes = 2 * e * (d.T * d.h + pairs * d.h) + (3 if m.gated_mlp else 2) * e * real * f_e
         return op._replace(bytes=nbytes, host_ops=4, bwd_host_ops=4,
                            formula="permute + unpermute e·(T·h + T·k·h) each, fused activation 3e·T·k·f",
                            source="transformer-engine")

@@ -12,7 +12,7 @@ from calculator.memory.activations import Dims
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.memory.inference import GROUP_SCALE_BYTES, GROUP_SIZE_DEFAULTS
 from calculator.memory.lora import adapted_linears
-from calculator.model import architectures
+from calculator.model import architectures, zero_experts
 from calculator.model.spec import ModelSpec
 from calculator.model.parameters import attention_shapes, mlp_shapes
 from calculator.timing.roofline import HOST_OPS, Op
@@ -165,23 +165,37 @@ def _mlp_forward(m: ModelSpec, T: float, h: int, f: int, e: float, e_w: float, l
     return ops
 
 
+def routed_pairs(m: ModelSpec, T: int) -> tuple[float, float]:
+    """(T·k routed (token, expert) pairs, those reaching a real expert). LongCat-Flash's zero_expert_num identity
+    experts (VariantSpec.zero_experts) compute nothing: transformers' LongcatFlashExperts.forward
+    (models/longcat_flash/modeling_longcat_flash.py, 5.23) only scales a pair sent to one by its routing weight, so
+    under balanced routing T·k·n / (n + z) pairs run an expert's GEMMs (calculator.model.zero_experts.real_pairs)."""
+    pairs = T * m.num_experts_per_tok
+    z = m.variant.zero_experts if m.variant is not None else None
+    return pairs, (zero_experts.real_pairs(T, m.num_experts_per_tok, m.num_experts, z) if z else pairs)
+
+
 def _moe_forward(m: ModelSpec, d: Dims, e_w: float, expert_tp: int, ep: int) -> list[Op]:
     """Router, then the routed experts as transformers runs them (integrations/moe.py grouped_mm_experts_forward):
-    sort the T·k (token, expert) pairs, gather, two grouped GEMMs, gate, weight, un-permute, sum over k."""
-    T, e, h, k, E = d.T, d.e, d.h, m.num_experts_per_tok, m.num_experts
+    sort the T·k (token, expert) pairs, gather, two grouped GEMMs, gate, weight, un-permute, sum over k. Only the
+    pairs that reach a real expert (routed_pairs: LongCat-Flash's identities take the rest) run the GEMMs and the
+    gate; every pair is gathered, weighted and summed. The router scores the n + z experts."""
+    T, e, h, E = d.T, d.e, d.h, m.num_experts
     f_e = m.expert_intermediate_size // expert_tp
-    pairs = T * k  # with EP the all-to-all brings as many pairs to each GPU as it sends (balanced routing)
+    pairs, real = routed_pairs(m, T)  # with EP the all-to-all brings as many pairs to each GPU as it sends
     local = E // ep
-    hit = min(local, expected_experts_hit(E, pairs * ep) / ep)
+    hit = min(local, expected_experts_hit(E, real * ep) / ep)
     width = (2 if m.gated_mlp else 1) * f_e
-    ops = [R.linear("Router", T, h, E, e, e_w)._replace(host_ops=HOST_OPS["moe_router"][0],
-                                                         bwd_host_ops=HOST_OPS["moe_router"][1]),
+    scored = E + ((m.variant.zero_experts or 0) if m.variant is not None else 0)
+    ops = [R.linear("Router", T, h, scored, e, e_w)._replace(host_ops=HOST_OPS["moe_router"][0],
+                                                              bwd_host_ops=HOST_OPS["moe_router"][1]),
            Op("Routed experts (grouped GEMM)", "forward", "matmul",
-              R.linear_flops(pairs, h, width) + R.linear_flops(pairs, f_e, h),
-              e * pairs * (h + width + f_e + h) + e_w * hit * (h * width + f_e * h), 2,
-              "2·T·k·(h·(2)f + f·h); weights of the experts hit", "hf-moe", bwd_host_ops=4),
-           R.elementwise("Expert dispatch, gate and combine", e * pairs * (8 * h + 5 * f_e),
-                         HOST_OPS["moe_expert"][0], "T·k·(8h + 5f)·e", "hf-moe",
+              R.linear_flops(real, h, width) + R.linear_flops(real, f_e, h),
+              e * real * (h + width + f_e + h) + e_w * hit * (h * width + f_e * h), 2,
+              "2·T·k'·(h·(2)f + f·h), k' the picks of real experts; weights of the experts hit", "hf-moe",
+              bwd_host_ops=4),
+           R.elementwise("Expert dispatch, gate and combine", e * (pairs * 8 * h + real * 5 * f_e),
+                         HOST_OPS["moe_expert"][0], "(T·k·8h + T·k'·5f)·e", "hf-moe",
                          bwd_host_ops=HOST_OPS["moe_expert"][1])]
     shared = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
     if shared:
