@@ -143,11 +143,11 @@ def qk_norm_saved(d: Dims, m: ModelSpec, expanded: bool = False) -> int:
     """Qwen3 / Gemma-3 per-head q and k norms keep their own fp32 copies."""
     if not m.qk_norm:
         return 0
-    if m.variant is not None:  # hook (issue 21): norms over the whole projection, fp32-weight ones, on fused views
-        return variants.qk_norm_saved(m.variant, d.T, d.qd, d.kvd, d.a, d.kv, d.e, not expanded or d.b == 1)
     if m.zero_centered_norm:  # rows of one head: fp32 copies of q and k per head, and (1 + w) of head_dim, twice
         return zero_centered_rmsnorm_saved(d.T * d.a, m.head_size) + zero_centered_rmsnorm_saved(d.T * d.kv,
                                                                                                   m.head_size)
+    if m.variant is not None:  # hook (issue 21): norms over the whole projection, fp32-weight ones, on fused views
+        return variants.qk_norm_saved(m.variant, d.T, d.qd, d.kvd, d.a, d.kv, d.e, not expanded or d.b == 1)
     if m.family == "gemma":  # Gemma3RMSNorm per head: fp32 copies, rsqrt, and (1 + w).float() of head_dim, twice
         return 8 * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv) + 8 * m.head_size
     return (4 + d.e) * d.T * (d.qd + d.kvd) + 4 * d.T * (d.a + d.kv)

@@ -33,6 +33,7 @@ from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
 from calculator.model.config_read import partial_rotary_dim
+from calculator.model.routers import with_router
 from calculator.model.spec import ModelSpec
 from calculator.model.text_towers import TEXT_MODEL_TYPES, text_config
 from calculator.model.vision import vision_from_config
@@ -378,7 +379,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
     mapper = MAPPERS.get(model_type)
     if mapper is None:
         raise _unknown_type(cfg, model_type)
-    fields = mapper(cfg)
+    fields = with_router(model_type, cfg, mapper(cfg))  # the top-k softmax routers' bookkeeping (routers.py)
     fields["vision"], vision_warning = vision_from_config(raw, fields["hidden_size"])  # the tower, or why not
     warnings.extend(([vision_warning] if vision_warning else []) + list(fields.pop("_warnings", ())))
     fields["model_type"] = model_type

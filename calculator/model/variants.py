@@ -11,9 +11,8 @@ model type's transformers block holds or keeps beyond (or instead of) the engine
   recomputed in fp32 by every layer, the MLP's activation (xIELU), and the router's bookkeeping (which top-k, a
   renormalisation, fp32 router input / weight copies, fp32 or model-dtype routing weights at the experts).
 
-`calculator.model.parameters` and `calculator.memory.activations` call these functions from small hooks that read
-`m.variant`; each term's source is the modeling file the mapper cites (calculator/model/mappers/variants.py) and the
-measurement in tests/model/mappers/test_variants.py. Nothing here imports the rest of the engine.
+`calculator.model.parameters` / `calculator.memory.activations` call these from hooks reading `m.variant`; each term's
+source is the modeling file the mapper cites, measured in tests/model/mappers/test_variants.py; no engine imports.
 """
 from __future__ import annotations
 
@@ -118,12 +117,12 @@ class VariantSpec(HashedOnce):
     legacy_kv_cache: bool = False
     # routed experts' router: "softmax" (softmax or sigmoid over all E in fp32, then top-k), "topk_softmax" /
     # "topk_sigmoid" (top-k of the logits, then an fp32 softmax / a model-dtype sigmoid over those k), "sparsemixer"
-    # (PhiMoE: two experts, training-mode masks)
+    # (PhiMoE: two experts, training-mode masks), "topk_model_softmax" (Aria: a model-dtype softmax over those k)
     # "dense_sigmoid" (Llama-4: every expert runs every token, scaled by a sigmoid of the top-k scattered logits)
     # "gather_sigmoid" (Kolibri-1: top-k of the fp32 logits + bias, then an fp32 sigmoid of the k gathered logits)
     # "model_softmax" (DBRX: a softmax over all E in the model dtype, then top-k; renormalised by their p-norm)
     router: Literal["softmax", "topk_softmax", "topk_sigmoid", "sparsemixer", "dense_sigmoid", "gather_sigmoid",
-                    "model_softmax"] = "softmax"
+                    "model_softmax", "topk_model_softmax"] = "softmax"
     router_renorm: bool = True  # top-k weights divided by their sum in fp32 (keeps them and the row sum)
     router_jitter: bool = False  # DBRX's moe_jitter_eps: in training the router input is scaled by uniform noise
     # the experts run one by one on their gathered tokens (DBRX's DbrxExperts loop), not transformers' grouped_mm
@@ -132,6 +131,7 @@ class VariantSpec(HashedOnce):
     router_fp32_input: bool = False  # the router reads x.float(): an fp32 copy of its input
     router_fp32_weight_copy: bool = False  # ... and weight.float() of a model-dtype weight
     fp32_routing_weights: bool = True  # the experts receive fp32 routing weights (else the model dtype)
+    gated_experts: bool = True  # False: up → act → down experts (grouped_mm has_gate=False: Nemotron-H's relu²)
     # MLA's query multiplied by a per-position scale before the core (mla_extra): "position" (Mistral-4's Llama-4
     # scale, no grad), "learned" (Mistral-Large-4's per-head scale · log(pos + 1) + bias Parameters)
     query_scale: Literal["none", "position", "learned"] = "none"
@@ -332,12 +332,12 @@ def mlp_saved(v: VariantSpec, T: int, f: int, e: int) -> int | None:
 def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int, ep: int = 1) -> int:
     """Routed experts and their router (transformers' grouped_mm experts, S = T·k routed pairs; PhiMoE k = 2):
     gathered input and expert output e·S·2h, gate_up / activation / product e·S·4f, three int64 S-vectors 24·S, the
-    routing weights 4·S (fp32) or e·S, int32 offsets 4·E/ep; then the router:
+    routing weights 4·S (fp32) or e·S, int32 offsets 4·E/ep (ungated relu² experts: e·S·2f, not 4f); the router:
     softmax: fp32 scores 4·T·E and int64 top-k indices 8·T·k, a renormalisation 4·T·k + 4·T (+ 4·T clamped), an
     fp32 copy of the input 4·T·h and of a model-dtype weight 4·E·h;
     gather_sigmoid: the softmax's 4·T·E and 8·T·k, then gather_sigmoid_router_saved;
     topk_softmax: int64 indices 8·T·k and the fp32 softmax over k, 4·T·k; topk_sigmoid: the indices and the
-    model-dtype sigmoid e·T·k (+ its row sum e·T when renormalised);
+    model-dtype sigmoid e·T·k (+ its row sum e·T when renormalised); topk_model_softmax: its softmax's e·T·k;
     sparsemixer (training): two softmaxes e·T·E and two bool masks T·E each, int64 argmaxes and gathered weights,
     20·T."""
     S = T * k
@@ -348,7 +348,7 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int, ep
         return e * E * T * (2 * h + 4 * f) + e * E * T + 8 * T * k + 4 * T * E
     if v.expert_loop:
         return expert_loop_saved(v, T, k, E, f, h, e)
-    glu = (12 + e) * f if v.mlp_act == "fp32_glu" else 4 * e * f  # per routed pair (fp32_glu: as mlp_saved)
+    glu = (12 + e) * f if v.mlp_act == "fp32_glu" else (4 if v.gated_experts else 2) * e * f  # per routed pair
     out = S * (glu + 2 * e * h) + 24 * S + (4 if v.fp32_routing_weights else e) * S + 4 * (E // ep)
     if v.router == "sparsemixer":
         return out + 2 * e * T * E + 2 * T * E + 20 * T
@@ -356,7 +356,7 @@ def moe_saved(v: VariantSpec, T: int, k: int, E: int, f: int, h: int, e: int, ep
         return out + 12 * T * k
     if v.router == "model_softmax":  # DBRX's bookkeeping (expert_loop_saved) at grouped_mm experts (Mistral-4)
         return out + e * T * E + 8 * T * k + (e * T * k + e * T if v.router_renorm else 0)
-    if v.router == "topk_sigmoid":  # the sigmoid's output, and the row sum it is divided by when renormalised
+    if v.router in ("topk_sigmoid", "topk_model_softmax"):  # the sigmoid's / softmax's output, the row sum
         return out + 8 * T * k + e * T * k + (e * T if v.router_renorm else 0)
     out += 4 * T * E + 8 * T * k
     if v.router == "gather_sigmoid":

@@ -122,11 +122,9 @@ def test_the_first_attention_layer_also_keeps_the_shared_tables(model_type):
     w = Workload(seq_len=M.S, micro_batch=M.B, attention="eager", mixer_kernels="torch")
     d = act.dims(spec, w)
     ((_, at_first),) = [(k, r) for k, r in _layer_rows(M, src, spec, first).items()]
-    # Qwen3-Next's router hands the experts bf16 weights (router_top_value.to(router_logits.dtype)), priced as fp32:
-    # 2 B per routed pair over, not a RoPE term (still open)
-    moe_over = (4 - 2) * d.T * spec.num_experts_per_tok if spec.layer_kind(first).ffn == "moe" else 0
+    # Qwen3-Next's bf16 routing weights (router_top_value.to(router_logits.dtype)) are priced: model/routers.py
     assert at_first["reference"] - act.exact_layer(spec, w, d, spec.layer_kind(first)).total \
-        == act.rotary_saved(spec, d) - moe_over
+        == act.rotary_saved(spec, d)
 
 
 def _layer_rows(M, src, spec, layer: int) -> dict:
