@@ -73,7 +73,7 @@ def test_minimax_m2_traced_tables(extra):
     from validation.architectures import measure as M
     from validation.architectures.blocks import layers_of
     from validation.architectures.sources import source
-    from validation.trace.saved_by_module import saved_bytes_by_module
+    from validation.trace.saved_by_module import KeepStorages, saved_bytes_by_module
     from calculator.model.hf_config import spec_from_hf_config
     M.quiet()
     torch.set_num_threads(1)
@@ -84,7 +84,7 @@ def test_minimax_m2_traced_tables(extra):
     model = M.tiny_bf16(config, "sdpa")
     ids = torch.randint(3, 100, (M.B, M.S), generator=torch.Generator().manual_seed(0))
     layers = layers_of(spec.model_type, lambda n: M.decoder_layers(model, n), spec.num_hidden_layers)
-    with M._KeepStorages():  # noqa: SLF001 - the trace's own storage keeper
+    with KeepStorages():
         by = saved_bytes_by_module(model, ids)
     first, second = (sum(v for k, v in by.items() if layers.owns(i, k)) for i in (0, 1))
     w = Workload(seq_len=M.S, micro_batch=M.B, attention="sdpa", mixer_kernels="torch")

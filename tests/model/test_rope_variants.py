@@ -76,26 +76,10 @@ def test_persimmon_attention_is_its_formula(qk_layernorm, b, s, attention):
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_leaves  # noqa: E402
 
 from validation.architectures.cpu_only import cpu_only_terms  # noqa: E402
 from validation.architectures.measure import decoder_layers, tiny_bf16  # noqa: E402
-from validation.trace.saved_by_module import saved_bytes_by_module  # noqa: E402
-
-
-class _Keep(TorchDispatchMode):
-    """Holds every storage the forward allocates, so that no freed address is reused (saved_by_module keys storages
-    by address)."""
-
-    def __init__(self):
-        super().__init__()
-        self.kept = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.kept += [t.untyped_storage() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        return out
+from validation.trace.saved_by_module import KeepStorages, saved_bytes_by_module  # noqa: E402
 
 
 def traced_layer(cfg: dict, b: int, s: int, attention: str) -> int:
@@ -104,7 +88,7 @@ def traced_layer(cfg: dict, b: int, s: int, attention: str) -> int:
     model = tiny_bf16(config, attention)
     ids = torch.randint(3, 100, (b, s), generator=torch.Generator().manual_seed(0))
     prefix = decoder_layers(model, config.num_hidden_layers)
-    with _Keep(), cpu_only_terms(model.get_submodule(prefix)) as cpu_only:
+    with KeepStorages(), cpu_only_terms(model.get_submodule(prefix)) as cpu_only:
         by_module = saved_bytes_by_module(model, ids)
     measured = sum(v for k, v in by_module.items() if k == f"{prefix}.1" or k.startswith(f"{prefix}.1."))
     return measured - sum(cpu_only[1].values())

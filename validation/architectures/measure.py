@@ -20,8 +20,6 @@ from contextlib import contextmanager
 import signal
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 from transformers.core_model_loading import build_glob_alternation
 
 from calculator import Workload
@@ -31,7 +29,7 @@ from calculator.model.config_read import ConfigError
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.parameters import count_parameters
 from validation.architectures.causal_lm import causal_lm, text_parameters
-from validation.trace.saved_by_module import saved_bytes_by_module
+from validation.trace.saved_by_module import KeepStorages, saved_bytes_by_module
 
 from .blocks import layers_of
 from .cpu_only import cpu_only_terms
@@ -86,20 +84,6 @@ def parameters(src: Source, spec) -> dict:
                 exact=counts.total == real, diff=counts.total - real, error_pct=pct(counts.total, real))
 
 
-class _KeepStorages(TorchDispatchMode):
-    """Holds every storage the forward allocates, so that none is freed and its address reused (saved_by_module keys
-    storages by address), as tests/model/mappers/test_variants.py does."""
-
-    def __init__(self):
-        super().__init__()
-        self.kept = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.kept += [t.untyped_storage() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        return out
-
-
 def tiny_bf16(config, attention: str):
     """A tiny bf16 training-mode model, weights N(0, 0.02), with the fp32 parameters from_pretrained keeps
     (_keep_in_fp32_modules_strict), no cache."""
@@ -151,7 +135,7 @@ def activations(src: Source, spec, attention: str = "eager") -> dict[str, dict]:
     vocab = getattr(src.config, "vocab_size", None) or spec.vocab_size
     ids = torch.randint(3, min(vocab, 100), (B, S), generator=torch.Generator().manual_seed(0))
     layers = layers_of(spec.model_type, lambda n: decoder_layers(model, n), spec.num_hidden_layers)
-    with _KeepStorages(), cpu_only_terms(model.get_submodule(layers.prefix)) as cpu_only:
+    with KeepStorages(), cpu_only_terms(model.get_submodule(layers.prefix)) as cpu_only:
         by_module = saved_bytes_by_module(model, ids)
     w = Workload(seq_len=S, micro_batch=B, attention=attention, mixer_kernels="torch")
     d = act.dims(spec, w)

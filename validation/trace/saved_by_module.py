@@ -14,6 +14,23 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+
+class KeepStorages(TorchDispatchMode):
+    """Holds every storage the forward allocates, so that none is freed and its address reused: saved_bytes_by_module
+    keys storages by address, and a reused one would be counted with the first one's size and module. Use it around
+    saved_bytes_by_module when the model frees tensors during its forward (any real model)."""
+
+    def __init__(self):
+        super().__init__()
+        self.kept = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.kept += [t.untyped_storage() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        return out
 
 
 class _Saved:

@@ -13,8 +13,6 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_leaves  # noqa: E402
 
 from calculator import Workload  # noqa: E402
 from calculator.memory import activations as act  # noqa: E402
@@ -22,7 +20,7 @@ from calculator.model import variants  # noqa: E402
 from calculator.model.config_read import ConfigError  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.mappers.variants import VARIANT_MAPPERS  # noqa: E402
-from validation.trace.saved_by_module import layer_parts, saved_bytes_by_module  # noqa: E402
+from validation.trace.saved_by_module import KeepStorages, layer_parts, saved_bytes_by_module  # noqa: E402
 from tests.model.mappers.counts import engine_counts, real_counts  # noqa: E402
 
 S = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, vocab_size=101, intermediate_size=96,
@@ -230,20 +228,6 @@ def measured_cases(shape: str) -> list[tuple]:
 MEASURED = measured_cases("shape1") + measured_cases("shape2")
 
 
-class _KeepStorages(TorchDispatchMode):
-    """Holds every storage the forward allocates, so that none is freed and its address reused: saved_by_module keys
-    storages by address, and a reused one would be counted with the first one's size and module."""
-
-    def __init__(self):
-        super().__init__()
-        self.kept = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.kept += [t.untyped_storage() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        return out
-
-
 def measured_parts(config, layer: int, b: int, seq: int) -> dict[str, int]:
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -253,7 +237,7 @@ def measured_parts(config, layer: int, b: int, seq: int) -> dict[str, int]:
         for p in model.parameters():
             p.normal_(std=0.02)
     ids = torch.randint(0, config.vocab_size, (b, seq))
-    with _KeepStorages():
+    with KeepStorages():
         by_module = saved_bytes_by_module(model, ids)
     return layer_parts(by_module, layer, PARTS)
 
