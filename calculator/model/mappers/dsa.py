@@ -52,7 +52,7 @@ def _layer_count(key: str, values: list, n: int) -> list:
     return values
 
 
-def _mlp_types(cfg: dict, n: int, default: list[str]) -> tuple[str, ...]:
+def mlp_types(cfg: dict, n: int, default: list[str]) -> tuple[str, ...]:
     """Each layer's feed-forward from mlp_layer_types ("dense" or "sparse", what Glm4MoeLiteDecoderLayer and the
     classes built on it read), else the class's default: "moe" for a sparse layer."""
     types = get_choice_list(cfg, "mlp_layer_types", ("dense", "sparse"))
@@ -112,7 +112,7 @@ def _dsa_model(cfg: dict, defaults: dict) -> tuple[dict, dict]:
     f = _mla_fields(cfg, need_q_lora=True)
     n = f["num_hidden_layers"]
     dense = min(get_int(cfg, "first_k_dense_replace", lo=0, hi=B.MAX_LAYERS), n)
-    ffn = _mlp_types(cfg, n, ["dense"] * dense + ["sparse"] * (n - dense))
+    ffn = mlp_types(cfg, n, ["dense"] * dense + ["sparse"] * (n - dense))
     f.update(ffn_types=ffn, indexer=_deepseek_indexer(cfg), mtp_layers=_mtp(cfg))
     return cfg, _moe_fields(cfg, f, ffn)
 
@@ -126,7 +126,7 @@ def map_deepseek_v32(cfg: dict) -> dict:
     return f
 
 
-def _glm_indexer_types(cfg: dict, n: int) -> list[str]:
+def glm_indexer_types(cfg: dict, n: int) -> list[str]:
     """GlmMoeDsaConfig.__post_init__: indexer_types as given; else index_topk_pattern (a string of F / S, or a list);
     else layer i runs its indexer iff max(i − index_skip_topk_offset + 1, 0) is a multiple of index_topk_freq."""
     types = get_choice_list(cfg, "indexer_types", ("full", "shared"))
@@ -151,7 +151,7 @@ def map_glm_moe_dsa(cfg: dict) -> dict:
     indexer_types builds no indexer (GlmMoeDsaAttention: self.indexer = None) and reuses the previous layer's top-k:
     it is plain MLA, without indexer tensors or indexer keys in its cache (DynamicIndexedLayer leaves them empty)."""
     cfg, f = _dsa_model(cfg, GLM_DSA_DEFAULTS)
-    types = _glm_indexer_types(cfg, f["num_hidden_layers"])
+    types = glm_indexer_types(cfg, f["num_hidden_layers"])
     f["layer_types"] = tuple("indexed_attention" if t == "full" else "full_attention" for t in types)
     return f
 
@@ -162,7 +162,7 @@ def map_glm4_moe_lite(cfg: dict) -> dict:
     cfg = {**GLM_LITE_DEFAULTS, **cfg}
     f = _mla_fields(cfg, need_q_lora=False)
     n = f["num_hidden_layers"]
-    ffn = _mlp_types(cfg, n, ["dense"] + ["sparse"] * (n - 1))
+    ffn = mlp_types(cfg, n, ["dense"] + ["sparse"] * (n - 1))
     f.update(ffn_types=ffn, mtp_layers=_mtp(cfg))
     return _moe_fields(cfg, f, ffn)
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from calculator.core import bounds as B
 from calculator.model.architectures.dsa import IndexerSpec
-from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_float, get_int,
-                                          get_int_list, get_str)
+from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_float, get_int, get_int_list,
+                                          get_str)
+from calculator.model.mappers.dsa import glm_indexer_types, mlp_types
 from calculator.model.variants import VariantSpec
 
 # Mistral4Config's defaults for the fields a config.json may leave out (models/mistral4/configuration_mistral4.py)
@@ -72,37 +73,15 @@ LARGE4_LACKS = ("MLA layers of two shapes in one model (Mistral-Large-4's NoPE l
                 "across layers (kv_source_layers)")
 
 
-def _per_layer(cfg: dict, key: str, values: list, n: int) -> list:
-    if len(values) != n:
-        raise ConfigError(f"{key}: has {len(values)} entries but num_hidden_layers is {n}")
-    return values
-
-
 def _large4_layers(cfg: dict, n: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(layer_types, ffn_types) as MistralLarge4TextConfig.__post_init__ (GlmMoeDsaConfig's) derives them: a layer
     runs its indexer unless indexer_types (else index_topk_pattern, else index_topk_freq / index_skip_topk_offset)
-    says "shared" (plain MLA reusing the previous top-k); mlp_layer_types, else first_k_dense_replace dense
-    layers."""
-    types = get_choice_list(cfg, "indexer_types", ("full", "shared"))
-    pattern = cfg.get("index_topk_pattern")
-    if types is None and isinstance(pattern, str):
-        if set(pattern) - {"F", "S"}:
-            raise ConfigError(f"index_topk_pattern: letters F (full) or S (shared), got {pattern[:40]!r}")
-        types = ["full" if c == "F" else "shared" for c in pattern]
-    elif types is None and pattern is not None:
-        types = get_choice_list(cfg, "index_topk_pattern", ("full", "shared"))
-    if types is None:
-        freq = max(get_int(cfg, "index_topk_freq", default=1, lo=0, hi=B.MAX_LAYERS), 1)
-        offset = get_int(cfg, "index_skip_topk_offset", default=2, lo=-B.MAX_LAYERS, hi=B.MAX_LAYERS)
-        types = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
-    if _per_layer(cfg, "indexer_types", types, n)[0] == "shared":
-        raise ConfigError("indexer_types[0]: a shared layer reuses the previous layer's top-k; the first is full")
-    mlp = get_choice_list(cfg, "mlp_layer_types", ("dense", "sparse"))
-    if mlp is None:
-        dense = min(get_int(cfg, "first_k_dense_replace", lo=0, hi=B.MAX_LAYERS), n)
-        mlp = ["dense"] * dense + ["sparse"] * (n - dense)
+    says "shared" (plain MLA reusing the previous top-k), GLM-5's rule (dsa.glm_indexer_types); mlp_layer_types,
+    else first_k_dense_replace dense layers (dsa.mlp_types)."""
+    types = glm_indexer_types(cfg, n)
+    dense = min(get_int(cfg, "first_k_dense_replace", lo=0, hi=B.MAX_LAYERS), n)
     return (tuple("indexed_attention" if t == "full" else "full_attention" for t in types),
-            tuple("moe" if t == "sparse" else "dense" for t in _per_layer(cfg, "mlp_layer_types", mlp, n)))
+            mlp_types(cfg, n, ["dense"] * dense + ["sparse"] * (n - dense)))
 
 
 def map_mistral_large4(cfg: dict) -> dict:
