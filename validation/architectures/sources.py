@@ -36,35 +36,16 @@ def _module(name: str):
     return module
 
 
-def _archs(t: str) -> Source:
-    written, config = _module("test_archs").written_config(t)
-    return Source(t, written, config, "tests/model/mappers/test_archs.py")
-
-
-def _variants(t: str) -> Source:
-    written, config = _module("test_variants").written_config(t)
-    return Source(t, written, config, "tests/model/mappers/test_variants.py")
+def _written(name: str, t: str) -> Source:
+    """The config mapper test module `name` writes for type t (its written_config)."""
+    written, config = _module(name).written_config(t)
+    return Source(t, written, config, f"tests/model/mappers/{name}.py")
 
 
 def _linear(t: str) -> Source:
     m = _module("test_linear")
     written, config = m.written(t, **m.SIZES[t])
     return Source(t, written, config, "tests/model/mappers/test_linear.py")
-
-
-def _ssm(t: str) -> Source:
-    written, config = _module("test_ssm").written_config(t)
-    return Source(t, written, config, "tests/model/mappers/test_ssm.py")
-
-
-def _longcat(t: str) -> Source:
-    written, config = _module("test_longcat").written_config(t)
-    return Source(t, written, config, "tests/model/mappers/test_longcat.py")
-
-
-def _mistral4(t: str) -> Source:
-    written, config = _module("test_mistral4").written_config(t)
-    return Source(t, written, config, "tests/model/mappers/test_mistral4.py")
 
 
 def _dsa(t: str) -> Source:
@@ -95,26 +76,19 @@ def _remote(t: str) -> Source:
                   remote_counts=lambda: counts(cfg))
 
 
-def _olmo_hybrid(t: str) -> Source:
-    written, config = _module("test_olmo_hybrid").written_config(t)
-    return Source(t, written, config, "tests/model/mappers/test_olmo_hybrid.py")
-
-
 def source(model_type: str) -> Source:
     """The Source of a supported type, from the test module that holds its mapper to the real model."""
     if model_type in GEMMA_NEXT:
         return _gemma_next(model_type)
-    if model_type in _module("test_olmo_hybrid").SIZES:
-        return _olmo_hybrid(model_type)
     if model_type == "qwen":
         return _remote(model_type)
-    for name, table, fn in (("test_linear", "SIZES", _linear), ("test_ssm", "SIZES", _ssm),
-                            ("test_variants", "SIZES", _variants), ("test_longcat", "SIZES", _longcat),
-                            ("test_mistral4", "SIZES", _mistral4)):
-        if model_type in getattr(_module(name), table):
-            return fn(model_type)
+    if model_type in _module("test_linear").SIZES:
+        return _linear(model_type)
+    for name in ("test_olmo_hybrid", "test_ssm", "test_variants", "test_longcat", "test_mistral4"):
+        if model_type in _module(name).SIZES:  # each module has SIZES and written_config
+            return _written(name, model_type)
     if any(mt == model_type for mt, _ in _module("test_dsa").CASES):
         return _dsa(model_type)
     if model_type in _module("test_archs").TYPES_HERE:
-        return _archs(model_type)
+        return _written("test_archs", model_type)
     raise KeyError(f"{model_type}: no mapper test writes its config")
