@@ -147,3 +147,40 @@ def moe_layer_graph(row: dict, gpu_key: str, layout: dict | None = None) -> tupl
             continue
         return True, rule.source
     return False, ""
+
+
+@dataclass(frozen=True)
+class LayoutRule:
+    """A row whose table cell disagrees with the workload config of its release: the layout the recipe ran."""
+
+    model: str  # pattern on the lower-cased model name
+    system: str  # GPU key (rows.GPUS)
+    release: tuple[int, ...]  # the container (year, month[, patch]) of the row
+    precision: str  # pattern on the lower-cased precision
+    printed: dict  # the printed degrees the row shows (pp, vp, mbs, gbs)
+    ran: dict  # what the recipe set instead (vp, mbs)
+    source: str
+
+
+LAYOUT_RULES: tuple[LayoutRule, ...] = (
+    # NeMo 26.02.01 ↔ v0.3.1 llama/llama3_workload_base_configs.py LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2 =
+    # replace(BASE_LLAMA3_70B_CONFIG_GBS256, pipeline_model_parallel_size=4, virtual_pipeline_model_parallel_size=5)
+    # with WorkloadBaseConfig's micro_batch_size=1 (scripts/performance/utils/utils.py): the table prints VP "n/a"
+    # and micro-batch 2 (the FSDP row's) where the recipe ran VP5 at micro-batch 1, as the 26.02 and 26.04 rows of
+    # the same config print (T0203, T0123, T0075: 4596-4864 tokens/s/GPU against this row's 4798; plain 1F1B at
+    # PP4 with 8 micro-batches would idle 3/8 of the step)
+    LayoutRule(r"llama3_70b", "gb300", (26, 2, 1), "mx", {"pp": 4, "vp": 1, "mbs": 2, "gbs": 256},
+               {"vp": 5, "mbs": 1}, "v0.3.1 LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2"),
+)
+
+
+def recipe_layout(row: dict, gpu_key: str, printed: dict) -> tuple[dict, str]:
+    """(the degrees the release's recipe ran where the table misprints them, the rule's source); ({}, "") when
+    the printed layout is the recipe's."""
+    when = container(row.get("framework_version", ""))
+    low, prec = row["model"].lower(), row["precision"].lower()
+    for rule in LAYOUT_RULES:
+        if (rule.system == gpu_key and when == rule.release and re.search(rule.model, low)
+                and re.search(rule.precision, prec) and all(printed.get(k) == v for k, v in rule.printed.items())):
+            return dict(rule.ran), rule.source
+    return {}, ""

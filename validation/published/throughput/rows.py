@@ -229,6 +229,10 @@ def case_of(row: dict):
     fsdp = torch_side or bool(re.search(r"fsdp=([1-9])", settings))
     mbs = _int(re.sub(r"[^\d]", " ", row["mbs"]).strip()) or 1
     gbs = _int(row["gbs"]) or mbs * dp
+    from validation.published.throughput.recipes import recipe_layout
+    ran, _ = recipe_layout(row, next(k for k, v in GPUS.items() if v == gpu), {"pp": pp, "vp": vp, "mbs": mbs,
+                                                                               "gbs": gbs})
+    vp, mbs = ran.get("vp", vp), ran.get("mbs", mbs)  # a misprinted cell: the release's recipe (recipes.py)
     mb = 1
     if torch_side and pp > 1:  # torchtitan pipelines micro-batches of 1 (pipeline_parallel_microbatch_size)
         mb, mbs = mbs, 1
