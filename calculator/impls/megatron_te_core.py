@@ -41,6 +41,19 @@ def _gemm_input(w, elements: int, e: int) -> int:
     return fp8_rules.saved_input_bytes(w.fp8, elements) if w.fp8 != "none" else e * elements
 
 
+def projection_input(w, e: int, T: int, qd: int, kernel_saves_it: bool) -> int:
+    """What stays of the attention output handed to the output projection (TERowParallelLinear). In a bf16 run the
+    projection saves that tensor for its weight gradient. Under an FP8 recipe it quantizes it and saves only the
+    quantized copy (TransformerEngine 4220403e, pytorch/module/linear.py _linear_forward: `inputmat =
+    input_quantizer(inputmat)`, `saved_inputmat = inputmat`; Megatron-LM d98e8a64 keeps no reference past the
+    layer), so the model-dtype tensor stays only when the attention kernel saves it for its own backward —
+    cuDNN's output is the tensor it returns; FlashAttention and TE's ring keep their own (the caller prices
+    those) and return a new one; the unfused and the checkpointed (selective) core attention keep none."""
+    if w.fp8 == "none":
+        return e * T * qd
+    return (e * T * qd if kernel_saves_it else 0) + fp8_rules.saved_input_bytes(w.fp8, T * qd)
+
+
 def ln_linear_saved(m, w, d) -> int:
     """One TELayerNormColumnParallelLinear: its input, fp32 statistics, its normalised output (the GEMM input)."""
     layernorm = m.norm_type == "layernorm"
@@ -61,10 +74,9 @@ def ring_attention_saved(m, w, d) -> int:
         out += e * T * d.qd
     elif rope or gqa:  # RoPE's new q, or GQA's reshaped query copy
         out += e * T * d.qd
-    out += core.cp_ring_saved(e, T, d.qd, d.kvd) + 4 * d.a * T
-    if w.fp8 != "none":  # the projection also keeps its own quantized copy of the output
-        out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
-    return out
+    # the ring keeps its K/V buffer and `out_part`; the second output copy it returns is the projection's input
+    out += core.cp_ring_saved(e, T, d.qd, d.kvd) - e * T * d.qd + projection_input(w, e, T, d.qd, False)
+    return out + 4 * d.a * T
 
 
 def qkv_block_rest(e: int, T: int, d) -> int:
@@ -95,12 +107,12 @@ def attention_saved(m, w, d) -> int:
             out = 0 if (gqa or rope) else qkv_block_rest(e, T, d)
         else:
             out += qkv_block_rest(e, T, d)
-        out += te_attention.qkv_kept(e, T, d.qd, d.kvd) + e * T * d.qd + 4 * d.a * T
+        out += te_attention.qkv_kept(e, T, d.qd, d.kvd) + 4 * d.a * T
         backend = te_attention.attention_backend(compute_capability(w.gpu), w.deterministic, m.dropout)
-        out += te_attention.backend_extra(backend, e, T, d.qd, d.b)
-        if w.fp8 != "none":  # the projection also keeps its own quantized copy of the output
-            out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
-        return out
+        extra = te_attention.backend_extra(backend, e, T, d.qd, d.b)
+        if extra:  # FlashAttention's own output, saved by flash-attn; the copy it returns goes to the projection
+            return out + extra + projection_input(w, e, T, d.qd, False)
+        return out + projection_input(w, e, T, d.qd, True)  # cuDNN saves the output it returns
     out += qkv_block_rest(e, T, d)
     if m.qk_norm:  # the norms write new q and k
         out += e * T * (d.qd + d.kvd)
@@ -108,9 +120,7 @@ def attention_saved(m, w, d) -> int:
         out += e * T * (d.qd + d.kvd)
     elif gqa:  # the reshaped query copy is what attention keeps
         out += e * T * d.qd
-    out += e * T * d.qd  # the attention output, the projection's input
-    if w.fp8 != "none":  # the projection also keeps its own quantized copy of it
-        out += fp8_rules.saved_input_bytes(w.fp8, T * d.qd)
+    out += projection_input(w, e, T, d.qd, False)  # the attention output, the projection's input
     if w.attention != "eager":  # selective recompute: Megatron's checkpoint keeps q, k, v; statistics recomputed
         return out
     if gqa:  # unfused: k and v repeated to every head and kept by the two batched matmuls

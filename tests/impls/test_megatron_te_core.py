@@ -155,3 +155,34 @@ def test_tp4_qkv_output_keeps_the_rest_of_a_residual_stream_block():
     assert core.attention_saved(rope, w, d) == e * T * 3 * qd + e * T * qd + 4 * 2 * T
     tp1 = Workload(**CORE, micro_batch=4, seq_len=1024)
     assert core.qkv_block_rest(e, T, _d(GPT, tp1)) == 0
+
+
+def test_fp8_projection_keeps_only_its_quantized_input():
+    """Under an FP8 recipe the output projection saves only its quantized input (TransformerEngine 4220403e,
+    pytorch/module/linear.py _linear_forward: `inputmat = input_quantizer(inputmat)`, `saved_inputmat = inputmat`):
+    the model-dtype attention output stays only where the attention kernel saves it — cuDNN's output (the tensor
+    it returns), FlashAttention's own output beside the copy it returns, the ring's `out_part` beside the copy it
+    returns (context_parallel.py AttnFuncWithCPAndKVP2P.forward); TE's unfused core saves none."""
+    e, T, qd, a = 2, 4096, 512, 8
+    bf16 = Workload(**CORE, micro_batch=4, seq_len=1024, gpu="h100-sxm")
+    fp8 = bf16.model_copy(update={"fp8": "current"})
+    d = _d(GPT, bf16)
+    quantized = T * qd  # 1 B per element, one per-tensor scale
+    # cuDNN (Hopper): the output stays (saved by the kernel) and the quantized copy comes beside it
+    assert core.attention_saved(GPT, fp8, d) == core.attention_saved(GPT, bf16, d) + quantized
+    # FlashAttention at micro-batch 4 (Blackwell, deterministic, dropout): its own output stays, the copy it
+    # returns was only the projection's input
+    fa16 = bf16.model_copy(update={"gpu": "b200", "deterministic": True})
+    fa8 = fa16.model_copy(update={"fp8": "current"})
+    assert core.attention_saved(GPT, fa8, d) == core.attention_saved(GPT, fa16, d) - e * T * qd + quantized
+    # TE's unfused core: the output is only the projection's input
+    eager16 = bf16.model_copy(update={"attention": "eager"})
+    eager8 = eager16.model_copy(update={"fp8": "current"})
+    assert core.attention_saved(GPT, eager8, d) == core.attention_saved(GPT, eager16, d) - e * T * qd + quantized
+    # the p2p ring (TP 2, CP 2): q view of the fused output + ring K/V + out_part + the quantized copy + lse
+    ring8 = Workload(**CORE, micro_batch=4, seq_len=1024, gpu="h100-sxm", fp8="current",
+                     parallel={"tp": 2, "cp": 2, "sequence_parallel": True})
+    dr = _d(GPT, ring8)
+    T, qd, kvd, a = 2048, 256, 256, 4
+    assert core.attention_saved(GPT, ring8, dr) == (e * T * (qd + 2 * kvd) + 2 * e * T * kvd + e * T * qd + T * qd
+                                                   + 4 * a * T)
