@@ -256,3 +256,13 @@ def llama_like_fields(cfg: dict) -> dict:
     f.update(qkv_bias=bias, o_bias=bias, mlp_bias=get_bool(cfg, "mlp_bias", False),
              hidden_act=get_str(cfg, "hidden_act", default="silu"))
     return f
+
+
+def router_group_fields(cfg: dict, experts: int) -> dict:
+    """ModelSpec.router_groups / router_group_topk of a DeepSeek-style router: n_group groups, the token's top-k
+    from its topk_group best (transformers DeepseekV3TopkRouter / DeepSeek-V2's "group_limited_greedy"; its
+    "greedy" ignores the groups); {} when the config sets no groups."""
+    groups = get_int(cfg, "n_group", default=1, lo=1, hi=experts)
+    if groups == 1 or experts % groups or get_str(cfg, "topk_method", default="noaux_tc") == "greedy":
+        return {}
+    return {"router_groups": groups, "router_group_topk": get_int(cfg, "topk_group", default=groups, hi=groups)}

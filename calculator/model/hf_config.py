@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from calculator.core import bounds as B
 from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_fields, get_bool, get_float, get_int,
                                     get_int_list, get_str, get_window, layer_types, llama_like_fields,
-                                    parse_config_json, sliding_fields)
+                                    parse_config_json, router_group_fields, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
 from calculator.model.mappers.archs import ARCH_MAPPERS, DEEPSEEK_V2_VARIANT, LLAMA4_VARIANT, OLMO2_VARIANT, map_gemma
 from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
@@ -241,8 +241,8 @@ def _map_deepseek(cfg: dict) -> dict:
         f.update(num_experts=experts, num_experts_per_tok=_top_k(cfg, experts),
                  moe_intermediate_size=get_int(cfg, "moe_intermediate_size", hi=B.MAX_FFN),
                  num_shared_experts=get_int(cfg, "n_shared_experts", default=0, lo=0, hi=B.MAX_SHARED_EXPERTS),
-                 first_k_dense_layers=get_int(cfg, "first_k_dense_replace", default=0, lo=0,
-                                              hi=f["num_hidden_layers"]))
+                 first_k_dense_layers=get_int(cfg, "first_k_dense_replace", default=0, lo=0, hi=f["num_hidden_layers"]))
+        f.update(router_group_fields(cfg, experts))
         if get_str(cfg, "model_type") == "deepseek_v2":  # its router never renormalises (DEEPSEEK_V2_VARIANT)
             f["variant"] = DEEPSEEK_V2_VARIANT
     return f

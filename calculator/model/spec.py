@@ -106,6 +106,11 @@ class ModelSpec(HashedOnce):
     shared_expert_intermediate_size: int | None = Field(default=None, gt=0, le=B.MAX_FFN, strict=True)
     shared_expert_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert
     first_k_dense_layers: int = Field(default=0, ge=0, le=B.MAX_LAYERS, strict=True)  # DeepSeek first_k_dense_replace
+    # group-limited routing (DeepSeek-V2/V3 n_group / topk_group; Megatron's --moe-router-num-groups /
+    # --moe-router-group-topk): the experts split into router_groups equal groups and a token's top-k comes from
+    # its router_group_topk best groups only (1 / 1: no limit)
+    router_groups: int = Field(default=1, ge=1, le=B.MAX_EXPERTS, strict=True)
+    router_group_topk: int = Field(default=1, ge=1, le=B.MAX_EXPERTS, strict=True)
     dense_layer_indices: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen-MoE mlp_only_layers
     router_bias: bool = False
     expert_bias: bool = False  # GPT-OSS experts carry biases
@@ -183,6 +188,9 @@ class ModelSpec(HashedOnce):
                                  f"got {self.num_experts_per_tok}")
             if self.first_k_dense_layers > self.num_hidden_layers:
                 raise ValueError("first_k_dense_layers cannot exceed num_hidden_layers")
+            if self.num_experts % self.router_groups or self.router_group_topk > self.router_groups:
+                raise ValueError(f"router_groups ({self.router_groups}) must divide num_experts and be at least "
+                                 f"router_group_topk ({self.router_group_topk})")
         if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
             raise ValueError(f"layer_types has {len(self.layer_types)} entries but num_hidden_layers is "
                              f"{self.num_hidden_layers}")

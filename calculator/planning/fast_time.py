@@ -29,7 +29,7 @@ from calculator.planning.grid import microbatches_of, workload_of
 from calculator.timing import train_ops as T
 from calculator.timing.comm_time import training_comm
 from calculator.timing.inputs import TimingInputs
-from calculator.timing.step_time import (bottleneck_parts, comm_choices, compute_seconds, rates_for,
+from calculator.timing.step_time import (bottleneck_parts, comm_choices, compute_seconds, rates_for, routing_columns,
                                          step_seconds)
 
 _SHAPES: dict = {}
@@ -176,7 +176,7 @@ def times(m, w, layouts, timing: TimingInputs | None = None, global_batch: int |
          "n_experts": R[crit, 5], "b_g": b(w.precision.grads), "b_p": b(w.precision.params),
          "gather_dense": R[crit, 4] * b(w.precision.params), "gather_experts": R[crit, 5] * b(w.precision.params),
          "act": sizes[0], "kv": sizes[1], "qkv_bytes": sizes[2], "q_bytes": sizes[3], "ep_bytes": sizes[4],
-         "top_k": m.num_experts_per_tok if m.is_moe else 0, "pp_bytes": sizes[5], "fwd_t": c_stats[T.FWD],
+         **routing_columns(m), "pp_bytes": sizes[5], "fwd_t": c_stats[T.FWD],
          "bwd_t": c_stats[T.GPU] - c_stats[T.FWD], "attn_t": c_stats[T.ATTN], "gemm_t": c_stats[T.GEMM],
          **comm_choices(w), "tp_overlap": inputs.tp_comm_overlap, "ep_overlap": inputs.ep_comm_overlap,
          "grad_overlap": grad_ov, "param_overlap": param_ov}

@@ -155,17 +155,40 @@ def all_to_all_seconds(size, ranks, span, intra: float, inter: float, gpus_per_n
     return np.maximum(size * (g - 1) / n / intra, network_share * size * (n - g) / n / inter)
 
 
-def dedup_network_share(top_k, nodes):
+def dedup_network_share(top_k, nodes, groups=1, group_topk=1):
     """What a node-deduplicating MoE dispatcher sends over the network, as a share of what a plain all-to-all
     sends: DeepEP (and Megatron's flex dispatcher on it) sends a token once to each remote node hosting one of its
     experts and forwards it over NVLink there (DeepSeek-AI 2025, DeepEP README, "internode" kernels). With k
-    experts routed uniformly over N nodes a token reaches (N − 1)·(1 − (1 − 1/N)^k) remote nodes, where the plain
-    all-to-all sends k·(N − 1)/N copies."""
+    experts routed uniformly over N nodes a token reaches each remote node with probability 1 − (1 − 1/N)^k, where
+    the plain all-to-all sends k·(N − 1)/N copies. A group-limited router (`groups`, `group_topk`:
+    group_hit_probability) caps that probability: it is the smaller of the two."""
     nodes = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
     k = np.asarray(top_k, dtype=np.float64)
     plain = k * (nodes - 1) / nodes
-    distinct = (nodes - 1) * (1 - (1 - 1 / nodes) ** k)
-    return np.where(plain > 0, distinct / np.maximum(plain, 1e-12), 1.0)
+    hit = 1 - (1 - 1 / nodes) ** k
+    if groups > 1 and group_topk < groups:
+        hit = np.minimum(hit, group_hit_probability(k, nodes, groups, group_topk))
+    return np.where(plain > 0, (nodes - 1) * hit / np.maximum(plain, 1e-12), 1.0)
+
+
+def group_hit_probability(top_k, nodes, groups: int, group_topk: int):
+    """The probability that a token's experts reach a given node under group-limited routing: the E experts split
+    into G equal groups laid out in order over the EP ranks (Megatron's expert placement: rank i holds experts
+    i·E/ep …), and the token's top-k is taken from its M best groups only (Megatron-Core
+    megatron/core/transformer/moe/moe_utils.py group_limited_topk, --moe-router-num-groups /
+    --moe-router-group-topk: "device-limited routing"; DeepSeek-AI 2024, DeepSeek-V3 technical report §2.1.2
+    "Node-Limited Routing ... each token will be sent to at most M nodes", M = 4 of n_group = 8). The M groups
+    chosen uniformly (balanced routing): a node holding q = G/N whole groups is reached unless none of its groups
+    is chosen, 1 − C(G − q, M)/C(G, M); a group spread over r = N/G nodes is chosen with probability M/G, and
+    its node gets one of the token's k/M experts there with probability 1 − (1 − 1/r)^(k/M)."""
+    nodes = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+    g, m = float(groups), int(group_topk)
+    q = g / nodes
+    miss = np.ones_like(nodes)
+    for i in range(m):  # hypergeometric: none of the node's q groups among the M chosen
+        miss = miss * np.clip((g - q - i) / (g - i), 0.0, 1.0)
+    spread = (m / g) * (1 - (1 - g / nodes) ** (np.asarray(top_k, dtype=np.float64) / m))
+    return np.where(nodes > g, spread, 1 - miss)
 
 
 def exposed_seconds(c: dict, per_item: list, items: list) -> dict:
@@ -222,7 +245,8 @@ def training_comm(c: dict, gpu, inputs: TimingInputs):
     lat = inputs.collective_latency_us * 1e-6
     items = training_items(c)
     domain = nvlink_domain(gpu, inputs)
-    share = np.where(c["ep_dedup"], dedup_network_share(c["top_k"], np.ceil(c["ep"] * c["etp"] / domain)), 1.0)
+    share = np.where(c["ep_dedup"], dedup_network_share(c["top_k"], np.ceil(c["ep"] * c["etp"] / domain),
+                                                        c.get("route_groups", 1), c.get("route_topk", 1)), 1.0)
     if np.any(c["ep_dedup"]):
         items = training_items(dict(c, ep_network_share=share))
     per = [item_seconds(it, intra.bytes_per_s, inter.bytes_per_s, domain, lat) for it in items]

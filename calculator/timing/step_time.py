@@ -121,12 +121,18 @@ def comm_columns(m: ModelSpec, w: Workload, d, shard, st, inputs: TimingInputs) 
             "gather_experts": g_experts,
             "act": e * d.T * d.h, "kv": e * d.T * d.kvd, "qkv_bytes": e * d.T * (d.qd + 2 * d.kvd),
             "q_bytes": e * d.T * d.qd, "ep_bytes": e * d.T * m.num_experts_per_tok * d.h if m.is_moe else 0.0,
-            "top_k": m.num_experts_per_tok if m.is_moe else 0,
-            "pp_bytes": e * d.T * d.h_sp, "fwd_t": st[T.FWD], "bwd_t": st[T.GPU] - st[T.FWD],
+            **routing_columns(m), "pp_bytes": e * d.T * d.h_sp, "fwd_t": st[T.FWD], "bwd_t": st[T.GPU] - st[T.FWD],
             "attn_t": st[T.ATTN], "gemm_t": st[T.GEMM], **comm_choices(w),
             "tp_overlap": inputs.tp_comm_overlap, "ep_overlap": inputs.ep_comm_overlap,
             "grad_overlap": overlap.grad_reduce_overlapped(w, inputs),
             "param_overlap": overlap.param_gather_overlapped(w, inputs)}
+
+
+def routing_columns(m: ModelSpec) -> dict:
+    """The router's columns for comm_time: the experts a token goes to, and the group limit on them
+    (ModelSpec.router_groups / router_group_topk: comm_time.group_hit_probability)."""
+    return {"top_k": m.num_experts_per_tok if m.is_moe else 0, "route_groups": m.router_groups,
+            "route_topk": m.router_group_topk}
 
 
 def comm_choices(w: Workload) -> dict:
