@@ -118,7 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
         for i in range(len(data)):
             self.wfile.write(data[i:i + 1])
             self.wfile.flush()
-            if self.server.stopping.wait(DRIP_INTERVAL):
+            if self.server.stopping.wait(self.server.drip_interval):
                 break
         self.close_connection = True
         return 200
@@ -178,6 +178,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.root = root
         self.delay = 0.0                     # seconds every request waits first (set it to make the Hub "slow")
+        self.drip_interval = DRIP_INTERVAL   # seconds between two bytes of a dripped answer
         self.stopping = threading.Event()    # wakes sleeping handlers on stop
         self.requests: list[Request] = []
         self.scripts: dict[str, list[tuple[int, str | None]]] = {}
@@ -195,7 +196,7 @@ class _Server(ThreadingHTTPServer):
 
 class HubServer:
     """A running fake Hub serving `root`. `url` is its base URL, `requests` what it was asked, `delay` a lag
-    added to every request; stop() closes the port (later requests get "connection refused")."""
+    added to every request, `drip_interval` the pace of a dripped answer; stop() closes the port (later requests get "connection refused")."""
 
     def __init__(self, root: Path):
         self._server = _Server(root)
@@ -214,6 +215,14 @@ class HubServer:
     @delay.setter
     def delay(self, seconds: float) -> None:
         self._server.delay = seconds
+
+    @property
+    def drip_interval(self) -> float:
+        return self._server.drip_interval
+
+    @drip_interval.setter
+    def drip_interval(self, seconds: float) -> None:
+        self._server.drip_interval = seconds
 
     def clear(self) -> None:
         """Forget the requests seen so far (and any scripted answers not yet given)."""
@@ -255,6 +264,7 @@ def hub_url(hub_server: HubServer):
     """The running fake Hub's base URL, e.g. http://127.0.0.1:41234 (its request log cleared for each test)."""
     hub_server.clear()
     hub_server.delay = 0.0
+    hub_server.drip_interval = DRIP_INTERVAL
     yield hub_server.url
 
 

@@ -44,11 +44,16 @@ def test_a_dripping_server_cannot_keep_a_call_past_its_deadline(hub_url: str, re
     assert 1.0 <= elapsed < 1.0 + 2 * DRIP_INTERVAL, elapsed
 
 
-def test_the_drip_really_is_slow_enough_to_matter(hub_url: str):
-    start = time.monotonic()  # with time to spare, the same dripped config.json arrives whole
+def test_the_drip_really_is_slow_enough_to_matter(hub_url: str, hub_server: HubServer):
+    # at DRIP_INTERVAL the config.json would take len × 0.25 s (~47 s), far past the 1 s deadline above; the server
+    # really sends it whole, byte by byte, at that pace: shown at a 20× faster drip, which still outlasts 1 s
+    body_bytes = len(json.dumps(TINY_CONFIG))
+    assert body_bytes * DRIP_INTERVAL > 10 * 1.0
+    hub_server.drip_interval = DRIP_INTERVAL / 20
+    start = time.monotonic()
     model = fetch_model(DRIP_REPO, endpoint=hub_url, timeout=60, use_cache=False)
     assert model.config == TINY_CONFIG
-    assert time.monotonic() - start >= len(json.dumps(TINY_CONFIG)) * DRIP_INTERVAL * 0.9
+    assert time.monotonic() - start >= body_bytes * hub_server.drip_interval * 0.9 > 1.0
 
 
 def test_a_slow_body_becomes_a_warning_when_only_the_count_is_slow(hub_root: Path):
