@@ -67,3 +67,23 @@ def test_the_step_time_uses_it():
         return sum(r.time_s for r in est.roofline if r.name.startswith("EP all-to-all"))
     assert ep_s(limited) < ep_s(free)
     assert ep_s(limited) / ep_s(free) == pytest.approx(0.5 / (1 - (7 / 8) ** 8), rel=0.02)
+
+
+def test_the_planner_grid_prices_it_alike():
+    """calculator.planning.fast_time reads the same routing columns (step_time.routing_columns): DeepSeek-V3 with
+    DeepEP over H100 nodes, grid against estimate_time layout by layout."""
+    import random
+    from calculator import Workload
+    from calculator.planning import fast_time
+    from calculator.planning.grid import layouts_of, workload_of
+    from calculator.timing.inputs import TimingInputs
+    from calculator.timing.step_time import estimate_time
+    m = load_model("deepseek-v3").spec
+    w = Workload(seq_len=4096, gpu="h100-sxm", impl="megatron-te", moe_dispatcher="flex")
+    timing = TimingInputs(ep_comm_overlap=True)
+    layouts = [lay for lay in layouts_of(m, w, 256, global_batch=1024) if lay.ep * (lay.etp or lay.tp) > 8] or \
+        list(layouts_of(m, w, 256, global_batch=1024))
+    got = fast_time.times(m, w, layouts, timing, 1024)
+    for i in random.Random(5).sample(range(len(layouts)), min(15, len(layouts))):
+        t = estimate_time(m, workload_of(w, layouts[i], 1024), timing)
+        assert got["step_time_s"][i] == pytest.approx(t.step_time_s, rel=1e-9), layouts[i]
