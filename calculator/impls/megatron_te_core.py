@@ -157,6 +157,8 @@ def moe_layer_saved(m, w, d) -> tuple[int, int]:
     if m.num_shared_experts or m.shared_expert_intermediate_size:
         width = (m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size) // d.tp
         total += mlp_saved(m, w, d, width)
+        if w.fp8 != "none":  # its fc1 (TEColumnParallelLinear) keeps a quantized copy of the norm's output, which
+            total += fp8_rules.saved_input_bytes(w.fp8, d.T * d.h_sp)  # the router keeps in bf16 (norm above)
     return norm, total
 
 
@@ -174,6 +176,24 @@ def mla_attention_saved(m, w, d, hf_attention: int) -> int:
     return hf_attention + hf_only - (4 + d.e) * scores + scores * (2 * d.e + 1 if m.dropout > 0 else d.e)
 
 
+def mla_fp8_change(m, w, d) -> int:
+    """What an FP8 recipe changes in Megatron's MLASelfAttention (NVIDIA/Megatron-LM d98e8a64,
+    gpt_layer_specs.py: input norm TENorm, down projections TELinear, up projections TELayerNormColumnParallelLinear
+    with --qk-layernorm; multi_latent_attention.py), each TE linear saving its own quantized input (linear.py,
+    layernorm_linear.py at TransformerEngine 4220403e): the two GEMMs on the input norm's output (q and kv down
+    projections) keep a quantized copy each where bf16 kept one shared tensor — one more T·h_sp than
+    ln_linear_saved's one; the up projections keep their normalised latents quantized —
+    (e − 1)·T·(q_lora + kv_lora) less than the model-dtype outputs counted; the output projection its quantized
+    input (projection_input: the unfused core keeps no output of its own, cuDNN's stays)."""
+    if w.fp8 == "none":
+        return 0
+    e, T, vd = d.e, d.T, d.a * m.v_head_size
+    latents = (m.q_lora_rank or 0) + (m.kv_lora_rank or 0)
+    kernel_keeps = w.attention != "eager" and w.recompute != "selective"
+    return (fp8_rules.saved_input_bytes(w.fp8, T * d.h_sp) + fp8_rules.saved_input_bytes(w.fp8, T * latents)
+            - e * T * latents + projection_input(w, e, T, vd, kernel_keeps) - e * T * vd)
+
+
 def layer(m, w, d, kind) -> act.LayerActivations:
     """One Megatron-Core decoder layer of `kind` (no recompute or selective; full recompute is the caller's)."""
     if kind.mixer not in ("attention", "mla"):
@@ -181,7 +201,7 @@ def layer(m, w, d, kind) -> act.LayerActivations:
         return base._replace(norms=base.norms + core.dropout_masks(d.T, d.h_sp, m.dropout))
     norms = ln_linear_saved(m, w, d) + core.dropout_masks(d.T, d.h_sp, m.dropout)
     if m.is_mla:
-        attention = mla_attention_saved(m, w, d, fused_layer(m, w, d, kind).attention)
+        attention = mla_attention_saved(m, w, d, fused_layer(m, w, d, kind).attention) + mla_fp8_change(m, w, d)
     else:
         attention = attention_saved(m, w, d)
     if kind.ffn == "moe":
@@ -232,12 +252,13 @@ def global_buffer(m, w, d) -> int:
 def mtp_saved(m, w, d, layer_of) -> tuple[int, int]:
     """(layer part, loss part) of what the MTP block saves (megatron/core/transformer/multi_token_prediction.py), per
     micro-batch on the last stage: per MTP layer, enorm and hnorm keep their inputs and statistics, eh_proj keeps
-    the concatenated 2h-wide input, then one decoder layer of the model's last kind and a final norm whose output is
-    the shared output layer's input; each layer's own logits go through the same loss as the main head, whose
+    the concatenated 2h-wide input (quantized under FP8: multi_token_prediction.py runs the block in
+    get_fp8_context), then one decoder layer of the model's last kind and a final norm whose output is the shared
+    output layer's input; each layer's own logits go through the same loss as the main head, whose
     saved tensors wait for the backward beside the main loss's."""
     layernorm = m.norm_type == "layernorm"
     stats = core.norm_stats(d.T, d.h_sp, d.h, layernorm)
-    per = (2 * (d.e * d.T * d.h_sp + stats) + 2 * d.e * d.T * d.h_sp
+    per = (2 * (d.e * d.T * d.h_sp + stats) + _gemm_input(w, 2 * d.T * d.h_sp, d.e)  # eh_proj: TE, FP8 inside
            + layer_of(m.layer_kind(m.num_hidden_layers - 1)).total
            + 2 * d.e * d.T * d.h_sp + stats)
     v = core.padded_vocab(m.vocab_size, w.make_vocab_size_divisible_by, d.tp) // d.tp

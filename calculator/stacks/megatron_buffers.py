@@ -98,6 +98,21 @@ def mtp_params(ctx: StackContext) -> tuple[int, int]:
     return w.mtp_layers * per + emb, w.mtp_layers * experts
 
 
+def mtp_linear(ctx: StackContext) -> int:
+    """The MTP block's TE linear weights on this GPU (last stage only), counted like the decoder layers'
+    (StageShard.layer_linear): per layer eh_proj (2h → h, TEColumnParallelLinear) and the decoder layer's attention,
+    MLP and shared-expert weights split by TP, its routed experts by EP × expert TP. Their FP8 copies are cached as
+    the decoder layers' are: the block runs in Megatron's fp8 context (multi_token_prediction.py get_fp8_context)."""
+    m, w, shard = ctx.m, ctx.original, ctx.shard
+    if not (w.mtp_layers and shard.has_head):
+        return 0
+    p, h = w.parallel, m.hidden_size
+    lay = kind_params(m, m.layer_kind(m.num_hidden_layers - 1))
+    per = (-(-2 * h * h // p.tp) + -(-(lay.attention + lay.mlp + lay.shared_experts) // p.tp)
+           + -(-lay.routed_experts // (p.ep * p.expert_tp)))
+    return w.mtp_layers * per
+
+
 def mtp_states(ctx: StackContext) -> list[Line]:
     dense, experts = mtp_params(ctx)
     return _state_lines(ctx, "mtp", f"MTP block ({ctx.original.mtp_layers} layers)", dense, experts, "megatron-mtp")
@@ -107,7 +122,7 @@ def fp8_buffers(ctx: StackContext) -> list[Line]:
     w, shard = ctx.original, ctx.shard
     if w.fp8 == "none":
         return []
-    n_linear = shard.layer_linear
+    n_linear = shard.layer_linear + mtp_linear(ctx)
     out = []
     cache = fp8_rules.weight_cache_bytes(w.fp8, n_linear, w.gpu, w.fp8_param_gather)
     if cache:

@@ -186,3 +186,48 @@ def test_fp8_projection_keeps_only_its_quantized_input():
     T, qd, kvd, a = 2048, 256, 256, 4
     assert core.attention_saved(GPT, ring8, dr) == (e * T * (qd + 2 * kvd) + 2 * e * T * kvd + e * T * qd + T * qd
                                                    + 4 * a * T)
+
+
+def test_fp8_mla_moe_and_mtp_keep_their_own_quantized_inputs():
+    """Megatron's MLA (gpt_layer_specs.py, multi_latent_attention.py at Megatron-LM d98e8a64) under FP8: the q and
+    kv down projections (TELinear) quantize the input norm's output once each — one copy more than the shared bf16
+    tensor; the up projections (TELayerNormColumnParallelLinear) keep their normalised latents quantized; the
+    output projection keeps only its quantized input after TE's unfused core. The shared expert's fc1 keeps its
+    own quantized copy of the pre-MLP norm's output (the router keeps it in bf16); the MTP block's eh_proj keeps
+    its 2h-wide input quantized (multi_token_prediction.py: the block runs in get_fp8_context)."""
+    mla = ModelSpec(hidden_size=1024, num_hidden_layers=4, num_attention_heads=32, intermediate_size=4096,
+                    vocab_size=50257, norm_type="rmsnorm", gated_mlp=True, hidden_act="silu", q_lora_rank=1536,
+                    kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, head_dim=None,
+                    family="deepseek", model_type="deepseek_v3", qk_norm=True, dropout=0.0)
+    par = {"tp": 2, "sequence_parallel": True}
+    bf16 = Workload(**CORE, micro_batch=4, seq_len=4096, gpu="h100-sxm", attention="eager", parallel=par)
+    fp8 = bf16.model_copy(update={"fp8": "current"})
+    d = _d(mla, bf16)
+    e, T, h_sp, a, vd, latents = 2, 16384, 512, 16, 128, 1536 + 512
+    kind = LayerKind("mla", "dense")
+    change = T * h_sp + (1 - e) * T * latents + (1 - e) * T * a * vd
+    assert core.mla_fp8_change(mla, fp8, d) == change and core.mla_fp8_change(mla, bf16, d) == 0
+    assert core.layer(mla, fp8, d, kind).attention - core.layer(mla, bf16, d, kind).attention == change
+    # cuDNN (not eager): its output stays, the projection's quantized copy comes beside it
+    flash8 = fp8.model_copy(update={"attention": "flash"})
+    assert core.mla_fp8_change(mla, flash8, d) == T * h_sp + (1 - e) * T * latents + T * a * vd
+    # the shared expert: its fc2 input quantized as a dense MLP's, and its own quantized fc1 input
+    moe = GPT.model_copy(update={"num_experts": 8, "num_experts_per_tok": 1, "moe_intermediate_size": 2048,
+                                 "shared_expert_intermediate_size": 1024, "num_shared_experts": 1})
+    w16 = Workload(**CORE, micro_batch=4, seq_len=1024, gpu="h100-sxm", moe_dispatcher="allgather", parallel=par)
+    w8 = w16.model_copy(update={"fp8": "current"})
+    dm = _d(moe, w16)
+    T, h, h_sp, f, fs = 4096, 512, 256, 2048 // 2, 1024 // 2  # expert TP = TP = 2
+    R = T // 2 * 2  # T_sp · k · etp rows (balanced)
+    experts = (1 - e) * R * h + (1 - e) * R * f  # fc1 and fc2 inputs quantized
+    shared = (1 - e) * T * fs + T * h_sp  # fc2 input quantized + fc1's own quantized input
+    assert core.moe_layer_saved(moe, w8, dm)[1] - core.moe_layer_saved(moe, w16, dm)[1] == experts + shared
+    # MTP: eh_proj's 2h-wide input quantized, beside what the MTP layer's decoder layer changes
+    m16 = Workload(**CORE, micro_batch=1, seq_len=512, gpu="h100-sxm", mtp_layers=1)
+    m8 = m16.model_copy(update={"fp8": "current"})
+    dd = _d(GPT, m16)
+    layers16, _ = core.mtp_saved(GPT, m16, dd, lambda kind: core.layer(GPT, m16, dd, kind))
+    layers8, _ = core.mtp_saved(GPT, m8, dd, lambda kind: core.layer(GPT, m8, dd, kind))
+    kind = LayerKind("attention", "dense")
+    decoder = core.layer(GPT, m8, dd, kind).total - core.layer(GPT, m16, dd, kind).total
+    assert layers8 - layers16 == (1 - e) * 2 * 512 * 512 + decoder

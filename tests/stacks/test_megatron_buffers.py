@@ -70,3 +70,27 @@ def test_grouped_gemm_adds_four_workspaces():
     grouped = _terms(m, Workload(**CORE, parallel=p))
     seq = _terms(m, Workload(**CORE, parallel=p, moe_grouped_gemm=False))
     assert grouped["transient.te_workspace"].bytes == 5 * seq["transient.te_workspace"].bytes
+
+
+def test_fp8_cache_holds_the_mtp_blocks_linear_weights_on_the_last_stage():
+    """TE caches each FP8 linear's quantized weight (module/base.py _fp8_workspaces; on Hopper row-wise and the
+    transpose, 1 B each), the MTP block's too: multi_token_prediction.py runs it in get_fp8_context. Per MTP layer
+    on the last stage: eh_proj 2h·h / TP, the decoder layer's attention, MLP and shared expert / TP, experts / EP."""
+    from calculator.model.parameters import kind_params
+    m = load_model("deepseek-v3").spec
+    p = {"tp": 8, "pp": 16, "ep": 8, "dp": 8, "distributed_optimizer": True, "pp_first_stage_layers": 3,
+         "pp_last_stage_layers": 2}
+    w = Workload(**{**CORE, "seq_len": 4096}, parallel=p, fp8="current")
+    with_mtp = w.model_copy(update={"mtp_layers": 1})
+    h = m.hidden_size
+    lay = kind_params(m, m.layer_kind(m.num_hidden_layers - 1))
+    ep_tp = w.parallel.ep * w.parallel.expert_tp  # expert TP defaults to TP: 8 × 8
+    assert ep_tp == 64
+    mtp = (-(-2 * h * h // 8) + -(-(lay.attention + lay.mlp + lay.shared_experts) // 8)
+           + -(-lay.routed_experts // ep_tp))
+    last = {t.key: t for t in estimate(m, with_mtp, with_fits=False).stages[-1].terms}
+    plain = {t.key: t for t in estimate(m, w, with_fits=False).stages[-1].terms}
+    assert last["weights.fp8_cache"].bytes - plain["weights.fp8_cache"].bytes == 2 * mtp  # row-wise + transpose
+    first = {t.key: t for t in estimate(m, with_mtp, with_fits=False).stages[0].terms}
+    first_plain = {t.key: t for t in estimate(m, w, with_fits=False).stages[0].terms}
+    assert first["weights.fp8_cache"].bytes == first_plain["weights.fp8_cache"].bytes
