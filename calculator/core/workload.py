@@ -183,7 +183,7 @@ class ServingConfig(HashedOnce):
     # SGLang --max-mamba-cache-size: state slots (None: by mamba_full_memory_ratio)
     max_mamba_cache_size: int | None = Field(default=None, gt=0, le=B.MAX_BATCH, strict=True)
     # SGLang --mamba-radix-cache-strategy: state slots a request holds with the radix cache ("auto": extra_buffer for
-    # Qwen3-Next / Qwen3.5 / Kimi-Linear / Nemotron-H, else no_buffer)
+    # Qwen3-Next / Qwen3.5 / Kimi-Linear / Nemotron-H / Falcon-H1 / GraniteMoeHybrid, else no_buffer)
     mamba_radix_cache_strategy: Literal["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"] = "auto"
     # vLLM's Gated DeltaNet prefill kernel ("auto": FlashInfer on Hopper, Triton elsewhere): with prefix caching,
     # FlashInfer aligns the hybrid block to 64 tokens and holds one more state block per request

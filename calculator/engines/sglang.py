@@ -9,10 +9,16 @@
                (kv_lora_rank + qk_rope_head_dim) × layers × bytes (sglang/srt/model_executor/pool_configurator.py)
     hybrids  : a state pool of K slots first, K = ⌊(pool × r / (1 + r) − per request) / per request⌋, then the
                token pool over the full-attention layers from the rest (kv_cache_configurator.py _handle_max_mamba_cache)
+    pure SSM : Mamba2ForCausalLM, MambaForCausalLM, FalconMambaForCausalLM (configs/model_config.py
+               PURE_SSM_ARCHITECTURES): the same K slots; no attention layer, so the cell is 0 and the token allocator
+               holds max_total_num_tokens = context length (pool_configurator.py DefaultPoolConfigurator
+               _zero_kv_max_tokens), context length = the config's max_position_embeddings or 2048
+               (utils/hf_transformers/common.py get_context_length); the rest / (1 + r) share stays unallocated
     Gemma 3n / 4: the cells of engines/sglang_gemma.py (KV-shared layers keep buffers; Gemma 4 a hybrid SWA pool of
                two head sizes, Gemma 3n one pool over every layer)
 
-Source read: the sglang 0.5.23 wheel.
+Source read: the sglang 0.5.23 wheel (pure SSM: its configs/mamba2.py, configs/mamba.py, configs/hybrid_arch.py
+mamba2_config, model_executor/pool_configurator.py, mem_cache/kv_cache_configurator.py).
 """
 from __future__ import annotations
 
@@ -32,8 +38,12 @@ MAMBA_FULL_MEMORY_RATIO = 0.9  # arg_groups/fields/schedule.py: mamba_full_memor
 # and a donated slot; plus mem_cache/allocation_sizing.py get_mamba_tracking_slots per strategy
 MAMBA_SLOTS_PER_REQUEST = 3
 TRACKING_SLOTS = {"extra_buffer": 2, "extra_buffer_lazy": 1, "no_buffer": 0}
-# arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (with the default triton linear-attention backend)
-EXTRA_BUFFER_TYPES = ("qwen3_next", "kimi_linear", "nemotron_h", *states.QWEN3_5_TYPES)
+# arg_groups/overrides.py _mamba_radix_cache_resolution: "auto" is extra_buffer for the architectures both in
+# _MAMBA_RADIX_CACHE_ARCHS (GraniteMoeHybrid: with a mamba layer) and in _MAMBA_EXTRA_BUFFER_ARCHS, with the default
+# triton linear-attention backend and the overlap schedule on; no_buffer (0 tracking slots) for the rest
+EXTRA_BUFFER_TYPES = ("qwen3_next", "kimi_linear", "nemotron_h", "falcon_h1", "granitemoehybrid",
+                      *states.QWEN3_5_TYPES)
+DEFAULT_CONTEXT_LEN = 2048  # utils/hf_transformers/common.py get_context_length: no length key in the config
 
 
 def gpu_defaults(gpu_mem_mib: float, tp: int) -> tuple[int, int]:
@@ -110,10 +120,34 @@ def mamba_slots(m: ModelSpec, w, split, rest: int) -> tuple[int, int, str, str, 
     if s.max_mamba_cache_size:
         return per_req, s.max_mamba_cache_size // ad, *dts, "--max-mamba-cache-size"
     if not s.prefix_caching and s.max_num_seqs:
-        return per_req, s.max_num_seqs // ad, *dts, "max_running_requests (radix cache off)"
+        return per_req, max(1, s.max_num_seqs // ad), *dts, "max_running_requests (radix cache off)"
     r = s.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO
     k = int((rest * r / (1 + r) - per_req) // per_req) if per_req else 0
     return per_req, max(k, 0), *dts, f"mamba_full_memory_ratio {r:g}: ⌊(rest × r / (1 + r) − slot) / slot⌋"
+
+
+def ssm_context(m: ModelSpec, s) -> tuple[int, str]:
+    """(context length, start error) of an attention-free model: the config's max_position_embeddings, else 2048
+    (get_context_length); a longer --context-length is refused unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
+    (configs/model_config.py _derive_context_length)."""
+    derived = m.max_position_embeddings or DEFAULT_CONTEXT_LEN
+    if s.max_model_len and s.max_model_len > derived:
+        return s.max_model_len, (f"User-specified context_length ({s.max_model_len}) is greater than the derived "
+                                 f"context_length ({derived}). To allow overriding this maximum, set the env var "
+                                 "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    return s.max_model_len or derived, ""
+
+
+def ssm_start_error(slots: int, per_req: int, rest: int, frac: float) -> str:
+    """An attention-free model's start failures, in SGLang's order: no state slot (_handle_max_mamba_cache
+    RuntimeError), then nothing left after the state pool (_profile_available_bytes ValueError)."""
+    if slots <= 0:
+        return (f"Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+                f"max_mamba_cache_size={slots} (mamba_cache_per_req={per_req / MiB:.2f} MB)")
+    if rest <= 0:
+        return (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={frac:g}. "
+                "Raise --mem-fraction-static")
+    return ""
 
 
 def max_running(s, tokens: int, context_len: int, slots: int, ratio: int) -> int:
@@ -154,17 +188,20 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if split.state:  # the state pool first, the tokens from what it leaves
         per_req, slots, conv_dt, ssm_dt, dt_basis, slot_rule = mamba_slots(m, w, split, max(kv_pool, 0))
         rest = kv_pool - (slots + 1) * per_req
-    if not (full_cell or swa_cell):
+    attention_free = bool(split.state) and not (full_cell or swa_cell)  # Mamba2 / Mamba / Falcon-Mamba
+    if not (full_cell or swa_cell or split.state):
         from calculator.core.errors import InputError
-        raise InputError("engine", "SGLang: a model without attention layers (pure Mamba: the repository read has "
-                                   "models/mamba.py, mamba2.py) is not modelled here; use --engine hf")
-    if full_cell and swa_cell:  # hybrid SWA pool: each sliding layer holds ratio × the full layers' tokens
+        raise InputError("engine", "SGLang: a model with neither attention nor state layers is not modelled")
+    configured = s.max_model_len or m.max_position_embeddings or (w.seq_len + w.gen_tokens)
+    if attention_free:  # cell 0: the token allocator holds one context length (DefaultPoolConfigurator)
+        configured, ctx_error = ssm_context(m, s)
+        tokens = configured
+    elif full_cell and swa_cell:  # hybrid SWA pool: each sliding layer holds ratio × the full layers' tokens
         tokens = int(max(rest, 0) / (full_cell + SWA_FULL_TOKENS_RATIO * swa_cell))
     else:
         tokens = max(rest, 0) // (full_cell or swa_cell)
     page = DSA_PAGE_SIZE if split.indexed else PAGE_SIZE
     tokens = tokens // page * page
-    configured = s.max_model_len or m.max_position_embeddings or (w.seq_len + w.gen_tokens)
     per_seq = w.seq_len + w.gen_tokens
     window = m.sliding_window or 0
     if full_cell and swa_cell:
@@ -179,6 +216,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if starts and gemma is not None and gemma.hybrid:
         error = sglang_gemma.swa_start_error(m, tokens, SWA_FULL_TOKENS_RATIO, page)
         starts = not error
+    if attention_free:
+        error = ctx_error or ssm_start_error(slots, per_req, rest, frac)
+        starts = not error
     if split.state:
         ratio, why = mamba_ratio(m, s)
         running = max_running(s, tokens, configured, slots, ratio)
@@ -188,8 +228,11 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                           ratio, slots, (slots + 1) * per_req, running)
         pool_bytes += state.pool_bytes
         if starts and running < 1:
-            starts, error = False, (f"the mamba state pool's {slots:,} slots hold no request ({ratio} slots a "
-                                    "request): raise --mem-fraction-static or set --max-mamba-cache-size")
+            # resolve_max_num_reqs RuntimeError
+            starts, error = False, ("Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+                                    f"max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting "
+                                    f"max_num_reqs={running}: raise --mem-fraction-static or set "
+                                    "--max-mamba-cache-size")
     graphs = 0
     if s.cuda_graphs:
         dec, pre = decode_graph_sizes(max_bs), prefill_graph_sizes(chunked)
@@ -208,6 +251,11 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                   f"{conv_dt}, recurrent {ssm_dt}: {dt_basis}), {state.slots_per_seq} a running request, so at most "
                   f"{state.max_running_seqs:,} requests at once (kv_cache_configurator.py resolve_max_num_reqs); the "
                   "token pool covers the attention layers only",)
+    if attention_free:
+        notes += (f"no attention layer: the token pool is {tokens:,} tokens of 0 B (max_total_num_tokens = the "
+                  f"context length, pool_configurator.py DefaultPoolConfigurator), which also bounds the tokens of "
+                  f"all running requests together; the {max(rest, 0) / GiB:.2f} GiB left after the state pool stay "
+                  "unallocated (raise --mamba-full-memory-ratio or set --max-mamba-cache-size to use them)",)
     return Serving(
         "sglang", VERSION, frac, rule, visible, int(pre_load * frac), weights, activation, nccl, graphs,
         pool_bytes if starts else max(kv_pool, 0), kv_pool, full_cell + swa_cell, page, tokens // page, tokens,

@@ -27,6 +27,7 @@ from calculator.model.spec import ModelSpec
 
 DEFAULT_UTILIZATION = 0.9  # vllm/config/cache.py CacheConfig.gpu_memory_utilization
 PER_GRAPH_BYTES = 2**20  # vLLM's floor per captured graph (gpu_model_runner.py profile_cudagraph_memory)
+DEFAULT_MAX_MODEL_LEN = 2048  # config/model.py _get_and_verify_max_len: no length key in the config
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     layers = range(shard.first_layer, shard.last_layer)
     token = kv_token_bytes(m, kv_heads_on_gpu(m, w), w.kv_dtype)
     split = states.split_layers(m, layers)
+    free = attention_free(m, split)
     if m.gemma_next is not None:  # hook: Gemma 3n / 4: KV-shared layers allocate nothing; head sizes per layer type
         block, lay = s.block_size or DEFAULT_BLOCK_SIZE, None
         groups, kv_token = vllm_kv.gemma_next_groups(m, layers, attention_tp(w), nbytes(1, w.kv_dtype), block)
@@ -148,12 +150,14 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     else:  # state layers (Mamba, GDN, ...) or DSA indexer caches: calculator/engines/vllm_kv.py
         if split.indexed:
             token = states.ds_mla_token_bytes(m, w.kv_dtype, token)
+        if free and s.prefix_caching:  # attention-free: prefix caching off by default, so mamba_cache_mode none
+            w = w.model_copy(update={"serving": s.model_copy(update={"prefix_caching": False})})
         lay = vllm_kv.layout(m, w, layers, split, token if split.attention else 0, gpu, rel.hybrid_prefix_caching)
         block, groups = lay.block_size, lay.groups
         kv_token = token * len(split.attention) + split.extra_token_bytes
-    prefix = s.prefix_caching and (lay is None or not split.state or rel.hybrid_prefix_caching)
+    prefix = s.prefix_caching and (lay is None or not split.state or rel.hybrid_prefix_caching) and not free
     blocks = max(kv_pool, 0) // groups.bytes_per_block
-    model_max = m.max_position_embeddings or (w.seq_len + w.gen_tokens)
+    model_max = m.max_position_embeddings or (DEFAULT_MAX_MODEL_LEN if free else w.seq_len + w.gen_tokens)
     configured = s.max_model_len or model_max
     per_seq = w.seq_len + w.gen_tokens
     per_req = groups.blocks_per_request(configured, block, mbt)
@@ -180,8 +184,14 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                      "come out of the (1 − gpu_memory_utilization) headroom")
     if lay is not None:
         notes.extend(vllm_kv.notes(lay))
-        if split.state and s.prefix_caching and not prefix:
+        if split.state and s.prefix_caching and not prefix and not free:
             notes.append(f"vLLM {version} turns prefix caching off for hybrid models")
+    if free:
+        notes.append("attention-free model (IsAttentionFree): prefix caching off unless --enable-prefix-caching "
+                     "(config/model.py is_prefix_caching_supported; on, align mode holds 2 state blocks a request), "
+                     "one state block a request whatever its length, so any max_model_len fits; with no length "
+                     f"key in the config max_model_len defaults to {DEFAULT_MAX_MODEL_LEN} "
+                     "(config/model.py _get_and_verify_max_len) and a longer one is taken as given")
     if prefix:
         notes.append("prefix caching on: requests sharing a prompt prefix share its blocks, so more of them fit "
                      "than max_concurrent_seqs (which assumes no sharing)")
@@ -195,6 +205,11 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         largest, starts, error, mbt, max_seqs, prefix, len(sizes) + len(full_sizes), bool(in_budget),
         {"tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(notes),
         state_pool(lay, blocks, seq_blocks, max_seqs) if lay is not None and split.state else None)
+
+
+def attention_free(m: ModelSpec, split: states.LayerSplit) -> bool:
+    """Mamba2ForCausalLM / MambaForCausalLM / FalconMambaForCausalLM (IsAttentionFree): state layers only."""
+    return bool(split.state) and not split.attention and m.gemma_next is None
 
 
 def state_pool(lay: vllm_kv.Layout, blocks: int, seq_blocks: int, max_seqs: int) -> StatePool:

@@ -213,11 +213,15 @@ def notes(lay: Layout) -> list[str]:
         if sp.indexer_unknown:
             out.append(f"{sp.indexer_unknown} indexer caches not counted: their vLLM layout was not read")
         return out
-    return [f"hybrid: {states.describe(sp)} → {g.full_groups + g.sliding_groups} attention + {g.state_groups} state "
-            f"groups of {g.group_size} layers sharing one pool (kv_cache_planning.get_kv_cache_groups)",
-            f"block_size {lay.block_size}: one attention page ({g.page_bytes:,} B) holds one layer's state "
+    page = (f"block_size {lay.block_size}: one attention page ({g.page_bytes:,} B) holds one layer's state "
             f"({lay.state_page:,} B: conv {lay.conv_dtype}, recurrent {lay.ssm_dtype}, {lay.dtype_basis}), padded "
-            f"{lay.padding_pct:.2f}% (alignment {lay.alignment}; platforms/interface.py _align_hybrid_block_size)",
+            f"{lay.padding_pct:.2f}% (alignment {lay.alignment}; platforms/interface.py _align_hybrid_block_size)")
+    if not lay.token_bytes:  # attention-free: one uniform MambaSpec group, its page the state itself
+        page = (f"no attention layer: a page is one layer's state ({lay.state_page:,} B: conv {lay.conv_dtype}, "
+                f"recurrent {lay.ssm_dtype}, {lay.dtype_basis}), unpadded (kv_cache_planning.py "
+                "_get_kv_cache_groups_uniform_spec)")
+    return [f"hybrid: {states.describe(sp)} → {g.full_groups + g.sliding_groups} attention + {g.state_groups} state "
+            f"groups of {g.group_size} layers sharing one pool (kv_cache_planning.get_kv_cache_groups)", page,
             f"mamba_cache_mode {lay.mode}: each request holds {g.state_blocks} block(s) in each state group"
             + (f" (incl. {lay.checkpoint_blocks} prefill-checkpoint block: FlashInfer GDN)" if lay.checkpoint_blocks
                else "") + " whatever its length (MambaSpec.max_memory_usage_bytes)"]
