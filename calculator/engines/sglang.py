@@ -151,10 +151,10 @@ def ssm_start_error(slots: int, per_req: int, rest: int, frac: float) -> str:
 
 
 def max_running(s, tokens: int, context_len: int, slots: int, ratio: int) -> int:
-    """resolve_max_num_reqs: min(max_running_requests or clamp(tokens / context × 512, 2048, 4096), tokens // 2,
-    max_mamba_cache_size // ratio)."""
+    """resolve_max_num_reqs: min(max(1, max_running_requests // attention DP) or clamp(tokens / context × 512, 2048,
+    4096), tokens // 2, max_mamba_cache_size // ratio)."""
     estimated = min(max(int(tokens / context_len * 512), 2048), 4096)
-    cap = s.max_num_seqs // s.attention_dp if s.max_num_seqs else estimated
+    cap = max(1, s.max_num_seqs // s.attention_dp) if s.max_num_seqs else estimated
     return max(0, min(cap, tokens // 2, slots // ratio))
 
 

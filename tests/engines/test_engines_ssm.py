@@ -153,3 +153,13 @@ def test_vllm_serves_mamba2_with_one_state_block_a_request():
 def test_vllm_serves_mamba1():
     st = serve(spec(MAMBA_2_8B), "vllm").states
     assert st.layer_bytes == 3 * 5120 * 2 + 5120 * 16 * 2 and st.slots_per_seq == 1
+
+
+def test_sglang_max_running_requests_per_dp_worker_is_at_least_one():
+    # resolve_max_num_reqs: requested_per_worker = max(1, max_running_requests // attn_dp_size); radix cache off:
+    # _handle_max_mamba_cache sizes max(1, max_running_requests // attn_dp_size) slots
+    s = Workload(serving={"max_num_seqs": 2, "attention_dp": 4}).serving
+    assert sglang.max_running(s, 10_000, 2048, 100, 3) == 1
+    st = serve(spec(MAMBA2_2_7B), "sglang", parallel={"tp": 4},
+               serving={"max_num_seqs": 2, "attention_dp": 4, "prefix_caching": False}).states
+    assert (st.slots, st.max_running_seqs) == (1, 1)
