@@ -66,17 +66,27 @@ class _Shape:
         serial = np.array([T.moe_layer_host_s(lw, inputs, base, T.local_experts(m, lw)) if key[0] else 0.0
                            for key, (base, _) in zip(groups, parts)])
         self._layer: dict[str, np.ndarray] = {}
+        self._mtp: dict[str, np.ndarray] = {}
         for j, rc in enumerate(modes):
             layer = got[:g] + got[g * (j + 1):g * (j + 2)]
             layer[:, T.SERIAL] = serial
             self._layer[rc] = layer
         self.emb, self.head = got[-2], got[-1]
-        whole = prefix[-1] @ self.layer("none") + self.emb + self.head
+        whole = prefix[-1] @ self.layer("none") + self.emb + self.head + self.mtp("none")
         self.model_flops = whole[T.MODEL_FLOPS]
         e = d.e
         self.cols = (e * d.T * d.h, e * d.T * d.kvd, e * d.T * (d.qd + 2 * d.kvd), e * d.T * d.qd,
                      e * d.T * m.num_experts_per_tok * d.h if m.is_moe else 0.0, e * d.T * d.h_sp)
 
+
+    def mtp(self, recompute: str) -> np.ndarray:
+        """The MTP block's stats on the last stage under `recompute` (train_ops.mtp_stats)."""
+        got = self._mtp.get(recompute)
+        if got is None:
+            m, lw, d, _, _, r, fp32, inputs = self._args
+            got = self._mtp[recompute] = T.mtp_stats(m, lw.model_copy(update={"recompute": recompute}), d, r, fp32,
+                                                     inputs)
+        return got
 
     def layer(self, recompute: str) -> np.ndarray:
         """groups × STATS of one layer of each group under `recompute` (priced on first use)."""
@@ -142,23 +152,15 @@ def times(m, w, layouts, timing: TimingInputs | None = None, global_batch: int |
     counts = prefix[last] - prefix[first]
     layer_stats = np.stack([s.layer(rc) for s, rc in shapes])  # shapes × groups × stats
     emb_stats = np.stack([s.emb for s, _ in shapes])
-    head_stats = np.stack([s.head for s, _ in shapes])
+    head_stats = np.stack([s.head + s.mtp(rc) for s, rc in shapes])
     st = (np.einsum("rg,rgs->rs", counts, layer_stats[shape]) + R[:, 8:9] * emb_stats[shape]
           + R[:, 9:10] * head_stats[shape]).T  # stats × rows
     comp = compute_seconds(st)
-    # the critical row of each layout: the first with the most compute (estimate_time's max over the stages)
     n = len(layouts)
-    order = np.lexsort((np.arange(len(owner)), -comp, owner))
-    first_of = np.ones(len(order), dtype=bool)
-    first_of[1:] = owner[order][1:] != owner[order][:-1]
-    crit = order[first_of]
-    cs, c_stats = shape[crit], st[:, crit]
     lay_cols = np.array([(l.tp, l.pp, l.dp, l.cp, l.ep, l.etp or l.tp, l.zero, l.micro_batch,
                           microbatches_of(w, l, global_batch)) for l in layouts], dtype=np.float64)
     tp, pp, dp, cp, ep, etp, zero, mbs, mb = lay_cols.T
     p0 = w.parallel
-    sizes = np.array([s.cols for s, _ in shapes])[cs].T
-    sp = ((tp > 1) & ((w.seq_len // cp) % tp == 0)).astype(np.float64)
     # calculator.timing.overlap's defaults by each layout's stack (calculator.stacks.default_stack, or the job's)
     if w.stack is None:
         megatron = (zero == 0) & ((tp > 1) | (pp > 1) | (cp > 1) | (ep > 1) | p0.distributed_optimizer)
@@ -169,18 +171,36 @@ def times(m, w, layouts, timing: TimingInputs | None = None, global_batch: int |
     grad_ov = stack_overlap if inputs.overlap_grad_reduce is None else np.full(n, inputs.overlap_grad_reduce)
     param_ov = stack_overlap if inputs.overlap_param_gather is None else np.full(n, inputs.overlap_param_gather)
     b = (lambda dt: DTYPE_BITS[dt] / 8)
-    c = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp, "v": np.ones(n), "zero": zero,
-         "plain_dp": ((zero == 0) & (not p0.distributed_optimizer)).astype(np.float64), "sp": sp,
-         "full": np.array([l.recompute == "full" for l in layouts], dtype=np.float64), "mb": mb,
-         "layers": (last - first)[crit].astype(np.float64), "moe_layers": R[crit, 7], "n_dense": R[crit, 4],
-         "n_experts": R[crit, 5], "b_g": b(w.precision.grads), "b_p": b(w.precision.params),
-         "gather_dense": R[crit, 4] * b(w.precision.params), "gather_experts": R[crit, 5] * b(w.precision.params),
-         "act": sizes[0], "kv": sizes[1], "qkv_bytes": sizes[2], "q_bytes": sizes[3], "ep_bytes": sizes[4],
-         **routing_columns(m), "pp_bytes": sizes[5], "fwd_t": c_stats[T.FWD],
-         "bwd_t": c_stats[T.GPU] - c_stats[T.FWD], "attn_t": c_stats[T.ATTN], "gemm_t": c_stats[T.GEMM],
-         **comm_choices(w), "tp_overlap": inputs.tp_comm_overlap, "ep_overlap": inputs.ep_comm_overlap,
-         "grad_overlap": grad_ov, "param_overlap": param_ov}
-    exposed, _, _ = training_comm(c, gpu, inputs)
+    mtp = T.mtp_layer_counts(m, w)  # the MTP block's layer on the last stage (step_time.comm_columns)
+    full = np.array([l.recompute == "full" for l in layouts], dtype=np.float64)
+
+    def columns(rows_at, lay):
+        """comm_time's columns of the stage rows `rows_at` (their layouts `lay`): step_time.comm_columns."""
+        s_st, sizes = st[:, rows_at], np.array([s.cols for s, _ in shapes])[shape[rows_at]].T
+        sp = ((tp[lay] > 1) & ((w.seq_len // cp[lay]) % tp[lay] == 0)).astype(np.float64)
+        return {"tp": tp[lay], "pp": pp[lay], "dp": dp[lay], "cp": cp[lay], "ep": ep[lay], "etp": etp[lay],
+                "v": np.ones(len(lay)), "zero": zero[lay],
+                "plain_dp": ((zero[lay] == 0) & (not p0.distributed_optimizer)).astype(np.float64), "sp": sp,
+                "full": full[lay], "mb": mb[lay], "layers": (last - first)[rows_at] + mtp[0] * R[rows_at, 9],
+                "moe_layers": R[rows_at, 7] + mtp[1] * R[rows_at, 9], "n_dense": R[rows_at, 4],
+                "n_experts": R[rows_at, 5], "b_g": b(w.precision.grads), "b_p": b(w.precision.params),
+                "gather_dense": R[rows_at, 4] * b(w.precision.params),
+                "gather_experts": R[rows_at, 5] * b(w.precision.params), "act": sizes[0], "kv": sizes[1],
+                "qkv_bytes": sizes[2], "q_bytes": sizes[3], "ep_bytes": sizes[4], **routing_columns(m),
+                "pp_bytes": sizes[5], "fwd_t": s_st[T.FWD], "bwd_t": s_st[T.GPU] - s_st[T.FWD],
+                "attn_t": s_st[T.ATTN], "gemm_t": s_st[T.GEMM], **comm_choices(w),
+                "tp_overlap": inputs.tp_comm_overlap, "ep_overlap": inputs.ep_comm_overlap,
+                "grad_overlap": grad_ov[lay], "param_overlap": param_ov[lay]}
+    # the critical row of each layout: the first with the longest micro-batch, compute + exposed TP, EP, PP and CP
+    # communication (estimate_time's max over the stages)
+    per_row, _, _ = training_comm(columns(np.arange(len(owner)), owner), gpu, inputs)
+    t_row = comp + per_row["tp"] + per_row["ep"] + per_row["pp"] + per_row["cp"]
+    order = np.lexsort((np.arange(len(owner)), -t_row, owner))
+    first_of = np.ones(len(order), dtype=bool)
+    first_of[1:] = owner[order][1:] != owner[order][:-1]
+    crit = order[first_of]
+    c_stats = st[:, crit]
+    exposed, _, _ = training_comm(columns(crit, np.arange(n)), gpu, inputs)
     sharded = (zero >= 1) | p0.distributed_optimizer
     n_opt = np.where(sharded, np.ceil(R[crit, 10] / (dp * cp)), R[crit, 10])
     opt_t = T.optimizer_seconds(w, n_opt, R[crit, 6], r, inputs.host_op_us * 1e-6)

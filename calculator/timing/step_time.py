@@ -89,6 +89,8 @@ def stage_stats(m: ModelSpec, w: Workload, d, shard, r: Rates, fp32: float, inpu
             st = cache[key] = T.layer_stats(m, w, d, key, r, fp32, inputs)
         total = total + n * st
     head = T.stats(T.head_ops(m, w, d, shard.has_embedding, shard.has_head), r, fp32, inputs, d)
+    if shard.has_head:  # Megatron-Core's MTP block (train_ops.mtp_ops)
+        head = head + T.mtp_stats(m, w, d, r, fp32, inputs)
     return total + head + T.stats(T.shard_ops(m, w, d, shard), r, fp32, inputs, d)
 
 
@@ -104,6 +106,7 @@ def comm_columns(m: ModelSpec, w: Workload, d, shard, st, inputs: TimingInputs) 
     from calculator.timing import overlap
     p, e = w.parallel, d.e
     full = w.finetune == "full"
+    mtp = T.mtp_layer_counts(m, w)  # the MTP block's layer on the last stage
     n_dense, n_experts, b_g, b_p = shard.dense, shard.experts, _bytes(w.precision.grads), _bytes(w.precision.params)
     g_dense, g_experts = shard.dense * b_p, shard.experts * b_p  # what ZeRO-3 gathers each micro-batch
     if not full:  # adapters: fp32 gradients and optimizer; ZeRO-3 still gathers the frozen base
@@ -116,7 +119,8 @@ def comm_columns(m: ModelSpec, w: Workload, d, shard, st, inputs: TimingInputs) 
             "v": p.virtual_stages if p.schedule == "interleaved" else 1, "zero": p.zero,
             "plain_dp": int(p.zero == 0 and not p.distributed_optimizer),
             "sp": int(bool(p.sequence_parallel and p.tp > 1)), "full": int(w.recompute == "full"),
-            "mb": p.microbatches, "layers": shard.last_layer - shard.first_layer, "moe_layers": shard.moe_layers,
+            "mb": p.microbatches, "layers": shard.last_layer - shard.first_layer + mtp[0] * shard.has_head,
+            "moe_layers": shard.moe_layers + mtp[1] * shard.has_head,
             "n_dense": n_dense, "n_experts": n_experts, "b_g": b_g, "b_p": b_p, "gather_dense": g_dense,
             "gather_experts": g_experts,
             "act": e * d.T * d.h, "kv": e * d.T * d.kvd, "qkv_bytes": e * d.T * (d.qd + 2 * d.kvd),
@@ -176,13 +180,21 @@ def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp
     cache: dict = {}
     shards = stage_shards(m, p)
     stats = [stage_stats(m, w, d, shard, r, fp32, inputs, cache) for shard in shards]
-    crit = max(range(len(shards)), key=lambda i: compute_seconds(stats[i]))
-    shard, st = shards[crit], stats[crit]
-    c = comm_columns(m, w, d, shard, st, inputs)
     from calculator.timing.comm_time import comm_rows, training_comm
-    exposed, items, per = training_comm(c, gpu, inputs)
-    exposed = {k: float(v) for k, v in exposed.items()}
-    exposed["pp"] = exposed_p2p(exposed["pp"], float(c["fwd_t"] + c["bwd_t"]), p)  # overlap_p2p_comm
+
+    def stage_comm(i: int):
+        c = comm_columns(m, w, d, shards[i], stats[i], inputs)
+        exposed, items, per = training_comm(c, gpu, inputs)
+        exposed = {k: float(v) for k, v in exposed.items()}
+        exposed["pp"] = exposed_p2p(exposed["pp"], float(c["fwd_t"] + c["bwd_t"]), p)  # overlap_p2p_comm
+        return exposed, items, per
+    # the critical stage: the longest micro-batch, its compute and exposed TP, EP, PP and CP communication (a stage
+    # with fewer layers but the head and an MTP block can out-compute one whose MoE layers out-communicate it)
+    comms = [stage_comm(i) for i in range(len(shards))]
+    crit = max(range(len(shards)), key=lambda i: float(compute_seconds(stats[i])) + sum(
+        comms[i][0][g] for g in ("tp", "ep", "pp", "cp")))
+    shard, st = shards[crit], stats[crit]
+    exposed, items, per = comms[crit]
     n_opt = -(-shard.total // (p.shard_group if (p.zero >= 1 or p.distributed_optimizer) else 1))
     if w.finetune != "full":
         from calculator.memory.lora import adapter_params
@@ -200,6 +212,7 @@ def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp
     step, t_mb, bubble = float(step), float(t_mb), float(bubble)
     parts = bottleneck_parts(st, exposed, mb, t_mb, bubble, opt_t)
     ops = T.shard_ops(m, w, d, shard) + T.head_ops(m, w, d, shard.has_embedding, shard.has_head)
+    ops += T.mtp_ops(m, w, d, inputs) if shard.has_head else []
     for key, n in T.layer_groups(m, shard.first_layer, shard.last_layer).items():
         ops = [o.scaled(n) for o in T.layer_ops(m, w, d, key, inputs)] + ops
     times = [op_seconds(o, r, fp32) for o in ops]

@@ -17,7 +17,7 @@ from calculator.memory import fp8 as fp8_rules
 from calculator.model import architectures
 from calculator.model.spec import ModelSpec
 from calculator.timing.ops import (attention_core, backward_of, head_backward, head_forward, layer_forward,
-                                   lora_backward, lora_forward, recomputed)
+                                   lora_backward, lora_forward, norm_kind, recomputed)
 from calculator.timing.fused import FUSED_IMPLS, fuse
 from calculator.timing.roofline import Op, Rates
 
@@ -334,3 +334,39 @@ def optimizer_seconds(w, n_params, n_tensors, r: Rates, host_op_s: float):
     gpu = host * r.kernel_gap_s + np.maximum(12.0 * n / (r.peak_flops * r.matmul_eff),
                                              per * n / (r.bandwidth * r.memory_eff))
     return np.maximum(gpu, host * host_op_s)
+
+
+def mtp_ops(m: ModelSpec, w, d, inputs=None) -> list[Op]:
+    """Megatron-Core's multi-token prediction block on the last stage (Workload.mtp_layers under Megatron-Core:
+    megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer.forward): per MTP layer the
+    enorm and hnorm of the shifted embedding and the hidden state, eh_proj (a column-parallel linear 2h → h on their
+    concatenation), one transformer layer of the decoder's last kind (DeepSeek-V3: a MoE layer), then the shared
+    final norm, output layer and loss again (GPTModel._postprocess, one loss per MTP depth). The shifted tokens'
+    embedding lookup is left out (a gather of T·h)."""
+    from calculator.memory import megatron_core
+    if not (w.mtp_layers and megatron_core.applies(w)):
+        return []
+    T_, e = d.T, d.e
+    norms = R.norms("MTP enorm / hnorm", T_ * d.h_sp, e, norm_kind(m), 2)
+    proj = R.linear("MTP eh_proj", T_, 2 * d.h, d.h // d.tp, e, e)
+    one = [o._replace(source="megatron-mtp") for o in (norms, proj, backward_of(norms), backward_of(proj))]
+    layer = layer_ops(m, w, d, layer_key(m, m.num_hidden_layers - 1), inputs)
+    return [o.scaled(w.mtp_layers) for o in one + layer + head_ops(m, w, d, False, True)]
+
+
+def mtp_stats(m: ModelSpec, w, d, r: Rates, fp32: float, inputs) -> np.ndarray:
+    """STATS of the MTP block (mtp_ops), with the host time its MoE layer cannot hide (SERIAL, as layer_stats)."""
+    ops = mtp_ops(m, w, d, inputs)
+    out = stats(ops, r, fp32, inputs, d) if ops else np.zeros(len(STATS))
+    key = layer_key(m, m.num_hidden_layers - 1)
+    if ops and key[0]:
+        out[SERIAL] = w.mtp_layers * moe_layer_host_s(w, inputs, layer_parts(m, w, d, key)[0], local_experts(m, w))
+    return out
+
+
+def mtp_layer_counts(m: ModelSpec, w) -> tuple[int, int]:
+    """(layers, MoE layers) the MTP block adds to the last stage's communication (its transformer layer runs the
+    TP and EP collectives of a decoder layer of the last kind: mtp_ops)."""
+    from calculator.memory import megatron_core
+    n = w.mtp_layers if megatron_core.applies(w) else 0
+    return n, n * int(bool(layer_key(m, m.num_hidden_layers - 1)[0]))

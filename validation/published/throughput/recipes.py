@@ -184,3 +184,14 @@ def recipe_layout(row: dict, gpu_key: str, printed: dict) -> tuple[dict, str]:
                 and re.search(rule.precision, prec) and all(printed.get(k) == v for k, v in rule.printed.items())):
             return dict(rule.ran), rule.source
     return {}, ""
+
+
+def mtp_layers(row: dict) -> int:
+    """MTP layers a Megatron-Bridge performance row trained: DeepSeek-V3's recipe sets one
+    (src/megatron/bridge/recipes/deepseek/deepseek_v3.py: v0.2.0 pretrain_config(mtp_num_layers=1), v0.3.0 on
+    cfg.model.mtp_num_layers = 1, with the 'm' of its pipeline layouts: splits.py), unless the row says
+    "w/o MTP" (NeMo 25.11's table runs it both ways)."""
+    low = row["model"].lower()
+    if row.get("source_group") != "megatron-bridge-perf-summary" or "deepseek" not in low or "w/o mtp" in low:
+        return 0
+    return 1

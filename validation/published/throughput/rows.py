@@ -248,13 +248,18 @@ def case_of(row: dict):
     impl = ("compile" if "compile" in settings else "hf") if torch_side else "megatron-te"
     from validation.published.throughput.splits import pipeline_settings
     split, _ = pipeline_settings(row, pp, vp)  # the recipe's uneven pipeline split (splits.py)
+    from validation.published.throughput.recipes import mtp_layers
+    mtp = mtp_layers(row) if not torch_side else 0
+    if not mtp and "pp_layout" in split:
+        split["pp_layout"] = split["pp_layout"].replace("m", "")
     par = Parallelism(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=1 if (m.is_moe and ep > 1) else None,
                       sequence_parallel=tp > 1, zero=3 if fsdp and dp * cp > 1 else 0,
                       distributed_optimizer=not fsdp, num_microbatches=mb,
                       schedule="interleaved" if vp > 1 else "1f1b", virtual_stages=vp,
                       pp_overlap_p2p=vp > 1 and group in P2P_OVERLAP_GROUPS, **split)
     w = Workload(micro_batch=mbs, seq_len=seq, gpu=gpu, impl=impl, recompute=recompute, parallel=par,
-                 stack="fsdp2" if fsdp else "megatron", **({} if torch_side else {"moe_dispatcher": "flex"}))
+                 stack="fsdp2" if fsdp else "megatron", mtp_layers=mtp,
+                 **({} if torch_side else {"moe_dispatcher": "flex"}))
     from validation.published.throughput.recipes import recipe_switches
     gpu_key = next(k for k, v in GPUS.items() if v == gpu)
     ep_overlap, full_graph, _ = recipe_switches(row, gpu_key, {"pp": pp, "vp": vp, "ep": ep, "mbs": mbs})

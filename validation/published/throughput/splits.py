@@ -19,8 +19,8 @@ v0.4.2 c8101293, v0.5.0 fcbb6031.
   PP8 VP2 B200 configs of scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
   (v0.3.0 on: pp_layout="Et*4|(t*4|)*14tmL"); the H100 PP8 VP4 config: scripts/performance/configs/deepseek/
   deepseek_llm_pretrain.py deepseek_v3_h100_config layout="Et|(tt|)*30mL" (v0.2.0), pp_layout of
-  DEEPSEEK_V3_PRETRAIN_CONFIG_H100_* from v0.3.0. The harness maps these rows to DeepSeek-V3 without its MTP
-  layer (rows.py MODELS), so the layouts are given without the 'm'.
+  DEEPSEEK_V3_PRETRAIN_CONFIG_H100_* from v0.3.0. These recipes train one MTP layer (deepseek_v3.py
+  mtp_num_layers = 1; recipes.mtp_layers), placed with the loss: the layouts keep the 'm'.
 - Kimi-K2 (61 layers): src/megatron/bridge/recipes/kimi/kimi_k2.py _get_kimi_k2_pipeline_layout (v0.3.1 on),
   (4, 4): E + 4t | 4t × 14 | t + L, used by scripts/performance/configs/kimi/kimi_llm_pretrain.py when the
   workload config names no pp_layout (the GB300 ones do not).
@@ -45,16 +45,18 @@ import re
 
 from validation.published.throughput.recipes import container
 
-_E4 = "Et*4|(t*4|)*14tL"  # E + 4t | 4t × 14 | t + L: 61 layers over 16 stages
-_E8 = "Et*8|(t*8|)*6t*5L"  # E + 8t | 8t × 6 | 5t + L: 61 layers over 8 stages
+_E4 = "Et*4|(t*4|)*14tL"  # E + 4t | 4t × 14 | t + L: 61 layers over 16 stages (Kimi-K2)
+_E4M = "Et*4|(t*4|)*14tmL"  # E + 4t | 4t × 14 | t + MTP + L (DeepSeek-V3)
+_E8M = "Et*8|(t*8|)*6t*5mL"  # E + 8t | 8t × 6 | 5t + MTP + L: 61 layers over 8 stages
 
 # (pattern on the lower-cased model name, {(pp, vp): layout} or "embedding+loss", first container, source)
 SPLITS: tuple[tuple[str, object, tuple[int, ...], str], ...] = (
     (r"405b", "embedding+loss", (25, 9), "llama3.py llama31_405b_pretrain_config"),
     (r"235b", "embedding+loss", (25, 9), "qwen3_moe.py qwen3_235b_a22b_pretrain_config"),
-    (r"deepseek", {(16, 1): _E4, (8, 2): _E4, (4, 4): _E4, (8, 1): _E8, (4, 2): _E8, (8, 4): "Et|(tt|)*30L"},
-     (25, 9), "deepseek_v3.py layout_map / deepseek_llm_pretrain.py H100 layout"),
-    (r"deepseek", {(2, 8): _E4}, (26, 2), "deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300"),
+    (r"deepseek", {(16, 1): _E4M, (8, 2): _E4M, (4, 4): _E4M, (8, 1): _E8M, (4, 2): _E8M,
+                   (8, 4): "Et|(tt|)*30mL"}, (25, 9),
+     "deepseek_v3.py layout_map / deepseek_llm_pretrain.py H100 layout"),
+    (r"deepseek", {(2, 8): _E4M}, (26, 2), "deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300"),
     (r"kimi", {(4, 4): _E4}, (26, 2), "kimi_k2.py _get_kimi_k2_pipeline_layout"),
 )
 
