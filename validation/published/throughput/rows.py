@@ -65,7 +65,6 @@ MODELS: tuple[tuple[str, object], ...] = (
     (r"qwen3-next|qwen3\.5", "hybrid Gated DeltaNet layers: the step-time model prices their core uncalibrated"),
     (r"llama4|scout", "Llama-4 Scout runs only on GB200 here (no GB200 in the GPU catalogue)"),
     (r"tokendrop", "token dropping (capacity factor): the engine routes every token"),
-    (r"w/ mtp|685b", "multi-token prediction layer: the engine has no MTP module"),
     (r"nemotron-8b|nemotron-22b", "Nemotron-4 8B / 22B (NeMo): no public config of them in the repository"),
     (r"405b", "llama-3.1-405b"), (r"70b", "llama-3.1-70b"), (r"llama2-13b", "Llama-2-13B"),
     (r"llama2-7b", "Llama-2-7B"), (r"llama2-70b", "Llama-2-70B"), (r"8b", "llama-3.1-8b"),
