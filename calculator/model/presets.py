@@ -32,7 +32,7 @@ FAMILIES = {
     "gpt2": "GPT-2", "qwen3_next": "Qwen3-Next (Gated DeltaNet hybrid, MoE)",
     "qwen3_5_text": "Qwen3.5 (Gated DeltaNet hybrid)", "qwen3_5_moe_text": "Qwen3.5-MoE (Gated DeltaNet hybrid)",
     "deepseek_v32": "DeepSeek-V3.2 (MoE + MLA + sparse attention)", "glm_moe_dsa": "GLM-5 (MoE + MLA + sparse attention)",
-    "nemotron_h": "Nemotron-H (Mamba-2 hybrid)",
+    "nemotron_h": "Nemotron-H (Mamba-2 hybrid)", "glm4_moe": "GLM-4.5/4.6 (MoE)",
 }
 
 # Display names where the Hub repository name is not the usual way to say it; notes where a preset needs one.
@@ -61,6 +61,8 @@ NOTES = {
     "olmo-2-7b": "Checkpoint published in fp32.",
     "gemma-2-2b": "Checkpoint published in fp32.", "gemma-2-9b": "Checkpoint published in fp32.",
     "gemma-2-27b": "Checkpoint published in fp32.",
+    "glm-4.5-air": "The multi-token-prediction layer (num_nextn_predict_layers=1) is not built by transformers and "
+                   "not counted.",
 }
 
 
