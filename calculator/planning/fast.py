@@ -49,7 +49,7 @@ def _gpu(w: Workload):
 
 class _Shape:
     """What an inference stage's sum depends on besides its layers and parameters: the local shapes of one
-    (TP, EP, expert TP), priced once by the engine's functions."""
+    (TP, expert TP, CP), priced once by the engine's functions (EP changes the parameters, not these)."""
 
     def __init__(self, m: ModelSpec, w: Workload, par):
         self.tp = par.tp
@@ -80,40 +80,54 @@ def _cached_token_sums(m: ModelSpec, total_tokens: int) -> tuple[int, ...]:
     return (0, *accumulate(_cached_tokens(m, total_tokens)))
 
 
-def _stage_parts(m: ModelSpec, w: Workload, shape: _Shape, first_layer: int, last_layer: int, total: int,
+class _Job:
+    """What a stage's sum reads from the workload, read once per grid (_stage_parts runs for every stage content)."""
+
+    def __init__(self, m: ModelSpec, w: Workload):
+        self.wdt = w.weight_dtype or w.precision.params
+        self.params_dtype, self.group_size, self.method = w.precision.params, w.quant_group_size, w.quant_method
+        self.gptq = w.quant_method == "gptq" and self.wdt in ("int4", "int8")
+        self.batch, self.seq_len, self.tokens = w.micro_batch, w.seq_len, w.seq_len + w.gen_tokens
+        self.cached = _cached_token_sums(m, self.tokens)
+        o = w.overheads
+        self.frag = None if o.fragmentation_pct is not None else (o.fragmentation_states_pct / 100,
+                                                                  o.fragmentation_working_pct / 100)
+
+
+def _stage_parts(m: ModelSpec, job: _Job, shape: _Shape, first_layer: int, last_layer: int, total: int,
                  quantizable: int) -> tuple[int, int | None]:
     """(allocated bytes but the cuBLAS workspace, reserved bytes of the calibrated fragmentation model or None) of
     one inference stage (layers [first_layer, last_layer), `total` parameters of which `quantizable` in the layers'
     linears): stages.inference.inference_stage and stages.terms._overheads, term by term, without building the formula text
     (held equal by the tests)."""
-    wdt = w.weight_dtype or w.precision.params
+    wdt = job.wdt
     n_layers = last_layer - first_layer
-    qbytes = inf.quantized_weight_bytes(quantizable, wdt, w.quant_group_size, w.quant_method)
+    qbytes = inf.quantized_weight_bytes(quantizable, wdt, job.group_size, job.method)
     if shape.llm_int8:  # bitsandbytes: an fp32 scale per output row
         out_rows = params.layer_linear_out_rows(m) * n_layers // (m.num_hidden_layers * shape.tp)
         qbytes = inf.llm_int8_weight_bytes(quantizable, out_rows)
-    weights = qbytes + nbytes(total - quantizable, w.precision.params)
+    weights = qbytes + nbytes(total - quantizable, job.params_dtype)
     transient = 0
-    if w.quant_method == "gptq" and wdt in ("int4", "int8"):
+    if job.gptq:
         in_rows = params.layer_linear_in_rows(m) * n_layers // (m.num_hidden_layers * shape.tp)
         g_idx, kernel_buffer = inf.gptq_extras(in_rows, params.largest_layer_linear(m) // shape.tp, wdt)
         weights += g_idx
         transient += int(kernel_buffer)
     weights = int(weights)
-    per_tok, batch = shape.per_tok, w.micro_batch
+    per_tok, batch = shape.per_tok, job.batch
     if type(per_tok) is int:  # exact in integers: Σ_layers b·c_i·p = b·p·Σ c_i
-        cached = _cached_token_sums(m, w.seq_len + w.gen_tokens)
+        cached = job.cached
         kv = batch * per_tok * (cached[last_layer] - cached[first_layer])
     else:  # fractional bytes per token: the engine's own float sum, layer by layer
-        kv = int(sum(batch * c * per_tok for c in _cached_tokens(m, w.seq_len + w.gen_tokens)[first_layer:last_layer]))
-    prompt_kv = n_layers * w.micro_batch * w.seq_len * per_tok
+        kv = int(sum(batch * c * per_tok for c in _cached_tokens(m, job.tokens)[first_layer:last_layer]))
+    prompt_kv = n_layers * batch * job.seq_len * per_tok
     prefill_peak = prompt_kv + shape.working
     decode_peak = kv + shape.decode
     working = int(max(prefill_peak, decode_peak) - kv)
     reserved = None
-    if w.overheads.fragmentation_pct is None:
-        a, b = w.overheads.fragmentation_states_pct / 100, w.overheads.fragmentation_working_pct / 100
-        phases = [(weights + prompt_kv, weights + prefill_peak), (weights + kv, weights + decode_peak)]
+    if job.frag is not None:
+        a, b = job.frag
+        phases = ((weights + prompt_kv, weights + prefill_peak), (weights + kv, weights + decode_peak))
         reserved = int(max((alloc + a * long + b * (alloc - long), long, alloc) for long, alloc in phases)[0])
     return weights + kv + working + transient, reserved
 
@@ -152,7 +166,6 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         from calculator.planning import fast_training
         return fast_training.totals(m, w, layouts)
     from calculator.planning.grid import workload_of
-    from calculator.planning.fast_stages import python_prefix
     gpu = _gpu(w)
     # content -> parts, shared by every GPU the fit cards ask about; shapes and stage bounds -> content
     priced = _priced(m, w.model_copy(update={"gpu": None}))
@@ -160,57 +173,59 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     per_key: dict[tuple, tuple[int, int]] = {}
     o = w.overheads
     nccl = o.nccl_bytes_per_group if o.include_comm_buffers else 0
-    n = len(layouts)
-    total = np.empty(n, dtype=np.int64)
-    peak = np.empty(n, dtype=np.int64)
-    for i, lay in enumerate(layouts):
+    job = _Job(m, w)
+    total, peak = [], []
+    for lay in layouts:
         tp, pp, ep, etp = lay.tp, lay.pp, lay.ep, lay.etp
         key = (tp, pp, ep, etp, lay.pp_first, lay.pp_last)
         worst = per_key.get(key)
         if worst is None:
-            skey = ("shape", tp, ep, etp)
+            skey = ("shape", tp, etp or tp, lay.cp)  # what _Shape reads of the layout (not EP: no expert count)
             shape = priced.get(skey)
             if shape is None:  # a stage's bytes depend on its shape and content only: price each once
                 shape = priced[skey] = _Shape(m, w, workload_of(w, lay).parallel)
-            prefix = python_prefix(m, tp, ep, etp) if pp > 1 else None
             worst = (0, 0)
             best_peak = 0
-            for c in _contents(m, lay, prefix):
-                parts = priced.get((tp, ep, etp) + c[0])
+            for content, stage in _contents(m, *key):
+                parts = priced.get(content)
                 if parts is None:
-                    parts = priced[(tp, ep, etp) + c[0]] = _stage_parts(m, w, shape, *c[1])
+                    parts = priced[content] = _stage_parts(m, job, shape, *stage)
                 stage_bytes = on_gpu.get(parts)
                 if stage_bytes is None:
                     stage_bytes = on_gpu[parts] = _on_gpu(w, gpu, parts)
-                worst = max(worst, stage_bytes)
-                best_peak = max(best_peak, stage_bytes[1])
+                if stage_bytes > worst:
+                    worst = stage_bytes
+                if stage_bytes[1] > best_peak:
+                    best_peak = stage_bytes[1]
             worst = per_key[key] = (worst[0], best_peak)
         groups = (tp > 1) + (pp > 1) + (lay.dp * lay.cp > 1) + (lay.cp > 1) + (ep > 1)
-        total[i] = worst[0] + groups * nccl
-        peak[i] = worst[1]
-    return total, peak, np.ones(n, dtype=bool)
+        total.append(worst[0] + groups * nccl)
+        peak.append(worst[1])
+    n = len(layouts)
+    return np.array(total, dtype=np.int64), np.array(peak, dtype=np.int64), np.ones(n, dtype=bool)
 
 
-def _contents(m: ModelSpec, lay, prefix):
-    """(content key, (first layer, last layer, parameters, quantizable)) of each distinct stage content of a
-    layout (calculator/planning/fast_stages.py: stage shards from prefix sums over the layers)."""
-    if lay.pp == 1:
+@lru_cache(maxsize=4096)
+def _contents(m: ModelSpec, tp: int, pp: int, ep: int, etp: int | None, first: int | None,
+              last: int | None) -> tuple:
+    """((TP, EP, expert TP, content), (first layer, last layer, parameters, quantizable)) of each distinct stage
+    content of a split (calculator/planning/fast_stages.py: stage shards from prefix sums over the layers); what the
+    model's layers give, whatever the workload, so kept between grids like the prefix sums."""
+    from calculator.planning import fast_stages as fs
+    if pp == 1:
         from calculator.memory.parallel import stage_shards
         from calculator.core.workload import Parallelism
-        s = stage_shards(m, Parallelism(tp=lay.tp, ep=lay.ep, etp=lay.etp))[0]
-        return [(("whole",), (s.first_layer, s.last_layer, s.total, s.layer_linear))]
-    from calculator.planning.fast_stages import python_boundaries, uniform_middle
-    bounds = python_boundaries(m, lay)
+        s = stage_shards(m, Parallelism(tp=tp, ep=ep, etp=etp))[0]
+        return (((tp, ep, etp, "whole"), (s.first_layer, s.last_layer, s.total, s.layer_linear)),)
+    bounds, prefix = fs.layer_bounds(m.num_hidden_layers, pp, first, last), fs.python_prefix(m, tp, ep, etp)
     out, seen = [], set()
-    last = lay.pp - 1
-    # the middle stages are even: with every middle layer alike, stage 1 stands for all of them
-    stages = (0, 1, last) if last > 1 and uniform_middle(m, lay.tp, lay.ep, lay.etp) else range(lay.pp)
-    for s in stages:
+    # the middle stages are even: from the layer where every middle layer is alike, one stands for all of them
+    for s, _ in fs.stage_runs(pp, bounds, fs.uniform_from(m, tp, ep, etp)):
         a, b = bounds[s], bounds[s + 1]
         lo, hi = prefix[a], prefix[b]
         diff = (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4], hi[5] - lo[5])
-        c = (b - a, s == 0, s == last) + diff
+        c = (tp, ep, etp, b - a, s == 0, s == pp - 1) + diff
         if c not in seen:
             seen.add(c)
             out.append((c, (a, b, diff[0] + diff[1], diff[4])))
-    return out
+    return tuple(out)

@@ -4,11 +4,15 @@ layout (tests/planning/test_planner_fast_time.py).
 
 A stage's forward pass is a sum (inference_time._stage): n × one layer of each layer group + its dequantize + its
 embedding / head, for the prefill and for the mean decode step. One layer of each group and the head parts are
-priced once per local shape (TP, EP, expert TP); every (layout, stage) row is their layer counts times those
-vectors; a pass is the sum over the stages of the slower of each stage's GPU and host; the communication of each
-distinct (TP, PP, EP, DP) is forward_comm's.
+priced once per local shape (TP, EP, expert TP), and an operation list once per grid where shapes share it (only
+an expert layer group reads EP and expert TP): all the new lists in one train_ops.stats_many pass. Every distinct
+stage row (its layer counts, embedding / head, linear weights) is their layer counts times those vectors, counted
+as often as a split holds it (the even middle stages of a split are one row); a pass is the sum over the stages of
+the slower of each stage's GPU and host; the communication of each distinct (TP, PP, EP, DP) is forward_comm's.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
@@ -31,23 +35,120 @@ _SHAPES: dict = {}
 
 class _Shape:
     """Per layer group: the prefill and decode stats of one layer; the head parts; the dequantize per layer and per
-    linear weight."""
+    linear weight. The operation lists are shared through `ops_of` (one grid's lists, by what they depend on:
+    _list_key) and priced by _price."""
 
-    def __init__(self, m: ModelSpec, lw, r, fp32, inputs: TimingInputs):
+    def __init__(self, m: ModelSpec, lw, ops_of: dict):
         d = dims(m, lw)
         d_dec, cache = I.decode_dims(d, lw)
         e_w = weight_bytes_per_element(lw.weight_dtype or lw.precision.params)
         groups, _ = group_index(m)
         phases = (("prefill", d, None),) + ((("decode", d_dec, cache),) if lw.gen_tokens > 1 else ())
-        self.per_layer, self.parts = {}, {}
-        for phase, dd, cached in phases:  # every list of a phase priced in one pass (train_ops.stats_many)
-            lists = [I.layer_ops(m, lw, dd, g, e_w, cached, phase) for g in groups] + [
-                I.head_ops(m, lw, dd, True, False, phase), I.head_ops(m, lw, dd, False, True, phase),
-                I.dequantize_op(lw, 1, 0, phase), I.dequantize_op(lw, 0, 1, phase)]
-            got = T.stats_many(lists, r, fp32, inputs, dd)
-            self.per_layer[phase] = got[:len(groups)]
-            self.parts[phase] = tuple(got[len(groups):])
+        self.keys, self.per_layer, self.parts = {}, {}, {}
+        for phase, dd, cached in phases:
+            builds = [(g, lambda g=g: I.layer_ops(m, lw, dd, g, e_w, cached, phase)) for g in groups] + [
+                ("embedding", lambda: I.head_ops(m, lw, dd, True, False, phase)),
+                ("head", lambda: I.head_ops(m, lw, dd, False, True, phase)),
+                ("dequantize per layer", lambda: I.dequantize_op(lw, 1, 0, phase)),
+                ("dequantize per weight", lambda: I.dequantize_op(lw, 0, 1, phase))]
+            self.keys[phase] = [_list_key(lw, phase, dd, cached, part) for part, _ in builds]
+            for key, (_, build) in zip(self.keys[phase], builds):
+                if key not in ops_of:
+                    ops_of[key] = build()
         self.tokens = (d.T, d.b)
+
+
+def _list_key(lw, phase: str, dd, cached, part) -> tuple:
+    """What one operation list of a shape depends on besides the job: the phase, the local dims (TP, batch,
+    sequence), the cache length, and for an expert layer group (ops.layer_forward's _moe_forward, the only reader of
+    EP and expert TP) the expert layout."""
+    experts = isinstance(part, tuple) and (part[3] or ("moe" if part[0] else "dense")) == "moe"
+    p = lw.parallel
+    return (phase, dd, cached, part) + ((p.ep, p.expert_tp) if experts else ())
+
+
+def _price(shapes: list[_Shape], ops_of: dict, n_groups: int, r, fp32, inputs: TimingInputs) -> None:
+    """Every distinct list of the new shapes priced in one train_ops.stats_many pass per phase and sequence (each
+    list's row is its own: stats_many prices operation by operation and sums per list)."""
+    batches: dict = {}
+    for key in ops_of:
+        phase, dd = key[0], key[1]
+        batches.setdefault((phase, dd.s, dd.s_kv), []).append(key)
+    row_of = {}
+    for keys in batches.values():
+        got = T.stats_many([ops_of[k] for k in keys], r, fp32, inputs, keys[0][1])
+        row_of.update(zip(keys, got))
+    for sh in shapes:
+        for phase, keys in sh.keys.items():
+            rows = [row_of[k] for k in keys]
+            sh.per_layer[phase], sh.parts[phase] = np.array(rows[:n_groups]), tuple(rows[n_groups:])
+        sh.keys = None  # priced: the operations are not kept in the cache
+
+
+def _shapes(m, w, layouts, r, fp32, inputs) -> tuple[list[_Shape], list[int]]:
+    """(the local shapes of the layouts, each layout's index into them): one per (TP, EP, expert TP), from the cache
+    or built and priced together."""
+    base = (m, w.model_copy(update={"gpu": None}), w.gpu, inputs)
+    shape_of: dict = {}
+    shapes: list[_Shape | None] = []
+    new: dict[int, _Shape] = {}
+    ops_of: dict = {}
+    lay_shape = []
+    for lay in layouts:
+        key = (lay.tp, lay.ep, lay.etp)
+        k = shape_of.get(key)
+        if k is None:
+            k = shape_of[key] = len(shapes)
+            shapes.append(_SHAPES.get(base + (key,)))
+            if shapes[k] is None:
+                shapes[k] = new[k] = _Shape(m, workload_of(w, lay), ops_of)
+        lay_shape.append(k)
+    if new:
+        _price(list(new.values()), ops_of, len(group_index(m)[0]), r, fp32, inputs)
+        for key, k in shape_of.items():
+            if k in new:
+                get_or_build(_SHAPES, base + (key,), lambda k=k: new[k], 1024)
+    return shapes, lay_shape
+
+
+def _stage_rows(m, layouts, lay_shape) -> tuple[np.ndarray, list, list[int], int]:
+    """(each distinct stage row: shape, first stage, last stage, layers, linear weights, then its layer count per
+    group), (split, row, how many of the split's stages have that row) triples, each layout's split, the number of
+    splits. Layouts that differ only in DP replicas share a split."""
+    split_of: dict = {}
+    row_of: dict = {}
+    pairs: list = []
+    lay_split = []
+    for lay, k in zip(layouts, lay_shape):
+        split = (k, lay.pp, lay.pp_first, lay.pp_last)
+        j = split_of.get(split)
+        if j is None:
+            j = split_of[split] = len(split_of)
+            for row, times_seen in _split_rows(m, lay.tp, lay.ep, lay.etp, lay.pp, lay.pp_first, lay.pp_last):
+                u = row_of.get((k,) + row)
+                if u is None:
+                    u = row_of[(k,) + row] = len(row_of)
+                pairs.append((j, u, times_seen))
+        lay_split.append(j)
+    return np.array(list(row_of), dtype=np.float64), pairs, lay_split, len(split_of)
+
+
+@lru_cache(maxsize=4096)
+def _split_rows(m: ModelSpec, tp: int, ep: int, etp: int | None, pp: int, first: int | None,
+                last: int | None) -> tuple:
+    """((first stage, last stage, layers, linear weights, layer count per group), how many of the split's stages
+    have that row) of each distinct stage of a split; equal stages (the even middle: fast_stages.stage_runs) one
+    row. What the model's layers give, whatever the workload, so kept between grids like the prefix sums."""
+    counts_of = group_index(m)[1].tolist()
+    bounds = stages.layer_bounds(m.num_hidden_layers, pp, first, last) if pp > 1 else (0, m.num_hidden_layers)
+    linear = stages.python_prefix(m, tp, ep, etp)
+    here: dict = {}
+    for s, times_seen in stages.stage_runs(pp, bounds, stages.uniform_from(m, tp, ep, etp)):
+        a, b = bounds[s], bounds[s + 1]
+        row = (s == 0, s == pp - 1, b - a, linear[b][stages.LINEAR] - linear[a][stages.LINEAR],
+               *(y - x for x, y in zip(counts_of[a], counts_of[b])))
+        here[row] = here.get(row, 0) + times_seen
+    return tuple(here.items())
 
 
 def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
@@ -63,60 +164,38 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
         r, fp32 = rates_for(gpu, w, inputs)
     except InputError:
         return None
-    groups, prefix = group_index(m)
     gen = w.gen_tokens
-    shape_of: dict = {}
-    shapes: list[_Shape] = []
-    # the layouts that differ only in DP replicas run the same stages: one row per stage of each distinct
-    # (shape, pipeline split), shared by its layouts (the DP size only changes the communication below)
-    split_of: dict = {}
-    rows, lay_shape, lay_split = [], np.empty(len(layouts), dtype=np.int64), np.empty(len(layouts), dtype=np.int64)
-    for i, lay in enumerate(layouts):
-        key = (lay.tp, lay.ep, lay.etp)
-        k = shape_of.get(key)
-        if k is None:
-            k = shape_of[key] = len(shapes)
-            shapes.append(get_or_build(_SHAPES, (m, w.model_copy(update={"gpu": None}), w.gpu, inputs, key),
-                                       lambda: _Shape(m, workload_of(w, lay), r, fp32, inputs), 1024))
-        lay_shape[i] = k
-        split = (k, lay.pp, lay.pp_first, lay.pp_last)
-        j = split_of.get(split)
-        if j is None:
-            j = split_of[split] = len(split_of)
-            bounds = stages.python_boundaries(m, lay) if lay.pp > 1 else [0, m.num_hidden_layers]
-            linear = stages.python_prefix(m, lay.tp, lay.ep, lay.etp)
-            for s in range(lay.pp):
-                a, b = bounds[s], bounds[s + 1]
-                rows.append((j, k, a, b, s == 0, s == lay.pp - 1, b - a,
-                             linear[b][stages.LINEAR] - linear[a][stages.LINEAR]))
-        lay_split[i] = j
-    R = np.array(rows, dtype=np.float64)
-    owner, shape = R[:, 0].astype(np.int64), R[:, 1].astype(np.int64)
-    counts = prefix[R[:, 3].astype(np.int64)] - prefix[R[:, 2].astype(np.int64)]
-    n = len(split_of)
+    shapes, lay_shape = _shapes(m, w, layouts, r, fp32, inputs)
+    R, pairs, lay_split, n = _stage_rows(m, layouts, lay_shape)
+    lay_split = np.array(lay_split, dtype=np.int64)
+    P = np.array(pairs, dtype=np.int64)
+    owner, rows, times_seen = P[:, 0], P[:, 1], P[:, 2].astype(np.float64)[:, None]
+    shape, counts = R[:, 0].astype(np.int64), R[:, 5:]
 
-    def phase_stats(per_layer: np.ndarray, phase: str) -> np.ndarray:
+    def phase_stats(phase: str) -> np.ndarray:
+        per_layer = np.stack([s.per_layer[phase] for s in shapes])
         emb, head, per_layer_dq, per_weight_dq = (np.stack([s.parts[phase][j] for s in shapes])[shape]
                                                   for j in range(4))
-        st = np.einsum("rg,rgs->rs", counts, per_layer[shape]) + R[:, 6:7] * per_layer_dq + R[:, 7:8] * per_weight_dq
-        return st + R[:, 4:5] * emb + R[:, 5:6] * head
-    pre = phase_stats(np.stack([s.per_layer["prefill"] for s in shapes]), "prefill")
-    both = np.zeros((n, len(T.STATS)))
-    np.add.at(both, owner, pre)
-    pass_pre = np.zeros(n)
-    np.add.at(pass_pre, owner, np.maximum(pre[:, T.GPU], pre[:, T.HOST]))
+        st = np.einsum("rg,rgs->rs", counts, per_layer[shape]) + R[:, 3:4] * per_layer_dq + R[:, 4:5] * per_weight_dq
+        return st + R[:, 1:2] * emb + R[:, 2:3] * head
+
+    def per_split(st: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(Σ stats over each split's stages, Σ of each stage's slower of GPU and host)."""
+        total, slower = np.zeros((n, len(T.STATS))), np.zeros(n)
+        np.add.at(total, owner, times_seen * st[rows])
+        np.add.at(slower, owner, times_seen[:, 0] * np.maximum(st[rows, T.GPU], st[rows, T.HOST]))
+        return total, slower
+    both, pass_pre = per_split(phase_stats("prefill"))
     pass_dec = np.zeros(n)
     dec_both = np.zeros((n, len(T.STATS)))
     if gen > 1:
-        dec = phase_stats(np.stack([s.per_layer["decode"] for s in shapes]), "decode")
-        np.add.at(dec_both, owner, dec)
+        dec_both, pass_dec = per_split(phase_stats("decode"))
         both += (gen - 1) * dec_both
-        np.add.at(pass_dec, owner, np.maximum(dec[:, T.GPU], dec[:, T.HOST]))
     both, dec_both, pass_pre, pass_dec = both[lay_split], dec_both[lay_split], pass_pre[lay_split], pass_dec[lay_split]
     lay = np.array([(l.tp, l.pp, l.dp, l.ep, l.etp or l.tp) for l in layouts], dtype=np.float64)
     cols = {"tp": lay[:, 0], "pp": lay[:, 1], "dp": lay[:, 2], "ep": lay[:, 3], "etp": lay[:, 4]}
     e = DTYPE_BITS[w.precision.activations] / 8
-    tokens = np.array([s.tokens for s in shapes], dtype=np.float64)[lay_shape]
+    tokens = np.array([s.tokens for s in shapes], dtype=np.float64)[np.array(lay_shape, dtype=np.int64)]
     pre_c = I.comm_arrays(m, cols, e, tokens[:, 0], gpu, inputs, "prefill")
     dec_c = I.comm_arrays(m, cols, e, tokens[:, 1], gpu, inputs, "decode")
     steps = max(0, gen - 1)

@@ -80,17 +80,48 @@ def python_prefix(m: ModelSpec, tp: int, ep: int, etp: int | None) -> list[tuple
     return [tuple(row) for row in _per_layer(m, tp, ep, etp)[0].tolist()]
 
 
-def python_boundaries(m: ModelSpec, lay) -> list[int]:
+def python_boundaries(m: ModelSpec, lay) -> tuple[int, ...]:
     """boundaries() without numpy."""
-    sizes = stage_layer_counts(m.num_hidden_layers, SimpleNamespace(
-        pp=lay.pp, pp_first_stage_layers=lay.pp_first, pp_last_stage_layers=lay.pp_last))
-    return [0, *accumulate(sizes)]
+    return layer_bounds(m.num_hidden_layers, lay.pp, lay.pp_first, lay.pp_last)
+
+
+@lru_cache(maxsize=1024)
+def layer_bounds(layers: int, pp: int, first: int | None, last: int | None) -> tuple[int, ...]:
+    """The first layer of every stage and the layer count (a split's bounds depend on these four integers only)."""
+    sizes = stage_layer_counts(layers, SimpleNamespace(pp=pp, pp_first_stage_layers=first,
+                                                       pp_last_stage_layers=last))
+    return (0, *accumulate(sizes))
 
 
 @lru_cache(maxsize=256)
-def uniform_middle(m: ModelSpec, tp: int, ep: int, etp: int | None) -> bool:
-    """Whether every decoder layer but the first (with the embedding) and the last (with the head) has the same
-    row: then every middle stage of a split holds the same content (the middle stages are even)."""
-    prefix = python_prefix(m, tp, ep, etp)
-    rows = {tuple(b - a for a, b in zip(prefix[i], prefix[i + 1])) for i in range(1, len(prefix) - 2)}
-    return len(rows) <= 1
+def uniform_from(m: ModelSpec, tp: int, ep: int, etp: int | None) -> int:
+    """The first layer (≥ 1) from which every decoder layer but the last has the same row and the same layer kind
+    (calculator.timing.train_ops.layer_key): middle stages that start there and hold as many layers are alike."""
+    from calculator.timing.train_ops import layer_key
+    prefix, last_mid = python_prefix(m, tp, ep, etp), m.num_hidden_layers - 2
+
+    def row(i: int) -> tuple:
+        return tuple(b - a for a, b in zip(prefix[i], prefix[i + 1])), layer_key(m, i)
+    if last_mid < 1:
+        return m.num_hidden_layers
+    start, tail = last_mid, row(last_mid)
+    while start > 1 and row(start - 1) == tail:
+        start -= 1
+    return start
+
+
+def stage_runs(pp: int, bounds, start: int) -> list[tuple[int, int]]:
+    """(stage, how many stages it stands for) of a split with layer bounds `bounds`: the first stage, the middle
+    stages that begin before layer `start` (uniform_from) one by one, then one for the equal middle stages from
+    there on (when they hold as many layers each), and the last."""
+    last = pp - 1
+    if last == 0:
+        return [(0, 1)]
+    out, s = [(0, 1)], 1
+    while s < last and bounds[s] < start:
+        out.append((s, 1))
+        s += 1
+    if s < last:
+        sizes = {bounds[i + 1] - bounds[i] for i in range(s, last)} if last - s > 1 else ()
+        out.extend([(s, last - s)] if len(sizes) <= 1 else [(i, 1) for i in range(s, last)])
+    return out + [(last, 1)]

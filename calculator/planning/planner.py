@@ -31,7 +31,7 @@ from calculator.core.errors import InputError
 from calculator.stages.estimate import estimate
 from calculator.core.fit import SAFE_FRACTION
 from calculator.model.spec import ModelSpec
-from calculator.planning.grid import MAX_PP, Layout, candidate_counts, layouts_of, workload_of
+from calculator.planning.grid import MAX_PP, Layout, candidate_counts, layouts_of, microbatches_of, workload_of
 from calculator.planning.prices import count_grid, training_totals
 from calculator.planning.ranking import RANK_TEXT, RANKS, RECOMPUTE_COST, check_rank, rank_key, time_plans
 from calculator.core.workload import Workload
@@ -133,7 +133,6 @@ def _fits_engine(est, w: Workload) -> bool:
 
 def _plan(w: Workload, lay: Layout, total: int, peak: int, capacity_bytes: int, fits: bool,
           global_batch: int | None = None) -> Plan:
-    from calculator.planning.grid import microbatches_of
     return Plan(lay.world_size, lay.tp, lay.pp, lay.dp, lay.zero, lay.recompute, total, peak, total / capacity_bytes,
                 cp=lay.cp, ep=lay.ep, etp=lay.etp, micro_batch=lay.micro_batch, pp_first_stage_layers=lay.pp_first,
                 pp_last_stage_layers=lay.pp_last, fits=fits, mode=w.mode,

@@ -102,3 +102,15 @@ def test_deep_pipelines_with_mixed_layer_kinds_are_exact(name, mode):
         if covered[i]:
             est = estimate(m, workload_of(w, lay), with_fits=False)
             assert (int(total[i]), int(peak[i])) == (est.total_bytes, est.peak_allocated_bytes), lay
+
+
+def test_stage_runs_stand_one_middle_stage_for_the_alike_ones():
+    """From the first layer where every middle layer is alike (uniform_from), one middle stage stands for the rest;
+    the stages before it one by one; uneven middle sizes are never merged."""
+    from calculator.planning.fast_stages import stage_runs, uniform_from
+    assert stage_runs(1, (0, 61), 3) == [(0, 1)]
+    assert stage_runs(8, (0, 8, 16, 24, 32, 40, 48, 56, 61), 3) == [(0, 1), (1, 6), (7, 1)]
+    assert stage_runs(8, (0, 2, 4, 6, 8, 10, 12, 14, 16), 5) == [(0, 1), (1, 1), (2, 1), (3, 4), (7, 1)]
+    assert stage_runs(4, (0, 2, 5, 7, 9), 1) == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    assert uniform_from(load_model("deepseek-v3").spec, 8, 8, 1) == 3  # three dense layers, then MoE
+    assert uniform_from(load_model("llama-3.1-8b").spec, 1, 1, None) == 1

@@ -76,3 +76,19 @@ def test_jobs_the_model_does_not_cover_are_left_to_estimate_time():
     m = load_model("llama-3.1-8b").spec
     assert fast_time.times(m, Workload(finetune="lora", gpu="h100-sxm"), [object()]) is None
     assert fast_time.times(m, Workload(), [object()]) is None  # no GPU: no time
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "gemma-2-27b"])
+def test_deep_serving_pipelines_with_mixed_layer_kinds_equal_estimate_time(name):
+    """DeepSeek-V3's dense first layers and Gemma-2's alternating windows make middle stages differ (each its own
+    row); the alike ones are one row counted per stage; shapes of one TP share the operation lists that do not read
+    EP (DeepSeek-V3's dense group, the head) and price the expert group per EP."""
+    m = load_model(name).spec
+    w = Workload(mode="infer", seq_len=4096, gen_tokens=64, gpu="h200")
+    layouts = [lay for n in (32, 64) for lay in layouts_of(m, w, n) if lay.pp >= 3]
+    got = fast_infer_time.times(m, w, layouts, TIMING)
+    for i in random.Random(name).sample(range(len(layouts)), min(20, len(layouts))):
+        t = estimate_time(m, workload_of(w, layouts[i]), TIMING)
+        assert _close(got["step_time_s"][i], t.step_time_s), layouts[i]
+        assert _close(got["ttft_s"][i], t.ttft_s) and _close(got["tpot_s"][i], t.tpot_s), layouts[i]
+        assert INFERENCE_BOTTLENECKS[got["bottleneck"][i]] == t.bottleneck, layouts[i]
