@@ -318,6 +318,8 @@ class Workload(HashedOnce):
     moe_imbalance: float = Field(default=1.0, le=1024, allow_inf_nan=False)  # max tokens per expert / mean, ≥ 1
     # --deterministic-mode: torch.use_deterministic_algorithms(True); the unfused MoE unpermute then keeps its rows
     deterministic: bool = False
+    # --tp-comm-overlap: TE userbuffers (outside PyTorch's allocator) and their own cuBLAS workspace (3 streams)
+    tp_comm_overlap: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

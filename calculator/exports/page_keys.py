@@ -197,8 +197,9 @@ PARAMS: tuple[Param, ...] = (
     _p("moeimb", "float", 1.0, "MoE routing imbalance (max / mean)", "parallel", lo=1, hi=1024,
        fields=("moe_imbalance",), help="tokens of the most loaded expert over the mean; 1 = balanced"),
     _p("det", "bool", False, "Deterministic mode (Megatron)", "parallel", fields=("deterministic",),
-       help="--deterministic-mode (torch.use_deterministic_algorithms): the MoE unpermute's index_add_ keeps the "
-            "expert rows for backward"),
+       help="--deterministic-mode (torch.use_deterministic_algorithms): the MoE unpermute keeps the expert rows"),
+    _p("tpo", "bool", False, "TP comm overlap (Megatron userbuffers)", "parallel", fields=("tp_comm_overlap",),
+       help="--tp-comm-overlap (TP > 1 with SP): TE userbuffers' own cuBLAS workspace of 3 × 32 MiB"),
     _p("dsa", "bool", False, "DeepSpeed: \"auto\" buckets (HF)", "parallel", fields=("ds_auto_buckets",),
        help="DeepSpeed only: a ds_config.json with \"auto\" bucket sizes, as HF Trainer / accelerate fill them "
             "(reduce_bucket_size = h², stage-3 prefetch = 0.9·h²); off: DeepSpeed's defaults (5e8 / 5e7 elements)"),
@@ -206,8 +207,7 @@ PARAMS: tuple[Param, ...] = (
        fields=("parallel.zero",), help="1 shards optimizer states, 2 also gradients, 3 also parameters"),
     _p("zsh", "int", 0, "ZeRO shard group (0 = DP × CP)", "parallel", lo=0, hi=1_000_000,
        fields=("parallel.zero_shard_size",), help="FSDP hybrid shard / HSDP group size"),
-    _p("dopt", "bool", False, "Megatron distributed optimizer", "parallel",
-       fields=("parallel.distributed_optimizer",)),
+    _p("dopt", "bool", False, "Megatron distributed optimizer", "parallel", fields=("parallel.distributed_optimizer",)),
     _p("offo", "bool", False, "Offload optimizer to CPU (ZeRO-Offload)", "parallel",
        fields=("parallel.offload_optimizer",),
        help="gradients, fp32 master weights and optimizer state in host RAM; the optimizer steps on the CPU"),

@@ -15,6 +15,7 @@ from calculator.memory import fp8, moe_dispatch
 from calculator.memory.fp8 import compute_capability
 
 TE_CUBLAS_STREAMS = 4  # transformer_engine/common/util/multi_stream.cpp: num_compute_streams
+TE_UB_STREAMS = 3  # transformer_engine/pytorch/cpp_extensions/gemm.py _NUM_MAX_UB_STREAMS
 
 
 def applies(w) -> bool:
@@ -30,13 +31,16 @@ def padded_vocab(vocab: int, divisible_by: int, tp: int) -> int:
     return -(-vocab // multiple) * multiple
 
 
-def te_workspace_bytes(gpu_id: str | None, grouped_gemm: bool) -> tuple[int, int]:
+def te_workspace_bytes(gpu_id: str | None, grouped_gemm: bool, userbuffers: bool = False) -> tuple[int, int]:
     """(bytes, workspaces) of TE's cuBLASLt workspaces (transformer_engine/pytorch/cpp_extensions/gemm.py
     get_cublas_workspace): 32 MiB + 1 KiB each on compute capability ≥ 9 (4 MiB before); one for the plain GEMMs,
-    and one per cuBLAS stream (4) once a grouped GEMM (MoE experts) runs. Unknown GPU: Hopper's size."""
+    one per cuBLAS stream (4) once a grouped GEMM (MoE experts) runs, and with userbuffers (--tp-comm-overlap) one
+    tensor of _NUM_MAX_UB_STREAMS = 3 of them for the overlapped GEMMs (`get_cublas_workspace(ub=True)`, at
+    TransformerEngine 4220403e; the userbuffers themselves are cudaMalloc'd / cuMemCreate'd in C++,
+    comm_gemm_overlap.cpp, outside PyTorch's allocator). Unknown GPU: Hopper's size."""
     cc = compute_capability(gpu_id)
     each = 32 * 2**20 + 1024 if cc is None or cc[0] >= 9 else 4_194_304
-    n = 1 + (TE_CUBLAS_STREAMS if grouped_gemm else 0)
+    n = 1 + (TE_CUBLAS_STREAMS if grouped_gemm else 0) + (TE_UB_STREAMS if userbuffers else 0)
     return n * each, n
 
 
@@ -167,6 +171,10 @@ def check(m, w) -> None:
             raise InputError("moe_dispatcher", "the MoE inputs (dispatcher, capacity factor, imbalance, router "
                                                "dtype) need a mixture-of-experts model: leave them at their "
                                                "defaults")
+    if w.tp_comm_overlap and not (w.parallel.tp > 1 and w.parallel.sequence_parallel):
+        raise InputError("tp_comm_overlap", "--tp-comm-overlap overlaps tensor-parallel communication with the "
+                                            "GEMMs: it needs tp > 1 and sequence parallelism (Megatron's "
+                                            "arguments.py), or turn it off")
     if w.moe_pad_to_capacity and w.moe_capacity_factor is None:
         raise InputError("moe_pad_to_capacity", "padding to capacity needs a capacity factor: set "
                                                 "moe_capacity_factor (e.g. 1.0) or turn padding off")
@@ -176,4 +184,4 @@ _DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "
              "mtp_layers": 0, "moe_dispatcher": "alltoall", "moe_capacity_factor": None,
              "moe_pad_to_capacity": False, "moe_router_fp32": False, "moe_imbalance": 1.0,
              "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True,
-             "deterministic": False}
+             "deterministic": False, "tp_comm_overlap": False}

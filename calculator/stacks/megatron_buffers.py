@@ -22,10 +22,11 @@ from calculator.stacks.common import Line, StackContext, line
 
 def te_workspace(ctx: StackContext) -> Line:
     w = ctx.original
-    n_bytes, n = core.te_workspace_bytes(w.gpu, ctx.shard.experts > 0 and w.moe_grouped_gemm)
+    n_bytes, n = core.te_workspace_bytes(w.gpu, ctx.shard.experts > 0 and w.moe_grouped_gemm, w.tp_comm_overlap)
     return line("transient.te_workspace", "transient", f"TE cuBLASLt workspaces ({n})", n_bytes,
                 "n × (32 MiB + 1 KiB) (4 MiB before Hopper)", ("{} × {:,} B", n, n_bytes // n), "te-workspace",
-                "one for TE's GEMMs, + 4 for the grouped GEMM streams with MoE experts")
+                "one for TE's GEMMs, + 4 for the grouped GEMM streams with MoE experts, + 3 for userbuffers "
+                "(--tp-comm-overlap)")
 
 
 def dummy_wgrads(ctx: StackContext) -> Line | None:

@@ -246,7 +246,8 @@ def build_workload(values: Mapping[str, Any]):
         mtp_layers=int(v["mtp"]), cp_comm_type=v["cpc"], moe_dispatcher=v["moed"],
         moe_capacity_factor=float(v["moecf"]) or None, moe_pad_to_capacity=bool(v["moepad"]),
         moe_router_fp32=bool(v["moer32"]), moe_grouped_gemm=bool(v["moegg"]),
-        moe_imbalance=float(v["moeimb"]), deterministic=bool(v["det"]), images_per_sample=int(v["img"]),
+        moe_imbalance=float(v["moeimb"]), deterministic=bool(v["det"]),
+        tp_comm_overlap=bool(v["tpo"]), images_per_sample=int(v["img"]),
         image_size=_none_if_zero(v["imgpx"]),
         vision_tower=v["vt"]), "", "mode")
     if problems:

@@ -99,3 +99,23 @@ def test_sp_output_layer_gathers_into_the_global_buffer():
 def test_ring_attention_keeps_its_kv_buffer_and_two_output_copies():
     # context_parallel.py AttnFuncWithCPAndKVP2P: p2p_comm_buffers[-1] (k, v concatenated) + out_part + returned out
     assert core.cp_ring_saved(2, 2048, 256, 64) == 2 * 2 * 2048 * 64 + 2 * 2 * 2048 * 256
+
+
+def test_userbuffers_take_their_own_cublas_workspace_of_three_streams():
+    """--tp-comm-overlap: TE's overlapped GEMMs take `get_cublas_workspace(ub=True)`, one tensor of
+    get_cublas_workspace_size_bytes() × _NUM_MAX_UB_STREAMS (3) beside the plain one
+    (transformer_engine/pytorch/cpp_extensions/gemm.py at TransformerEngine 4220403e); the userbuffers are allocated
+    in C++ (comm_gemm_overlap.cpp: register_user_buffer_collective / cudaMalloc), outside PyTorch's allocator.
+    Megatron refuses the overlap without sequence parallelism (arguments.py)."""
+    each = 32 * 2**20 + 1024
+    assert core.te_workspace_bytes("h100-sxm", False, userbuffers=True) == (4 * each, 4)
+    assert core.te_workspace_bytes("b200", True, userbuffers=True) == (8 * each, 8)
+    m = load_model("llama-3.2-1b").spec
+    w = Workload(**CORE, gpu="h100-sxm", tp_comm_overlap=True, parallel={"tp": 2, "sequence_parallel": True})
+    core.check(m, w)
+    with pytest.raises(InputError) as no_sp:
+        core.check(m, w.model_copy(update={"parallel": w.parallel.model_copy(update={"sequence_parallel": False})}))
+    assert no_sp.value.field == "tp_comm_overlap"
+    with pytest.raises(InputError) as elsewhere:
+        core.check(m, Workload(gpu="h100-sxm", tp_comm_overlap=True, parallel={"tp": 2, "sequence_parallel": True}))
+    assert elsewhere.value.field == "tp_comm_overlap"

@@ -94,3 +94,11 @@ def test_fp8_cache_holds_the_mtp_blocks_linear_weights_on_the_last_stage():
     first = {t.key: t for t in estimate(m, with_mtp, with_fits=False).stages[0].terms}
     first_plain = {t.key: t for t in estimate(m, w, with_fits=False).stages[0].terms}
     assert first["weights.fp8_cache"].bytes == first_plain["weights.fp8_cache"].bytes
+
+
+def test_tp_comm_overlap_adds_the_userbuffers_workspace():
+    m = load_model("llama-3.2-1b").spec
+    p = {"tp": 2, "dp": 2, "sequence_parallel": True}
+    plain = _terms(m, Workload(**CORE, parallel=p))
+    ub = _terms(m, Workload(**CORE, parallel=p, tp_comm_overlap=True))
+    assert ub["transient.te_workspace"].bytes - plain["transient.te_workspace"].bytes == 3 * (32 * 2**20 + 1024)

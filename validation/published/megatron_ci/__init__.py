@@ -35,10 +35,12 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   (the H100 and GB200 runs of one test differ by 6%: at 768 MiB per unit of load the last rank's expert held about
   0.76× the mean on GB200 and 1.08× on H100, stable since the 25.11 container; the golden files log no per-expert
   counts, so the load is not derivable), sinkhorn runs stay within ~2%.
-- fp8: current (tensorwise) scaling with --fp8-param-gather (tp4 cp2, both GPUs). TE's linears save their inputs
+- fp8: current (tensorwise) scaling with --fp8-param-gather, tp4 cp2 and tp2 pp2 with --tp-comm-overlap (TE
+  userbuffers: cudaMalloc'd outside PyTorch's allocator, their GEMMs on their own 3 × 32 MiB cuBLAS workspace,
+  megatron_core.te_workspace_bytes; both GPUs within 0.9%). TE's linears save their inputs
   quantized, and the output projection keeps only its quantized copy of the attention output, so under the ring
   only `out_part` stays in bf16 (calculator/impls/megatron_te_core.projection_input); Hopper keeps the weights'
-  FP8 transposes (post_all_gather_processing), Blackwell none. The H100 run reads +0.03%. The GB200 run reads 4% low:
+  FP8 transposes (post_all_gather_processing), Blackwell none. The tp4 cp2 H100 run reads +0.03%, its GB200 twin 4% low:
   its allocated after each step is 9.44 MB below H100's (the transposes, as priced), yet its logged peak was
   reached in step 1 with the Adam states already allocated (H100 reaches its own only in step 2) and grew another
   9.65 MB at iteration 1001, after the first evaluation — events outside a training step's fwd/bwd that the golden
@@ -282,7 +284,7 @@ def inputs(row: dict):
         cp_comm_type=a.get("cp-comm-type", "p2p"), mtp_layers=mtp,
         moe_dispatcher=a.get("moe-token-dispatcher-type", "allgather") if m.is_moe else "alltoall",
         moe_router_fp32=a.get("moe-router-dtype") == "fp32", moe_grouped_gemm=bool(a.get("moe-grouped-gemm")),
-        deterministic=bool(a.get("deterministic-mode")))
+        deterministic=bool(a.get("deterministic-mode")), tp_comm_overlap=bool(a.get("tp-comm-overlap")))
     return m, w
 
 
