@@ -33,6 +33,7 @@ FAMILIES = {
     "qwen3_5_text": "Qwen3.5 (Gated DeltaNet hybrid)", "qwen3_5_moe_text": "Qwen3.5-MoE (Gated DeltaNet hybrid)",
     "deepseek_v32": "DeepSeek-V3.2 (MoE + MLA + sparse attention)", "glm_moe_dsa": "GLM-5 (MoE + MLA + sparse attention)",
     "nemotron_h": "Nemotron-H (Mamba-2 hybrid)", "glm4_moe": "GLM-4.5/4.6 (MoE)",
+    "kimi_linear": "Kimi Linear (Kimi Delta Attention + MLA hybrid, MoE)",
 }
 
 # Display names where the Hub repository name is not the usual way to say it; notes where a preset needs one.
