@@ -44,7 +44,10 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   its allocated after each step is 9.44 MB below H100's (the transposes, as priced), yet its logged peak was
   reached in step 1 with the Adam states already allocated (H100 reaches its own only in step 2) and grew another
   9.65 MB at iteration 1001, after the first evaluation — events outside a training step's fwd/bwd that the golden
-  file (lm loss, num-zeros, memory, iteration time) does not break down.
+  file (lm loss, num-zeros, memory, iteration time) does not break down. They came with the 26.02 container (TE
+  2.13): the 25.11 / TE 2.12 golden of the same test (Megatron-LM 1666b458c8) reached its GB200 peak in step 2 like
+  H100, 419.26 MB (engine -0.83%), with allocated 9.44 MB below H100 and a peak-over-allocated 12 x 262,144 B (one
+  e·T·h_sp per layer) above H100's — a Blackwell-only tensor per layer not yet identified in the sources.
 - mtp: the MoE + MLA + MTP memory-speed run, and its FP8 twin (M0307: the same arguments with --fp8-format hybrid
   --fp8-recipe tensorwise; commented out of tests/test_utils/recipes/h100/moe.yaml for a hang, its golden file
   from 2025-10 stays, 8 GPUs by the recipe's spec). Under FP8 the MTP block's linears are cached in FP8 too and
