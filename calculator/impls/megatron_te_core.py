@@ -47,8 +47,9 @@ def projection_input(w, e: int, T: int, qd: int, kernel_saves_it: bool) -> int:
     quantized copy (TransformerEngine 4220403e, pytorch/module/linear.py _linear_forward: `inputmat =
     input_quantizer(inputmat)`, `saved_inputmat = inputmat`; Megatron-LM d98e8a64 keeps no reference past the
     layer), so the model-dtype tensor stays only when the attention kernel saves it for its own backward —
-    cuDNN's output is the tensor it returns; FlashAttention and TE's ring keep their own (the caller prices
-    those) and return a new one; the unfused and the checkpointed (selective) core attention keep none."""
+    cuDNN's output is the tensor it returns; FlashAttention keeps its own and returns a new one at micro-batch > 1
+    (the caller prices it); TE's ring: see ring_attention_saved; the unfused and the checkpointed (selective) core
+    attention keep none."""
     if w.fp8 == "none":
         return e * T * qd
     return (e * T * qd if kernel_saves_it else 0) + fp8_rules.saved_input_bytes(w.fp8, T * qd)
@@ -74,7 +75,10 @@ def ring_attention_saved(m, w, d) -> int:
         out += e * T * d.qd
     elif rope or gqa:  # RoPE's new q, or GQA's reshaped query copy
         out += e * T * d.qd
-    # the ring keeps its K/V buffer and `out_part`; the second output copy it returns is the projection's input
+    # the ring keeps its K/V buffer and `out_part`; cp_ring_saved's second output-sized tensor is taken as the
+    # projection's model-dtype input, gone under FP8. Open: at TE 4220403e `out.to(fwd_nominal_dtype)` returns the
+    # bf16 `out` itself, so the source does not show that second tensor; the bf16 CP rows need it (cp group 0.44%)
+    # and the FP8 H100 row reads without it (M0229: +0.77% with it, +0.03% without)
     out += core.cp_ring_saved(e, T, d.qd, d.kvd) - e * T * d.qd + projection_input(w, e, T, d.qd, False)
     return out + 4 * d.a * T
 

@@ -161,8 +161,9 @@ def test_fp8_projection_keeps_only_its_quantized_input():
     """Under an FP8 recipe the output projection saves only its quantized input (TransformerEngine 4220403e,
     pytorch/module/linear.py _linear_forward: `inputmat = input_quantizer(inputmat)`, `saved_inputmat = inputmat`):
     the model-dtype attention output stays only where the attention kernel saves it — cuDNN's output (the tensor
-    it returns), FlashAttention's own output beside the copy it returns, the ring's `out_part` beside the copy it
-    returns (context_parallel.py AttnFuncWithCPAndKVP2P.forward); TE's unfused core saves none."""
+    it returns), FlashAttention's own output beside the copy it returns; TE's unfused core saves none. The p2p
+    ring keeps `out_part` (context_parallel.py AttnFuncWithCPAndKVP2P.forward) and loses cp_ring_saved's second
+    output-sized tensor, taken as the projection's bf16 input (ring_attention_saved says what stays open)."""
     e, T, qd, a = 2, 4096, 512, 8
     bf16 = Workload(**CORE, micro_batch=4, seq_len=1024, gpu="h100-sxm")
     fp8 = bf16.model_copy(update={"fp8": "current"})
