@@ -25,7 +25,7 @@ import numpy as np
 from calculator.memory import activations as act
 from calculator.memory import inference as inf
 from calculator.model import parameters as params
-from calculator.core.dtypes import nbytes
+from calculator.core.dtypes import DTYPE_BITS, nbytes
 from calculator.core.fit import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES
 from calculator.memory.parallel import kv_heads_per_rank
 from calculator.model.spec import ModelSpec
@@ -132,18 +132,62 @@ def _stage_parts(m: ModelSpec, job: _Job, shape: _Shape, first_layer: int, last_
     return weights + kv + working + transient, reserved
 
 
-def _on_gpu(w: Workload, gpu, parts: tuple[int, int | None]) -> tuple[int, int]:
-    """(total without NCCL buffers, peak allocated) of a priced stage on the workload's GPU: its cuBLAS workspace
-    (allocated), the fragmentation (stages.terms._overheads: reserved − allocated, or a flat share) and the context."""
-    allocated, reserved = parts
+def _on_gpu(w: Workload, gpu, allocated: np.ndarray, reserved: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(total without NCCL buffers, peak allocated) of priced stages on the workload's GPU: their cuBLAS workspace
+    (allocated), the fragmentation (stages.terms._overheads: reserved − allocated, or a flat share) and the context;
+    int64 arrays, the flat share in float64 as Python computes it."""
     o = w.overheads
     cublas = o.cublas_workspace_bytes if o.cublas_workspace_bytes is not None else (
         gpu.cublas_workspace_bytes if gpu is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES)
     peak = allocated + int(cublas)
-    frag = int(peak * o.fragmentation_pct / 100) if reserved is None else max(0, reserved - peak)
+    frag = (peak * o.fragmentation_pct / 100).astype(np.int64) if reserved is None else np.maximum(0, reserved - peak)
     ctx = o.cuda_context_bytes if o.cuda_context_bytes is not None else (
         gpu.cuda_context_bytes if gpu is not None else DEFAULT_CUDA_CONTEXT_BYTES)
     return peak + frag + int(ctx), peak
+
+
+def _whole_bytes(job: _Job, shape: _Shape) -> bool:
+    """Whether _stage_arrays prices this shape's stages: weights in whole bytes per element without group scales,
+    no LLM.int8 or GPTQ extras, whole bytes per cached token and integer working sets (the common case)."""
+    return (not shape.llm_int8 and not job.gptq and job.wdt not in inf.GROUP_SCALE_BYTES
+            and all(type(v) is int for v in (shape.per_tok, shape.working, shape.decode)))
+
+
+def _stage_arrays(job: _Job, shapes: list[_Shape], stages: list[tuple]) -> tuple[np.ndarray, np.ndarray | None]:
+    """_stage_parts of many stages at once (their shapes and (first layer, last layer, parameters, quantizable)),
+    for the shapes _whole_bytes accepts: the same integer sums in int64, the fragmentation model's reserved bytes in
+    float64 in Python's order of operations (exact below 2**53 bytes)."""
+    first, last, total, quant = (np.array(col, dtype=np.int64) for col in zip(*stages))
+    per_tok, work, dec = (np.array(col, dtype=np.int64) for col in zip(*[(s.per_tok, s.working, s.decode)
+                                                                           for s in shapes]))
+    weights = -(-quant * DTYPE_BITS[job.wdt] // 8) + -(-(total - quant) * DTYPE_BITS[job.params_dtype] // 8)
+    cached = np.array(job.cached, dtype=np.int64)
+    kv = job.batch * per_tok * (cached[last] - cached[first])
+    prompt_kv = (last - first) * job.batch * job.seq_len * per_tok
+    prefill_peak, decode_peak = prompt_kv + work, kv + dec
+    allocated = weights + kv + (np.maximum(prefill_peak, decode_peak) - kv)
+    if job.frag is None:
+        return allocated, None
+    a, b = job.frag
+    phases = [(weights + long, weights + peak) for long, peak in ((prompt_kv, prefill_peak), (kv, decode_peak))]
+    reserved = np.maximum(*(alloc + a * long + b * (alloc - long) for long, alloc in phases))
+    return allocated, reserved.astype(np.int64)
+
+
+def _price(m: ModelSpec, job: _Job, todo: dict) -> dict:
+    """content -> (allocated, reserved or None) of every stage content in `todo` (content -> (shape, stage)):
+    _stage_arrays where _whole_bytes, _stage_parts one by one otherwise."""
+    out, whole = {}, []
+    for c, (shape, stage) in todo.items():
+        if _whole_bytes(job, shape):
+            whole.append((c, shape, stage))
+        else:
+            out[c] = _stage_parts(m, job, shape, *stage)
+    if whole:
+        allocated, reserved = _stage_arrays(job, [s for _, s, _ in whole], [st for _, _, st in whole])
+        res = [None] * len(whole) if reserved is None else reserved.tolist()
+        out.update(zip((c for c, _, _ in whole), zip(allocated.tolist(), res)))
+    return out
 
 
 @lru_cache(maxsize=8)
@@ -169,38 +213,42 @@ def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     gpu = _gpu(w)
     # content -> parts, shared by every GPU the fit cards ask about; shapes and stage bounds -> content
     priced = _priced(m, w.model_copy(update={"gpu": None}))
-    on_gpu: dict[tuple, tuple[int, int]] = {}
-    per_key: dict[tuple, tuple[int, int]] = {}
+    per_key: dict[tuple, int] = {}  # layout's shape and split -> its row in `stages`
+    stages: list[tuple] = []  # each key's stage contents
+    todo: dict[tuple, tuple] = {}  # content -> (shape, stage) not yet priced
+    for lay in layouts:
+        key = (lay.tp, lay.pp, lay.ep, lay.etp, lay.pp_first, lay.pp_last)
+        if key in per_key:
+            continue
+        per_key[key] = len(stages)
+        contents = _contents(m, *key)
+        stages.append(tuple(c for c, _ in contents))
+        skey = ("shape", lay.tp, lay.etp or lay.tp, lay.cp)  # what _Shape reads of the layout (EP: no bytes here)
+        shape = priced.get(skey)
+        if shape is None:  # a stage's bytes depend on its shape and content only: price each once
+            shape = priced[skey] = _Shape(m, w, workload_of(w, lay).parallel)
+        for c, stage in contents:
+            if c not in priced:
+                todo[c] = (shape, stage)
+    priced.update(_price(m, _Job(m, w), todo))
+    used = list({c: None for row in stages for c in row})
+    parts = [priced[c] for c in used]
+    reserved = None if parts[0][1] is None else np.array([p[1] for p in parts], dtype=np.int64)
+    on_gpu = _on_gpu(w, gpu, np.array([p[0] for p in parts], dtype=np.int64), reserved)
+    stage_bytes = dict(zip(used, zip(*(a.tolist() for a in on_gpu))))
+    worst = []  # per key: (nvidia-smi total, peak allocated) of its most loaded stage, and its largest peak
+    for row in stages:
+        got = [stage_bytes[c] for c in row]
+        worst.append((max(got)[0], max(p for _, p in got)))
     o = w.overheads
     nccl = o.nccl_bytes_per_group if o.include_comm_buffers else 0
-    job = _Job(m, w)
     total, peak = [], []
     for lay in layouts:
-        tp, pp, ep, etp = lay.tp, lay.pp, lay.ep, lay.etp
-        key = (tp, pp, ep, etp, lay.pp_first, lay.pp_last)
-        worst = per_key.get(key)
-        if worst is None:
-            skey = ("shape", tp, etp or tp, lay.cp)  # what _Shape reads of the layout (not EP: no expert count)
-            shape = priced.get(skey)
-            if shape is None:  # a stage's bytes depend on its shape and content only: price each once
-                shape = priced[skey] = _Shape(m, w, workload_of(w, lay).parallel)
-            worst = (0, 0)
-            best_peak = 0
-            for content, stage in _contents(m, *key):
-                parts = priced.get(content)
-                if parts is None:
-                    parts = priced[content] = _stage_parts(m, job, shape, *stage)
-                stage_bytes = on_gpu.get(parts)
-                if stage_bytes is None:
-                    stage_bytes = on_gpu[parts] = _on_gpu(w, gpu, parts)
-                if stage_bytes > worst:
-                    worst = stage_bytes
-                if stage_bytes[1] > best_peak:
-                    best_peak = stage_bytes[1]
-            worst = per_key[key] = (worst[0], best_peak)
+        tp, pp, ep = lay.tp, lay.pp, lay.ep
+        most, top = worst[per_key[(tp, pp, ep, lay.etp, lay.pp_first, lay.pp_last)]]
         groups = (tp > 1) + (pp > 1) + (lay.dp * lay.cp > 1) + (lay.cp > 1) + (ep > 1)
-        total.append(worst[0] + groups * nccl)
-        peak.append(worst[1])
+        total.append(most + groups * nccl)
+        peak.append(top)
     n = len(layouts)
     return np.array(total, dtype=np.int64), np.array(peak, dtype=np.int64), np.ones(n, dtype=bool)
 

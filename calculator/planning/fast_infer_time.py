@@ -22,7 +22,7 @@ from calculator.memory.activations import dims
 from calculator.model.spec import ModelSpec
 from calculator.planning import fast_stages as stages
 from calculator.planning.fast_time import group_index
-from calculator.planning.grid import workload_of
+from calculator.planning.grid import Layout, workload_of
 from calculator.timing import inference_time as I
 from calculator.timing import train_ops as T
 from calculator.core.dtypes import DTYPE_BITS
@@ -38,12 +38,13 @@ class _Shape:
     linear weight. The operation lists are shared through `ops_of` (one grid's lists, by what they depend on:
     _list_key) and priced by _price."""
 
-    def __init__(self, m: ModelSpec, lw, ops_of: dict):
+    def __init__(self, m: ModelSpec, lw, ops_of: dict, prefill: bool = True):
         d = dims(m, lw)
         d_dec, cache = I.decode_dims(d, lw)
         e_w = weight_bytes_per_element(lw.weight_dtype or lw.precision.params)
         groups, _ = group_index(m)
-        phases = (("prefill", d, None),) + ((("decode", d_dec, cache),) if lw.gen_tokens > 1 else ())
+        phases = ((("prefill", d, None),) if prefill else ()) + (
+            (("decode", d_dec, cache),) if lw.gen_tokens > 1 else ())
         self.keys, self.per_layer, self.parts = {}, {}, {}
         for phase, dd, cached in phases:
             builds = [(g, lambda g=g: I.layer_ops(m, lw, dd, g, e_w, cached, phase)) for g in groups] + [
@@ -85,9 +86,9 @@ def _price(shapes: list[_Shape], ops_of: dict, n_groups: int, r, fp32, inputs: T
         sh.keys = None  # priced: the operations are not kept in the cache
 
 
-def _shapes(m, w, layouts, r, fp32, inputs) -> tuple[list[_Shape], list[int]]:
-    """(the local shapes of the layouts, each layout's index into them): one per (TP, EP, expert TP), from the cache
-    or built and priced together."""
+def _shapes(m, w, layouts, r, fp32, inputs, prefill: bool = True) -> tuple[list[_Shape], list[int]]:
+    """(the local shapes of the layouts, each layout's index into them): one per (TP, EP, expert TP, batch), from
+    the cache or built and priced together."""
     base = (m, w.model_copy(update={"gpu": None}), w.gpu, inputs)
     shape_of: dict = {}
     shapes: list[_Shape | None] = []
@@ -95,13 +96,13 @@ def _shapes(m, w, layouts, r, fp32, inputs) -> tuple[list[_Shape], list[int]]:
     ops_of: dict = {}
     lay_shape = []
     for lay in layouts:
-        key = (lay.tp, lay.ep, lay.etp)
+        key = (lay.tp, lay.ep, lay.etp, lay.micro_batch, prefill)
         k = shape_of.get(key)
         if k is None:
             k = shape_of[key] = len(shapes)
             shapes.append(_SHAPES.get(base + (key,)))
             if shapes[k] is None:
-                shapes[k] = new[k] = _Shape(m, workload_of(w, lay), ops_of)
+                shapes[k] = new[k] = _Shape(m, workload_of(w, lay), ops_of, prefill)
         lay_shape.append(k)
     if new:
         _price(list(new.values()), ops_of, len(group_index(m)[0]), r, fp32, inputs)
@@ -151,10 +152,13 @@ def _split_rows(m: ModelSpec, tp: int, ep: int, etp: int | None, pp: int, first:
     return tuple(here.items())
 
 
-def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
-    """Per layout (numpy arrays), as calculator.planning.fast_time.times: step_time_s (the generate() call),
+def times(m, w, layouts, timing: TimingInputs | None = None, decode_only: bool = False) -> dict | None:
+    """Per layout (grid.Layout, or a planner.Plan: it reads as its layout; numpy arrays), as
+    calculator.planning.fast_time.times: step_time_s (the generate() call),
     tokens_per_s (all DP replicas), tokens_per_s_per_gpu, mfu, cost_per_million_tokens, bottleneck (index into
-    inference_time.INFERENCE_BOTTLENECKS); None where not covered (hybrid mixers priced by their own kinds only)."""
+    inference_time.INFERENCE_BOTTLENECKS); None where not covered (hybrid mixers priced by their own kinds only).
+    decode_only: the decode step alone is priced (serving's running batches): only tpot_s and decode_bottleneck
+    hold, the other figures leave the prefill out."""
     if w.mode != "infer" or not w.gpu or not layouts or not isinstance(m, ModelSpec):
         return None
     from calculator.model.presets import get_gpu
@@ -165,7 +169,7 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
     except InputError:
         return None
     gen = w.gen_tokens
-    shapes, lay_shape = _shapes(m, w, layouts, r, fp32, inputs)
+    shapes, lay_shape = _shapes(m, w, layouts, r, fp32, inputs, not decode_only)
     R, pairs, lay_split, n = _stage_rows(m, layouts, lay_shape)
     lay_split = np.array(lay_split, dtype=np.int64)
     P = np.array(pairs, dtype=np.int64)
@@ -185,14 +189,14 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
         np.add.at(total, owner, times_seen * st[rows])
         np.add.at(slower, owner, times_seen[:, 0] * np.maximum(st[rows, T.GPU], st[rows, T.HOST]))
         return total, slower
-    both, pass_pre = per_split(phase_stats("prefill"))
+    both, pass_pre = (np.zeros((n, len(T.STATS))), np.zeros(n)) if decode_only else per_split(phase_stats("prefill"))
     pass_dec = np.zeros(n)
     dec_both = np.zeros((n, len(T.STATS)))
     if gen > 1:
         dec_both, pass_dec = per_split(phase_stats("decode"))
         both += (gen - 1) * dec_both
     both, dec_both, pass_pre, pass_dec = both[lay_split], dec_both[lay_split], pass_pre[lay_split], pass_dec[lay_split]
-    lay = np.array([(l.tp, l.pp, l.dp, l.ep, l.etp or l.tp) for l in layouts], dtype=np.float64)
+    lay = np.array([(l.tp, l.pp, l.dp, l.ep, l.etp or l.tp, l.micro_batch) for l in layouts], dtype=np.float64)
     cols = {"tp": lay[:, 0], "pp": lay[:, 1], "dp": lay[:, 2], "ep": lay[:, 3], "etp": lay[:, 4]}
     e = DTYPE_BITS[w.precision.activations] / 8
     tokens = np.array([s.tokens for s in shapes], dtype=np.float64)[np.array(lay_shape, dtype=np.int64)]
@@ -202,8 +206,8 @@ def times(m, w, layouts, timing: TimingInputs | None = None) -> dict | None:
     total, ttft, tpot = I.call_seconds(pass_pre, pass_dec, sum(pre_c), sum(dec_c), gen,
                                  inputs.decode_step_overhead_ms * 1e-3)
     c_parts = tuple(a + steps * b for a, b in zip(pre_c, dec_c)) if gen > 1 else pre_c
+    tokens = (gen if gen else w.seq_len) * lay[:, 5] * lay[:, 2]  # each layout's batch (grid.workload_of)
     lay = lay[:, :3]
-    tokens = w.micro_batch * (gen if gen else w.seq_len) * lay[:, 2]
     world = lay.prod(axis=1)
     parts = np.vstack(np.broadcast_arrays(*I.inference_parts(both.T, total, c_parts)))
     price = inputs.price_per_gpu_hour
@@ -219,28 +223,29 @@ def serving(m, w, layouts, batches, timing: TimingInputs | None = None) -> dict 
     """Per layout (numpy arrays) of a serving engine: ttft_s (the prefill of one request), tpot_s (a decode step of
     batches[i] sequences at the mean cache length; NaN where the batch is 0) and bottleneck (of that decode step,
     index into inference_time.INFERENCE_BOTTLENECKS); calculator.timing.serving_time turns them into output
-    tokens/s. times() once at batch 1 and once per distinct running batch. None where times() does not cover."""
-    from dataclasses import replace
-    dec_w = w.model_copy(update={"gen_tokens": max(w.gen_tokens, 2)})  # gen < 2: one decode step at the prompt
-
-    def at(b: int, lays):  # a layout carries its batch (grid.workload_of)
-        return times(m, dec_w.model_copy(update={"micro_batch": b}), [replace(lay, micro_batch=b) for lay in lays],
-                     timing)
-    one = at(1, layouts)
+    tokens/s. times() over every layout at batch 1, and its decode step once more over the layouts at their running
+    batch where that is above 1 (a layout carries its batch: grid.workload_of). None where times() does not
+    cover."""
+    dec_w = w.model_copy(update={"gen_tokens": max(w.gen_tokens, 2), "micro_batch": 1})  # gen < 2: one decode step
+    n = len(layouts)
+    sizes = [int(b) for b in batches]
+    larger = [i for i, b in enumerate(sizes) if b > 1]
+    one = times(m, dec_w, [_at_batch(lay, 1) for lay in layouts], timing)
     if one is None:
         return None
-    n = len(layouts)
     tpot, neck = np.full(n, np.nan), np.zeros(n, dtype=np.int64)
-    by_batch: dict[int, list[int]] = {}
-    for i, b in enumerate(batches):
-        by_batch.setdefault(int(b), []).append(i)
-    for b, idx in by_batch.items():
-        if b < 1:
-            continue
-        got = one if b == 1 else at(b, [layouts[i] for i in idx])
-        pick = idx if b == 1 else slice(None)
-        tpot[idx], neck[idx] = got["tpot_s"][pick], got["decode_bottleneck"][pick]
+    ones = [i for i, b in enumerate(sizes) if b == 1]
+    tpot[ones], neck[ones] = one["tpot_s"][ones], one["decode_bottleneck"][ones]
+    if larger:
+        got = times(m, dec_w, [_at_batch(layouts[i], sizes[i]) for i in larger], timing, decode_only=True)
+        tpot[larger], neck[larger] = got["tpot_s"], got["decode_bottleneck"]
     return {"ttft_s": one["ttft_s"], "tpot_s": tpot, "bottleneck": neck}
+
+
+def _at_batch(lay: Layout, batch: int) -> Layout:
+    """The layout at another batch (dataclasses.replace without its field introspection)."""
+    return Layout(lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.etp, lay.zero, lay.recompute, batch, lay.pp_first,
+                  lay.pp_last)
 
 
 def clear_cache() -> None:

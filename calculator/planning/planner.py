@@ -83,6 +83,16 @@ class Plan:
     output_tokens_per_s_per_gpu: float | None = None
 
     @property
+    def pp_first(self) -> int | None:
+        """Layout's name for the first stage's layers: a plan reads as its layout where the degrees suffice (the
+        planner's vectorised time model takes the plans as they are, without building a Layout for each)."""
+        return self.pp_first_stage_layers
+
+    @property
+    def pp_last(self) -> int | None:
+        return self.pp_last_stage_layers
+
+    @property
     def layout(self) -> Layout:
         return Layout(self.tp, self.pp, self.dp, self.cp, self.ep, self.etp, self.zero, self.recompute,
                       self.micro_batch, self.pp_first_stage_layers, self.pp_last_stage_layers)

@@ -110,11 +110,10 @@ def _time_plans(m, w, plans: list, timing=None, global_batch: int | None = None)
     from calculator.timing.inference_time import INFERENCE_BOTTLENECKS
     from calculator.timing.step_time import BOTTLENECKS
     timing = serving_timing(w, timing)
-    layouts = [p.layout for p in plans]
-    if w.mode == "infer":
-        got, names = fast_infer_time.times(m, w, layouts, timing), INFERENCE_BOTTLENECKS
+    if w.mode == "infer":  # a plan reads as its layout (Plan.pp_first / pp_last)
+        got, names = fast_infer_time.times(m, w, plans, timing), INFERENCE_BOTTLENECKS
     else:
-        got, names = fast_time.times(m, w, layouts, timing, global_batch), BOTTLENECKS
+        got, names = fast_time.times(m, w, [p.layout for p in plans], timing, global_batch), BOTTLENECKS
     if got is not None:
         cost = got["cost_per_million_tokens"]
         step, tps, per_gpu, mfu, neck = (got[k].tolist() for k in ("step_time_s", "tokens_per_s",
@@ -159,7 +158,7 @@ def serve_plans(m, w, plans: list, timing=None, concurrency: int | None = None) 
     todo = [p for p in plans if p.max_seqs is not None]
     batches = [S.running_batch(S.per_replica(concurrency, p.dp), p.max_seqs, p.seq_cap) for p in todo]
     steps = [S.pp_step_batch(b, p.pp) for p, b in zip(todo, batches)]
-    got = fast_infer_time.serving(m, w, [p.layout for p in todo], steps, timing) if todo else None
+    got = fast_infer_time.serving(m, w, todo, steps, timing) if todo else None
     if got is not None:
         ttft, tpot, neck = got["ttft_s"].tolist(), got["tpot_s"].tolist(), got["bottleneck"].tolist()
         necks = [INFERENCE_BOTTLENECKS[k] for k in neck]

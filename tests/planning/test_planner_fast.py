@@ -18,6 +18,7 @@ JOBS = [
     ("deepseek-v2-lite", Workload(mode="infer", seq_len=8192, gen_tokens=512, gpu="h100-sxm")),  # MLA + MoE
     ("mixtral-8x7b", Workload(mode="infer", seq_len=4096, micro_batch=4, gpu="a100-80gb",
                               overheads={"fragmentation_pct": 7.5, "cuda_context_bytes": 10**9})),
+    ("llama-3.1-8b", Workload(mode="infer", seq_len=8192, gen_tokens=256, weight_dtype="fp8", gpu="h100-sxm")),
     ("qwen3-235b-a22b", Workload(mode="infer", seq_len=32768, gpu="b200",
                                  overheads={"include_comm_buffers": False, "cublas_workspace_bytes": 0})),
 ]
@@ -114,3 +115,18 @@ def test_stage_runs_stand_one_middle_stage_for_the_alike_ones():
     assert stage_runs(4, (0, 2, 5, 7, 9), 1) == [(0, 1), (1, 1), (2, 1), (3, 1)]
     assert uniform_from(load_model("deepseek-v3").spec, 8, 8, 1) == 3  # three dense layers, then MoE
     assert uniform_from(load_model("llama-3.1-8b").spec, 1, 1, None) == 1
+
+
+@pytest.mark.parametrize("name, w", [JOBS[0], JOBS[5], JOBS[6], ("deepseek-v3", Workload(mode="infer", gpu="h200"))])
+def test_stage_arrays_equal_stage_parts_on_every_layout(name, w, monkeypatch):
+    """The stages priced together in numpy (fast._stage_arrays) give _stage_parts' bytes on every layout of a grid,
+    not only a sample: the same totals with every stage priced one by one."""
+    m = load_model(name).spec
+    layouts = [lay for n in (1, 2, 4, 8, 16, 32, 64, 128) for lay in layouts_of(m, w, n)]
+    planner_fast.clear_cache()
+    together = planner_fast.totals(m, w, layouts)
+    planner_fast.clear_cache()
+    monkeypatch.setattr(planner_fast, "_whole_bytes", lambda job, shape: False)
+    one_by_one = planner_fast.totals(m, w, layouts)
+    planner_fast.clear_cache()
+    assert all((a == b).all() for a, b in zip(together, one_by_one))

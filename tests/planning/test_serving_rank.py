@@ -95,3 +95,45 @@ def test_concurrency_is_checked_and_printed(capsys):
     assert "concurrency" in capsys.readouterr().err
     with pytest.raises(InputError, match="concurrency"):
         plans_for(QWEN32, W32K, 8, H100, concurrency=0)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("name, gpus", [("qwen3-32b", 16), ("deepseek-v3", 16), ("qwen3-next-80b-a3b", 8)])
+def test_serving_grid_in_two_passes_equals_estimate_time(engine, name, gpus):
+    """fast_infer_time.serving prices a grid in one times() pass at batch 1 and one decode-only pass over every
+    running batch at once (shapes keyed by their batch): each plan's TTFT, TPOT and decode bottleneck equal
+    estimate_time()'s (serving_by_estimate), dense, MoE and hybrid (Qwen3-Next), vLLM and SGLang."""
+    from calculator.timing.inference_time import INFERENCE_BOTTLENECKS
+    m = load_model(name).spec
+    w = Workload(mode="infer", engine=engine, seq_len=8192, gen_tokens=256, gpu="h200")
+    plans = plans_for(m, w, gpus, get_gpu("h200").usable_bytes, concurrency=64)
+    sample = [p for p in plans if p.running_batch][::max(1, len(plans) // 10)]
+    assert len({p.running_batch for p in sample}) > 1  # several batches priced in the same pass
+    timing = serving_timing(w, None)
+    steps = [S.pp_step_batch(p.running_batch, p.pp) for p in sample]
+    fast = fast_infer_time.serving(m, w, [p.layout for p in sample], steps, timing)
+    ttft, tpot, necks = serving_by_estimate(m, w, sample, steps, timing)
+    assert fast["ttft_s"].tolist() == pytest.approx(ttft, rel=1e-9)
+    assert fast["tpot_s"].tolist() == pytest.approx(tpot, rel=1e-9)
+    assert [INFERENCE_BOTTLENECKS[k] for k in fast["bottleneck"]] == necks
+
+
+@pytest.mark.parametrize("engine, name", [("vllm", "qwen3-next-80b-a3b"), ("sglang", "deepseek-v3")])
+def test_serving_engines_fall_back_to_estimate_for_their_bytes(engine, name):
+    """The fast byte model does not cover a serving engine (a fit is the engine starting and holding the batch):
+    evaluate() estimates each replica shape, and every plan carries estimate()'s bytes and KV-pool sequences."""
+    import random
+
+    from calculator.planning import fast as planner_fast
+    from calculator.planning.grid import layouts_of, workload_of
+    from calculator.planning.planner import evaluate
+    from calculator.stages.estimate import estimate
+    m = load_model(name).spec
+    w = Workload(mode="infer", engine=engine, seq_len=8192, gpu="h200")
+    layouts = list(layouts_of(m, w, 16))
+    assert planner_fast.totals(m, w, layouts) is None
+    plans = evaluate(m, w, layouts, get_gpu("h200").usable_bytes, include_unfit=True)
+    for p in random.Random(name).sample(plans, min(8, len(plans))):
+        est = estimate(m, workload_of(w, p.layout), with_fits=False)
+        assert (p.total_bytes, p.peak_allocated_bytes) == (est.total_bytes, est.peak_allocated_bytes)
+        assert p.max_seqs == est.serving.max_concurrent_seqs
