@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from calculator.memory import activations as act
 from calculator.memory import inference as inf
-from calculator.engines import states, vllm_kv
+from calculator.engines import states, vllm_compressed, vllm_kv
 from calculator.core.dtypes import nbytes
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
                                        kv_token_bytes)
@@ -138,10 +138,13 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     kv_pool = requested - weights - act_peak - non_torch - in_budget
 
     layers = range(shard.first_layer, shard.last_layer)
-    token = kv_token_bytes(m, kv_heads_on_gpu(m, w), w.kv_dtype)
-    split = states.split_layers(m, layers)
-    free = attention_free(m, split)
-    if m.gemma_next is not None:  # hook: Gemma 3n / 4: KV-shared layers allocate nothing; head sizes per layer type
+    token = kv_token_bytes(m, kv_heads_on_gpu(m, w), w.kv_dtype) if m.compressed is None else 0
+    split = states.split_layers(m, layers) if m.compressed is None else None
+    free = attention_free(m, split) if split is not None else False
+    if m.compressed is not None:  # DeepSeek-V4: its own specs and packed groups (calculator/engines/vllm_compressed.py)
+        groups = vllm_compressed.layout(m, w, layers, gpu, mbt)
+        block, lay, kv_token = groups.block_size, None, groups.token_bytes
+    elif m.gemma_next is not None:  # hook: Gemma 3n / 4: KV-shared layers allocate nothing; head sizes per layer type
         block, lay = s.block_size or DEFAULT_BLOCK_SIZE, None
         groups, kv_token = vllm_kv.gemma_next_groups(m, layers, attention_tp(w), nbytes(1, w.kv_dtype), block)
     elif split.plain:
@@ -195,7 +198,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if prefix:
         notes.append("prefix caching on: requests sharing a prompt prefix share its blocks, so more of them fit "
                      "than max_concurrent_seqs (which assumes no sharing)")
-    if groups.sliding_groups and groups.full_groups:
+    if m.compressed is not None:
+        notes.extend(vllm_compressed.notes(groups, configured))
+    elif groups.sliding_groups and groups.full_groups:
         notes.append(f"hybrid allocator: {groups.full_groups} full + {groups.sliding_groups} sliding-window groups "
                      f"of {groups.group_size} layers")
     return Serving(

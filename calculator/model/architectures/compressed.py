@@ -48,9 +48,9 @@ TRAINING_MISSING = ("training DeepSeek-V4 is not modelled yet: each layer's save
                     "optimizer states of the fp32-kept parameters; inference (--mode infer --engine hf) is")
 
 
-SERVING_REFUSED = ("vLLM and SGLang keep DeepSeek-V4's cache in their own layout (compressed-KV, indexer and "
-                   "sliding-window pools), which the calculator has not read: serving DeepSeek-V4 with vLLM or SGLang "
-                   "is not modelled yet")
+SERVING_REFUSED = ("SGLang keeps DeepSeek-V4's cache in its own layout (compressed-KV, indexer and sliding-window "
+                   "pools), which the calculator has not read: serving DeepSeek-V4 with SGLang is not modelled yet "
+                   "(vLLM is: calculator/engines/vllm_compressed.py)")
 
 
 class CompressedSpec(HashedOnce):

@@ -2,7 +2,7 @@
 transformers 5.23 models/deepseek_v4/modeling_deepseek_v4.py: the parameter and tensor counts of the released
 DeepSeek-V4-Flash config and of legacy config.json fields against the real model on the meta device (the written
 configs of test_dsa.CASES too); the cache each kind of layer keeps after a CPU prefill and decode steps; training and
-the serving engines refused with what is missing."""
+SGLang refused with what is missing."""
 from __future__ import annotations
 
 import json
@@ -153,10 +153,13 @@ def test_inference_is_estimated_and_training_and_serving_engines_are_refused():
     assert any("DeepSeek-V4" in w for w in est.warnings)
     with pytest.raises(InputError, match="training DeepSeek-V4 is not modelled yet"):
         estimate(spec, Workload(mode="train", seq_len=1024), with_fits=False)
-    for engine in ("vllm", "sglang"):
-        with pytest.raises(InputError, match="vLLM and SGLang keep DeepSeek-V4's cache"):
-            estimate(spec, Workload(mode="infer", engine=engine, seq_len=1024, gpu="h200",
-                                    parallel={"ep": 8, "dp": 8}), with_fits=False)
+    with pytest.raises(InputError, match="SGLang keeps DeepSeek-V4's cache"):
+        estimate(spec, Workload(mode="infer", engine="sglang", seq_len=1024, gpu="h200",
+                                parallel={"ep": 8, "dp": 8}), with_fits=False)
+    # vLLM 0.33's layout is modelled (calculator/engines/vllm_compressed.py, tests/engines/test_engines_vllm_dsv4.py)
+    served = estimate(spec, Workload(mode="infer", engine="vllm", seq_len=1024, gpu="h200",
+                                     parallel={"ep": 8, "dp": 8}), with_fits=False).serving
+    assert served.block_size == 256 and served.kv_pool_blocks > 0
     # DeepseekV4Config.base_model_tp_plan shards only the routed experts: the engine's TP split would not be it
     with pytest.raises(InputError, match="base_model_tp_plan shards only the routed experts"):
         estimate(spec, Workload(mode="infer", seq_len=1024, parallel={"tp": 8}), with_fits=False)
