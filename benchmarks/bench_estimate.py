@@ -107,7 +107,8 @@ def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, floa
     evaluate + calculator.planning.ranking.time_plans (step time, tokens/s per GPU, MFU and bottleneck of every
     plan: calculator.planning.fast_time over the grid, estimate_time() where it does not cover the job) and the sort
     by the default ranking. Fresh layout objects each time; the per-shard and per-shape pricing (bytes and time) is
-    not cached between calls."""
+    not cached between calls (what the model's layers alone give is: prefix sums, a split's stage contents and rows,
+    as the Planner page keeps them between jobs)."""
     from calculator.planning import fast as planner_fast
     from calculator.planning import fast_infer_time, fast_time
     from calculator.planning.planner import evaluate

@@ -7,9 +7,11 @@ stages, EP, expert TP) and, for the NCCL buffers, the number of process groups o
 is priced once per distinct stage content (layers, MoE and sliding-window layers, parameters) with the engine's
 formula functions (stages.inference.inference_stage term by term without its formula text: weights with their
 quantization scales, KV cache, the prefill / decode working set, cuBLAS workspace, the calibrated fragmentation
-over the two phases, the CUDA context): what depends on the local shapes once per (TP, EP, expert TP), what
-depends on the layers once per content (stage contents from Python prefix sums; a model whose middle layers are
-alike has three contents per split, not PP). A layout is then one dictionary look-up plus its communicators' bytes.
+over the two phases, the CUDA context): what depends on the local shapes once per (TP, expert TP, CP), what
+depends on the layers once per content (stage contents from Python prefix sums, kept per model and split; a model
+whose middle layers are alike has three contents per split, not PP), all the grid's new contents in one numpy pass
+where the weights and the cache are whole bytes (_stage_arrays; _stage_parts one by one otherwise). A layout is
+then one dictionary look-up plus its communicators' bytes.
 
 Not covered (planner.evaluate falls back to estimate() layout by layout): RL, the training layouts
 calculator.planning.fast_training does not cover (its docstring), the serving engines vLLM / SGLang (a fit there is the engine starting and holding the batch, not a byte total), generic
@@ -178,8 +180,9 @@ def _price(m: ModelSpec, job: _Job, todo: dict) -> dict:
     """content -> (allocated, reserved or None) of every stage content in `todo` (content -> (shape, stage)):
     _stage_arrays where _whole_bytes, _stage_parts one by one otherwise."""
     out, whole = {}, []
+    ok = {id(shape): _whole_bytes(job, shape) for shape, _ in todo.values()}
     for c, (shape, stage) in todo.items():
-        if _whole_bytes(job, shape):
+        if ok[id(shape)]:
             whole.append((c, shape, stage))
         else:
             out[c] = _stage_parts(m, job, shape, *stage)

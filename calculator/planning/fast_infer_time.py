@@ -47,9 +47,9 @@ class _Shape:
             (("decode", d_dec, cache),) if lw.gen_tokens > 1 else ())
         self.keys, self.per_layer, self.parts = {}, {}, {}
         for phase, dd, cached in phases:
+            ends = _ends(m, lw, dd, phase)
             builds = [(g, lambda g=g: I.layer_ops(m, lw, dd, g, e_w, cached, phase)) for g in groups] + [
-                ("embedding", lambda: I.head_ops(m, lw, dd, True, False, phase)),
-                ("head", lambda: I.head_ops(m, lw, dd, False, True, phase)),
+                ("embedding", lambda: ends()[0]), ("head", lambda: ends()[1]),
                 ("dequantize per layer", lambda: I.dequantize_op(lw, 1, 0, phase)),
                 ("dequantize per weight", lambda: I.dequantize_op(lw, 0, 1, phase))]
             self.keys[phase] = [_list_key(lw, phase, dd, cached, part) for part, _ in builds]
@@ -57,6 +57,19 @@ class _Shape:
                 if key not in ops_of:
                     ops_of[key] = build()
         self.tokens = (d.T, d.b)
+
+
+def _ends(m: ModelSpec, lw, dd, phase: str):
+    """(embedding, head) operation lists from one inference_time.head_ops call with both (it splits them by the
+    embedding's name), built when first asked for."""
+    made: list = []
+
+    def build() -> tuple[list, list]:
+        if not made:
+            both = I.head_ops(m, lw, dd, True, True, phase)
+            made.append(([o for o in both if o.name == "Embedding"], [o for o in both if o.name != "Embedding"]))
+        return made[0]
+    return build
 
 
 def _list_key(lw, phase: str, dd, cached, part) -> tuple:
