@@ -104,6 +104,18 @@ def test_v4_flash_groups_and_block_bytes():
     assert cg.blocks_per_request(1 << 20) == 4096 + 2 * 259 + 4099 + 2065
 
 
+def test_v4_pro_groups_and_block_bytes():
+    """61 layers (30 CSA, 31 HCA): R = _approximate_gcd([61, 30, 31], 30) = 31 (pads 1 + 1 + 0), so the window caches
+    split 31 + 30; the MLA bucket is widest: 30 × 37,440 + 30 × 8,640 + 31 × 1,728 = 1,435,968 B."""
+    m = _spec("deepseek-v4-pro")
+    assert vc.approximate_gcd([61, 30, 31], 30) == 31
+    cg = vc.layout(m, Workload(mode="infer", engine="vllm"), range(61), _Gpu("b200"), 8192)
+    sizes = sorted(sum(s.page_bytes for s in g) for g in cg.groups)
+    assert sizes == sorted([31 * 37_440, 30 * 37_440, 30 * 37_440 + 30 * 8_640 + 31 * 1_728,
+                            30 * 32_832 + 30 * 8_640, 31 * 32_832])
+    assert cg.bytes_per_block == 1_435_968
+
+
 def test_pipeline_stage_projects_the_global_groups():
     """_project_kv_cache_groups_to_worker: a stage keeps every group (and its per-request blocks), its block the
     widest of its own layers' pages."""
