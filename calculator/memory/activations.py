@@ -115,8 +115,9 @@ def attention_scores_saved(d: Dims, m: ModelSpec, softmax_fp32: bool) -> int:
         per_score += d.e
     if drop:
         per_score += 1 + d.e
-    clamp = m.variant is not None and m.variant.score_clamp
-    return (per_score + (d.e if clamp else 0)) * scores + (4 if clamp else 0)
+    v = m.variant  # score_clamp: XGLM; eager_softmax "max": the row max's int64 indices (MiMo-V2-Flash)
+    clamp, row_max = v is not None and v.score_clamp, v is not None and v.eager_softmax == "max"
+    return (per_score + (d.e if clamp else 0)) * scores + (4 if clamp else 0) + (8 * scores // d.s_kv if row_max else 0)
 
 
 def sink_softmax_saved(d: Dims) -> int:
@@ -258,6 +259,7 @@ def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
             attention += variants.mla_extra(m.variant, T, d.s, d.a, m.head_size, m.v_head_size, e)
     else:
         attention = qkv_saved(d, m, expanded=eager) + qk_norm_saved(d, m, eager) + e * T * d.qd  # + o_proj input
+        attention -= sdpa.narrow_v(d, m, eager)  # MiMo-V2-Flash: v heads (and o_proj's input) narrower than q/k's
         if w.attention != "eager" and not selective:  # flash, or SDPA's flash / efficient kernel
             attention += 4 * d.a * T + sdpa.output_copy(d, m, w)  # FlashAttention-2 fp32 logsumexp per head, token
         elif eager and m.attention_sinks:  # hook (issue 21): Flint's fp32 sinks, Granite-SWA's logsumexp scale
@@ -295,8 +297,9 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
         norms = norm_saved(m, T, d.h_sp, e) + e * T * d.h_sp
     selective = w.recompute == "selective"
     eager = w.attention == "eager" and not selective
-    if kind.mixer in ("attention", "mla"):
-        attention = softmax_attention_saved(m, w, d)
+    if kind.mixer in ("attention", "mla"):  # a layer type's own head layout (MiMo-V2-Flash): ModelSpec.attention_of
+        view = m.attention_of(kind)
+        attention = softmax_attention_saved(view, w, d if view is m else dims(view, w))
     elif kind.mixer == "none":
         attention = 0
     else:  # a kind of the registry (calculator/model/architectures/), beside the attention when it says so
@@ -368,10 +371,7 @@ def loss_saved(m: ModelSpec, d: Dims, vocab: int) -> int:
     """Causal-LM loss (HF ForCausalLMLoss): logits upcast to fp32 and the fp32 log_softmax saved, 4·T·V/t;
     final logit soft-capping (Gemma-2) also keeps its tanh output, e·T·V/t."""
     v = vocab // d.tp
-    out = 4 * d.T * v
-    if m.final_logit_softcapping:
-        out += d.e * d.T * v
-    return out
+    return 4 * d.T * v + (d.e * d.T * v if m.final_logit_softcapping else 0)
 
 
 def loss_transient(d: Dims, vocab: int) -> int:

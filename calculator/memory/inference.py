@@ -102,6 +102,8 @@ def kv_cache_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, k
     """KV cache of the given layers: Σ_layers batch × cached tokens × per-token bytes."""
     if m.gemma_next is not None:  # hook: Gemma 3n / 4: per-layer dims, KV-shared layers cache nothing, W − 1 kept
         return architectures.gemma_next.generate_kv_bytes(m, layers, batch, total_tokens, kv_heads, nbytes(1, dtype))
+    if m.swa_num_key_value_heads is not None:  # hook: sliding layers with their own head layout (MiMo-V2-Flash)
+        return layout_kv_bytes(m, layers, batch, total_tokens, kv_heads, dtype)
     per_token = kv_bytes_per_token_per_layer(m, kv_heads, dtype)
     if type(per_token) is int and isinstance(layers, range) and layers.step == 1:  # the same sum, in integers
         before = _windowed_layers_before(m)
@@ -110,6 +112,20 @@ def kv_cache_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, k
         window = min(total_tokens, m.sliding_window) if windowed else 0
         return batch * per_token * (full * total_tokens + windowed * window)
     return sum(batch * cached_tokens(m, i, total_tokens) * per_token for i in layers)
+
+
+def layout_kv_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, kv_heads: int, dtype: str) -> int:
+    """generate()'s K/V cache when sliding layers have their own key/value heads (ModelSpec.swa_num_key_value_heads):
+    Σ_layers b · cached · kv_i · (head_dim + v_head_dim) · bytes, kv_i on this rank scaled from the full layers'
+    `kv_heads` (at least 1); a full layer keeps every token (DynamicLayer), a sliding one at most W − 1
+    (DynamicSlidingWindowLayer keeps sliding_window − 1: transformers cache_utils.py)."""
+    total = 0
+    for i in layers:
+        sliding = m.layer_is_sliding(i)
+        kv = max(m.swa_num_key_value_heads * kv_heads // m.kv_heads, 1) if sliding else kv_heads
+        tokens = min(total_tokens, m.sliding_window - 1) if sliding else total_tokens
+        total += batch * tokens * nbytes(kv * (m.head_size + m.v_head_size), dtype)
+    return total
 
 
 def recurrent_state_bytes(m: ModelSpec, layers: range, batch: int, e: float) -> int:

@@ -92,3 +92,12 @@ def mla_output_copy(d, m: ModelSpec, w) -> int:
             or m.head_size != m.v_head_size):
         return 0
     return d.e * d.T * d.a * m.v_head_size
+
+
+def narrow_v(d, m: ModelSpec, expanded: bool) -> int:
+    """What v heads narrower than q/k's take from the q, k, v and o_proj input that activations.softmax_attention_saved
+    counts at head_dim: v (repeat_kv-expanded under eager) and the core's output, e·T·(kv + a)·(head_dim −
+    v_head_dim) (MiMo-V2-Flash: models/mimo_v2_flash/modeling_mimo_v2_flash.py MiMoV2FlashAttention; not MLA)."""
+    if m.is_mla or m.v_head_size == m.head_size:
+        return 0
+    return d.e * d.T * ((d.a if expanded else d.kv) + d.a) * (m.head_size - m.v_head_size)

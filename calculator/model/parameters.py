@@ -134,13 +134,15 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
         gate = list(m.variant.attention_tensors) if m.variant is not None else []  # hook (issue 21): Ling's g_proj
         return q + kv + linear_shapes(a * m.v_head_dim, h, m.o_bias) + gate
     q_out = 2 * m.q_dim if m.attention_output_gate else m.q_dim  # Qwen3-Next / Qwen3.5: q and its output gate
+    v_dim, o_in = m.kv_heads * m.v_head_size, a * m.v_head_size  # MiMo-V2-Flash: v heads narrower than q/k's
     if m.fused_qkv:
-        qkv = linear_shapes(h, q_out + 2 * m.kv_dim, m.qkv_bias)
+        qkv = linear_shapes(h, q_out + m.kv_dim + v_dim, m.qkv_bias)
     else:
-        qkv = (linear_shapes(h, q_out, m.qkv_bias) + 2 * linear_shapes(h, m.kv_dim, m.qkv_bias))
+        qkv = (linear_shapes(h, q_out, m.qkv_bias) + linear_shapes(h, m.kv_dim, m.qkv_bias)
+               + linear_shapes(h, v_dim, m.qkv_bias))
     if m.variant is not None:  # hook (issue 21): a variant's extra attention tensors (an output gate's projection
         qkv = qkv + list(m.variant.attention_tensors)  # reads the attention's input as q/k/v do), before o_proj
-    shapes = qkv + linear_shapes(m.q_dim, h, m.o_bias)
+    shapes = qkv + linear_shapes(o_in, h, m.o_bias)
     layout = m.variant.qk_norm_layout if m.variant is not None else None  # hook (issue 21): a variant's q/k norms
     if m.qk_norm and layout == "none":
         pass
@@ -193,7 +195,7 @@ def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, 
     if m.gemma_next is not None:  # hook: Gemma 3n / 4 layers differ layer by layer (architectures/gemma_next.py)
         return architectures.gemma_next.kind_shapes(m, kind)
     if kind.mixer in ("attention", "mla", "none"):
-        mixer = attention_shapes(m) if kind.mixer != "none" else []
+        mixer = attention_shapes(m.attention_of(kind)) if kind.mixer != "none" else []
     else:  # a kind of the registry, beside (or on top of) the model's attention when it says so
         mixer = (attention_shapes(m) if architectures.with_attention(kind.mixer) else []) + \
             architectures.mixer(kind.mixer).shapes(m)
@@ -228,7 +230,8 @@ def layer_kinds(m: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:
     """(kind, number of decoder layers) for each kind of layer the model has, in order of first appearance (dense
     before MoE for the models whose every mixer is the same)."""
     if all(t in (None, "full_attention", "sliding_attention") for t in (m.layer_types or (None,))) and (
-            m.ffn_types is None or "none" not in m.ffn_types) and m.gemma_next is None:  # (Gemma 3n / 4: per layer)
+            m.ffn_types is None or "none" not in m.ffn_types) and m.gemma_next is None and \
+            m.swa_num_key_value_heads is None:  # (Gemma 3n / 4, MiMo-V2-Flash: kinds per layer type)
         mixer = "mla" if m.is_mla else "attention"
         moe = m.moe_layer_count if m.is_moe else 0
         return tuple((LayerKind(mixer, f), n) for f, n in (("dense", m.num_hidden_layers - moe), ("moe", moe)) if n)

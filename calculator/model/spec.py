@@ -36,7 +36,8 @@ class LayerKind(NamedTuple):
     mixer: str  # "attention" (full, sliding or chunked), "mla", or a kind of calculator.model.architectures.MIXERS
     ffn: str  # "dense", "moe" or "none"
     # Gemma 3n / 4 (calculator.model.architectures.gemma_next): the first layer built like this one, whose parts
-    # change layer by layer; -1 for every other model
+    # change layer by layer; MiMo-V2-Flash (ModelSpec.swa_num_key_value_heads): 1 on a sliding layer, 0 on a full
+    # one (ModelSpec.attention_of); -1 for every other model
     slot: int = -1
 
 
@@ -130,6 +131,10 @@ class ModelSpec(HashedOnce):
     attn_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     final_logit_softcapping: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     attention_sinks: bool = False  # GPT-OSS: one learned logit per head
+    # MiMo-V2-Flash: the sliding_attention layers' own key/value heads and sinks where they differ from the full
+    # layers' (num_key_value_heads, attention_sinks); each kind of layer computes with its view (attention_of)
+    swa_num_key_value_heads: int | None = Field(default=None, gt=0, le=B.MAX_HEADS, strict=True)
+    swa_attention_sinks: bool = False
     # Qwen3-Next / Qwen3.5: q_proj also computes a per-channel gate, sigmoid(gate) × the attention output
     attention_output_gate: bool = False
     # Qwen3-Next / Qwen3.5 RMSNorm: the weight starts at zero and scales by (1 + w), all in fp32
@@ -177,8 +182,9 @@ class ModelSpec(HashedOnce):
             raise ValueError(
                 f"hidden_size ({h}) must be divisible by num_attention_heads ({a}), or give head_dim explicitly")
         kv = self.num_key_value_heads
-        if kv is not None and a % kv:
-            raise ValueError(f"num_attention_heads ({a}) must be a multiple of num_key_value_heads ({kv})")
+        for name, kv in (("num_key_value_heads", kv), ("swa_num_key_value_heads", self.swa_num_key_value_heads)):
+            if kv is not None and a % kv:
+                raise ValueError(f"num_attention_heads ({a}) must be a multiple of {name} ({kv})")
         if self.is_mla and (self.qk_rope_head_dim is None or self.qk_nope_head_dim is None
                             or self.v_head_dim is None):
             raise ValueError("MLA (kv_lora_rank set) also needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim")
@@ -231,7 +237,8 @@ class ModelSpec(HashedOnce):
 
     @property
     def v_head_size(self) -> int:
-        return self.v_head_dim if self.is_mla else self.head_size  # type: ignore[return-value]
+        """Per-head width of v (MLA's v_head_dim; MiMo-V2-Flash's v_head_dim, narrower than q/k; else head_size)."""
+        return self.v_head_dim or self.head_size
 
     @property
     def q_dim(self) -> int:
@@ -261,9 +268,15 @@ class ModelSpec(HashedOnce):
         mixer = LAYER_TYPE_MIXERS[types[i]] if types is not None else "attention"
         if mixer == "attention" and self.is_mla:
             mixer = "mla"
-        if self.ffn_types is not None:
-            return LayerKind(mixer, self.ffn_types[i])
-        return LayerKind(mixer, "moe" if self.layer_is_moe(i) else "dense")
+        ffn = self.ffn_types[i] if self.ffn_types is not None else "moe" if self.layer_is_moe(i) else "dense"
+        if self.swa_num_key_value_heads is not None and mixer == "attention":  # sliding layers' own head layout:
+            return LayerKind(mixer, ffn, int(self.layer_is_sliding(i)))  # a kind of their own, slot 1 (full: 0)
+        return LayerKind(mixer, ffn)
+
+    def attention_of(self, kind: LayerKind) -> "ModelSpec":
+        """The model as a layer of `kind` computes its attention: itself, or (swa_num_key_value_heads set) with the
+        sliding layers' key/value heads and sinks on a sliding kind (slot 1), the full layers' on a full one."""
+        return self if kind.slot < 0 or self.swa_num_key_value_heads is None else _attention_of(self, kind.slot == 1)
 
     def layer_is_sliding(self, i: int) -> bool:
         """Whether decoder layer i attends only within `sliding_window` tokens."""
@@ -274,6 +287,16 @@ class ModelSpec(HashedOnce):
     @property
     def moe_layer_count(self) -> int:
         return _moe_layer_count(self)
+
+
+@lru_cache(maxsize=256)
+def _attention_of(m: ModelSpec, sliding: bool) -> ModelSpec:
+    """ModelSpec.attention_of: one head layout on every layer (models/mimo_v2_flash/modeling_mimo_v2_flash.py
+    MiMoV2FlashAttention: num_key_value_heads on full layers, swa ones and sinks on sliding layers)."""
+    kv, sinks = ((m.swa_num_key_value_heads, m.swa_attention_sinks) if sliding
+                 else (m.num_key_value_heads, m.attention_sinks))
+    return m.model_copy(update=dict(num_key_value_heads=kv, attention_sinks=sinks, swa_num_key_value_heads=None,
+                                    swa_attention_sinks=False))
 
 
 @lru_cache(maxsize=256)

@@ -64,8 +64,8 @@ class VariantSpec(HashedOnce):
     norm: Literal["hf", "fp32_weight", "fp32_layernorm", "weightless", "fp32_input_layernorm",
                   "fp32_weight_copy"] = "hf"
     # eager attention's softmax: "hf" (fp32 unless GPT-2's block), "fp32" (upcast: GPT-BigCode), "model" (in the
-    # model dtype: Falcon's own attention, Llama-4's eager_attention_forward)
-    eager_softmax: Literal["hf", "fp32", "model"] = "hf"
+    # model dtype: Falcon's, Llama-4's), "max" (model dtype after the row max, whose int64 indices stay: MiMo-V2-Flash)
+    eager_softmax: Literal["hf", "fp32", "model", "max"] = "hf"
     # eager attention casts q and k to fp32 before the score matmul (GPT-Neo's GPTNeoSelfAttention._attn,
     # `query.to(torch.float32)`): the matmul keeps the fp32 copies instead of the model-dtype q and k
     eager_qk_fp32: bool = False

@@ -68,7 +68,7 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
     if w.mode == "train" and prec.master_weights and prec.master_weights == prec.params:
         out.append(f"master weights in {prec.master_weights} duplicate {prec.params} params: usually only kept when "
                    f"params are lower precision")
-    if m.attention_sinks and w.attention != "eager":
+    if (m.attention_sinks or m.swa_attention_sinks) and w.attention != "eager":
         out.append("attention sinks (GPT-OSS) need FA3-class kernels; FlashAttention-2 numbers here are not "
                    "validated (the eager path is)")
     if w.activation_model == "textbook":

@@ -72,6 +72,11 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         formula = formula.replace("L_stage", "L_attention").replace("Σ_layers", "Σ_attention layers")
         subst = (subst[0].replace("{} layers", "{} attention layers"), *subst[1:3], n_attn, *subst[4:]) \
             if not m.is_mla else (subst[0], subst[1], subst[2], n_attn, *subst[4:])
+    if m.swa_num_key_value_heads is not None:  # MiMo-V2-Flash: per layer type its KV heads (inf.layout_kv_bytes)
+        formula = "b × Σ_layers min(tokens, W − 1 on sliding layers) × kv_heads(layer) × (head_dim + v_head_dim) × b_kv"
+        subst = ("{} × {:,} tokens, full layers {} KV heads, sliding {} (window {:,}), {} + {} wide", w.micro_batch,
+                 total_tokens, kvh, max(m.swa_num_key_value_heads * kvh // m.kv_heads, 1), m.sliding_window,
+                 m.head_size, m.v_head_size)
     if m.compressed is not None:  # DeepSeek-V4: the whole cache is its compressed attention's (compressed.py)
         formula = ("b × Σ_layers (min(tokens, W − 1) window keys + ⌊tokens / r⌋ compressed entries + tokens mod r "
                    "buffered) × head_dim (+ CSA indexer) × b_kv")

@@ -17,8 +17,9 @@ ATTENTION_MIXERS = ("attention", "mla")
 
 
 def is_hybrid(kinds: tuple[tuple[LayerKind, int], ...]) -> bool:
-    """Whether a stage's layers need this module: a mixer other than softmax attention, or a block without one."""
-    return any(k.mixer not in ATTENTION_MIXERS or k.ffn == "none" for k, _ in kinds)
+    """Whether a stage's layers need this module: a mixer other than softmax attention, a block without one, or
+    attention whose head layout changes with the layer type (slot ≥ 0: MiMo-V2-Flash, ModelSpec.attention_of)."""
+    return any(k.mixer not in ATTENTION_MIXERS or k.ffn == "none" or k.slot >= 0 for k, _ in kinds)
 
 
 def check(m: ModelSpec, w) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from calculator.core import bounds as B
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_float, get_int,
-                                          get_int_list, get_str, get_window, sliding_fields)
+                                          get_int_list, get_str, get_window, partial_rotary_dim, router_group_fields,
+                                          sliding_fields)
 from calculator.model.variants import VariantSpec
 
 _LAYOUT = "nearest measured block layout"
@@ -231,6 +232,47 @@ def map_beam(cfg: dict) -> dict:
     return f
 
 
+def map_mimo_v2_flash(cfg: dict) -> dict:
+    """MiMo-V2-Flash (models/mimo_v2_flash/modeling_mimo_v2_flash.py, configuration_mimo_v2_flash.py): q/k/v per
+    attention_bias, o_proj without; q and k heads of head_dim (192), v heads of v_head_dim (128); sliding layers have
+    2 × num_key_value_heads key/value heads and sinks (heads,), full ones (layer 0 and every sixth) neither
+    (MiMoV2FlashAttention: swa_num_key_value_heads, swa_attention_sinks); sliding_window = sliding_window_size + 1;
+    partial RoPE on int(head_dim · 0.334) channels; mlp_layer_types (one dense layer, then experts without a shared
+    one behind DeepSeek-V3's fp32 sigmoid router, e_score_correction_bias a buffer). The eager core subtracts the row
+    max and softmaxes in the model dtype on every layer, over [scores | sink] on sliding ones (eager_softmax "max";
+    the model declares no SDPA). Hub keys transformers ignores must agree with what it builds."""
+    f = _llama(cfg, o_bias=False, family="deepseek", head_dim=get_int(cfg, "head_dim", default=192,
+                                                                      hi=B.MAX_HEAD_DIM))
+    n, kv, d = f["num_hidden_layers"], f["num_key_value_heads"] or f["num_attention_heads"], f["head_dim"]
+    v = get_int(cfg, "v_head_dim", default=128, hi=B.MAX_HEAD_DIM)
+    for key, built in (("swa_num_key_value_heads", 2 * kv), ("swa_head_dim", d), ("swa_v_head_dim", v),
+                       ("swa_num_attention_heads", f["num_attention_heads"])):
+        if cfg.get(key) is not None and get_int(cfg, key, hi=B.MAX_HEADS * B.MAX_HEAD_DIM) != built:
+            raise ConfigError(f"{key}: transformers builds {built} (MiMoV2FlashAttention), not {cfg[key]}")
+    experts = get_int(cfg, "n_routed_experts", "num_local_experts", default=256, lo=1, hi=B.MAX_EXPERTS)
+    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    full_rope = rope.get("full_attention") if isinstance(rope.get("full_attention"), dict) else rope
+    window = (get_int(cfg, "sliding_window_size", hi=1 << 30) + 1 if cfg.get("sliding_window_size") is not None
+              else get_window(cfg) or 129)
+    f.update(v_head_dim=v, swa_num_key_value_heads=2 * kv, swa_attention_sinks=True,
+             rotary_dim=partial_rotary_dim({**cfg, "rope_parameters": full_rope}, d, 0.334),
+             num_experts=experts, num_experts_per_tok=get_int(cfg, "num_experts_per_tok", default=8, hi=experts),
+             moe_intermediate_size=get_int(cfg, "moe_intermediate_size", default=2048, hi=B.MAX_FFN),
+             dense_layer_indices=dense_layers(cfg, n, lambda i: i == 0),
+             variant=VariantSpec(eager_softmax="max", router_fp32_input=True, router_fp32_weight_copy=True),
+             **router_group_fields(cfg, experts))
+    sliding_fields(with_layer_types({**cfg, "sliding_window": window}, n, lambda i: i and (i + 1) % 6), f)
+    built = {"hybrid_layer_pattern": [int(f["layer_types"][i] == "sliding_attention") for i in range(n)],
+             "moe_layer_freq": [int(i not in f["dense_layer_indices"]) for i in range(n)]}
+    for key, layers in built.items():  # the checkpoint's per-layer lists, which MiMoV2FlashConfig does not read
+        if cfg.get(key) is not None and get_int_list(cfg, key, lo=0, hi=1) != layers:
+            raise ConfigError(f"{key}: transformers builds {layers} (configuration_mimo_v2_flash.py defaults)")
+    for key, sinks in (("add_swa_attention_sink_bias", True), ("add_full_attention_sink_bias", False)):
+        if get_bool(cfg, key, sinks) != sinks:
+            raise ConfigError(f"{key}: MiMoV2FlashAttention builds sinks on sliding layers only")
+    return f
+
+
 def refuse(model_type: str, lacks: str):
     """A mapper that refuses `model_type`, saying what the engine lacks."""
     def mapper(cfg: dict) -> dict:
@@ -244,6 +286,7 @@ MORE_VARIANT_MAPPERS: dict = {
     "olmo": map_olmo, "bitnet": map_bitnet, "diffllama": map_diffllama, "cohere_compass_text": map_cohere_compass,
     "cohere_compass": map_cohere_compass, "youtu": map_youtu, "minicpm3": map_minicpm3,
     "granite_swa": map_granite_swa, "granitemoe_swa": map_granite_swa, "flint": map_flint, "beam": map_beam,
+    "mimo_v2_flash": map_mimo_v2_flash,
     # models/jetmoe/modeling_jetmoe.py
     "jetmoe": refuse("jetmoe", "its attention is a mixture of query-head experts (MoA) with a router of its own; "
                      "the engine's attention has one set of query heads"),
@@ -254,8 +297,4 @@ MORE_VARIANT_MAPPERS: dict = {
     # models/zaya/modeling_zaya.py
     "zaya": refuse("zaya", "its CCA attention holds depthwise and grouped convolutions over q and k with a "
                    "recurrent value state, and its router is an MLP with a skip class; the engine models neither"),
-    # models/mimo_v2_flash/modeling_mimo_v2_flash.py
-    "mimo_v2_flash": refuse("mimo_v2_flash", "its sliding layers have twice the key/value heads of its full layers "
-                            "and attention sinks, and its value heads are narrower than head_dim; the engine's "
-                            "attention has one head layout for every layer and v heads as wide as q/k heads"),
 }

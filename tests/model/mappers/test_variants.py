@@ -64,7 +64,7 @@ SIZES: dict[str, dict] = {
                  ffn_config=dict(moe_num_experts=4, moe_top_k=2, ffn_hidden_size=40)),
     "jetmoe": dict(S, kv_channels=16, num_local_experts=4, num_experts_per_tok=2), "doge": S,
     "zaya": dict(S, head_dim=16, num_experts=4, moe_intermediate_size=40, router_hidden_size=32),
-    "mimo_v2_flash": dict(MOE, head_dim=24, v_head_dim=16, n_routed_experts=8),
+    "mimo_v2_flash": dict(MOE, num_hidden_layers=6, head_dim=24, v_head_dim=16, n_routed_experts=8, sliding_window=8),
 }
 SIZES["cohere_compass"] = SIZES["cohere_compass_text"]
 # one variant per type: the switches that add or remove tensors
@@ -103,7 +103,7 @@ VARIANTS = [
     ("beam", dict(attention_bias=True, mlp_layer_types=["dense", "sparse", "dense", "sparse"])),
     ("dbrx", dict(ffn_config=dict(moe_num_experts=3, moe_top_k=1, ffn_hidden_size=24))),
 ]
-REFUSED = ("mimo_v2_flash", "jetmoe", "doge", "zaya")
+REFUSED = ("jetmoe", "doge", "zaya")
 
 
 def written_config(model_type: str, **overrides) -> tuple[dict, object]:
