@@ -64,6 +64,8 @@ NOTES = {
     "gemma-2-27b": "Checkpoint published in fp32.",
     "glm-4.5-air": "The multi-token-prediction layer (num_nextn_predict_layers=1) is not built by transformers and "
                    "not counted.",
+    "mimo-v2-flash": "FP8 checkpoint (block-quantized 128x128). Its multi-token-prediction layers are not built by "
+                     "transformers and not counted.",
 }
 
 

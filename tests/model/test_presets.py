@@ -47,6 +47,7 @@ VERIFIED_TOTALS = {
     "llama-3.2-3b": 3_212_749_824,
     "llama-3.3-70b": 70_553_706_496,
     "llama-4-scout": 107_769_861_120,
+    "mimo-v2-flash": 308_778_768_832,
     "mistral-7b-v0.1": 7_241_732_096,
     "mistral-nemo-12b": 12_247_782_400,
     "mistral-small-24b": 23_572_403_200,
