@@ -144,9 +144,10 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if m.compressed is not None:  # DeepSeek-V4: its own specs and packed groups (calculator/engines/vllm_compressed.py)
         groups = vllm_compressed.layout(m, w, layers, gpu, mbt)
         block, lay, kv_token = groups.block_size, None, groups.token_bytes
-    elif m.gemma_next is not None:  # hook: Gemma 3n / 4: KV-shared layers allocate nothing; head sizes per layer type
-        block, lay = s.block_size or DEFAULT_BLOCK_SIZE, None
-        groups, kv_token = vllm_kv.gemma_next_groups(m, layers, attention_tp(w), nbytes(1, w.kv_dtype), block)
+    elif m.gemma_next is not None or m.swa_num_key_value_heads is not None:  # hook: head sizes per layer type
+        block, lay = s.block_size or DEFAULT_BLOCK_SIZE, None  # (Gemma 3n / 4: KV-shared layers allocate nothing)
+        by_type = vllm_kv.gemma_next_groups if m.gemma_next is not None else vllm_kv.layer_type_groups  # MiMo-V2
+        groups, kv_token = by_type(m, layers, attention_tp(w), nbytes(1, w.kv_dtype), block)
     elif split.plain:
         block = s.block_size or (MLA_BLOCK_SIZE if m.is_mla else DEFAULT_BLOCK_SIZE)
         groups, lay, kv_token = kv_groups(m, layers, token, block), None, token * len(layers)

@@ -89,16 +89,32 @@ def kv_groups(m, layers: range, token_bytes: int, block_size: int, hybrid: bool 
 def gemma_next_groups(m, layers: range, tp: int, elem_bytes: float, block_size: int) -> tuple[KVGroups, int]:
     """Gemma 3n / 4 in vLLM: (the groups, one token's K/V over `layers`). KV-shared layers get no KV cache spec
     (v1/worker/gpu_model_runner.py get_kv_cache_spec skips a layer with kv_sharing_target_layer_name); full and
-    sliding layers may differ in head_dim and KV heads (Gemma 4), so their pages are unified by giving the smaller
-    page a larger block (v1/core/kv_cache_utils.py unify_kv_cache_spec_page_size: block × max page / page;
-    NotImplementedError when the page does not divide the largest)."""
+    sliding layers may differ in head_dim and KV heads (Gemma 4), so their pages are unified (unified_groups)."""
     tokens = {i: vllm_token_bytes(m, i, tp, elem_bytes) for i in layers}
     own = [i for i in layers if tokens[i]]
+    return unified_groups(m, own, tokens, block_size, m.sliding_window, "Gemma"), sum(tokens[i] for i in own)
+
+
+def layer_type_groups(m, layers: range, tp: int, elem_bytes: float, block_size: int) -> tuple[KVGroups, int]:
+    """MiMo-V2-Flash in vLLM (model_executor/models/mimo_v2_flash.py MiMoV2Attention): full layers keep
+    num_key_value_heads, sliding ones swa_num_key_value_heads with per_layer_sliding_window = sliding_window_size
+    (transformers' sliding_window − 1), each Attention(head_size_v=v_head_dim); one token of a layer is
+    max(kv / tp, 1) · (head_dim + v_head_dim) · e (v1/kv_cache_interface.py real_page_size_bytes); the two page
+    sizes unified as Gemma 4's (unified_groups)."""
+    tokens = {i: int(max((m.swa_num_key_value_heads if m.layer_is_sliding(i) else m.kv_heads) // tp, 1)
+                     * (m.head_size + m.v_head_size) * elem_bytes) for i in layers}
+    return unified_groups(m, list(layers), tokens, block_size, m.sliding_window - 1, "MiMo"), sum(tokens.values())
+
+
+def unified_groups(m, own: list[int], tokens: dict[int, int], block_size: int, window: int, what: str) -> KVGroups:
+    """Full and sliding layers whose pages differ: the smaller page gets a larger block (v1/core/kv_cache_utils.py
+    unify_kv_cache_spec_page_size: block × max page / page; NotImplementedError when the page does not divide the
+    largest), then grouped as kv_groups does."""
     sliding = [i for i in own if m.layer_is_sliding(i)]
     full = [i for i in own if not m.layer_is_sliding(i)]
     per_kind = [{tokens[i] for i in kind} for kind in (full, sliding)]
     if any(len(t) > 1 for t in per_kind):
-        raise InputError("engine", "vLLM: Gemma layers of one attention type with different head sizes are not "
+        raise InputError("engine", f"vLLM: {what} layers of one attention type with different head sizes are not "
                                    "modelled")
     pages = [block_size * t.pop() if t else 0 for t in per_kind]
     top = max(pages)
@@ -107,9 +123,8 @@ def gemma_next_groups(m, layers: range, tp: int, elem_bytes: float, block_size: 
                                    "(unify_kv_cache_spec_page_size: NotImplementedError)")
     blocks = [block_size * top // p if p else 0 for p in pages]
     size = _group_size([n for n in (len(full), len(sliding)) if n] or [1])
-    groups = KVGroups(top, size, -(-len(full) // size), -(-len(sliding) // size),
-                      m.sliding_window if sliding else 0, full_block=blocks[0], sliding_block=blocks[1])
-    return groups, sum(tokens[i] for i in own)
+    return KVGroups(top, size, -(-len(full) // size), -(-len(sliding) // size), window if sliding else 0,
+                    full_block=blocks[0], sliding_block=blocks[1])
 
 
 def max_model_len_that_fits(groups: KVGroups, usable: int, block_size: int, mbt: int, cap: int) -> int:

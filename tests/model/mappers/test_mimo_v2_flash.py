@@ -99,11 +99,30 @@ def test_one_layer_of_each_kind_saves_what_the_real_layer_saves():
     assert measure.cache(src, spec)["exact"]
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_serving_engines_refuse_it_naming_what_is_missing(engine, tmp_path):
+def test_vllm_gives_each_layer_type_its_page_and_the_sliding_layers_their_window():
+    """vLLM (model_executor/models/mimo_v2_flash.py): full layers 4 KV heads, sliding 8, each page block ·
+    kv · (192 + 128) · 2 B (kv_cache_interface.py): 40,960 and 81,920 B at TP1, so the full layers' block doubles to
+    32 tokens (unify_kv_cache_spec_page_size); 9 full and 39 sliding layers in groups of 9 (1 + 5, the last padded),
+    a block 9 · 81,920 B; the sliding window is sliding_window_size = 128."""
+    from calculator.engines import vllm_kv
+    m = spec_from_hf_config(_default()[0]).spec
+    groups, token = vllm_kv.layer_type_groups(m, range(L), 1, 2, 16)
+    assert token == 9 * KV * 320 * 2 + 39 * 2 * KV * 320 * 2
+    assert (groups.page_bytes, groups.group_size, groups.full_groups, groups.sliding_groups, groups.window,
+            groups.full_block, groups.sliding_block) == (81_920, 9, 1, 5, 128, 32, 16)
+    assert groups.bytes_per_block == 737_280
+    assert groups.blocks_per_request(4096, 16, 2048) == 4096 // 32 + 5 * (-(-(127 + 2048) // 16) + 1)
+
+
+def _estimate(engine: str, tmp_path) -> subprocess.CompletedProcess:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(_default()[0]))
-    r = subprocess.run([sys.executable, "-m", "calculator", "estimate", "--model", str(path), "--mode", "infer",
-                        "--engine", engine, "--gpu", "h100-sxm"], capture_output=True, text=True, timeout=300)
-    assert r.returncode != 0
-    assert "sliding layers have their own key/value heads" in r.stdout + r.stderr
+    return subprocess.run([sys.executable, "-m", "calculator", "estimate", "--model", str(path), "--mode", "infer",
+                           "--engine", engine, "--gpu", "h200", "--tp", "8"], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_vllm_starts_it_and_sglang_refuses_it_naming_what_is_missing(tmp_path):
+    assert _estimate("vllm", tmp_path).returncode == 0
+    r = _estimate("sglang", tmp_path)
+    assert r.returncode != 0 and "SWA and full KV pools" in r.stdout + r.stderr
