@@ -346,8 +346,7 @@ def op_selective_layer(m: ModelSpec, d: Dims, moe: bool = False, float8: bool = 
 
 
 def full_recompute_layer(d: Dims) -> int:
-    """Full (per-layer) recompute keeps only each layer's input: e·T·h (HF non-reentrant checkpoint; with
-    sequence parallelism h/t per rank, Korthikanti et al. 2022 §5)."""
+    """Full recompute keeps each layer's input: e·T·h (HF non-reentrant checkpoint; h/t per rank under SP)."""
     return d.e * d.T * d.h_sp
 
 
@@ -391,7 +390,8 @@ def rotary_saved(m: ModelSpec, d: Dims) -> int:
         return 0  # hook (issue 21): every layer keeps its own fp32 / interleaved copies (variants.attention_extra)
     rope = m.qk_rope_head_dim if m.is_mla else variants.shared_rope_width(m.variant, m.rotary_dim or m.head_size)
     fp32 = m.variant is not None and m.variant.fp32_rope_tables  # hook (issue 21): LFM3's tables stay fp32
-    return 2 * d.s * rope * (4 if fp32 else d.e)
+    types = len(set(m.layer_types)) if m.swa_num_key_value_heads and m.layer_types else 1  # per type (MiMo-V2)
+    return types * 2 * d.s * rope * (4 if fp32 else d.e)
 
 
 def eager_mask_saved(d: Dims) -> int:
