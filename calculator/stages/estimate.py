@@ -70,7 +70,8 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
                    f"params are lower precision")
     if (m.attention_sinks or m.swa_attention_sinks) and w.attention != "eager":
         out.append("attention sinks (GPT-OSS) need FA3-class kernels; FlashAttention-2 numbers here are not "
-                   "validated (the eager path is)")
+                   "validated (the eager path is)" + ("; transformers runs MiMo-V2-Flash without SDPA "
+                                                      "(_supports_sdpa = False)" if m.swa_attention_sinks else ""))
     if w.activation_model == "textbook":
         out.append("textbook model (Korthikanti et al.): ignores GQA, SwiGLU, fp32 norm copies and the loss head; "
                    "flat overhead instead of line items")
