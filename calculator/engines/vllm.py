@@ -45,6 +45,10 @@ class Release:
     # (vLLM 0.33 config/model.py is_prefix_caching_supported, MambaModelConfig.verify_and_update_config;
     # the older rule: HybridAttentionMambaModelConfig.verify_and_update_config at index commit 0144dd5b)
     hybrid_prefix_caching: bool = True
+    # sliding-window caches reserve window − 1 + the tokens still in flight: (pp + 1) × max_num_batched_tokens with
+    # async scheduling and the V2 model runner, both on by default in 0.33 (vllm_kv.max_in_flight_tokens); 0.11
+    # reserved window − 1 + max_num_batched_tokens (its SlidingWindowSpec.max_memory_usage_bytes)
+    async_in_flight: bool = True
 
 
 NON_TORCH_BASIS = ("non-torch memory measured by vLLM 0.11 on H100 (llm-d empirical results: 0.13 GiB at TP=1, "
@@ -62,7 +66,7 @@ RELEASES: dict[str, Release] = {
         "tokens' hidden states (0.06 GiB) over 1,024 requests × 128,256 vocab entries = 38.4 B; 28 B of it are the "
         "tensors the 0.11 sampler names (bf16 and fp32 logits, sorted values and int64 indices, two masks, top-p "
         "probabilities, the scattered result), the rest torch.sort's scratch",
-        False, int(0.13 * GiB), int(0.55 * GiB), hybrid_prefix_caching=False),
+        False, int(0.13 * GiB), int(0.55 * GiB), hybrid_prefix_caching=False, async_in_flight=False),
 }
 LATEST = "0.33"
 
@@ -164,10 +168,11 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     model_max = m.max_position_embeddings or (DEFAULT_MAX_MODEL_LEN if free else w.seq_len + w.gen_tokens)
     configured = s.max_model_len or model_max
     per_seq = w.seq_len + w.gen_tokens
-    per_req = groups.blocks_per_request(configured, block, mbt)
+    in_flight = vllm_kv.max_in_flight_tokens(mbt, w.parallel.pp) if rel.async_in_flight else mbt
+    per_req = groups.blocks_per_request(configured, block, in_flight)
     concurrency = blocks / per_req if per_req else 0.0
     usable = kv_pool - groups.bytes_per_block  # the null block BlockPool holds back
-    largest = max_model_len_that_fits(groups, usable, block, mbt, max(configured, model_max)) if kv_pool > 0 else 0
+    largest = max_model_len_that_fits(groups, usable, block, in_flight, max(configured, model_max)) if kv_pool > 0 else 0
     starts, error = kv_pool > 0 and largest >= configured, ""
     if kv_pool <= 0:
         error = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
@@ -177,7 +182,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         error = (f"To serve at least one request with the model's max seq len ({configured}), ({need / GiB:.2f} GiB "
                  f"KV cache is needed, which is larger than the available KV cache memory ({usable / GiB:.2f} GiB). "
                  f"Based on the available memory, the estimated maximum model length is {largest}.")
-    seq_blocks = groups.blocks_per_request(per_seq, block, mbt)
+    seq_blocks = groups.blocks_per_request(per_seq, block, in_flight)
     pool_tokens = int(concurrency * configured)  # "GPU KV cache size" (kv_cache_utils.get_kv_cache_capacity)
     if lay is not None and split.state and not rel.hybrid_prefix_caching:  # older: num_blocks // groups × block
         pool_tokens = blocks // groups.count * block

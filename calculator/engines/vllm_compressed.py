@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from calculator.core.errors import InputError
+from calculator.engines.vllm_kv import max_in_flight_tokens
 
 MLA_BLOCK = 256  # DeepseekV4 sparse MLA and indexer kernels: get_supported_kernel_block_sizes [256]
 SWA_BLOCK = 64  # sparse_swa.py DeepseekV4SWACache block_size default (attention.py passes none)
@@ -198,13 +199,6 @@ def packed_groups(specs: list[CacheSpec]) -> list[tuple[CacheSpec, ...]]:
         pattern = list(zip(*by_page.values()))
         groups += [tuple(s for rep in pattern[i::n] for s in rep) for i in range(n)]
     return groups
-
-
-def max_in_flight_tokens(mbt: int, pp: int) -> int:
-    """Tokens scheduled but not yet freed: max_concurrent_batches × max_num_batched_tokens, with async scheduling
-    (on by default) and the V2 model runner (the default) pp + 1 batches (config/vllm.py max_concurrent_batches,
-    max_in_flight_tokens)."""
-    return (pp + 1) * mbt
 
 
 @dataclass(frozen=True)

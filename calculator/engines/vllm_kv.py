@@ -6,7 +6,7 @@ blocks one request holds, and the longest max_model_len that fits, for plain, sl
                            layer; A: the kernel alignment)   (platforms/interface.py Platform._align_hybrid_block_size)
     groups               layers bucketed by kind, group_size = min(bucket), max when max < 1.5 × min
                                                  (v1/core/kv_cache_planning.py _get_kv_cache_groups_uniform_page_size)
-    blocks per request   = Σ attention groups ⌈L / block⌉ + sliding groups (⌈min(window − 1 + batched, L) / block⌉ + 1)
+    blocks per request   = Σ attention groups ⌈L / block⌉ + sliding groups (⌈min(window − 1 + in flight, L) / block⌉ + 1)
                            + state groups × (1 with prefix caching off; 2 + C on)
                                                  (v1/kv_cache_interface.py *Spec.max_memory_usage_bytes)
 
@@ -57,13 +57,13 @@ class KVGroups:
     def count(self) -> int:
         return self.full_groups + self.sliding_groups + self.state_groups
 
-    def blocks_per_request(self, max_len: int, block_size: int, max_num_batched_tokens: int) -> int:
-        """Full attention: ⌈len / block⌉ (FullAttentionSpec); sliding window: ⌈min(window − 1 + batched tokens,
-        len) / block⌉ + 1 (SlidingWindowSpec.max_admission_blocks_per_request); state: state_blocks whatever the
+    def blocks_per_request(self, max_len: int, block_size: int, in_flight: int) -> int:
+        """Full attention: ⌈len / block⌉ (FullAttentionSpec); sliding window: ⌈min(window − 1 + in-flight tokens
+        (max_in_flight_tokens; max_num_batched_tokens before 0.33), len) / block⌉ + 1 (SlidingWindowSpec.max_admission_blocks_per_request); state: state_blocks whatever the
         length (MambaSpec.max_memory_usage_bytes); summed over groups."""
         full = -(-max_len // (self.full_block or block_size))
         sb = self.sliding_block or block_size
-        slide = -(-min(self.window - 1 + max_num_batched_tokens, max_len) // sb) + 1 if self.window else 0
+        slide = -(-min(self.window - 1 + in_flight, max_len) // sb) + 1 if self.window else 0
         return self.full_groups * full + self.sliding_groups * slide + self.state_groups * self.state_blocks
 
 
@@ -127,10 +127,18 @@ def unified_groups(m, own: list[int], tokens: dict[int, int], block_size: int, w
                     full_block=blocks[0], sliding_block=blocks[1])
 
 
-def max_model_len_that_fits(groups: KVGroups, usable: int, block_size: int, mbt: int, cap: int) -> int:
+def max_in_flight_tokens(mbt: int, pp: int) -> int:
+    """Tokens scheduled but not yet freed, which a sliding-window cache keeps beside its window (vLLM 0.33
+    v1/kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request): max_concurrent_batches ×
+    max_num_batched_tokens, with async scheduling and the V2 model runner (both on by default) pp + 1 batches
+    (config/vllm.py max_concurrent_batches, max_in_flight_tokens)."""
+    return (pp + 1) * mbt
+
+
+def max_model_len_that_fits(groups: KVGroups, usable: int, block_size: int, in_flight: int, cap: int) -> int:
     """vLLM's estimate_max_model_len: the largest length whose request fits `usable` bytes (binary search)."""
     def fits(n: int) -> bool:
-        return groups.blocks_per_request(n, block_size, mbt) * groups.bytes_per_block <= usable
+        return groups.blocks_per_request(n, block_size, in_flight) * groups.bytes_per_block <= usable
     if not fits(1):
         return 0
     lo, hi = 1, cap

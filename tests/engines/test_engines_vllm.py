@@ -95,6 +95,27 @@ def test_sliding_window_layers_use_the_hybrid_allocator():
     assert g.bytes_per_block == 16 * 4096 * 10
 
 
+def test_sliding_layers_reserve_the_tokens_in_flight_by_release():
+    """vLLM 0.33 (v1/kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request, config/vllm.py
+    max_in_flight_tokens): a sliding group holds ⌈min(window − 1 + (pp + 1) × max_num_batched_tokens, len) / block⌉
+    + 1 blocks per request (async scheduling and the V2 model runner on by default); 0.11 held window − 1 + one
+    batch. Gemma-3-27B at 100,000 tokens, 8,192 batched tokens, block 16: 0.33 → 6 × (⌈(1023 + 16384)/16⌉ + 1)."""
+    full = -(-100_000 // 16)
+    new = serve("gemma-3-27b", seq_len=100_000, serving={"version": "0.33", "max_model_len": 100_000,
+                                                         "max_num_batched_tokens": 8192})
+    old = serve("gemma-3-27b", seq_len=100_000, serving={"version": "0.11", "max_model_len": 100_000,
+                                                         "max_num_batched_tokens": 8192})
+    g = vllm.kv_groups(load_model("gemma-3-27b").spec, range(62), 1, 16)
+    assert vllm.vllm_kv.max_in_flight_tokens(8192, 1) == 16384
+    assert vllm.vllm_kv.max_in_flight_tokens(8192, 3) == 32768
+    assert g.blocks_per_request(100_000, 16, 16384) == full + 6 * (-(-(1023 + 16384) // 16) + 1)
+    per_req_new = full + 6 * (-(-(1023 + 16384) // 16) + 1)
+    per_req_old = full + 6 * (-(-(1023 + 8192) // 16) + 1)
+    # "GPU KV cache size": concurrency at max_model_len × max_model_len (kv_cache_utils.get_kv_cache_capacity)
+    assert new.serving.kv_pool_tokens == int(new.serving.kv_pool_blocks / per_req_new * 100_000)
+    assert old.serving.kv_pool_tokens == int(old.serving.kv_pool_blocks / per_req_old * 100_000)
+
+
 def test_mla_caches_the_latent_in_64_token_blocks_on_every_tp_rank():
     sv = serve("deepseek-v3", gpu="h200", weight_dtype="fp8", seq_len=8000, parallel={"tp": 8}).serving
     assert sv.block_size == 64
