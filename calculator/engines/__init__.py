@@ -111,11 +111,6 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
     if gpu is None:
         raise InputError("gpu", f"the {ENGINE_LABELS[w.engine]} budget is a fraction of the GPU's memory: pick a "
                                 "GPU (--gpu)")
-    if m.swa_num_key_value_heads is not None and w.engine == "sglang":  # MiMo-V2-Flash (vLLM: layer_type_groups)
-        raise InputError("engine", "SGLang: a model whose sliding layers have their own key/value heads and whose v "
-                                   "heads are narrower than q/k's (MiMo-V2-Flash) is not modelled: its SWA and full "
-                                   "KV pools (swa_* head sizes, the SWA pool ratio) are not read from SGLang's model "
-                                   "code; vLLM (--engine vllm) and transformers' generate() (--engine hf) are")
     ad = w.serving.attention_dp
     if ad > 1 and w.engine != "sglang":
         raise InputError("serving.attention_dp", "DP attention (--attention-dp) is SGLang's; with vLLM give "

@@ -16,13 +16,15 @@
                (utils/hf_transformers/common.py get_context_length); the rest / (1 + r) share stays unallocated
     Gemma 3n / 4: the cells of engines/sglang_gemma.py (KV-shared layers keep buffers; Gemma 4 a hybrid SWA pool of
                two head sizes, Gemma 3n one pool over every layer)
+    MiMo-V2   : the cells of engines/sglang_mimo.py (a hybrid SWA pool, each layer type its KV heads, V narrower than
+               K), max_running_requests by resolve_max_num_reqs, a request's sliding tokens by compute_swa_request_cap
 
 Source read: the sglang 0.5.23 wheel (pure SSM: its configs/mamba2.py, configs/mamba.py, configs/hybrid_arch.py
 mamba2_config, model_executor/pool_configurator.py, mem_cache/kv_cache_configurator.py).
 """
 from __future__ import annotations
 
-from calculator.engines import sglang_gemma, states
+from calculator.engines import sglang_gemma, sglang_mimo, states
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
                                        kv_token_bytes)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
@@ -165,6 +167,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         raise InputError("serving.version", f"SGLang {s.version!r} is not modelled; use {VERSION}")
     if m.gemma_next is not None:
         sglang_gemma.check_serving(m, s)
+    if m.swa_num_key_value_heads is not None:
+        sglang_mimo.check_serving(s)
     visible, basis = device_visible_bytes(gpu)
     gpu_mib = gpu.memory_bytes / MiB
     chunked, max_bs = gpu_defaults(gpu_mib, p.tp)
@@ -182,7 +186,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     kv_pool = int(pre_load * frac) - weights
     layers = range(shard.first_layer, shard.last_layer)
     gemma = sglang_gemma.cells(m, w, layers) if m.gemma_next is not None else None
-    full_cell, swa_cell = (gemma.full_cell, gemma.swa_cell) if gemma else cell_bytes(m, w, layers)
+    mimo = sglang_mimo.cells(m, w, layers) if m.swa_num_key_value_heads is not None else None
+    hooked = gemma or mimo  # hook: pools whose layer types have head sizes of their own
+    full_cell, swa_cell = (hooked.full_cell, hooked.swa_cell) if hooked else cell_bytes(m, w, layers)
     split = states.split_layers(m, layers)
     rest, state = kv_pool, None
     if split.state:  # the state pool first, the tokens from what it leaves
@@ -204,7 +210,12 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     tokens = tokens // page * page
     per_seq = w.seq_len + w.gen_tokens
     window = m.sliding_window or 0
-    if full_cell and swa_cell:
+    if mimo is not None:  # resolve_max_num_reqs caps the running requests; compute_swa_request_cap their swa tokens
+        running = max_running(s, tokens, configured, tokens, 1)
+        swa_hold = sglang_mimo.swa_tokens_per_request(per_seq, window - 1, page)
+        concurrency = float(min(tokens / per_seq, int(tokens * SWA_FULL_TOKENS_RATIO) // page * page / swa_hold,
+                                running))
+    elif full_cell and swa_cell:
         concurrency = min(tokens / per_seq, tokens * SWA_FULL_TOKENS_RATIO / min(per_seq, window))
     else:
         concurrency = tokens / per_seq
@@ -213,7 +224,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     starts = tokens > 0
     error = "" if starts else ("Not enough memory. Please try to increase --mem-fraction-static. (the KV pool "
                                f"left after the weights is {kv_pool / GiB:.2f} GiB)")
-    if starts and gemma is not None and gemma.hybrid:
+    if starts and (mimo is not None or gemma is not None and gemma.hybrid):  # same window rule: HF window − 1
         error = sglang_gemma.swa_start_error(m, tokens, SWA_FULL_TOKENS_RATIO, page)
         starts = not error
     if attention_free:
@@ -244,8 +255,14 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
              "SGLang starts with any pool > 0 and caps a request's input at min(context length, pool tokens) − 1",
              "activations and CUDA graphs live in the (1 − mem_fraction_static) share: estimates, not subtracted "
              "from the pool", NON_TORCH_BASIS if multi else "")
-    if gemma is not None:
-        notes += (gemma.note,)
+    if hooked is not None:
+        notes += (hooked.note,)
+    if mimo is not None:
+        notes += (f"{tokens:,} full-layer and {int(tokens * SWA_FULL_TOKENS_RATIO) // page * page:,} sliding-layer "
+                  f"tokens (swa_full_tokens_ratio {SWA_FULL_TOKENS_RATIO:g}); max_running_requests {running:,} "
+                  "(kv_cache_configurator.py resolve_max_num_reqs); a request holds at most "
+                  f"{swa_hold:,} sliding tokens (window {window - 1} + eviction interval "
+                  f"{sglang_mimo.SWA_EVICTION_INTERVAL} + 2 pages)",)
     if state is not None:
         notes += (f"hybrid: {states.describe(split)}: {state.slots:,} state slots of {per_req / 2**20:.1f} MiB (conv "
                   f"{conv_dt}, recurrent {ssm_dt}: {dt_basis}), {state.slots_per_seq} a running request, so at most "
