@@ -167,8 +167,6 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         raise InputError("serving.version", f"SGLang {s.version!r} is not modelled; use {VERSION}")
     if m.gemma_next is not None:
         sglang_gemma.check_serving(m, s)
-    if m.swa_num_key_value_heads is not None:
-        sglang_mimo.check_serving(s)
     visible, basis = device_visible_bytes(gpu)
     gpu_mib = gpu.memory_bytes / MiB
     chunked, max_bs = gpu_defaults(gpu_mib, p.tp)
@@ -202,6 +200,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if attention_free:  # cell 0: the token allocator holds one context length (DefaultPoolConfigurator)
         configured, ctx_error = ssm_context(m, s)
         tokens = configured
+    elif mimo is not None:  # the pool configurator SGLang picks for it (sglang_mimo.pool_tokens)
+        tokens, swa_tokens, mimo_error, mimo_rule = sglang_mimo.pool_tokens(
+            mimo, rest, s, m.sliding_window - 1, PAGE_SIZE, chunked, p.pp, SWA_FULL_TOKENS_RATIO)
     elif full_cell and swa_cell:  # hybrid SWA pool: each sliding layer holds ratio × the full layers' tokens
         tokens = int(max(rest, 0) / (full_cell + SWA_FULL_TOKENS_RATIO * swa_cell))
     else:
@@ -213,18 +214,21 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if mimo is not None:  # resolve_max_num_reqs caps the running requests; compute_swa_request_cap their swa tokens
         running = max_running(s, tokens, configured, tokens, 1)
         swa_hold = sglang_mimo.swa_tokens_per_request(per_seq, window - 1, page)
-        concurrency = float(min(tokens / per_seq, int(tokens * SWA_FULL_TOKENS_RATIO) // page * page / swa_hold,
-                                running))
+        concurrency = float(min(tokens / per_seq, swa_tokens / swa_hold, running))
     elif full_cell and swa_cell:
         concurrency = min(tokens / per_seq, tokens * SWA_FULL_TOKENS_RATIO / min(per_seq, window))
     else:
         concurrency = tokens / per_seq
     pool_bytes = tokens * full_cell + int(tokens * SWA_FULL_TOKENS_RATIO) * swa_cell if full_cell and swa_cell \
         else tokens * (full_cell or swa_cell)
+    if mimo is not None:
+        pool_bytes = tokens * full_cell + swa_tokens * swa_cell
     starts = tokens > 0
     error = "" if starts else ("Not enough memory. Please try to increase --mem-fraction-static. (the KV pool "
                                f"left after the weights is {kv_pool / GiB:.2f} GiB)")
-    if starts and (mimo is not None or gemma is not None and gemma.hybrid):  # same window rule: HF window − 1
+    if mimo is not None and mimo_error:
+        starts, error = False, mimo_error
+    elif starts and gemma is not None and gemma.hybrid:
         error = sglang_gemma.swa_start_error(m, tokens, SWA_FULL_TOKENS_RATIO, page)
         starts = not error
     if attention_free:
@@ -258,8 +262,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if hooked is not None:
         notes += (hooked.note,)
     if mimo is not None:
-        notes += (f"{tokens:,} full-layer and {int(tokens * SWA_FULL_TOKENS_RATIO) // page * page:,} sliding-layer "
-                  f"tokens (swa_full_tokens_ratio {SWA_FULL_TOKENS_RATIO:g}); max_running_requests {running:,} "
+        notes += (f"{tokens:,} full-layer and {swa_tokens:,} sliding-layer tokens ({mimo_rule}); "
+                  f"max_running_requests {running:,} "
                   "(kv_cache_configurator.py resolve_max_num_reqs); a request holds at most "
                   f"{swa_hold:,} sliding tokens (window {window - 1} + eviction interval "
                   f"{sglang_mimo.SWA_EVICTION_INTERVAL} + 2 pages)",)

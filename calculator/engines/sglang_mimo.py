@@ -24,10 +24,15 @@ sliding layers have KV heads of their own and v heads narrower than k's, as SGLa
     a request   holds min(tokens, window + SGLANG_SWA_EVICTION_INTERVAL (128) + 2 × page) sliding tokens at most
                 (pool_configurator.py compute_swa_request_cap without speculative decoding: window + interval +
                 page trailing, one page of decode allocation; managers/schedule_batch.py maybe_evict_swa)
+    capped      --max-running-requests with the radix cache off (SWARequestCapPoolConfigurator.is_applicable; the
+                chunked prefill size is always > 0 here): swa tokens = ceil_page(per request × max(1, requests //
+                attention DP) + chunks in flight × chunked_prefill_size + page), chunks in flight 2 with the overlap
+                schedule, 1 without (arg_groups/overrides.py _pipeline_parallel_overlap_disable: off under PP);
+                full tokens = ⌊(available − swa tokens × swa cell) / full cell⌋ page-aligned, none left refuses the
+                start (SWARequestCapPoolConfigurator.calculate_pool_sizes); no window floor check on this path
 
-Not modelled (refused): --max-running-requests with the radix cache off (SWARequestCapPoolConfigurator sizes the
-sliding pool from a per-request cap), a pipeline stage without full or without sliding layers (the all-SWA branch and
-the "at least one SWA layer" assert), MiMo's MTP draft layers (speculative decoding is not an option here).
+Not modelled (refused): a pipeline stage without full or without sliding layers (the all-SWA branch and the "at least
+one SWA layer" assert); MiMo's MTP draft layers (speculative decoding is not an option here).
 
 Source read: the sglang 0.5.23 wheel (models/mimo_v2.py MiMoV2Attention / MiMoV2DecoderLayer, configs/model_config.py,
 model_executor/pool_configurator.py, mem_cache/kv_cache_configurator.py, mem_cache/swa_memory_pool.py,
@@ -43,9 +48,6 @@ from calculator.core.errors import InputError
 from calculator.engines.common import attention_tp
 
 SWA_EVICTION_INTERVAL = 128  # sglang/srt/environ.py SGLANG_SWA_EVICTION_INTERVAL default
-CAP_REFUSED = ("SGLang: MiMo-V2-Flash with --max-running-requests and the radix cache off sizes its sliding pool by "
-               "SWARequestCapPoolConfigurator (model_executor/pool_configurator.py), which is not modelled; turn "
-               "prefix caching on or leave max_num_seqs unset")
 
 
 @dataclass(frozen=True)
@@ -94,13 +96,38 @@ def cells(m, w, layers: range) -> MimoCells:
     return MimoCells(full_token, swa_token, full, swa, note)
 
 
-def check_serving(s) -> None:
-    """Refuse what the rules above do not cover (SWARequestCapPoolConfigurator.is_applicable)."""
-    if s.max_num_seqs and not s.prefix_caching:
-        raise InputError("serving.max_num_seqs", CAP_REFUSED)
-
-
 def swa_tokens_per_request(per_seq: int, window: int, page: int) -> int:
     """Sliding-pool tokens one running request holds at most: its tokens, or the window plus the eviction interval
     plus two pages (pool_configurator.py compute_swa_request_cap, no speculative decoding)."""
     return min(per_seq, window + SWA_EVICTION_INTERVAL + 2 * page)
+
+
+def request_cap(s, window: int, page: int, chunked: int, pp: int) -> int:
+    """Sliding tokens the scheduler holds live at --max-running-requests (pool_configurator.py
+    compute_swa_request_cap: no speculative decoding, not a decode-disaggregation node)."""
+    per_request = window + SWA_EVICTION_INTERVAL + 2 * page
+    chunks_in_flight = 1 if pp > 1 else 2  # the overlap schedule is on unless PP turns it off
+    return per_request * max(1, s.max_num_seqs // s.attention_dp) + chunks_in_flight * chunked + page
+
+
+def pool_tokens(c: MimoCells, rest: int, s, window: int, page: int, chunked: int, pp: int,
+                ratio: float) -> tuple[int, int, str, str]:
+    """(full tokens, sliding tokens, start error or "", rule): the pool configurator SGLang picks
+    (pool_configurator.py create_memory_pool_configurator) sizing the pools from `rest` bytes."""
+    if s.max_num_seqs and not s.prefix_caching:  # SWARequestCapPoolConfigurator
+        swa = -(-request_cap(s, window, page, chunked, pp) // page) * page
+        full = max(0, (rest - swa * c.swa_cell) // c.full_cell // page * page) if rest > 0 else 0
+        error = "" if full or rest <= 0 else (
+            f"SWA pool cap ({swa} tokens, {swa * c.swa_cell / 2**30:.2f} GiB) leaves no room for the full KV pool "
+            f"within the available {rest / 2**30:.2f} GiB. Reduce --max-running-requests, lower "
+            "SGLANG_SWA_EVICTION_INTERVAL, or increase --mem-fraction-static.")
+        return full, swa, error, (f"SWARequestCapPoolConfigurator: {swa:,} sliding tokens for "
+                                  f"{s.max_num_seqs:,} requests with the radix cache off")
+    full = int(max(rest, 0) / (c.full_cell + ratio * c.swa_cell)) // page * page
+    swa = int(full * ratio) // page * page
+    error = ""
+    if full and window + page >= swa:  # MemoryPoolConfigurator.validate_swa_pool_size
+        error = (f"SWA pool ({swa} tokens) cannot hold even one request: the prefill admission floor is "
+                 f"sliding_window_size ({window}) + page_size ({page}). Increase --swa-full-tokens-ratio or the "
+                 "total KV budget.")
+    return full, swa, error, f"HybridSWAPoolConfigurator: swa_full_tokens_ratio {ratio:g}"

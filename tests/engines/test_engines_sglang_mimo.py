@@ -6,7 +6,7 @@ import pytest
 
 from calculator import Workload, estimate
 from calculator.core.errors import InputError
-from calculator.engines import sglang_gemma, sglang_mimo
+from calculator.engines import sglang_mimo
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.presets import load_model
 
@@ -71,8 +71,11 @@ def test_tensor_parallel_splits_each_pools_heads():
 def test_sliding_pool_too_small_to_admit_one_request():
     """validate_swa_pool_size: sliding_window_size (16) + page (1) ≥ ⌊full tokens × 0.8⌋ fails the start."""
     m = tiny()
-    assert sglang_gemma.swa_start_error(m, 21, RATIO, 1).startswith("SWA pool (16 tokens) cannot hold")
-    assert sglang_gemma.swa_start_error(m, 23, RATIO, 1) == ""  # ⌊23 × 0.8⌋ = 18 > 16 + 1
+    c = sglang_mimo.cells(m, Workload(mode="infer", engine="sglang"), range(6))
+    s = Workload(mode="infer", engine="sglang").serving
+    full, swa, error, _ = sglang_mimo.pool_tokens(c, 21 * 2688, s, 16, 1, 8192, 1, RATIO)
+    assert (full, swa) == (21, 16) and error.startswith("SWA pool (16 tokens) cannot hold")
+    assert sglang_mimo.pool_tokens(c, 23 * 2688, s, 16, 1, 8192, 1, RATIO)[:3] == (23, 18, "")  # 18 > 16 + 1
 
 
 def test_mimo_v2_flash_tp8_on_h200():
@@ -86,11 +89,27 @@ def test_mimo_v2_flash_tp8_on_h200():
     assert sv.kv_pool_bytes == tokens * 5760 + int(tokens * RATIO) * 24960
 
 
+def test_radix_cache_off_with_max_running_requests_caps_the_sliding_pool():
+    """SWARequestCapPoolConfigurator: 8 requests × (16 + 128 + 2) + 2 chunks in flight × 8,192 (H100's
+    chunked_prefill_size) + 1 = 17,553 sliding tokens; the full pool gets ⌊(available − 17,553 × 2,560) / 640⌋."""
+    m = tiny()
+    sv = serve(m, seq_len=1000, gen_tokens=24, serving={"max_num_seqs": 8, "prefix_caching": False})
+    swa = 8 * 146 + 2 * 8192 + 1
+    assert swa == 17_553 and sv.starts
+    full = (sv.kv_available_bytes - swa * 2560) // 640
+    assert sv.kv_pool_tokens == full
+    assert sv.kv_pool_bytes == full * 640 + swa * 2560
+    assert sv.max_concurrent_seqs == 8
+    assert any("SWARequestCapPoolConfigurator: 17,553 sliding tokens" in n for n in sv.notes)
+    c = sglang_mimo.cells(m, Workload(mode="infer", engine="sglang"), range(6))
+    s = Workload(mode="infer", engine="sglang", serving={"max_num_seqs": 8, "prefix_caching": False}).serving
+    assert sglang_mimo.request_cap(s, 16, 1, 8192, 2) == 8 * 146 + 8192 + 1  # PP: no overlap schedule, one chunk
+    full, swa, error, _ = sglang_mimo.pool_tokens(c, 17_553 * 2560 + 639, s, 16, 1, 8192, 1, RATIO)
+    assert (full, swa) == (0, 17_553) and error.startswith("SWA pool cap (17553 tokens")
+
+
 def test_what_stays_refused():
     m = tiny()
-    with pytest.raises(InputError, match="SWARequestCapPoolConfigurator") as err:
-        serve(m, serving={"max_num_seqs": 8, "prefix_caching": False})
-    assert err.value.field == "serving.max_num_seqs"
     twelve = spec_from_hf_config({**TINY, "num_hidden_layers": 12, "hybrid_layer_pattern": None}).spec
     with pytest.raises(InputError, match="0 full and 3 sliding layers"):
         sglang_mimo.cells(twelve, Workload(mode="infer", engine="sglang"), range(6, 9))
