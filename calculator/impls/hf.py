@@ -6,6 +6,7 @@ from __future__ import annotations
 from calculator.memory import activations as act
 from calculator.memory import autocast
 from calculator.memory import lora
+from calculator.model import architectures
 from calculator.impls.common import Head, HeadTerm
 
 
@@ -18,10 +19,21 @@ def head(m, w, d) -> Head:
     """Final norm (+ LM-head input), fp32 log-softmax, and the loss backward's logits and gradients."""
     v = m.vocab_size // d.tp
     norm = act.final_norm_saved(m, d) if w.finetune == "full" else lora.frozen_head_saved(m, d.T, d.h_sp)
+    if m.compressed is not None:  # DeepSeek-V4: hc_head and the fp32-weight final norm (compressed_saved.head)
+        norm = architectures.compressed_saved.head(m, d.T, d.e)
     if w.finetune == "full" and autocast.applies(w):  # the fp32 normalised copy under autocast
         norm += autocast.final_norm_extra(m, d.T, d.h_sp, d.e)
     loss = act.loss_saved(m, d, m.vocab_size)
     ws = act.loss_transient(d, m.vocab_size)
+    if m.compressed is not None and m.hc_mult:  # DeepSeek-V4: hc_head's backward once the head's tensors are freed
+        hc = architectures.compressed_saved.hyper_head_backward(m, d.T, d.e) - norm - loss
+        if hc > ws:
+            return Head((HeadTerm("final_norm", "hc_head + fp32-weight final norm + LM-head input", norm,
+                                  "hc_head's saved + norm copies + e·T·h", ("{:,} B", norm), "compressed-attention"),
+                         HeadTerm("loss", "fp32 log-softmax saved by the loss", loss, "4·T·V/t",
+                                  ("4 × {:,} × {:,}", d.T, v), "hf-loss")),
+                        hc, "hc_head's input_norm backward (the head's other saved tensors freed by then)",
+                        "(e + 24)·T·hc_mult·h − head's saved", ("{:,} B", hc), "compressed-attention", hc)
     return Head(
         (HeadTerm("final_norm", "Final norm + LM-head input", norm, "norm copies + e·T·h", ("{:,} B", norm), "hf-llama"),
          HeadTerm("loss", "fp32 log-softmax saved by the loss", loss,

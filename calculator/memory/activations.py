@@ -386,8 +386,8 @@ def rotary_saved(m: ModelSpec, d: Dims) -> int:
     every layer's q/k multiply; none for learned positions (GPT-2); fp32 ones for a variant's fp32_rope_tables."""
     if m.gemma_next is not None:  # hook: Gemma 3n / 4: one table per attention type, of its head_dim
         return architectures.gemma_next_saved.rotary_saved(m, d)
-    if m.learned_position_embeddings or (m.variant is not None and (m.variant.fp32_rope or m.variant.interleaved_rope)):
-        return 0  # hook (issue 21): every layer keeps its own fp32 / interleaved copies (variants.attention_extra)
+    if m.learned_position_embeddings or m.compressed or (m.variant and (m.variant.fp32_rope or m.variant.interleaved_rope)):
+        return 0  # hook (issue 21): every layer keeps its own copies (variants.attention_extra; compressed_saved)
     rope = m.qk_rope_head_dim if m.is_mla else variants.shared_rope_width(m.variant, m.rotary_dim or m.head_size)
     fp32 = m.variant is not None and m.variant.fp32_rope_tables  # hook (issue 21): LFM3's tables stay fp32
     types = len(set(m.layer_types)) if m.swa_num_key_value_heads and m.layer_types else 1  # per type (MiMo-V2)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from calculator.core.errors import InputError
-from calculator.model.architectures.compressed import TRAINING_MISSING
+from calculator.model.architectures.compressed import check_training
 from calculator.model.spec import ModelSpec
 from calculator.model.parameters import count_parameters, final_norm_shapes, kind_counts, lm_head_shapes
 from calculator.core.workload import Parallelism, Workload
@@ -20,7 +20,7 @@ def check_divisibility(m: ModelSpec, w: Workload) -> None:
     """Raise InputError when a parallel degree does not divide what it splits."""
     p = w.parallel
     if m.compressed is not None and w.mode != "infer":  # DeepSeek-V4 (calculator/model/architectures/compressed.py)
-        raise InputError("mode", TRAINING_MISSING)
+        check_training(w)
     _check_model_split(m, p)
     if p.pp_layout:  # the layout's MTP layers 'm' against the workload's
         check_split(m.num_hidden_layers, p, getattr(w, "mtp_layers", 0))

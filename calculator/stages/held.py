@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from calculator.memory import inference as inf
 from calculator.memory import lora
+from calculator.model import architectures
 from calculator.model import parameters as params
 from calculator.memory import model_states as tr
 from calculator.core.dtypes import nbytes
@@ -49,6 +50,8 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
     t.add("gradients", "gradients", f"Gradients ({prec.grads})", tr.gradient_bytes(n_g, prec.grads),
           f"{f_g} × b_grad", f"{s_g} × {dtype_bytes_text(prec.grads)}", "zero" if p.zero >= 2 else (
               "megatron-memory" if prec.grads == "fp32" and prec.params != "fp32" else "transformer-math"))
+    if m.compressed is not None:  # DeepSeek-V4's fp32-kept parameters
+        _fp32_kept(t, m, prec, w.optimizer, shard)
     frac = tr.adafactor_factored_fraction(model_tensor_shapes(m)) if w.optimizer == "adafactor" else 1.0
     opt_bytes = tr.optimizer_state_bytes(n_o, shard.tensors, w.optimizer, prec.optimizer_states, frac)
     b_opt, o = dtype_bytes_text(prec.optimizer_states), w.optimizer
@@ -73,6 +76,38 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
         formula, subst, src = ("0", "0", "sgd")
     t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt_bytes, formula, subst, src)
     return n_o, params.largest_tensor(m) // p.tp
+
+
+def _fp32_kept(t: TermList, m: ModelSpec, prec, optimizer: str, shard: StageShard) -> None:
+    """The parameters from_pretrained keeps in fp32 in a low-precision model (DeepseekV4PreTrainedModel.
+    _keep_in_fp32_modules_strict; architectures.compressed.fp32_parameters, N32) beside the precision's rule:
+    their weights are fp32, autograd gives each an fp32 gradient (a gradient has its parameter's dtype), and
+    torch.optim.AdamW's exp_avg / exp_avg_sq (zeros_like of the optimized tensor: the fp32 master, or the
+    parameter itself without one) are fp32. Each term is the bytes beyond the precision's own: N32 × (4 − b)."""
+    n32 = architectures.compressed.fp32_parameters(m, range(shard.first_layer, shard.last_layer), shard.has_head)
+    opt_dtype = prec.master_weights or prec.params
+    for key, label, dtype, per, src in (
+            ("weights.fp32", "weights", prec.params, 1, "fp32-kept weights"),
+            ("gradients.fp32", "gradients", prec.grads, 1, "fp32 gradients of the fp32-kept weights"),
+            ("optimizer_states.fp32", "optimizer_states", opt_dtype if optimizer in ("adamw", "sgd-momentum", "lion")
+             and prec.optimizer_states != "fp32" else "fp32", 2 if optimizer == "adamw" else 1,
+             "fp32 optimizer states of the fp32-kept weights")):
+        extra = per * (4 - nbytes(1, dtype)) * n32
+        if extra > 0:
+            t.add(key, label, src[0].upper() + src[1:] + f" (DeepSeek-V4, {n32:,} parameters)", int(extra),
+                  f"{per} × N_fp32 × (4 − b)", f"{per} × {n32:,} × (4 − {nbytes(1, dtype):g})", "compressed-attention")
+
+
+def fp32_not_upcast(m: ModelSpec, w, shard: StageShard) -> int:
+    """What the optimizer step's gradient upcast (model_states.optimizer_step_transient) does not allocate for
+    DeepSeek-V4's fp32-kept parameters (_fp32_kept): their gradients are fp32 already and .to(fp32) returns them,
+    4 × N_fp32 under full fine-tuning with fp32 master weights and low-precision gradients; 0 otherwise."""
+    prec = w.precision
+    if m.compressed is None or w.finetune != "full" or w.optimizer == "none" or not prec.master_weights or (
+            prec.grads == prec.master_weights) or w.parallel.offload_optimizer:
+        return 0
+    layers = range(shard.first_layer, shard.last_layer)
+    return 4 * architectures.compressed.fp32_parameters(m, layers, shard.has_head)
 
 
 @lru_cache(maxsize=256)

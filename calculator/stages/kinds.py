@@ -41,10 +41,17 @@ def layer_terms(t, m: ModelSpec, w, d, shared, kinds, flight: float, first_disco
     per_kind = [(k, n, shared.layer(k)) for k, n in kinds]
     n_layers = sum(n for _, n in kinds)
     if w.recompute == "full":
-        per = act.full_recompute_layer(d)
-        t.add("activations.layers", "activations", "Layer inputs (full recompute)", int(flight * n_layers * per),
-              "m_inflight × L_stage × e·T·h", ("{:g} × {} × {} × {:,} × {:,}", flight, n_layers, d.e, d.T, d.h_sp),
-              sources["full"])
+        per, shared_in = act.full_recompute_layer(d), 0
+        formula, subst = "m_inflight × L_stage × e·T·h", ("{:g} × {} × {} × {:,} × {:,}", flight, n_layers, d.e, d.T,
+                                                           d.h_sp)
+        if m.compressed is not None:  # DeepSeek-V4: the hc_mult streams (compressed_saved.checkpointed_input)
+            per = architectures.compressed_saved.checkpointed_input(m, d.T, d.e)
+            shared_in = architectures.compressed_saved.checkpointed_shared(m, d.s, d.e)
+            formula, subst = ("m_inflight × (L_stage × e·T·hc_mult·h + RoPE tables and position_ids)",
+                              ("{:g} × ({} × {:,} + {:,}) B", flight, n_layers, per, shared_in))
+        t.add("activations.layers", "activations", "Layer inputs (full recompute)",
+              int(flight * (n_layers * per + shared_in)),
+              formula, subst, sources["full"])
         return max(x.total for _, _, x in per_kind)
     discount, note = _first_layers_discount(m, w, d, shared, flight, first_discount, n_layers)
     mixers = " + ".join(sorted({architectures.label(k.mixer) for k, _ in kinds if k.mixer != "none"}))

@@ -29,7 +29,7 @@ from calculator.core.bounded_cache import get_or_build
 from calculator.stacks.common import StackContext, StackMemory, backward_peak, layer_grad_params, tied_embedding_extra
 
 
-from calculator.stages.held import lora_model_states, add_offload, states_of_shard
+from calculator.stages.held import fp32_not_upcast, lora_model_states, add_offload, states_of_shard
 from calculator.stages.terms import LONG_LIVED, TermList, add_cublas_workspaces, finish_stage
 
 
@@ -267,7 +267,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     chunk = min(n_opt, sm.step_chunk or n_opt)  # DeepSpeed ZeRO-3: one sub-group at a time
     step = 0 if (w.activation_model == "textbook" or p.offload_optimizer) else tr.optimizer_step_transient(
         chunk, largest_tensor, ws, upcast_grads=not fp32_adapters,
-        cast_source=nbytes(chunk, _grad_dtype(ws)) if sm.step_flattens else 0) + born
+        cast_source=nbytes(chunk, _grad_dtype(ws)) if sm.step_flattens else 0) + born - fp32_not_upcast(m, ws, shard)
     t.phases = [(states, states + fwd_bwd), (states, states + step)]
     t.timeline = [("model states", states, states), ("forward: tensors saved", states, states + saved),
                   ("backward: peak", states, states + fwd_bwd), ("optimizer step", states, states + step)]

@@ -8,6 +8,8 @@ lists every architecture with its measured error"): `python -m validation.archit
 - causal_lm.py: the real causal LM of a config (a Qwen VLM's conditional-generation model, where transformers
   registers no causal LM);
 - summary.py: the per-kind summary of table.json (no torch: the dashboard reads it at page load).
+- dsv4_golden.py: DeepSeek-V4's training goldens in tests/golden/ (a tiny model's whole step, the protocol of
+  validation/trace/make_golden.py with from_pretrained's fp32-kept parameters).
 """
 from __future__ import annotations
 

@@ -212,9 +212,10 @@ def dumps(doc: dict) -> str:
 
 def owns(stem: str) -> bool:
     """Whether a golden file (by name) is one of this matrix's; the LoRA cases belong to
-    validation/trace/make_lora_golden.py, the DeepSeek / GPT-OSS / Gemma-3 ones to validation/trace/make_mla_golden.py."""
+    validation/trace/make_lora_golden.py, the DeepSeek / GPT-OSS / Gemma-3 ones to validation/trace/make_mla_golden.py,
+    DeepSeek-V4's to validation/architectures/dsv4_golden.py."""
     from validation.trace.configs_staging import STAGING_MODELS
-    if any(stem.startswith(name + "__") for name in STAGING_MODELS):
+    if any(stem.startswith(name + "__") for name in (*STAGING_MODELS, "deepseek-v4-tiny")):
         return False
     return ("__train__" in stem or "__infer__" in stem) and "__train__lora-" not in stem
 

@@ -71,10 +71,12 @@ def stage_mixers(m, layers) -> dict[str, int]:
 def layer_saved(m, w, d, kind) -> tuple[int, int, int]:
     """(norms, mixer, feed-forward) bytes one layer saves, for the models whose layers the engine's own layer does
     not describe: Gemma 3n / 4 (gemma_next_lora.layer_saved), DeepSeek-V4 (compressed_saved.layer: eager, whole
-    layer; its training is refused, calculator.memory.parallel.check_divisibility)."""
+    layer, plus what a CSA layer's indexer leaves allocated, compressed_saved.indexer_retained; full fine-tuning
+    only, calculator.memory.parallel.check_divisibility)."""
     if m.gemma_next is not None:
         return gemma_next_lora.layer_saved(m, w, d, kind)
-    return compressed_saved.layer(m, kind.mixer, d.b, d.s, d.e)
+    norms, mixer, ffn = compressed_saved.layer(m, kind.mixer, d.b, d.s, d.e)
+    return norms, mixer + compressed_saved.indexer_retained(m, kind.mixer, d.b, d.s, d.e), ffn
 
 
 def describe_mixers(m) -> str:

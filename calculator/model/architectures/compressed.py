@@ -23,8 +23,10 @@ The model's other departures from the engine's layer are ModelSpec options, not 
 (hc_mult residual streams, hc_shapes below) and the MoE (hash-routed layers have the same learned gate weight as
 top-k ones; their tid2eid table is a buffer).
 
-Training is refused (TRAINING_MISSING; calculator.memory.parallel.check_divisibility): one layer's saved activations
-are compressed_saved.py, the rest of a training step is not modelled yet.
+Training (compressed_saved.py; calculator.memory.parallel.check_divisibility calls check_training) is modelled for
+full fine-tuning on one GPU with the HF Trainer stack, no or full recompute, and held to the CPU-traced goldens
+tests/golden/deepseek-v4-tiny__*; the rest is refused naming the field (TRAINING_MISSING). The fp32-kept parameters
+(fp32_parameters) get fp32 weights, gradients and optimizer states (calculator/stages/held.py _fp32_kept).
 """
 from __future__ import annotations
 
@@ -41,11 +43,34 @@ SOURCE = "compressed-attention"
 KINDS = {"compressed_window": ("sliding_attention", "DeepSeek-V4 sliding-window attention"),
          "compressed_sparse": ("compressed_sparse_attention", "compressed sparse attention (CSA)"),
          "compressed_heavy": ("heavily_compressed_attention", "heavily compressed attention (HCA)")}
-TRAINING_MISSING = ("training DeepSeek-V4 is not modelled yet: each layer's saved activations are (architectures/"
-                    "compressed_saved.py, eager, held to a CPU trace), but not the rest of a step: hc_head's "
-                    "collapse of the streams and the fp32-weight final norm, the hc_mult × hidden-wide layer input "
-                    "that recomputation and pipeline stages keep, the backward's working set, the fp32 gradients and "
-                    "optimizer states of the fp32-kept parameters; inference (--mode infer --engine hf) is")
+TRAINING_MISSING = ("training DeepSeek-V4 is modelled for full fine-tuning on one GPU with the HF Trainer stack "
+                    "(transformers' eager modules, a bf16 or fp16 model, no recompute or full recompute: "
+                    "architectures/compressed_saved.py, held to CPU-traced goldens); not yet {what}")
+
+
+def check_training(w) -> None:
+    """Refuse, naming the field, the DeepSeek-V4 training workloads the estimate has not been validated for
+    (TRAINING_MISSING): LoRA / QLoRA (PEFT's adapters on DeepseekV4GroupedLinear's per-group bmm and the frozen
+    base's saved tensors are not traced), selective or op-level recompute, more than one GPU (DDP, ZeRO, FSDP,
+    pipeline, expert parallelism: the stacks' buckets and splits of the fp32-kept parameters), another stack or
+    kernel implementation than transformers' own, fp32 weights or autocast (compressed_saved counts a
+    low-precision model's fp32 copies), another activation model than the exact one."""
+    p = w.parallel
+    refused = (("mode", w.mode != "train", f"mode = {w.mode}"),
+               ("finetune", w.finetune != "full", f"{w.finetune} (PEFT on DeepseekV4GroupedLinear's grouped "
+                                                  "o_a_proj and the frozen base's saved tensors)"),
+               ("recompute", w.recompute not in ("none", "full"), f"recompute = {w.recompute}"),
+               ("stack", w.stack not in (None, "hf-trainer"), f"the {w.stack} stack"),
+               ("impl", w.impl != "hf", f"impl = {w.impl}"),
+               ("precision", w.precision.params not in ("bf16", "fp16") or (w.precision.activations or "bf16")
+                not in ("bf16", "fp16"), "fp32 weights or activations (autocast)"),
+               ("activation_model", w.activation_model != "exact", f"the {w.activation_model} activation model"))
+    for field, bad, what in refused:
+        if bad:
+            raise InputError(field, TRAINING_MISSING.format(what=what))
+    for field in ("dp", "pp", "ep", "cp"):
+        if getattr(p, field) > 1:
+            raise InputError(field, TRAINING_MISSING.format(what=f"{field} = {getattr(p, field)} (one GPU only)"))
 
 
 SERVING_REFUSED = ("SGLang keeps DeepSeek-V4's cache in its own layout (compressed-KV, indexer and sliding-window "
@@ -227,11 +252,11 @@ class Kind:
     def linear_flops_per_token(self, m, context: int | None = None) -> float:
         return linear_flops_per_token(m, self.NAME, context)
 
-    def saved(self, m, d, w) -> int:
-        raise InputError("mode", TRAINING_MISSING)
+    def saved(self, m, d, w) -> int:  # never asked: architectures.layer_saved counts the whole layer
+        raise InputError("mode", TRAINING_MISSING.format(what="this path"))
 
     def frozen_saved(self, m, d, w, adapted: frozenset[str]) -> int:
-        raise InputError("mode", TRAINING_MISSING)
+        raise InputError("finetune", TRAINING_MISSING.format(what="LoRA / QLoRA"))
 
 
 KIND_OBJECTS = {name: Kind(name) for name in KINDS}

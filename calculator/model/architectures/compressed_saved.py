@@ -1,12 +1,17 @@
-"""What one DeepSeek-V4 decoder layer saves for backward in transformers 5.23 (models/deepseek_v4/
-modeling_deepseek_v4.py, eager attention, no cache, a bf16 model loaded as from_pretrained loads it: the modules of
-_keep_in_fp32_modules_strict in fp32: attn_hc, ffn_hc, sinks, position_bias, q_a_norm, kv_norm and the layer norms),
-for b sequences of s tokens (T = b·s), e = 2 bytes per activation (a bf16 or fp16 model: in fp32 the .float()
-copies are the tensors themselves), each storage once. Traced with
-validation/trace/saved_by_module.py on tiny models (tests/model/mappers/test_deepseek_v4.py holds every term to it).
+"""What DeepSeek-V4 saves for backward in transformers 5.23 (models/deepseek_v4/modeling_deepseek_v4.py, eager
+attention, no cache, a bf16 model loaded as from_pretrained loads it: the modules of _keep_in_fp32_modules_strict in
+fp32: attn_hc, ffn_hc, hc_head, sinks, position_bias, q_a_norm, kv_norm and every norm), for b sequences of s tokens
+(T = b·s), e = 2 bytes per activation (a bf16 or fp16 model: in fp32 the .float() copies are the tensors
+themselves), each storage once.
 
-Not yet wired into the training estimate (compressed.TRAINING_MISSING says what else is missing); these are the
-per-layer parts a training estimate would add up.
+layer(): one decoder layer, traced per module with validation/trace/saved_by_module.py on tiny models
+(tests/model/mappers/test_deepseek_v4.py holds every term to it). The training step (architectures.layer_saved,
+calculator/impls/hf.py, calculator/stages/kinds.py; the goldens tests/golden/deepseek-v4-tiny__*, traced by
+validation/architectures/dsv4_golden.py) adds: the CSA indexer's scoring graph, which stays allocated through the step
+(indexer_retained); hc_head's collapse and the fp32-weight final norm (head); the n·h-wide layer input a
+checkpointed layer keeps (checkpointed_input). Modelled for full fine-tuning on one GPU with the HF Trainer stack,
+eager attention, no recompute or full recompute; not LoRA / QLoRA, selective recompute, TP, pipeline stages or
+another stack (calculator.memory.parallel.check_divisibility refuses them, compressed.TRAINING_MISSING).
 """
 from __future__ import annotations
 
@@ -100,3 +105,59 @@ def layer(m, name: str, b: int, s: int, e: int) -> tuple[int, int, int]:
     T = b * s
     norms = 2 * fp32_weight_rmsnorm(T, m.hidden_size) + 2 * hyper_connection(m, T, e) + 2 * stream_mixing(m, T, e)
     return norms, attention(m, name, b, s, e), moe(m, T, e)
+
+
+def indexer_retained(m, name: str, b: int, s: int, e: int) -> int:
+    """What a CSA layer's DeepseekV4Indexer leaves allocated from its forward to the end of the step, though the
+    backward never reaches it (its top-k indices carry no gradient): its compressor's fp32 gate softmax, the cast
+    and new_kv, (4 + 2·e)·b·E·2r·dI, kv_norm (fp32 weight), the RoPE tables of the entries (per sequence) and of
+    the queries (position_ids of batch 1); DeepseekV4IndexerScorer's q.float() 4·T·nI·dI, the fp32 compressed
+    keys torch.matmul broadcasts over the queries (its storage at b = 1, a copy 4·T·dI·E otherwise), and the ReLU's
+    output 4·T·nI·E. E = ⌊s/r⌋ entries. Measured as live storage (validation/trace/accounting.py), which
+    saved_by_module's per-module trace does not hold. 0 for the other kinds and before a window closes."""
+    c, r = m.compressed, rate(m, name)
+    entries = s // r if r else 0
+    if name != "compressed_sparse" or not entries:
+        return 0
+    dI, nI, rd, T, rows = c.index_head_dim, c.index_n_heads, c.rope_dim, b * s, b * entries
+    keys = 4 * rows * dI if b == 1 else 4 * T * dI * entries
+    return ((4 + 2 * e) * rows * 2 * r * dI + fp32_weight_rmsnorm(rows, dI) + _rope_tables(rows, rd, e)
+            + _rope_tables(s, rd, e) + 4 * T * nI * dI + keys + 4 * T * nI * entries)
+
+
+def hyper_head(m, T: int, e: int) -> int:
+    """DeepseekV4HyperHead (hc_head): input_norm's fp32 flattened streams and rsqrt (4·T·n·h + 4·T), F.linear's
+    fp32 normalised input (4·T·n·h), the fp32 mixes, sigmoid output and pre + eps (12·T·n), and the bf16 streams
+    the collapse multiplies (e·T·n·h)."""
+    n, h = m.hc_mult, m.hidden_size
+    return 8 * T * n * h + 4 * T + 12 * T * n + e * T * n * h
+
+
+def head(m, T: int, e: int) -> int:
+    """Before the loss: hc_head (hyper_head, with hc_mult > 1: DeepseekV4Model.forward calls it then), the
+    fp32-weight final norm (DeepseekV4RMSNorm) and its output, the LM head's input e·T·h."""
+    return (hyper_head(m, T, e) if m.hc_mult else 0) + fp32_weight_rmsnorm(T, m.hidden_size) + e * T * m.hidden_size
+
+
+def checkpointed_input(m, T: int, e: int) -> int:
+    """What a checkpointed DeepseekV4DecoderLayer (a GradientCheckpointingLayer) keeps: its input, the
+    [b, s, hc_mult, h] streams, e·T·n·h (DeepseekV4Model.forward expands the embedding into them with
+    .contiguous())."""
+    return e * T * max(m.hc_mult, 1) * m.hidden_size
+
+
+def checkpointed_shared(m, s: int, e: int) -> int:
+    """What every checkpointed DeepseekV4DecoderLayer also receives and so keeps once for the step: the model's
+    position_embeddings (DeepseekV4Model.forward: "main" and "compress", each cos and sin of s × rope_dim / 2,
+    interleaved RoPE, position_ids of batch 1, model dtype) and position_ids (int64, 8·s)."""
+    return 2 * 2 * s * (m.compressed.rope_dim // 2) * e + 8 * s
+
+
+def hyper_head_backward(m, T: int, e: int) -> int:
+    """Live in DeepseekV4HyperHead's backward at its peak, inside input_norm's (DeepseekV4UnweightedRMSNorm,
+    autograd through pow, mean, rsqrt and mul): the streams' gradient from the collapse, cast to their dtype
+    (e·T·n·h); F.linear's fp32 gradient of the normalised input and the pow / mean backward's fp32 temporaries and
+    their product (5 × 4·T·n·h); input_norm's saved fp32 input (4·T·n·h). Everything else the head saved (the loss,
+    the final norm, hc_head's other tensors) is freed by then: (e + 24)·T·n·h in all, traced
+    (validation/architectures/dsv4_golden.py: backward peak at that mul)."""
+    return (e + 24) * T * m.hc_mult * m.hidden_size

@@ -2,7 +2,7 @@
 transformers 5.23 models/deepseek_v4/modeling_deepseek_v4.py: the parameter and tensor counts of the released
 DeepSeek-V4-Flash config and of legacy config.json fields against the real model on the meta device (the written
 configs of test_dsa.CASES too); the cache each kind of layer keeps after a CPU prefill and decode steps; training and
-SGLang refused with what is missing."""
+SGLang refused with what is missing (training: test_deepseek_v4_training.py)."""
 from __future__ import annotations
 
 import json
@@ -151,8 +151,10 @@ def test_inference_is_estimated_and_training_and_serving_engines_are_refused():
     # materialises its 64 heads' scores over the 8,192-token prompt whatever the workload's attention says
     assert terms["activations.prefill"] > 64 * 8192 * 8192 * 2
     assert any("DeepSeek-V4" in w for w in est.warnings)
-    with pytest.raises(InputError, match="training DeepSeek-V4 is not modelled yet"):
-        estimate(spec, Workload(mode="train", seq_len=1024), with_fits=False)
+    # training: full fine-tuning on one GPU (tests/model/mappers/test_deepseek_v4_training.py); LoRA is refused
+    assert estimate(spec, Workload(mode="train", seq_len=1024, attention="eager"), with_fits=False).peak_allocated_bytes
+    with pytest.raises(InputError, match="not yet lora"):
+        estimate(spec, Workload(mode="train", seq_len=1024, finetune="lora"), with_fits=False)
     with pytest.raises(InputError, match="SGLang keeps DeepSeek-V4's cache"):
         estimate(spec, Workload(mode="infer", engine="sglang", seq_len=1024, gpu="h200",
                                 parallel={"ep": 8, "dp": 8}), with_fits=False)
@@ -165,7 +167,7 @@ def test_inference_is_estimated_and_training_and_serving_engines_are_refused():
         estimate(spec, Workload(mode="infer", seq_len=1024, parallel={"tp": 8}), with_fits=False)
 
 
-# ---- saved activations (not yet wired into training, which stays refused) -----------------------------------------
+# ---- saved activations (wired into training: architectures.layer_saved) -----------------------------------------------
 @pytest.mark.parametrize("kwargs,b,s", [(V4_A, 2, 16), (dict(V4_A, hc_mult=4), 2, 16),
                                         (dict(V4_A, hc_mult=2, hc_sinkhorn_iters=3, partial_rotary_factor=0.25,
                                               num_attention_heads=2, o_groups=1), 1, 19)])
