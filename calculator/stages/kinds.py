@@ -66,6 +66,15 @@ def layer_terms(t, m: ModelSpec, w, d, shared, kinds, flight: float, first_disco
         formula = f"m_inflight × Σ_kinds L_kind × A_{name}(T={d.T:,})" + (" − " + note if discount[i] else "")
         t.add(key, "activations", label, total, formula, (template, flight, *values), source,
               f"layer kinds: {kinds_text}")
+    if m.compressed is not None:  # DeepSeek-V4: what each CSA layer's indexer leaves allocated for the step
+        per = {k.mixer: architectures.compressed_saved.indexer_retained(m, k.mixer, d.b, d.s, d.e) for k, _ in kinds}
+        n_csa = sum(n for k, n in kinds if per[k.mixer])
+        if n_csa:
+            retained = max(per.values())
+            t.add("activations.indexer", "activations", "CSA indexers' scoring graphs (never reached by backward)",
+                  int(flight * n_csa * retained), "m_inflight × L_CSA × indexer_retained",
+                  ("{:g} × {} × {:,} B", flight, n_csa, retained), "compressed-attention",
+                  "DeepseekV4Indexer's top-k indices carry no gradient; its graph stays allocated through the step")
     return 0
 
 

@@ -71,12 +71,11 @@ def stage_mixers(m, layers) -> dict[str, int]:
 def layer_saved(m, w, d, kind) -> tuple[int, int, int]:
     """(norms, mixer, feed-forward) bytes one layer saves, for the models whose layers the engine's own layer does
     not describe: Gemma 3n / 4 (gemma_next_lora.layer_saved), DeepSeek-V4 (compressed_saved.layer: eager, whole
-    layer, plus what a CSA layer's indexer leaves allocated, compressed_saved.indexer_retained; full fine-tuning
-    only, calculator.memory.parallel.check_divisibility)."""
+    layer; the step's own terms are calculator/stages/kinds.py's and impls/hf.py's; full fine-tuning only,
+    calculator.memory.parallel.check_divisibility)."""
     if m.gemma_next is not None:
         return gemma_next_lora.layer_saved(m, w, d, kind)
-    norms, mixer, ffn = compressed_saved.layer(m, kind.mixer, d.b, d.s, d.e)
-    return norms, mixer + compressed_saved.indexer_retained(m, kind.mixer, d.b, d.s, d.e), ffn
+    return compressed_saved.layer(m, kind.mixer, d.b, d.s, d.e)
 
 
 def describe_mixers(m) -> str:
