@@ -9,6 +9,7 @@ May import: calculator.memory, calculator.model, calculator.core (never the stag
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from calculator.engines import sglang, vllm
@@ -16,6 +17,7 @@ from calculator.engines.common import Serving, engine_weight_bytes
 from calculator.core.errors import InputError
 from calculator.core.fit import planned_fit
 from calculator.core.result import Fit, StageEstimate, Term
+from calculator.memory.inference import serving_weight_dtypes
 
 ENGINES = {"vllm": vllm, "sglang": sglang}
 ENGINE_LABELS = {"hf": "transformers generate()", "vllm": "vLLM", "sglang": "SGLang"}
@@ -128,7 +130,19 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
         results.append(same[key])
     terms_of: dict = {}
     stages = tuple(_stage(sv, sh, context, terms_of) for sv, sh in zip(results, shards))
-    return stages, min(results, key=lambda sv: sv.kv_pool_blocks)
+    serving = min(results, key=lambda sv: sv.kv_pool_blocks)
+    note = checkpoint_weights_note(m, w)
+    return stages, replace(serving, notes=(note,) + serving.notes) if note else serving
+
+
+def checkpoint_weights_note(m, w) -> str:
+    """What the weights were priced in when the checkpoint's quantization chose it (serving_weight_dtypes)."""
+    if w.weight_dtype is not None or not (m.checkpoint_weight_dtype
+                                          or (w.expert_weight_dtype is None and m.checkpoint_expert_weight_dtype)):
+        return ""
+    wdt, edt = serving_weight_dtypes(m, w)
+    return (f"weights as the checkpoint stores them (its quantization_config), which {ENGINE_LABELS[w.engine]} "
+            f"loads as they are: decoder linears {wdt}, routed experts {edt}; the weight dtype inputs price others")
 
 
 def fit_cards(m, w, shards, gpus, needed=None, only: frozenset | None = None) -> tuple[Fit, ...]:

@@ -40,8 +40,7 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
     """Weights one GPU loads: quantized decoder linears (routed experts in expert_weight_dtype when given) and the
     rest in the params dtype, as calculator.memory.inference prices them, plus the RoPE cache. SGLang's DP attention
     shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share."""
-    wdt = w.weight_dtype or w.precision.params
-    edt = w.expert_weight_dtype or wdt
+    wdt, edt = inf.serving_weight_dtypes(m, w)
     experts = shard.experts
     other_linear = shard.layer_linear - experts
     rest = shard.total - shard.layer_linear

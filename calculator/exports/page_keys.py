@@ -254,7 +254,7 @@ PARAMS: tuple[Param, ...] = (
     _p("gen", "int", 0, "Generated tokens", "batch", lo=0, hi=100_000_000, fields=("gen_tokens",), short="Generated"),
     _p("kvdt", "choice", "bf16", "KV cache dtype", "batch", options=KV_DTYPES, fields=("kv_dtype",), short="KV dtype"),
     _p("wdt", "choice", AUTO, "Inference weight dtype", "batch", options=(AUTO,) + DTYPES,
-       fields=("weight_dtype",), help="auto = the params dtype; int4/nf4/fp4 add group scales", short="Weight dtype"),
+       fields=("weight_dtype",), short="Weight dtype", help="auto: params dtype, or the checkpoint's under vLLM/SGLang"),
     _p("qgs", "int", 128, "Quantization group size", "batch", lo=1, hi=1_000_000, fields=("quant_group_size",),
        short="Group size"),
     _p("qm", "choice", "awq", "Quantized checkpoint layout", "batch", options=("awq", "gptq", "llm-int8"),
@@ -263,7 +263,7 @@ PARAMS: tuple[Param, ...] = (
             "weights with a scale per row, the int8 matmul's buffers)"),
     _p("ewdt", "choice", AUTO, "Routed experts' weight dtype", "batch", options=(AUTO,) + DTYPES,
        fields=("expert_weight_dtype",), short="Expert dtype",
-       help="auto = the inference weight dtype; fp4 = an MXFP4 expert checkpoint (GPT-OSS)"),
+       help="auto = the inference weight dtype (vLLM / SGLang: the checkpoint's, e.g. GPT-OSS MXFP4)"),
     # ---- vision-language models (calculator/stages/vision.py) ----------------------------------------------
     _p("img", "int", 0, "Images per sequence", "vision", lo=0, hi=4096, fields=("images_per_sample",),
        help="Vision-language models: each image's tokens join the sequence; the tower's activations are their own "

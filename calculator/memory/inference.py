@@ -19,6 +19,23 @@ GROUP_SCALE_BYTES: dict[str, float] = {
 GROUP_SIZE_DEFAULTS: dict[str, int] = {"nf4": 64, "fp4": 32}
 
 
+SERVING_ENGINES = ("vllm", "sglang")
+
+
+def serving_weight_dtypes(m: ModelSpec, w) -> tuple[str, str]:
+    """(decoder linears, routed experts) dtypes of an inference job: the workload's when given; else, under a
+    serving engine, the checkpoint's quantization (ModelSpec.checkpoint_weight_dtype: vLLM and SGLang load an FP8 or
+    MXFP4 checkpoint as it is stored — vllm/model_executor/layers/quantization/fp8.py Fp8LinearMethod,
+    mxfp4.py; sglang/srt/layers/quantization/fp8.py); else the params dtype. transformers' generate() keeps the
+    params dtype unless told (whether it keeps a quantized checkpoint quantized depends on the GPU's kernels). A
+    weight dtype the workload gives is the routed experts' too unless expert_weight_dtype says otherwise."""
+    if w.weight_dtype or not (w.mode == "infer" and w.engine in SERVING_ENGINES):  # the experts follow a given dtype
+        wdt = w.weight_dtype or w.precision.params
+        return wdt, w.expert_weight_dtype or wdt
+    wdt = getattr(m, "checkpoint_weight_dtype", None) or w.precision.params
+    return wdt, w.expert_weight_dtype or getattr(m, "checkpoint_expert_weight_dtype", None) or wdt
+
+
 def quantized_weight_bytes(n_params: int, dtype: str, group_size: int, method: str = "awq") -> int:
     """Quantized weights: N × bits/8 plus one scale (and zero point) per group of `group_size` elements
     (AWQ/GPTQ int4: fp16 scale + 4-bit zero = 2.5 B per group; GPTQ int8: fp16 scale + 8-bit zero = 3 B;

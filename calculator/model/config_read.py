@@ -258,6 +258,26 @@ def llama_like_fields(cfg: dict) -> dict:
     return f
 
 
+def checkpoint_weight_fields(cfg: dict) -> dict:
+    """ModelSpec.checkpoint_weight_dtype / checkpoint_expert_weight_dtype: what a checkpoint's quantization_config
+    stores. "fp8" (DeepSeek-V3 / R1 / V3.2 / V4, Kimi-K2, MiniMax-M2, MiMo-V2: e4m3 in 128 × 128 blocks; transformers
+    integrations/finegrained_fp8.py, vLLM model_executor/layers/quantization/fp8.py) keeps every decoder linear in
+    fp8; "mxfp4" (gpt-oss: its modules_to_not_convert are attention, router, embeddings and head; transformers
+    integrations/mxfp4.py) the routed experts in MXFP4; DeepSeek-V4's expert_dtype "fp4" its routed experts in
+    FP4. Other methods (AWQ, GPTQ, bitsandbytes, compressed-tensors) stay with the workload's own quantization
+    inputs: {} for them."""
+    q = cfg.get("quantization_config")
+    method = q.get("quant_method") if isinstance(q, dict) else None
+    out = {}
+    if method in ("fp8", "fbgemm_fp8"):
+        out = {"checkpoint_weight_dtype": "fp8", "checkpoint_expert_weight_dtype": "fp8"}
+    elif method == "mxfp4":
+        out = {"checkpoint_expert_weight_dtype": "fp4"}
+    if cfg.get("expert_dtype") == "fp4":
+        out["checkpoint_expert_weight_dtype"] = "fp4"
+    return out
+
+
 def router_group_fields(cfg: dict, experts: int) -> dict:
     """ModelSpec.router_groups / router_group_topk of a DeepSeek-style router: n_group groups, the token's top-k
     from its topk_group best (transformers DeepseekV3TopkRouter / DeepSeek-V2's "group_limited_greedy"; its

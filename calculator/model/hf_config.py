@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from calculator.core import bounds as B
 from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_fields, get_bool, get_float, get_int,
                                     get_int_list, get_str, get_window, layer_types, llama_like_fields,
-                                    parse_config_json, router_group_fields, sliding_fields)
+                                    checkpoint_weight_fields, parse_config_json, router_group_fields, sliding_fields)
 from calculator.core.dtypes import normalize_dtype
 from calculator.model.mappers.archs import ARCH_MAPPERS, DEEPSEEK_V2_VARIANT, LLAMA4_VARIANT, OLMO2_VARIANT, map_gemma
 from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
@@ -379,7 +379,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
     mapper = MAPPERS.get(model_type)
     if mapper is None:
         raise _unknown_type(cfg, model_type)
-    fields = with_router(model_type, cfg, mapper(cfg))  # the top-k softmax routers' bookkeeping (routers.py)
+    fields = with_router(model_type, cfg, mapper(cfg)) | checkpoint_weight_fields(cfg)  # routers.py; quantization
     fields["vision"], vision_warning = vision_from_config(raw, fields["hidden_size"])  # the tower, or why not
     warnings.extend(([vision_warning] if vision_warning else []) + list(fields.pop("_warnings", ())))
     fields["model_type"] = model_type

@@ -13,6 +13,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculator.core import bounds as B
+from calculator.core.dtypes import Dtype
 from calculator.core.hash_once import HashedOnce
 from calculator.model.architectures.compressed import CompressedSpec
 from calculator.model.architectures.dsa import IndexerSpec
@@ -112,6 +113,10 @@ class ModelSpec(HashedOnce):
     # its router_group_topk best groups only (1 / 1: no limit)
     router_groups: int = Field(default=1, ge=1, le=B.MAX_EXPERTS, strict=True)
     router_group_topk: int = Field(default=1, ge=1, le=B.MAX_EXPERTS, strict=True)
+    # the dtypes the checkpoint's quantization_config stores the decoder linears / the routed experts in (None: the
+    # model dtype), which a serving engine loads as they are (memory.inference.serving_weight_dtypes)
+    checkpoint_weight_dtype: Dtype | None = None
+    checkpoint_expert_weight_dtype: Dtype | None = None
     dense_layer_indices: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen-MoE mlp_only_layers
     router_bias: bool = False
     expert_bias: bool = False  # GPT-OSS experts carry biases

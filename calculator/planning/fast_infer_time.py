@@ -19,6 +19,7 @@ import numpy as np
 from calculator.core.bounded_cache import get_or_build
 from calculator.core.errors import InputError
 from calculator.memory.activations import dims
+from calculator.memory.inference import serving_weight_dtypes
 from calculator.model.spec import ModelSpec
 from calculator.planning import fast_stages as stages
 from calculator.planning.fast_time import group_index
@@ -41,7 +42,7 @@ class _Shape:
     def __init__(self, m: ModelSpec, lw, ops_of: dict, prefill: bool = True):
         d = dims(m, lw)
         d_dec, cache = I.decode_dims(d, lw)
-        e_w = weight_bytes_per_element(lw.weight_dtype or lw.precision.params)
+        e_w = weight_bytes_per_element(serving_weight_dtypes(m, lw)[0])
         groups, _ = group_index(m)
         phases = ((("prefill", d, None),) if prefill else ()) + (
             (("decode", d_dec, cache),) if lw.gen_tokens > 1 else ())

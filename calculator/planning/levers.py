@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from calculator.memory.inference import serving_weight_dtypes
 from calculator.model.spec import ModelSpec
 
 SAME_JOB, OFFLOAD, MORE_GPUS, OTHER_JOB = 0, 1, 2, 3
@@ -148,7 +149,7 @@ def inference_levers(m: ModelSpec | None, w) -> list[Lever]:
         kv = KV_SMALLER[w.kv_dtype]
         out.append(Lever("kv_dtype", f"KV cache {w.kv_dtype} → {kv}", {"kv_dtype": kv}, OTHER_JOB,
                          "a quantized cache: small accuracy change; needs a kernel that reads it"))
-    wdt = w.weight_dtype or w.precision.params
+    wdt = serving_weight_dtypes(m, w)[0]
     for q in ("int8", "int4"):
         if DTYPE_BITS_ORDER.get(wdt, 16) > DTYPE_BITS_ORDER[q]:
             out.append(Lever("weights", f"weights {wdt} → {q} (AWQ, groups of {w.quant_group_size})",

@@ -15,6 +15,7 @@ from calculator.memory.activations import dims
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.model import architectures
 from calculator.model.spec import ModelSpec
+from calculator.memory.inference import serving_weight_dtypes
 from calculator.memory.parallel import stage_shards
 from calculator.timing.roofline import Op, Rates
 from calculator.timing.ops import head_forward, layer_forward, weight_bytes_per_element
@@ -105,7 +106,7 @@ def call_seconds(prefill_s, decode_s, comm_pre, comm_dec, gen: int, overhead_s: 
 def estimate_inference_time(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp32: float):
     p = w.parallel
     d = dims(m, w)
-    e_w = weight_bytes_per_element(w.weight_dtype or w.precision.params)
+    e_w = weight_bytes_per_element(serving_weight_dtypes(m, w)[0])
     shards = stage_shards(m, p)
     gen = w.gen_tokens
     d_dec, mean_cache = decode_dims(d, w)

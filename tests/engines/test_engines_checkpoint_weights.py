@@ -1,0 +1,58 @@
+"""A serving engine loads a quantized checkpoint as it is stored: with no weight dtype given, vLLM and SGLang price
+the decoder linears and routed experts in the dtypes the checkpoint's quantization_config declares
+(calculator.model.config_read.checkpoint_weight_fields, calculator.memory.inference.serving_weight_dtypes);
+transformers' generate() keeps the params dtype; a dtype the user gives always wins."""
+import pytest
+
+from calculator import Workload, estimate
+from calculator.memory.inference import serving_weight_dtypes
+from calculator.model.config_read import checkpoint_weight_fields
+from calculator.model.presets import load_model
+
+
+def test_the_quantization_config_names_the_stored_dtypes():
+    fp8 = {"quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}
+    assert checkpoint_weight_fields(fp8) == {"checkpoint_weight_dtype": "fp8", "checkpoint_expert_weight_dtype": "fp8"}
+    mxfp4 = {"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]}}
+    assert checkpoint_weight_fields(mxfp4) == {"checkpoint_expert_weight_dtype": "fp4"}  # gpt-oss: experts only
+    v4 = dict(fp8, expert_dtype="fp4")  # DeepSeek-V4: fp8 linears, FP4 routed experts
+    assert checkpoint_weight_fields(v4) == {"checkpoint_weight_dtype": "fp8", "checkpoint_expert_weight_dtype": "fp4"}
+    assert checkpoint_weight_fields({"quantization_config": {"quant_method": "awq", "bits": 4}}) == {}
+    assert checkpoint_weight_fields({}) == {}
+
+
+@pytest.mark.parametrize("model_id, linears, experts", [("deepseek-v3", "fp8", "fp8"), ("gpt-oss-120b", None, "fp4"),
+                                                         ("deepseek-v4-flash", "fp8", "fp4"), ("qwen3-8b", None, None)])
+def test_presets_carry_their_checkpoint_dtypes(model_id, linears, experts):
+    m = load_model(model_id).spec
+    assert (m.checkpoint_weight_dtype, m.checkpoint_expert_weight_dtype) == (linears, experts)
+
+
+def serve(model_id, engine, **kw):
+    w = Workload(mode="infer", engine=engine, gpu="h200", parallel={"tp": 8}, seq_len=4096, **kw)
+    return estimate(load_model(model_id).spec, w, with_fits=False)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_engines_load_deepseek_v3_in_fp8_unless_told(engine):
+    auto, fp8, bf16 = (serve("deepseek-v3", engine, **kw) for kw in ({}, {"weight_dtype": "fp8"},
+                                                                       {"weight_dtype": "bf16"}))
+    assert auto.serving.weights_bytes == fp8.serving.weights_bytes
+    assert bf16.serving.weights_bytes > 1.9 * fp8.serving.weights_bytes  # the linears are ~all of it
+    assert any("as the checkpoint stores them" in n and "fp8" in n for n in auto.assumptions)
+    assert not any("as the checkpoint stores them" in n for n in bf16.assumptions)
+
+
+def test_gpt_oss_experts_stay_mxfp4_and_the_rest_bf16():
+    m = load_model("gpt-oss-120b").spec
+    w = Workload(mode="infer", engine="vllm", gpu="h100-sxm")
+    assert serving_weight_dtypes(m, w) == ("bf16", "fp4")
+    auto = estimate(m, w, with_fits=False)
+    told = estimate(m, w.model_copy(update={"expert_weight_dtype": "fp4"}), with_fits=False)
+    assert auto.serving.weights_bytes == told.serving.weights_bytes
+
+
+def test_transformers_generate_keeps_the_params_dtype():
+    m = load_model("deepseek-v3").spec
+    assert serving_weight_dtypes(m, Workload(mode="infer", engine="hf")) == ("bf16", "bf16")
+    assert serving_weight_dtypes(m, Workload(mode="train")) == ("bf16", "bf16")
