@@ -77,7 +77,10 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
                    "flat overhead instead of line items")
     if w.impl != "hf" and w.mode == "train":
         out.extend(impls.warnings(m, w))
-    if m.compressed is not None:  # DeepSeek-V4 (architectures/compressed.py): held to transformers but for this
+    if m.compressed is not None and w.mode == "train":  # DeepSeek-V4 training (compressed_saved.py)
+        out.append("DeepSeek-V4 training: transformers' eager modules, held to whole-step goldens of a tiny model; "
+                   "the model's buffers (hash-routing tid2eid tables, RoPE inv_freq) are not counted")
+    elif m.compressed is not None:  # DeepSeek-V4 (architectures/compressed.py): held to transformers but for this
         out.append("DeepSeek-V4: parameters and cache are held to transformers; the prefill / decode working set is "
                    "the engine's generic eager layer (transformers runs V4 with eager attention only), not traced for "
                    "compressed attention and its hc_mult residual streams")

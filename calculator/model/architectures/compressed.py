@@ -53,12 +53,16 @@ def check_training(w) -> None:
     (TRAINING_MISSING): LoRA / QLoRA (PEFT's adapters on DeepseekV4GroupedLinear's per-group bmm and the frozen
     base's saved tensors are not traced), selective or op-level recompute, more than one GPU (DDP, ZeRO, FSDP,
     pipeline, expert parallelism: the stacks' buckets and splits of the fp32-kept parameters), another stack or
-    kernel implementation than transformers' own, fp32 weights or autocast (compressed_saved counts a
+    kernel implementation than transformers' own, attention other than eager (the only one transformers runs V4
+    with), fp32 weights or autocast (compressed_saved counts a
     low-precision model's fp32 copies), another activation model than the exact one."""
     p = w.parallel
     refused = (("mode", w.mode != "train", f"mode = {w.mode}"),
                ("finetune", w.finetune != "full", f"{w.finetune} (PEFT on DeepseekV4GroupedLinear's grouped "
                                                   "o_a_proj and the frozen base's saved tensors)"),
+               ("attention", w.attention != "eager", f"attention = {w.attention} (transformers runs DeepSeek-V4 "
+                                                     "with eager attention only: _supports_sdpa = _supports_flash_attn "
+                                                     "= False; set attention to eager)"),
                ("recompute", w.recompute not in ("none", "full"), f"recompute = {w.recompute}"),
                ("stack", w.stack not in (None, "hf-trainer"), f"the {w.stack} stack"),
                ("impl", w.impl != "hf", f"impl = {w.impl}"),

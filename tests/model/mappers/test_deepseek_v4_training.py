@@ -120,15 +120,16 @@ def test_the_step_does_not_upcast_gradients_that_are_fp32():
     assert g["measured"]["peak_step"] > g["measured"]["peak_fwd_bwd"]
     traced = g["measured"]["peak_allocated"] - g["details"]["buffers"]
     assert est.peak_allocated_bytes == pytest.approx(traced, rel=1e-4)
+    assert any(x.startswith("DeepSeek-V4 training: transformers' eager modules") for x in est.warnings)
 
 
 @pytest.mark.parametrize("update,field", [
     ({"finetune": "lora"}, "finetune"), ({"finetune": "qlora"}, "finetune"), ({"recompute": "selective"}, "recompute"),
     ({"stack": "fsdp2"}, "stack"), ({"parallel": {"dp": 2}}, "dp"), ({"parallel": {"pp": 2}}, "pp"),
     ({"precision": {"params": "fp32", "grads": "fp32", "master_weights": None}}, "precision"),
-    ({"parallel": {"tp": 2}}, "tp")])
+    ({"parallel": {"tp": 2}}, "tp"), ({"attention": "flash"}, "attention")])
 def test_what_is_not_validated_is_refused_naming_the_field(update, field):
     g, spec, _, _ = _golden(NONE[0])
     with pytest.raises(InputError) as err:
-        estimate(spec, Workload(mode="train", seq_len=128, attention="eager", **update), with_fits=False)
+        estimate(spec, Workload(mode="train", seq_len=128, **{"attention": "eager", **update}), with_fits=False)
     assert err.value.field == field
