@@ -50,16 +50,19 @@ TRAINING_MISSING = ("training DeepSeek-V4 is modelled for full fine-tuning on on
 
 def check_training(w) -> None:
     """Refuse, naming the field, the DeepSeek-V4 training workloads the estimate has not been validated for
-    (TRAINING_MISSING): LoRA / QLoRA (PEFT's adapters on DeepseekV4GroupedLinear's per-group bmm and the frozen
-    base's saved tensors are not traced), selective or op-level recompute, more than one GPU (DDP, ZeRO, FSDP,
-    pipeline, expert parallelism: the stacks' buckets and splits of the fp32-kept parameters), another stack or
-    kernel implementation than transformers' own, attention other than eager (the only one transformers runs V4
-    with), fp32 weights or autocast (compressed_saved counts a
-    low-precision model's fp32 copies), another activation model than the exact one."""
+    (TRAINING_MISSING): LoRA / QLoRA (PEFT 0.21's all-linear LoRA fails on DeepseekV4GroupedLinear, traced on the
+    CPU; other targets and the frozen base's saved tensors are not traced), selective or op-level recompute, more
+    than one GPU (DDP, ZeRO, FSDP, pipeline, expert parallelism: the stacks' buckets and splits of the fp32-kept
+    parameters), another stack or kernel implementation than transformers' own, attention other than eager (the
+    only one transformers runs V4 with), fp32 weights or autocast (compressed_saved counts a low-precision
+    model's fp32 copies), another activation model than the exact one."""
     p = w.parallel
     refused = (("mode", w.mode != "train", f"mode = {w.mode}"),
-               ("finetune", w.finetune != "full", f"{w.finetune} (PEFT on DeepseekV4GroupedLinear's grouped "
-                                                  "o_a_proj and the frozen base's saved tensors)"),
+               ("finetune", w.finetune != "full", f"{w.finetune}: PEFT (0.21) wraps o_a_proj, a "
+                                                  "DeepseekV4GroupedLinear (an nn.Linear applied per group with bmm), "
+                                                  "as a plain linear, and an all-linear adapter's output does not "
+                                                  "match the grouped one's (the forward fails); other targets and the "
+                                                  "frozen base's saved tensors are not traced"),
                ("attention", w.attention != "eager", f"attention = {w.attention} (transformers runs DeepSeek-V4 "
                                                      "with eager attention only: _supports_sdpa = _supports_flash_attn "
                                                      "= False; set attention to eager)"),

@@ -133,3 +133,19 @@ def test_what_is_not_validated_is_refused_naming_the_field(update, field):
     with pytest.raises(InputError) as err:
         estimate(spec, Workload(mode="train", seq_len=128, **{"attention": "eager", **update}), with_fits=False)
     assert err.value.field == field
+
+
+def test_peft_all_linear_lora_fails_on_the_grouped_output_projection():
+    """Why LoRA is refused: PEFT wraps DeepseekV4Attention.o_a_proj (a DeepseekV4GroupedLinear, an nn.Linear applied
+    per group with bmm) as a plain linear, and the all-linear model's forward fails on the CPU."""
+    torch = pytest.importorskip("torch")
+    peft = pytest.importorskip("peft")
+    from tests.model.mappers.test_dsa import V4_A, written
+    from validation.architectures.measure import tiny_bf16
+    _, config = written("deepseek_v4", **V4_A)
+    model = peft.get_peft_model(tiny_bf16(config, "eager"), peft.LoraConfig(r=4, target_modules="all-linear"))
+    assert any(name.endswith("o_a_proj") and isinstance(mod, peft.tuners.lora.LoraLayer)
+               for name, mod in model.named_modules())
+    ids = torch.randint(3, 100, (1, 16))
+    with pytest.raises(RuntimeError, match="must match the size"):
+        model(ids, labels=ids)
