@@ -25,17 +25,19 @@ def head(m, w, d) -> Head:
         norm += autocast.final_norm_extra(m, d.T, d.h_sp, d.e)
     loss = act.loss_saved(m, d, m.vocab_size)
     ws = act.loss_transient(d, m.vocab_size)
-    if m.compressed is not None and m.hc_mult:  # DeepSeek-V4: hc_head's backward once the head's tensors are freed
-        hc = architectures.compressed_saved.hyper_head_backward(m, d.T, d.e) - norm - loss
+    label, formula, source = "Final norm + LM-head input", "norm copies + e·T·h", "hf-llama"
+    if m.compressed is not None:  # DeepSeek-V4: hc_head's backward once the head's other tensors are freed
+        label, formula, source = ("hc_head + fp32-weight final norm + LM-head input",
+                                  "hc_head's saved + norm copies + e·T·h", "compressed-attention")
+        hc = architectures.compressed_saved.hyper_head_backward(m, d.T, d.e) - norm - loss if m.hc_mult else 0
         if hc > ws:
-            return Head((HeadTerm("final_norm", "hc_head + fp32-weight final norm + LM-head input", norm,
-                                  "hc_head's saved + norm copies + e·T·h", ("{:,} B", norm), "compressed-attention"),
+            return Head((HeadTerm("final_norm", label, norm, formula, ("{:,} B", norm), source),
                          HeadTerm("loss", "fp32 log-softmax saved by the loss", loss, "4·T·V/t",
                                   ("4 × {:,} × {:,}", d.T, v), "hf-loss")),
                         hc, "hc_head's input_norm backward (the head's other saved tensors freed by then)",
                         "(e + 24)·T·hc_mult·h − head's saved", ("{:,} B", hc), "compressed-attention", hc)
     return Head(
-        (HeadTerm("final_norm", "Final norm + LM-head input", norm, "norm copies + e·T·h", ("{:,} B", norm), "hf-llama"),
+        (HeadTerm("final_norm", label, norm, formula, ("{:,} B", norm), source),
          HeadTerm("loss", "fp32 log-softmax saved by the loss", loss,
                   "4·T·V/t" + (" + e·T·V/t (softcap tanh)" if m.final_logit_softcapping else ""),
                   ("4 × {:,} × {:,}", d.T, v), "hf-loss")),

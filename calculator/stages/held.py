@@ -86,15 +86,15 @@ def _fp32_kept(t: TermList, m: ModelSpec, prec, optimizer: str, shard: StageShar
     parameter itself without one) are fp32. Each term is the bytes beyond the precision's own: N32 × (4 − b)."""
     n32 = architectures.compressed.fp32_parameters(m, range(shard.first_layer, shard.last_layer), shard.has_head)
     opt_dtype = prec.master_weights or prec.params
-    for key, label, dtype, per, src in (
-            ("weights.fp32", "weights", prec.params, 1, "fp32-kept weights"),
+    for key, component, dtype, per, label in (
+            ("weights.fp32", "weights", prec.params, 1, "Weights kept in fp32"),
             ("gradients.fp32", "gradients", prec.grads, 1, "fp32 gradients of the fp32-kept weights"),
             ("optimizer_states.fp32", "optimizer_states", opt_dtype if optimizer in ("adamw", "sgd-momentum", "lion")
              and prec.optimizer_states != "fp32" else "fp32", 2 if optimizer == "adamw" else 1,
              "fp32 optimizer states of the fp32-kept weights")):
         extra = per * (4 - nbytes(1, dtype)) * n32
         if extra > 0:
-            t.add(key, label, src[0].upper() + src[1:] + f" (DeepSeek-V4, {n32:,} parameters)", int(extra),
+            t.add(key, component, label + f" (DeepSeek-V4, {n32:,} parameters)", int(extra),
                   f"{per} × N_fp32 × (4 − b)", f"{per} × {n32:,} × (4 − {nbytes(1, dtype):g})", "compressed-attention")
 
 
