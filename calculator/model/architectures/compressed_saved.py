@@ -5,13 +5,17 @@ fp32: attn_hc, ffn_hc, hc_head, sinks, position_bias, q_a_norm, kv_norm and ever
 themselves), each storage once.
 
 layer(): one decoder layer, traced per module with validation/trace/saved_by_module.py on tiny models
-(tests/model/mappers/test_deepseek_v4.py holds every term to it). The training step (architectures.layer_saved,
-calculator/impls/hf.py, calculator/stages/kinds.py; the goldens tests/golden/deepseek-v4-tiny__*, traced by
-validation/architectures/dsv4_golden.py) adds: the CSA indexer's scoring graph, which stays allocated through the step
-(indexer_retained); hc_head's collapse and the fp32-weight final norm (head); the n·h-wide layer input a
-checkpointed layer keeps (checkpointed_input). Modelled for full fine-tuning on one GPU with the HF Trainer stack,
-eager attention, no recompute or full recompute; not LoRA / QLoRA, selective recompute, TP, pipeline stages or
-another stack (calculator.memory.parallel.check_divisibility refuses them, compressed.TRAINING_MISSING).
+(tests/model/mappers/test_deepseek_v4.py holds every term to it; architectures.layer_saved hands it to the training
+stage). The rest of a training step, held to the whole-step goldens tests/golden/deepseek-v4-tiny__* (traced by
+validation/architectures/dsv4_golden.py; tests/model/mappers/test_deepseek_v4_training.py term by term):
+indexer_retained, the CSA indexer's scoring graph, allocated through the step (calculator/stages/kinds.py);
+head, hc_head's collapse and the fp32-weight final norm, and hyper_head_backward, the backward's peak inside
+hc_head's input_norm (calculator/impls/hf.py); checkpointed_input and checkpointed_shared, what full recompute keeps
+(calculator/stages/kinds.py). The fp32-kept parameters' weights, gradients and optimizer states are
+calculator/stages/held.py's. Modelled: full fine-tuning on one GPU with the HF Trainer stack, eager attention, no
+or full recompute, a bf16 / fp16 model. Not modelled (compressed.check_training refuses them, naming the field):
+LoRA / QLoRA, selective recompute, several GPUs (TP, pipeline stages, DDP, ZeRO, FSDP, EP), other stacks, fp32
+weights or autocast. Not counted: the model's buffers (tid2eid, RoPE inv_freq; 17,968 B of the tiny goldens).
 """
 from __future__ import annotations
 
