@@ -11,8 +11,9 @@ are fp32 in the bf16 model (validation.architectures.measure.fp32_kept), and the
 gives a parameter a gradient of its own dtype; the protocol's other parameters keep bf16 gradients). Every
 parameter has its fp32 master copy and fp32 AdamW states, as in the protocol's "mixed" recipe.
 
-The model is tiny (4 layers: sliding, CSA, HCA, CSA; hc_mult 4; compress rates 4 and 16; window 16) and the sequence
-(128 tokens) closes 32 CSA and 8 HCA windows. Eager attention only: DeepSeek-V4 declares no SDPA or flash support.
+The model is tiny (4 layers: sliding, CSA, HCA, CSA; hc_mult 4; compress rates 4 and 16; window 16); the sequences
+close CSA and HCA windows (128 tokens: 32 and 8; 200: 50 and 12, 8 tokens left open; 72 at b = 3). Eager attention
+only: DeepSeek-V4 declares no SDPA or flash support. Under full recompute the optimizer step is the traced peak.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ DEEPSEEK_V4_TINY = {
     "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
     "torch_dtype": "bfloat16",
 }
-MATRIX = [T(NAME, 1, 128, "eager"), T(NAME, 2, 128, "eager"), T(NAME, 1, 128, "eager", "full")]
+MATRIX = [T(NAME, 1, 128, "eager"), T(NAME, 2, 128, "eager"), T(NAME, 1, 128, "eager", "full"),
+          T(NAME, 1, 200, "eager"), T(NAME, 3, 72, "eager", "full")]
 
 
 def _build_model(*args, **kwargs):
