@@ -16,6 +16,9 @@ calculator/stages/held.py's. Modelled: full fine-tuning on one GPU with the HF T
 or full recompute, a bf16 / fp16 model. Not modelled (compressed.check_training refuses them, naming the field):
 LoRA / QLoRA, selective recompute, several GPUs (TP, pipeline stages, DDP, ZeRO, FSDP, EP), other stacks, fp32
 weights or autocast. Not counted: the model's buffers (tid2eid, RoPE inv_freq; 17,968 B of the tiny goldens).
+Not validated: the working set of a layer recomputed in backward (the stage's generic rule, one layer's saved
+tensors less the head's): the traced one is 0.52-0.56 MB (one CSA layer's backward temporaries) above it in the
+tiny full-recompute goldens, whose peak is the optimizer step's.
 """
 from __future__ import annotations
 
