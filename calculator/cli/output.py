@@ -41,6 +41,8 @@ def print_serving(sv, unit: str) -> None:
           + f"; the largest that starts is {sv.max_model_len:,}")
     if sv.start_error:
         print(f"  engine error: {sv.start_error}")
+    for n in sv.notes:  # where the figures come from (the checkpoint's weight dtypes, the device total, ...)
+        print(f"  note: {n}")
 
 
 def print_rl(rl, unit: str) -> None:

@@ -128,3 +128,13 @@ def test_images_of_a_vision_language_model_reach_the_estimate(capsys):
 def test_a_flag_prefix_is_not_taken_for_another_flag(capsys):
     code, _, err = run(["estimate", "--model", "llama-3.1-8b", "--micro", "2"], capsys)
     assert code != 0 and "--micro" in err
+
+
+def test_a_served_quantized_checkpoint_says_which_weight_dtypes_it_priced(capsys):
+    """The serving block prints the engine's notes; DeepSeek-V3's checkpoint is FP8, which vLLM loads as it is."""
+    code, out, _ = run(["estimate", "--model", "deepseek-v3", "--mode", "infer", "--engine", "vllm", "--gpu", "h200",
+                        "--tp", "8"], capsys)
+    assert code == 0
+    assert ("  note: weights as the checkpoint stores them (its quantization_config), which vLLM loads as they are: "
+            "decoder linears fp8, routed experts fp8") in out
+    assert "max_model_len 163,840: starts" in out
