@@ -41,6 +41,10 @@ def test_summary_line_states_the_workload():
         assert part in line, part
     infer = summary(run({"mode": "infer", "seq": "2048", "gen": "512", "mbs": "4"}))
     assert "inference" in infer and "batch 4 × (2,048 prompt + 512 generated) tokens" in infer
+    assert "weights bf16, KV cache bf16" in infer
+    # vLLM loads a quantized checkpoint as it is stored (calculator.memory.inference.serving_weight_dtypes)
+    served = summary(run({"model": "gpt-oss-120b", "mode": "infer", "eng": "vllm", "gpu": "h100-sxm"}))
+    assert "weights bf16 (routed experts fp4), KV cache bf16" in served and "vLLM" in served
 
 
 def test_fit_card_colour_is_the_verdict_and_says_gpus_needed():
