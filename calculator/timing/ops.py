@@ -179,6 +179,15 @@ def routed_pairs(m: ModelSpec, T: int) -> tuple[float, float]:
     return pairs, (zero_experts.real_pairs(T, m.num_experts_per_tok, m.num_experts, z) if z else pairs)
 
 
+def expert_rows(T: int, tp: int, expert_tp: int) -> int:
+    """Tokens whose routed pairs one GPU's experts compute: its T·etp / tp. Under TP a GPU holds T / tp tokens in
+    the MoE layer (sequence parallelism: Megatron-Core's dispatchers take num_local_tokens = S/TP·B,
+    megatron/core/transformer/moe/token_dispatcher.py), and the expert-TP group (etp ranks) all-gathers its
+    members' tokens before the expert GEMMs of width f / etp; with etp = tp that is all T (the rows the layer's
+    other linears see), with etp = 1 only the GPU's own T / tp — not all T at full width."""
+    return T * expert_tp // tp if expert_tp < tp else T
+
+
 def _moe_forward(m: ModelSpec, d: Dims, e_w: float, expert_tp: int, ep: int) -> list[Op]:
     """Router, then the routed experts as transformers runs them (integrations/moe.py grouped_mm_experts_forward):
     sort the T·k (token, expert) pairs, gather, two grouped GEMMs, gate, weight, un-permute, sum over k. Only the
@@ -186,7 +195,7 @@ def _moe_forward(m: ModelSpec, d: Dims, e_w: float, expert_tp: int, ep: int) -> 
     gate; every pair is gathered, weighted and summed. The router scores the n + z experts."""
     T, e, h, E = d.T, d.e, d.h, m.num_experts
     f_e = m.expert_intermediate_size // expert_tp
-    pairs, real = routed_pairs(m, T)  # with EP the all-to-all brings as many pairs to each GPU as it sends
+    pairs, real = routed_pairs(m, expert_rows(T, d.tp, expert_tp))  # the all-to-all brings as many as it sends
     local = E // ep
     hit = min(local, expected_experts_hit(E, real * ep) / ep)
     width = (2 if m.gated_mlp else 1) * f_e
