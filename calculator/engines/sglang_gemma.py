@@ -96,8 +96,12 @@ def check_serving(m, s) -> None:
 def swa_start_error(m, tokens: int, ratio: float, page: int) -> str:
     """The start failure of HybridSWAPoolConfigurator._solve_pool_sizes when the sliding pool cannot hold one
     request: sliding_window_size (HF window − 1, gemma4_causal.py) + page ≥ swa tokens; "" when it starts."""
-    swa_tokens = int(tokens * ratio) // page * page
-    window = (m.sliding_window or 0) - 1
+    return swa_floor_error((m.sliding_window or 0) - 1, page, int(tokens * ratio) // page * page)
+
+
+def swa_floor_error(window: int, page: int, swa_tokens: int) -> str:
+    """MemoryPoolConfigurator.validate_swa_pool_size, for every hybrid SWA pool (Gemma 4, MiMo-V2-Flash): the start
+    fails when sliding_window_size + page ≥ the sliding pool's tokens; "" when it starts."""
     if window + page >= swa_tokens:
         return (f"SWA pool ({swa_tokens} tokens) cannot hold even one request: the prefill admission floor is "
                 f"sliding_window_size ({window}) + page_size ({page}). Increase --swa-full-tokens-ratio or the "

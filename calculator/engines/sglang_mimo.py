@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from calculator.core.dtypes import nbytes
 from calculator.core.errors import InputError
 from calculator.engines.common import attention_tp
+from calculator.engines.sglang_gemma import swa_floor_error
 
 SWA_EVICTION_INTERVAL = 128  # sglang/srt/environ.py SGLANG_SWA_EVICTION_INTERVAL default
 
@@ -99,15 +100,20 @@ def cells(m, w, layers: range) -> MimoCells:
 def swa_tokens_per_request(per_seq: int, window: int, page: int) -> int:
     """Sliding-pool tokens one running request holds at most: its tokens, or the window plus the eviction interval
     plus two pages (pool_configurator.py compute_swa_request_cap, no speculative decoding)."""
-    return min(per_seq, window + SWA_EVICTION_INTERVAL + 2 * page)
+    return min(per_seq, swa_request_cap(window, page))
+
+
+def swa_request_cap(window: int, page: int) -> int:
+    """The most sliding tokens a running request keeps: window + eviction interval + two pages (one trailing, one of
+    decode allocation; pool_configurator.py compute_swa_request_cap, no speculative decoding)."""
+    return window + SWA_EVICTION_INTERVAL + 2 * page
 
 
 def request_cap(s, window: int, page: int, chunked: int, pp: int) -> int:
     """Sliding tokens the scheduler holds live at --max-running-requests (pool_configurator.py
     compute_swa_request_cap: no speculative decoding, not a decode-disaggregation node)."""
-    per_request = window + SWA_EVICTION_INTERVAL + 2 * page
     chunks_in_flight = 1 if pp > 1 else 2  # the overlap schedule is on unless PP turns it off
-    return per_request * max(1, s.max_num_seqs // s.attention_dp) + chunks_in_flight * chunked + page
+    return swa_request_cap(window, page) * max(1, s.max_num_seqs // s.attention_dp) + chunks_in_flight * chunked + page
 
 
 def pool_tokens(c: MimoCells, rest: int, s, window: int, page: int, chunked: int, pp: int,
@@ -125,9 +131,5 @@ def pool_tokens(c: MimoCells, rest: int, s, window: int, page: int, chunked: int
                                   f"{s.max_num_seqs:,} requests with the radix cache off")
     full = int(max(rest, 0) / (c.full_cell + ratio * c.swa_cell)) // page * page
     swa = int(full * ratio) // page * page
-    error = ""
-    if full and window + page >= swa:  # MemoryPoolConfigurator.validate_swa_pool_size
-        error = (f"SWA pool ({swa} tokens) cannot hold even one request: the prefill admission floor is "
-                 f"sliding_window_size ({window}) + page_size ({page}). Increase --swa-full-tokens-ratio or the "
-                 "total KV budget.")
+    error = swa_floor_error(window, page, swa) if full else ""
     return full, swa, error, f"HybridSWAPoolConfigurator: swa_full_tokens_ratio {ratio:g}"
