@@ -2,6 +2,7 @@
 the combination's link opens the calculator on a job that fits. Screenshots in test-artifacts/."""
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, urlsplit
 
 from playwright.sync_api import expect
@@ -29,9 +30,14 @@ def test_remedies_sweep_and_timeline_open_and_the_combination_fits(page, app_url
     combined.scroll_into_view_if_needed()
     page.get_by_test_id("stExpander").filter(has_text="Remedies").screenshot(path=artifacts / "remedies.png")
 
+    # Each click waits for its own key in the URL before the next: a click that lands while the previous rerun is
+    # still starting would otherwise be checked before Streamlit has written it.
     page.get_by_text("Sweeps: memory against").click()
+    expect(page).to_have_url(re.compile(r"[?&]swp=true"))
     wait(page)
+    expect(main.get_by_test_id("stPlotlyChart")).to_have_count(2)  # breakdown, sweep: that rerun has finished
     page.get_by_text("Step timeline: the memory of each phase").click()
+    expect(page).to_have_url(re.compile(r"[?&]tl=true"))
     wait(page)
     query = dict(parse_qsl(urlsplit(page.url).query))
     assert query.get("swp") == "true" and query.get("tl") == "true"
