@@ -80,3 +80,13 @@ def test_the_one_gpu_h200_steps_stay_within_10_percent_median():
     from validation.gpu import timing_compare as tc
     s = tc.summary(tc.comparisons())
     assert s["fit"]["median_abs_error"] < 0.10 and s["unseen (other models)"]["median_abs_error"] < 0.10
+
+
+def test_a_figure_its_source_flags_as_a_regression_is_named_not_compared(compared):
+    """T0021 (GPT-OSS 120B, 64 GB300, NeMo 26.06.01: 20,288 tokens/s/GPU) carries the table's [^gpt-oss-note], "a
+    known issue ... resolved with the next container release"; the same layout at 26.06 and 26.08 is compared."""
+    _, results, skipped = compared
+    reasons = {s.id: s.reason for s in skipped}
+    assert "cudnn-frontend#256" in reasons["T0021"]
+    compared_ids = {r.case.id for r in results}
+    assert {"T0005", "T0044"} <= compared_ids

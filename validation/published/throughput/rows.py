@@ -75,6 +75,14 @@ MODELS: tuple[tuple[str, object], ...] = (
 )
 
 
+# Footnotes with which a source marks its own figure as a regression it will fix, not the stack's throughput
+# (Megatron-Bridge docs/performance-summary.md: "[^gpt-oss-note]: Performance regression in GPT-OSS 120B
+# pre-training is a known issue (NVIDIA/cudnn-frontend#256). It will be resolved with the next container release.").
+# The same layout's figures before and after that release are compared (GB300: 26.06 33,166 and 26.08 33,024
+# tokens/s/GPU against 20,288 at the flagged 26.06.01).
+KNOWN_REGRESSION_NOTES = {"[^gpt-oss-note]": "NVIDIA/cudnn-frontend#256"}
+
+
 @dataclass(frozen=True)
 class Case:
     """One published run as the engine's inputs."""
@@ -201,6 +209,10 @@ def case_of(row: dict):
 
     def skip(reason: str) -> Skip:
         return Skip(rid, group, label, reason)
+    flagged = [issue for note, issue in KNOWN_REGRESSION_NOTES.items() if note in row["quote"]]
+    if flagged:
+        return skip(f"the source flags this figure as a known performance regression ({flagged[0]}), not the "
+                    "layout's throughput")
     gpu = gpu_of(row["gpu_type"])
     if gpu is None:
         low = row["gpu_type"].lower()
