@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from calculator.core.errors import InputError
-from calculator.engines.vllm_kv import max_in_flight_tokens
+from calculator.engines.vllm_kv import max_in_flight_tokens, sliding_blocks_per_request
 
 MLA_BLOCK = 256  # DeepseekV4 sparse MLA and indexer kernels: get_supported_kernel_block_sizes [256]
 SWA_BLOCK = 64  # sparse_swa.py DeepseekV4SWACache block_size default (attention.py passes none)
@@ -73,7 +73,7 @@ class CacheSpec:
         SlidingWindowSpec.max_admission_blocks_per_request ⌈min(W − 1 + in-flight tokens, L) / block⌉ + 1."""
         if not self.sliding:
             return -(-max_len // self.block_size)
-        return -(-min(self.window - 1 + in_flight, max_len) // self.block_size) + 1
+        return sliding_blocks_per_request(self.window, max_len, self.block_size, in_flight)
 
 
 def round_up(n: int, to: int) -> int:

@@ -62,9 +62,16 @@ class KVGroups:
         (max_in_flight_tokens; max_num_batched_tokens before 0.33), len) / block⌉ + 1 (SlidingWindowSpec.max_admission_blocks_per_request); state: state_blocks whatever the
         length (MambaSpec.max_memory_usage_bytes); summed over groups."""
         full = -(-max_len // (self.full_block or block_size))
-        sb = self.sliding_block or block_size
-        slide = -(-min(self.window - 1 + in_flight, max_len) // sb) + 1 if self.window else 0
+        slide = sliding_blocks_per_request(self.window, max_len, self.sliding_block or block_size, in_flight) \
+            if self.window else 0
         return self.full_groups * full + self.sliding_groups * slide + self.state_groups * self.state_blocks
+
+
+def sliding_blocks_per_request(window: int, max_len: int, block_size: int, in_flight: int) -> int:
+    """Blocks a sliding-window layer group holds for one request at admission: ⌈min(W − 1 + in-flight tokens, L) /
+    block⌉ + 1 — the window's last W − 1 tokens, the tokens scheduled but not yet computed, and one block the window
+    straddles (vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request)."""
+    return -(-min(window - 1 + in_flight, max_len) // block_size) + 1
 
 
 def _group_size(counts: list[int]) -> int:
