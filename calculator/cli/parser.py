@@ -41,6 +41,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "moe_capacity_factor": ("moe_capacity_factor",), "moe_pad_to_capacity": ("moe_pad_to_capacity",),
     "moe_router_fp32": ("moe_router_fp32",), "moe_imbalance": ("moe_imbalance",),
     "no_moe_grouped_gemm": ("moe_grouped_gemm",), "deterministic": ("deterministic",),
+    "precision_aware_optimizer": ("precision_aware_optimizer",), "grad_reduce_in_bf16": ("grad_reduce_in_bf16",),
     # serving engine (calculator/engines)
     "engine": ("engine",), "memory_fraction": ("serving", "memory_fraction"),
     "max_model_len": ("serving", "max_model_len"), "max_num_batched_tokens": ("serving", "max_num_batched_tokens"),
@@ -133,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--moe-imbalance", type=float, help="routing imbalance: max tokens per expert / mean (≥ 1)")
         p.add_argument("--deterministic", action="store_true", default=None,
                        help="Megatron --deterministic-mode (torch.use_deterministic_algorithms)")
+        p.add_argument("--precision-aware-optimizer", action="store_true", default=None,
+                       help="Megatron --use-precision-aware-optimizer: TE FusedAdam keeps the master weights (16-bit "
+                            "remainders of bf16 weights) and Adam's moments in --optimizer-dtype")
+        p.add_argument("--grad-reduce-in-bf16", action="store_true", default=None,
+                       help="Megatron --grad-reduce-in-bf16 / --main-grads-dtype bf16: a bf16 gradient buffer")
         p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
         p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
         p.add_argument("--quant-group-size", type=int)

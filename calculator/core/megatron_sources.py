@@ -14,6 +14,13 @@ MEGATRON_SOURCES: dict[str, Source] = {
         "grouped_linear.py)", _TE + "transformer_engine/pytorch/module/base.py",
         "with gradient-accumulation fusion the wgrad GEMM writes into main_grad and the module returns a dummy "
         "tensor cached in _dummy_wgrads per (shape, dtype): one per distinct local weight shape, kept for the run"),
+    "te-fused-adam": Source(
+        "TransformerEngine pytorch/optimizers/fused_adam.py FusedAdam._initialize_state (store_param_remainders); "
+        "Megatron-LM megatron/core/optimizer/__init__.py, distrib_optimizer.py, optimizer_config.py",
+        _TE + "transformer_engine/pytorch/optimizers/fused_adam.py",
+        "--use-precision-aware-optimizer: the distributed optimizer hands FusedAdam the bf16 parameter shards and "
+        "builds no fp32 copies; FusedAdam keeps master_param (fp32 stored as its int16 low half beside the bf16 "
+        "weight when store_param_remainders, Megatron's default) and exp_avg / exp_avg_sq in their own dtypes"),
     "te-workspace": Source(
         "TransformerEngine pytorch/cpp_extensions/gemm.py get_cublas_workspace / get_cublas_workspace_size_bytes",
         _TE + "transformer_engine/pytorch/cpp_extensions/gemm.py",

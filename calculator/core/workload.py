@@ -320,6 +320,11 @@ class Workload(HashedOnce):
     deterministic: bool = False
     # --tp-comm-overlap: TE userbuffers (outside PyTorch's allocator) and their own cuBLAS workspace (3 streams)
     tp_comm_overlap: bool = False
+    # --use-precision-aware-optimizer: TE's FusedAdam holds the master weights (bf16 weights: their fp32 low 16 bits)
+    # and Adam's moments in precision.optimizer_states (--exp-avg-dtype / --exp-avg-sq-dtype)
+    precision_aware_optimizer: bool = False
+    # --grad-reduce-in-bf16 (or --main-grads-dtype bf16): the gradient buffer in bf16 instead of fp32
+    grad_reduce_in_bf16: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

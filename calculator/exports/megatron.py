@@ -129,10 +129,14 @@ def arguments(m, w, notes: Notes) -> list[str]:
         notes.add(f"fp32 parameters with {prec.activations} autocast: Megatron runs the model in its params dtype")
     if prec.params in ("bf16", "fp16") and prec.master_weights is None:
         notes.add("no fp32 master weights: Megatron always keeps fp32 main parameters for bf16/fp16 training")
-    if prec.optimizer_states == "bf16":
-        a += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
+    if prec.optimizer_states == "bf16" or getattr(w, "precision_aware_optimizer", False):
+        a.append("--use-precision-aware-optimizer")
+        if prec.optimizer_states == "bf16":
+            a += ["--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
         if not (p.distributed_optimizer or p.zero):
             notes.add("--use-precision-aware-optimizer needs --use-distributed-optimizer")
+    if getattr(w, "grad_reduce_in_bf16", False) and prec.params == "bf16":
+        a.append("--grad-reduce-in-bf16")
     # optimizer
     if w.optimizer in OPTIMIZERS:
         a += ["--optimizer", OPTIMIZERS[w.optimizer]]

@@ -1,9 +1,7 @@
-"""The calculator page's URL format (docs/url-format.md, which states its rules: short keys never renamed, defaults
-frozen for v=1 and left out of a link, MB = 10^6 bytes, the engine's own ids as values): every URL key with its
-input kind, default, label and accepted values, and the option lists that come from the engine. The dashboard
-draws its inputs from this table; the CLI and the remedies write links in this format (page_link.py), so it lives
-with the exports. Nothing here imports streamlit; the engine is imported lazily, inside functions.
-"""
+"""The calculator page's URL format (docs/url-format.md: short keys never renamed, defaults frozen for v=1 and left
+out of a link, MB = 10^6 bytes, the engine's ids as values): every URL key with its input kind, default, label and
+accepted values, and the option lists from the engine. The dashboard draws its inputs from this table; the CLI and
+the remedies write links in it (page_link.py). No streamlit here; the engine is imported lazily, inside functions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -200,6 +198,10 @@ PARAMS: tuple[Param, ...] = (
        help="--deterministic-mode (torch.use_deterministic_algorithms): the MoE unpermute keeps the expert rows"),
     _p("tpo", "bool", False, "TP comm overlap (Megatron userbuffers)", "parallel", fields=("tp_comm_overlap",),
        help="--tp-comm-overlap (TP > 1 with SP): TE userbuffers' own cuBLAS workspace of 3 × 32 MiB"),
+    _p("pao", "bool", False, "Precision-aware optimizer (Megatron)", "parallel", fields=("precision_aware_optimizer",),
+       help="--use-precision-aware-optimizer: TE FusedAdam keeps master weights (bf16: fp32's low 16 bits), moments"),
+    _p("gbf16", "bool", False, "Gradients reduced in bf16 (Megatron)", "parallel", fields=("grad_reduce_in_bf16",),
+       help="--grad-reduce-in-bf16 / --main-grads-dtype bf16: a bf16 gradient buffer instead of fp32"),
     _p("dsa", "bool", False, "DeepSpeed: \"auto\" buckets (HF)", "parallel", fields=("ds_auto_buckets",),
        help="DeepSpeed only: a ds_config.json with \"auto\" bucket sizes, as HF Trainer / accelerate fill them "
             "(reduce_bucket_size = h², stage-3 prefetch = 0.9·h²); off: DeepSpeed's defaults (5e8 / 5e7 elements)"),
@@ -391,10 +393,7 @@ def options(key: str) -> tuple[str, ...]:
         return model_ids() + SPECIAL_MODELS
     if key == "gpu":
         return tuple(g.id for g in gpus())
-    if key == "recipe":
-        from calculator.core.workload import RECIPES
-        return tuple(RECIPES) + (CUSTOM_RECIPE,)
-    if key == "opt":
-        from calculator.core.workload import OPTIMIZERS
-        return tuple(OPTIMIZERS)
+    if key in ("recipe", "opt"):
+        from calculator.core.workload import OPTIMIZERS, RECIPES
+        return tuple(RECIPES) + (CUSTOM_RECIPE,) if key == "recipe" else tuple(OPTIMIZERS)
     return BY_KEY[key].options

@@ -175,13 +175,34 @@ def check(m, w) -> None:
         raise InputError("tp_comm_overlap", "--tp-comm-overlap overlaps tensor-parallel communication with the "
                                             "GEMMs: it needs tp > 1 and sequence parallelism (Megatron's "
                                             "arguments.py), or turn it off")
+    _check_optimizer(w)
     if w.moe_pad_to_capacity and w.moe_capacity_factor is None:
         raise InputError("moe_pad_to_capacity", "padding to capacity needs a capacity factor: set "
                                                 "moe_capacity_factor (e.g. 1.0) or turn padding off")
+
+
+def _check_optimizer(w) -> None:
+    """Megatron-Core's optimizer rules (megatron/core/optimizer/optimizer_config.py __post_init__,
+    megatron/core/optimizer/__init__.py): the precision-aware optimizer is TE's FusedAdam, Adam only, with the
+    distributed optimizer; without it Adam's moments are fp32."""
+    if not applies(w):
+        return
+    if w.precision_aware_optimizer:
+        if w.optimizer != "adamw":
+            raise InputError("precision_aware_optimizer", "--use-precision-aware-optimizer is TE's FusedAdam: set "
+                                                          "optimizer 'adamw' or turn it off")
+        if not w.parallel.distributed_optimizer:
+            raise InputError("precision_aware_optimizer", "--use-precision-aware-optimizer only runs with the "
+                                                          "distributed optimizer: turn on distributed_optimizer")
+    elif w.optimizer == "adamw" and w.precision.optimizer_states != "fp32":
+        raise InputError("precision.optimizer_states", "Megatron-Core keeps Adam's moments in fp32 unless "
+                                                       "--use-precision-aware-optimizer is on: set "
+                                                       "optimizer_states 'fp32' or turn precision_aware_optimizer on")
 
 
 _DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "none", "cp_comm_type": "p2p",
              "mtp_layers": 0, "moe_dispatcher": "alltoall", "moe_capacity_factor": None,
              "moe_pad_to_capacity": False, "moe_router_fp32": False, "moe_imbalance": 1.0,
              "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True,
-             "deterministic": False, "tp_comm_overlap": False}
+             "deterministic": False, "tp_comm_overlap": False, "precision_aware_optimizer": False,
+             "grad_reduce_in_bf16": False}

@@ -29,11 +29,25 @@ def layout_problem(p) -> str:
 
 
 def states_workload(w):
-    """bf16/fp16 parameters train with fp32 main gradients."""
+    """bf16/fp16 parameters train with fp32 main gradients, or gradients in the parameters' dtype with
+    --grad-reduce-in-bf16 (megatron/training/arguments.py: accumulate_allreduce_grads_in_fp32 = False). With the
+    precision-aware optimizer TE's FusedAdam holds the master weights, counted by
+    megatron_buffers.fused_adam_master instead of the master-weights term."""
+    prec = states_precision(w)
+    return w if prec is w.precision else w.model_copy(update={"precision": prec})
+
+
+def states_precision(w):
+    """The precision the model states are held in (see states_workload)."""
     prec = w.precision
-    if prec.params in ("bf16", "fp16") and prec.grads != "fp32":
-        return w.model_copy(update={"precision": prec.model_copy(update={"grads": "fp32"})})
-    return w
+    update = {}
+    if prec.params in ("bf16", "fp16"):
+        grads = "bf16" if prec.params == "bf16" and getattr(w, "grad_reduce_in_bf16", False) else "fp32"
+        if prec.grads != grads:
+            update["grads"] = grads
+    if megatron_buffers.fused_adam_holds_master(w) and prec.master_weights:
+        update["master_weights"] = None
+    return prec.model_copy(update=update) if update else prec
 
 
 def memory(ctx: StackContext) -> StackMemory:

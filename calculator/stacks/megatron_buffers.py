@@ -42,6 +42,51 @@ def dummy_wgrads(ctx: StackContext) -> Line | None:
                 "(shape, dtype) for the run (--no-gradient-accumulation-fusion removes it)")
 
 
+def fused_adam_holds_master(w) -> bool:
+    """TE's FusedAdam keeps the master weights itself (master_weights=True, master_weight_dtype=main_params_dtype)
+    under the precision-aware optimizer unless an FP8 recipe other than delayed scaling makes Megatron build fp32
+    master shards (megatron/core/optimizer/optimizer_config.py use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+    megatron/core/optimizer/distrib_optimizer.py: shard_main_param = None, FusedAdam gets the bf16 shards)."""
+    return getattr(w, "precision_aware_optimizer", False) and getattr(w, "fp8", "none") in ("none", "delayed")
+
+
+def master_bytes_per_param(w) -> tuple[int, str]:
+    """(bytes per parameter, what they are) of the master weights of workload `w` as given. Under TE's FusedAdam with
+    bf16 weights and fp32 master weights only the fp32 value's low 16 bits are stored, as int16, beside the bf16
+    weight that holds the high 16 (transformer_engine/pytorch/optimizers/fused_adam.py _initialize_state:
+    store_param_remainders, Megatron-Core's default with TE ≥ 2.1: optimizer_config.py store_param_remainders)."""
+    prec = w.precision
+    if not prec.master_weights:
+        return 0, ""
+    if fused_adam_holds_master(w) and prec.params == "bf16" and prec.master_weights == "fp32":
+        return 2, "fp32 as int16 remainders"
+    return nbytes(1, prec.master_weights), prec.master_weights
+
+
+def fused_adam_master(ctx: StackContext) -> list[Line]:
+    """The master weights TE's FusedAdam holds for this GPU's shard of the distributed optimizer (dense parameters
+    over dp·cp, routed experts over the expert-data-parallel group), in place of the master-weights term."""
+    w = ctx.original
+    if not fused_adam_holds_master(w):
+        return []
+    b, what = master_bytes_per_param(w)
+    if not b:
+        return []
+    n = _optimizer_shard(w.parallel, ctx.shard.dense, ctx.shard.experts)
+    return [line("master_weights", "master_weights", f"Master weights ({what}, TE FusedAdam)", n * b,
+                 "N_opt × b_master", ("{:,} × {} B", n, b), "te-fused-adam",
+                 "--use-precision-aware-optimizer: TE's FusedAdam keeps them; with bf16 weights only the fp32 "
+                 "value's low 16 bits (store_param_remainders)")]
+
+
+def _optimizer_shard(p, dense: int, experts: int) -> int:
+    """Parameters of this GPU's distributed-optimizer shard: dense over dp·cp, experts over the expert-DP group."""
+    if not p.distributed_optimizer:
+        return dense + experts
+    expert_group = max(1, (p.dp * p.cp * p.tp) // (p.ep * p.expert_tp))
+    return -(-dense // (p.dp * p.cp)) + -(-experts // expert_group)
+
+
 def _state_lines(ctx: StackContext, key: str, label: str, dense: int, experts: int, source: str) -> list[Line]:
     """Weights, fp32 main grads, master weights and optimizer state of `dense` + `experts` parameters on this GPU,
     as the states workload holds them (the distributed optimizer shards master + Adam over dp·cp, or the
@@ -51,17 +96,16 @@ def _state_lines(ctx: StackContext, key: str, label: str, dense: int, experts: i
     n = dense + experts
     if not n:
         return []
-    expert_group = max(1, (p.dp * p.cp * p.tp) // (p.ep * p.expert_tp))
-    n_opt = (-(-dense // (p.dp * p.cp)) + -(-experts // expert_group)) if p.distributed_optimizer else n
+    n_opt = _optimizer_shard(p, dense, experts)
     per_state = 2 if w.optimizer in ("adamw", "adamw-8bit") else (1 if w.optimizer in ("sgd-momentum", "lion") else 0)
     out = [line(f"weights.{key}", "weights", f"{label}: weights ({prec.params})", nbytes(n, prec.params),
                 "N × b_param", ("{:,} × {} B", n, nbytes(1, prec.params)), source),
            line(f"gradients.{key}", "gradients", f"{label}: main grads ({prec.grads})", nbytes(n, prec.grads),
                 "N × b_grad", ("{:,} × {} B", n, nbytes(1, prec.grads)), source)]
-    if prec.master_weights:
-        out.append(line(f"master_weights.{key}", "master_weights", f"{label}: master weights",
-                        nbytes(n_opt, prec.master_weights), "N_opt × b_master",
-                        ("{:,} × {} B", n_opt, nbytes(1, prec.master_weights)), source))
+    b_master, _ = master_bytes_per_param(ctx.original if ctx.original is not None else w)
+    if b_master:
+        out.append(line(f"master_weights.{key}", "master_weights", f"{label}: master weights", n_opt * b_master,
+                        "N_opt × b_master", ("{:,} × {} B", n_opt, b_master), source))
     if per_state:
         out.append(line(f"optimizer_states.{key}", "optimizer_states", f"{label}: optimizer state",
                         per_state * nbytes(n_opt, prec.optimizer_states), "states × N_opt × b_opt",
@@ -151,5 +195,5 @@ def persistent(ctx: StackContext) -> tuple[Line, ...]:
     dummy = dummy_wgrads(ctx)
     if dummy is not None:
         out.append(dummy)
-    out += vocab_padding(ctx) + mtp_states(ctx) + fp8_buffers(ctx)
+    out += fused_adam_master(ctx) + vocab_padding(ctx) + mtp_states(ctx) + fp8_buffers(ctx)
     return tuple(out)

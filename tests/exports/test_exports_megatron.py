@@ -81,3 +81,13 @@ def test_attention_kernel(attention, backend):
     preset, w = TRAINING["zero3-dp8"]
     ns = parse(export(model(preset), w.model_copy(update={"attention": attention}), "megatron").text)
     assert parsed(ns, "attention_backend") == backend
+
+
+def test_precision_aware_optimizer_and_bf16_gradient_reduction_are_written_as_megatrons_flags():
+    from calculator import Workload
+    w = Workload(stack="megatron", impl="megatron-te", gpu="h100-sxm", seq_len=2048, precision_aware_optimizer=True,
+                 grad_reduce_in_bf16=True, parallel={"tp": 2, "dp": 4, "sequence_parallel": True,
+                                                     "distributed_optimizer": True})
+    ns = parse(export(model("llama-3.2-1b"), w, "megatron").text)
+    assert parsed(ns, "use_precision_aware_optimizer") and parsed(ns, "grad_reduce_in_bf16")
+    assert parsed(ns, "use_distributed_optimizer") and parsed(ns, "exp_avg_dtype") != "bf16"  # moments stay fp32
