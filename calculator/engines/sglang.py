@@ -18,13 +18,15 @@
                two head sizes, Gemma 3n one pool over every layer)
     MiMo-V2   : the cells of engines/sglang_mimo.py (a hybrid SWA pool, each layer type its KV heads, V narrower than
                K), max_running_requests by resolve_max_num_reqs, a request's sliding tokens by compute_swa_request_cap
+    DeepSeek-V4: the pools of engines/sglang_compressed.py (DSV4PoolConfigurator: sliding-window, c4 / c128
+               compressed KV, indexer keys and compressor states, sized from one bytes-per-full-token coefficient)
 
 Source read: the sglang 0.5.23 wheel (pure SSM: its configs/mamba2.py, configs/mamba.py, configs/hybrid_arch.py
 mamba2_config, model_executor/pool_configurator.py, mem_cache/kv_cache_configurator.py).
 """
 from __future__ import annotations
 
-from calculator.engines import sglang_gemma, sglang_mimo, states
+from calculator.engines import sglang_compressed, sglang_gemma, sglang_mimo, states
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
                                        kv_token_bytes)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
@@ -160,6 +162,22 @@ def max_running(s, tokens: int, context_len: int, slots: int, ratio: int) -> int
     return max(0, min(cap, tokens // 2, slots // ratio))
 
 
+def overheads(m: ModelSpec, w, max_bs: int, chunked: int, device: str, frac: float, rule: str,
+              multi: bool) -> tuple[int, int, tuple[str, ...]]:
+    """(CUDA graphs, activation peak, the notes every SGLang budget starts with): the first capture's working set
+    + 1 MiB per further decode graph + the prefill graphs' reserve, and one chunked-prefill forward."""
+    graphs = 0
+    if w.serving.cuda_graphs:
+        dec, pre = decode_graph_sizes(max_bs), prefill_graph_sizes(chunked)
+        graphs = forward_peak(m, w, dec[-1]) + len(dec) * MiB + (1536 * MiB if m.is_mla else 8 * len(pre) * MiB)
+    notes = (f"{device}; free before loading = total − CUDA context" + (" − NCCL" if multi else ""),
+             f"mem_fraction_static {frac:g}: {rule}",
+             "SGLang starts with any pool > 0 and caps a request's input at min(context length, pool tokens) − 1",
+             "activations and CUDA graphs live in the (1 − mem_fraction_static) share: estimates, not subtracted "
+             "from the pool", NON_TORCH_BASIS if multi else "")
+    return graphs, forward_peak(m, w, chunked), notes
+
+
 def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     s, p = w.serving, w.parallel
     if s.version and not VERSION.startswith(s.version):
@@ -183,6 +201,14 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     pre_load = visible - context - nccl  # free memory when the model runner starts
     kv_pool = int(pre_load * frac) - weights
     layers = range(shard.first_layer, shard.last_layer)
+    if m.compressed is not None:  # DeepSeek-V4: SGLang's own pools (calculator/engines/sglang_compressed.py)
+        graphs, activation, notes = overheads(m, w, max_bs, chunked, f"device total {visible / GiB:.2f} GiB "
+                                              f"({basis})", frac, rule, multi)
+        base = {"version": VERSION, "rule": rule, "visible": visible, "budget": int(pre_load * frac),
+                "weights": weights, "activation": activation, "nccl": nccl, "graphs": graphs, "chunked": chunked,
+                "max_bs": max_bs, "graph_sizes": len(decode_graph_sizes(max_bs)) if s.cuda_graphs else 0,
+                "notes": tuple(n for n in notes if n)}
+        return sglang_compressed.serving(m, w, layers, kv_pool, frac, base)
     gemma = sglang_gemma.cells(m, w, layers) if m.gemma_next is not None else None
     mimo = sglang_mimo.cells(m, w, layers) if m.swa_num_key_value_heads is not None else None
     hooked = gemma or mimo  # hook: pools whose layer types have head sizes of their own
@@ -248,17 +274,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                                     f"max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting "
                                     f"max_num_reqs={running}: raise --mem-fraction-static or set "
                                     "--max-mamba-cache-size")
-    graphs = 0
-    if s.cuda_graphs:
-        dec, pre = decode_graph_sizes(max_bs), prefill_graph_sizes(chunked)
-        graphs = forward_peak(m, w, dec[-1]) + len(dec) * MiB + (1536 * MiB if m.is_mla else 8 * len(pre) * MiB)
-    activation = forward_peak(m, w, chunked)
+    graphs, activation, notes = overheads(m, w, max_bs, chunked, f"device total {visible / GiB:.2f} GiB ({basis})",
+                                          frac, rule, multi)
     largest = min(configured, tokens - 1) if starts else 0  # a request's input is capped below the pool
-    notes = (f"device total {visible / GiB:.2f} GiB ({basis}); free before loading = total − CUDA context"
-             + (" − NCCL" if multi else ""), f"mem_fraction_static {frac:g}: {rule}",
-             "SGLang starts with any pool > 0 and caps a request's input at min(context length, pool tokens) − 1",
-             "activations and CUDA graphs live in the (1 − mem_fraction_static) share: estimates, not subtracted "
-             "from the pool", NON_TORCH_BASIS if multi else "")
     if hooked is not None:
         notes += (hooked.note,)
     if mimo is not None:

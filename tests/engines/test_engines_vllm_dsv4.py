@@ -174,5 +174,6 @@ def test_refusals():
     with pytest.raises(InputError, match="block_size 256 only"):
         estimate(m, Workload(mode="infer", engine="vllm", gpu="h100-sxm", serving={"block_size": 16}),
                  with_fits=False)
-    with pytest.raises(InputError, match="serving DeepSeek-V4 with SGLang is not modelled yet"):
-        estimate(m, Workload(mode="infer", engine="sglang", gpu="h100-sxm"), with_fits=False)
+    # SGLang's own pools are modelled now (calculator/engines/sglang_compressed.py, test_sglang_compressed.py)
+    sg = estimate(m, Workload(mode="infer", engine="sglang", gpu="h100-sxm"), with_fits=False).serving
+    assert sg.block_size == 256

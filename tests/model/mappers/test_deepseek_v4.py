@@ -155,9 +155,10 @@ def test_inference_is_estimated_and_training_and_serving_engines_are_refused():
     assert estimate(spec, Workload(mode="train", seq_len=1024, attention="eager"), with_fits=False).peak_allocated_bytes
     with pytest.raises(InputError, match="not yet lora"):
         estimate(spec, Workload(mode="train", seq_len=1024, finetune="lora"), with_fits=False)
-    with pytest.raises(InputError, match="SGLang keeps DeepSeek-V4's cache"):
-        estimate(spec, Workload(mode="infer", engine="sglang", seq_len=1024, gpu="h200",
-                                parallel={"ep": 8, "dp": 8}), with_fits=False)
+    # SGLang 0.5.23's own pools (calculator/engines/sglang_compressed.py, tests/engines/test_sglang_compressed.py)
+    sg = estimate(spec, Workload(mode="infer", engine="sglang", seq_len=1024, gpu="h200",
+                                 parallel={"ep": 8, "dp": 8}), with_fits=False).serving
+    assert sg.block_size == 256 and sg.kv_pool_tokens > 0 and sg.starts
     # vLLM 0.33's layout is modelled (calculator/engines/vllm_compressed.py, tests/engines/test_engines_vllm_dsv4.py)
     served = estimate(spec, Workload(mode="infer", engine="vllm", seq_len=1024, gpu="h200",
                                      parallel={"ep": 8, "dp": 8}), with_fits=False).serving
