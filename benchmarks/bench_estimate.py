@@ -88,12 +88,22 @@ if __name__ == "__main__":
 
 
 # ---- planner: layouts per second over whole grids, with the time model in the loop (target ≥ 100,000/s) ---------
+# Serving engines (vLLM / SGLang) are priced by one estimate() per replica (calculator.planning.fast.serving_figures),
+# the "byte model" column timing that alone. Measured 2026-11-28 on 2 shared cores (best of 5, before -> after the
+# per-replica path): Qwen3-32B vLLM 32k 202 layouts, planner 11,100 -> 27,000/s, with time 7,500 -> 12,900/s;
+# SGLang 11,700 -> 22,500/s, with time 8,000 -> 12,000/s; Qwen3-30B-A3B vLLM (EP) 860 layouts, planner 3,000 ->
+# 27,000/s, with time 2,600 -> 12,700/s. Not at the target: the engine's budget runs per replica and stage in Python
+# and the serving time model builds the operation lists of every running batch (fast_infer_time.serving).
 PLANNER_JOBS = {
     "llama-3.1-70b infer 128k, a100-40gb": ("llama-3.1-70b", Workload(mode="infer", seq_len=131072, gen_tokens=1024,
                                                                       gpu="a100-40gb")),
     "deepseek-v3 infer 32k, h200": ("deepseek-v3", Workload(mode="infer", seq_len=32768, gpu="h200")),
     "qwen3-32b vllm 32k, h100-sxm": ("qwen3-32b", Workload(mode="infer", engine="vllm", seq_len=32768,
                                                            gpu="h100-sxm")),
+    "qwen3-32b sglang 32k, h100-sxm": ("qwen3-32b", Workload(mode="infer", engine="sglang", seq_len=32768,
+                                                             gpu="h100-sxm")),
+    "qwen3-30b-a3b vllm 32k, h100-sxm": ("qwen3-30b-a3b", Workload(mode="infer", engine="vllm", seq_len=32768,
+                                                                   gpu="h100-sxm")),
     "llama-3.1-70b train 4k mb 4, h100-sxm": ("llama-3.1-70b", Workload(seq_len=4096, micro_batch=4, gpu="h100-sxm")),
     "deepseek-v3 train 4k, h200": ("deepseek-v3", Workload(seq_len=4096, gpu="h200")),
 }
@@ -102,13 +112,15 @@ PLANNER_COUNTS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512)
 
 def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, float, float, float, str]:
     """(layouts, byte-model layouts/s, planner layouts/s without and with the time model, path) over every layout of
-    PLANNER_COUNTS GPUs: the fast byte model alone (calculator.planning.fast.totals); calculator.planning.planner.
+    PLANNER_COUNTS GPUs: the fast byte model alone (calculator.planning.fast.totals; a serving engine's
+    fast.serving_figures, one estimate() per replica); calculator.planning.planner.
     evaluate (the byte model, estimate() for the layouts it does not cover, a Plan for each layout that fits); and
     evaluate + calculator.planning.ranking.time_plans (step time, tokens/s per GPU, MFU and bottleneck of every
     plan: calculator.planning.fast_time over the grid, estimate_time() where it does not cover the job) and the sort
     by the default ranking. Fresh layout objects each time; the per-shard and per-shape pricing (bytes and time) is
     not cached between calls (what the model's layers alone give is: prefix sums, a split's stage contents and rows,
     as the Planner page keeps them between jobs)."""
+    from calculator.engines import vllm as vllm_engine
     from calculator.planning import fast as planner_fast
     from calculator.planning import fast_infer_time, fast_time
     from calculator.planning.planner import evaluate
@@ -117,17 +129,21 @@ def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, floa
     from calculator.model.presets import get_gpu
     spec = load_model(model_id).spec
     cap = get_gpu(w.gpu).usable_bytes
+    serving = w.mode == "infer" and w.engine != "hf"
     model = plan = timed = float("inf")
     for _ in range(repeat):
         layouts = [lay for n in PLANNER_COUNTS for lay in layouts_of(spec, w, n)]
         planner_fast.clear_cache()
+        vllm_engine.clear_cache()
         t0 = time.perf_counter()
-        planner_fast.totals(spec, w, layouts)
+        (planner_fast.serving_figures if serving else planner_fast.totals)(spec, w, layouts)
         t1 = time.perf_counter()
         planner_fast.clear_cache()
+        vllm_engine.clear_cache()
         evaluate(spec, w, layouts, cap)
         t2 = time.perf_counter()
         planner_fast.clear_cache()
+        vllm_engine.clear_cache()
         fast_time.clear_cache()
         fast_infer_time.clear_cache()
         plans = evaluate(spec, w, layouts, cap)
@@ -135,7 +151,8 @@ def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, floa
         plans.sort(key=rank_key("fastest"))
         t3 = time.perf_counter()
         model, plan, timed = min(model, t1 - t0), min(plan, t2 - t1), min(timed, t3 - t2)
-    path = "fast byte model" if planner_fast.covers(spec, w) else "estimate()"
+    path = ("one estimate() per replica" if serving else
+            "fast byte model" if planner_fast.covers(spec, w) else "estimate()")
     return len(layouts), len(layouts) / model, len(layouts) / plan, len(layouts) / timed, path
 
 

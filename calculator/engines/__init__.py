@@ -31,27 +31,36 @@ def _size(n: int) -> str:
     return _gib(n) if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
+def _kv_substituted(sv: Serving) -> str:
+    """The KV pool's formula with the budget's values (formatted when read: Term.substituted)."""
+    if sv.engine != "vllm":
+        return f"{_gib(sv.budget_bytes)} − {_gib(sv.weights_bytes)}"
+    return (f"{sv.memory_fraction:g} × {_gib(sv.device_visible_bytes)} − {_gib(sv.weights_bytes)} − "
+            f"{_gib(sv.activation_peak_bytes)} − {_gib(sv.non_torch_bytes)}"
+            + (f" − {_gib(sv.cuda_graph_bytes)}" if sv.cuda_graphs_in_budget else ""))
+
+
+def _gib_text(n: int) -> tuple:
+    """_gib(n) formatted when read (Term.substituted's (template, *values))."""
+    return "{:.2f} GiB", n / 2**30
+
+
 def stage_terms(sv: Serving, context: int) -> tuple[Term, ...]:
-    """The breakdown of one GPU: what the engine holds once it has started."""
+    """The breakdown of one GPU: what the engine holds once it has started (the substituted texts formatted when
+    read: the planner sums the bytes of thousands of them)."""
     src = f"{sv.engine}-budget"
-    frac = f"{sv.memory_fraction:g} × {_gib(sv.device_visible_bytes)}"
     kv_formula = ("fraction × device total − weights − activation peak − non-torch − CUDA graphs"
                   if sv.engine == "vllm" else "fraction × free memory before loading − weights")
-    if sv.engine == "vllm":
-        kv_subst = (f"{frac} − {_gib(sv.weights_bytes)} − {_gib(sv.activation_peak_bytes)} − "
-                    f"{_gib(sv.non_torch_bytes)}" + (f" − {_gib(sv.cuda_graph_bytes)}" if sv.cuda_graphs_in_budget
-                                                      else ""))
-    else:
-        kv_subst = f"{_gib(sv.budget_bytes)} − {_gib(sv.weights_bytes)}"
+    kv_subst = partial(_kv_substituted, sv)
     act_label = ("Activation peak of the profile run" if sv.engine == "vllm"
                  else "Activations of one prefill chunk (in the reserve)")
     act_formula = ("max(forward at max_num_batched_tokens, hidden + sampler warm-up on max_num_seqs requests)"
                    if sv.engine == "vllm" else "forward working set at chunked_prefill_size")
     terms = [
         Term("weights", "weights", "Weights (as the engine loads them)", sv.weights_bytes,
-             "quantized linears + other params + RoPE cos/sin cache", _gib(sv.weights_bytes), src),
+             "quantized linears + other params + RoPE cos/sin cache", _gib_text(sv.weights_bytes), src),
         Term("activations.profile", "activations", act_label, sv.activation_peak_bytes, act_formula,
-             f"{sv.max_num_batched_tokens:,} tokens, {sv.max_num_seqs:,} sequences", src),
+             ("{:,} tokens, {:,} sequences", sv.max_num_batched_tokens, sv.max_num_seqs), src),
         Term("kv_cache", "kv_cache", f"KV pool ({sv.kv_pool_tokens:,} tokens)", sv.kv_pool_bytes, kv_formula,
              kv_subst, src, f"{sv.kv_pool_blocks:,} blocks of {sv.block_size} tokens"),
     ]
@@ -60,10 +69,10 @@ def stage_terms(sv: Serving, context: int) -> tuple[Term, ...]:
     if sv.cuda_graph_bytes:
         terms.append(Term("transient.cuda_graphs", "transient", f"CUDA graphs ({sv.cuda_graph_sizes} captures)",
                           sv.cuda_graph_bytes, "first capture's working set + 1 MiB per further graph",
-                          _gib(sv.cuda_graph_bytes), src))
+                          _gib_text(sv.cuda_graph_bytes), src))
     if sv.non_torch_bytes:
         terms.append(Term("comm_buffers", "comm_buffers", "Non-torch memory (NCCL, all-reduce buffers)",
-                          sv.non_torch_bytes, "measured constant", _gib(sv.non_torch_bytes), src))
+                          sv.non_torch_bytes, "measured constant", _gib_text(sv.non_torch_bytes), src))
     terms.append(Term("cuda_context", "cuda_context", "CUDA context", context, "C_ctx", f"{context:,} B",
                       "cuda-context"))
     return tuple(terms)
@@ -90,12 +99,13 @@ def state_terms(sv: Serving, kv: Term, src: str) -> list[Term]:
 
 
 def _stage(sv: Serving, shard, context: int, terms_of: dict) -> StageEstimate:
-    terms = terms_of.get(id(sv))  # equal stages share one Serving (run): their terms are built once
-    if terms is None:
-        terms = terms_of[id(sv)] = stage_terms(sv, context)
-    allocated = sum(t.bytes for t in terms if t.component in ("weights", "activations", "kv_cache", "transient"))
-    return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), terms, allocated,
-                         sum(t.bytes for t in terms))
+    got = terms_of.get(id(sv))  # equal stages share one Serving (run): their terms and sums are built once
+    if got is None:
+        terms = stage_terms(sv, context)
+        allocated = sum(t.bytes for t in terms if t.component in ("weights", "activations", "kv_cache", "transient"))
+        got = terms_of[id(sv)] = terms, allocated, sum(t.bytes for t in terms)
+    terms, allocated, total = got
+    return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), terms, allocated, total)
 
 
 def _stage_content(m, shard, weights: int):
@@ -121,9 +131,13 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
         raise InputError("serving.attention_dp", f"--attention-dp {ad} must divide --tp {w.parallel.tp}")
     engine = ENGINES[w.engine]
     context = w.overheads.cuda_context_bytes if w.overheads.cuda_context_bytes is not None else gpu.cuda_context_bytes
-    results, same = [], {}
+    results, same, weights_of = [], {}, {}
     for sh in shards:
-        weights = engine_weight_bytes(m, w, sh, w.serving.attention_dp)
+        # the weights read the shard's parameter counts (and with DP attention its layers): equal middle stages once
+        counts = (sh.total, sh.layer_linear, sh.experts) + ((sh.first_layer, sh.last_layer) if ad > 1 else ())
+        weights = weights_of.get(counts)
+        if weights is None:
+            weights = weights_of[counts] = engine_weight_bytes(m, w, sh, ad)
         key = _stage_content(m, sh, weights)
         if key not in same:
             same[key] = engine.budget(m, w, sh, gpu, weights)

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from calculator.memory import activations as act
 from calculator.memory import inference as inf
 from calculator.engines import states, vllm_compressed, vllm_kv
+from calculator.core.bounded_cache import get_or_build
 from calculator.core.dtypes import nbytes
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
                                        kv_token_bytes)
@@ -93,14 +95,36 @@ def batch_defaults(visible: int, gpu_name: str, rel: Release) -> tuple[int, int]
 def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, blackwell: bool = False) -> list[int]:
     """CUDA-graph capture sizes: 1, 2, 4, multiples of 8 to 256, then of 16 up to min(2 × max_num_seqs, 512)
     (1024 on Blackwell), none above max_num_batched_tokens (vllm/config/vllm.py _set_cudagraph_sizes)."""
+    return list(_capture_sizes(max_num_seqs, max_num_batched_tokens, blackwell))
+
+
+@lru_cache(maxsize=256)
+def _capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, blackwell: bool) -> tuple[int, ...]:
     top = min(2 * max_num_seqs, 1024 if blackwell else 512)
     sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    return [s for s in sizes if s <= min(top, max_num_batched_tokens)]
+    return tuple(s for s in sizes if s <= min(top, max_num_batched_tokens))
+
+
+_FORWARD_PEAKS: dict = {}
 
 
 def forward_peak(m: ModelSpec, w, tokens: int) -> int:
     """Working set of one forward over `tokens` tokens without a KV cache (the profile run): the larger of the
-    attention and MLP phases of calculator.memory.inference, per TP rank."""
+    attention and MLP phases of calculator.memory.inference, per TP rank. Kept by what it reads of the workload
+    (TP, expert TP, the activation dtype; _forward_peak): every budget of a planner's grid asks for the same few."""
+    p = w.parallel
+    key = (m, p.tp, p.expert_tp, w.precision.activations, tokens)
+    return get_or_build(_FORWARD_PEAKS, key, lambda: _forward_peak(m, w, tokens), 4096)
+
+
+def clear_cache() -> None:
+    """Empty forward_peak's cache (benchmarks time the engine cold)."""
+    _FORWARD_PEAKS.clear()
+
+
+def _forward_peak(m: ModelSpec, w, tokens: int) -> int:
+    """forward_peak computed: the workload at `tokens` tokens of one sequence, without CP or sequence parallelism
+    (activations.dims reads no more of it than forward_peak's key)."""
     wl = w.model_copy(update={"seq_len": tokens, "micro_batch": 1,
                               "parallel": w.parallel.model_copy(update={"cp": 1, "sequence_parallel": False})})
     d = act.dims(m, wl)

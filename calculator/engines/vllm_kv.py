@@ -143,11 +143,14 @@ def max_in_flight_tokens(mbt: int, pp: int) -> int:
 
 
 def max_model_len_that_fits(groups: KVGroups, usable: int, block_size: int, in_flight: int, cap: int) -> int:
-    """vLLM's estimate_max_model_len: the largest length whose request fits `usable` bytes (binary search)."""
+    """vLLM's estimate_max_model_len: the largest length whose request fits `usable` bytes (binary search; a
+    request's blocks never shrink as it grows, so when `cap` fits the search would end there)."""
     def fits(n: int) -> bool:
         return groups.blocks_per_request(n, block_size, in_flight) * groups.bytes_per_block <= usable
     if not fits(1):
         return 0
+    if fits(cap):
+        return cap
     lo, hi = 1, cap
     while lo < hi:
         mid = (lo + hi + 1) // 2

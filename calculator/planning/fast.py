@@ -13,9 +13,13 @@ whose middle layers are alike has three contents per split, not PP), all the gri
 where the weights and the cache are whole bytes (_stage_arrays; _stage_parts one by one otherwise). A layout is
 then one dictionary look-up plus its communicators' bytes.
 
+The serving engines vLLM / SGLang (a fit there is the engine starting and holding the batch, not a byte total):
+serving_figures, one estimate() per replica (the engine's own budget, calculator/engines) broadcast to every
+layout of that replica (grid.replica_key: DP replicas are engines of their own).
+
 Not covered (planner.evaluate falls back to estimate() layout by layout): RL, the training layouts
-calculator.planning.fast_training does not cover (its docstring), the serving engines vLLM / SGLang (a fit there is the engine starting and holding the batch, not a byte total), generic
-networks and the textbook activation model.
+calculator.planning.fast_training does not cover (its docstring), generic networks and the textbook activation
+model.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from calculator.core.fit import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CON
 from calculator.memory.parallel import kv_heads_per_rank
 from calculator.model.spec import ModelSpec
 from calculator.core.workload import Workload
+from calculator.core.errors import InputError
 
 
 def covers(m, w: Workload) -> bool:
@@ -280,3 +285,32 @@ def _contents(m: ModelSpec, tp: int, pp: int, ep: int, etp: int | None, first: i
             seen.add(c)
             out.append((c, (a, b, diff[0] + diff[1], diff[4])))
     return tuple(out)
+
+
+def serving_figures(m, w: Workload, layouts) -> list[tuple | None]:
+    """Per layout of a serving engine (vLLM / SGLang): (nvidia-smi total, peak allocated, whether the engine starts
+    and holds the batch's sequences at once, the sequences its KV pool holds, the scheduler's cap), or None where the
+    engine or the layout checks refuse it. One estimate() per replica (grid.replica_key), so the engine's budget
+    (calculator/engines/vllm.py, sglang.py budget) runs once per replica shape and stage, whatever the DP replicas."""
+    from calculator.planning.grid import replica_key, workload_of
+    from calculator.stages.estimate import estimate
+    from calculator.timing.serving_time import scheduler_cap
+    per_replica: dict = {}
+    out = []
+    for lay in layouts:
+        key = replica_key(w, lay)
+        if key not in per_replica:
+            try:
+                est = estimate(m, workload_of(w, lay), with_fits=False)
+            except InputError:
+                est = None
+            per_replica[key] = None if est is None else (
+                est.total_bytes, est.peak_allocated_bytes, engine_fits(est.serving, w),
+                est.serving.max_concurrent_seqs, scheduler_cap(est.serving, w))
+        out.append(per_replica[key])
+    return out
+
+
+def engine_fits(sv, w: Workload) -> bool:
+    """A serving engine's layout fits when the engine starts and its KV pool holds the batch's sequences at once."""
+    return sv.starts and sv.max_concurrent_seqs >= w.micro_batch

@@ -109,6 +109,7 @@ def _shapes(m, w, layouts, r, fp32, inputs, prefill: bool = True) -> tuple[list[
     new: dict[int, _Shape] = {}
     ops_of: dict = {}
     lay_shape = []
+    jobs: dict = {}  # (TP, EP, expert TP) -> the job at that layout: the shapes of its batches differ in micro_batch
     for lay in layouts:
         key = (lay.tp, lay.ep, lay.etp, lay.micro_batch, prefill)
         k = shape_of.get(key)
@@ -116,7 +117,7 @@ def _shapes(m, w, layouts, r, fp32, inputs, prefill: bool = True) -> tuple[list[
             k = shape_of[key] = len(shapes)
             shapes.append(_SHAPES.get(base + (key,)))
             if shapes[k] is None:
-                shapes[k] = new[k] = _Shape(m, workload_of(w, lay), ops_of, prefill)
+                shapes[k] = new[k] = _Shape(m, _job_at(w, lay, jobs), ops_of, prefill)
         lay_shape.append(k)
     if new:
         _price(list(new.values()), ops_of, len(group_index(m)[0]), r, fp32, inputs)
@@ -124,6 +125,15 @@ def _shapes(m, w, layouts, r, fp32, inputs, prefill: bool = True) -> tuple[list[
             if k in new:
                 get_or_build(_SHAPES, base + (key,), lambda k=k: new[k], 1024)
     return shapes, lay_shape
+
+
+def _job_at(w, lay: Layout, jobs: dict):
+    """grid.workload_of(w, lay): built once per (TP, EP, expert TP) and copied with each batch (workload_of sets
+    the micro-batch last, on a serving job's parallel layout that no batch changes)."""
+    job = jobs.get((lay.tp, lay.ep, lay.etp))
+    if job is None:
+        job = jobs[(lay.tp, lay.ep, lay.etp)] = workload_of(w, lay)
+    return job if job.micro_batch == lay.micro_batch else job.model_copy(update={"micro_batch": lay.micro_batch})
 
 
 def _stage_rows(m, layouts, lay_shape) -> tuple[np.ndarray, list, list[int], int]:

@@ -178,3 +178,14 @@ def workload_of(w: Workload, lay: Layout, global_batch: int | None = None) -> Wo
                          "schedule": "1f1b", "virtual_stages": 1,
                          "pp_first_stage_layers": lay.pp_first, "pp_last_stage_layers": lay.pp_last})
     return w.model_copy(update={"parallel": par, "recompute": lay.recompute, "micro_batch": lay.micro_batch})
+
+
+def replica_key(w: Workload, lay: Layout) -> tuple:
+    """What a serving engine's estimate of a layout reads of it: the replica (every degree but DP: each DP replica is
+    an engine of its own), and whether the layout passes the two rules of memory.parallel.check_divisibility that
+    read DP (EP × expert TP inside DP × CP × TP; the hybrid shard group inside DP × CP). Layouts with one key share
+    one estimate (calculator.planning.fast.serving_figures)."""
+    group, zs = lay.dp * lay.cp, w.parallel.zero_shard_size
+    experts_fit = lay.ep == 1 or group * lay.tp % (lay.ep * (lay.etp or lay.tp)) == 0
+    return (lay.tp, lay.pp, lay.cp, lay.ep, lay.etp, lay.zero, lay.recompute, lay.micro_batch, lay.pp_first,
+            lay.pp_last, experts_fit, not zs or group % zs == 0)

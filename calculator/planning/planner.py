@@ -8,7 +8,8 @@ Search space (calculator.planning.grid builds it; every degree divides what it s
   inference  TP × PP × EP and DP replicas; no ZeRO, no recompute, the job's batch (serving engines: vLLM / SGLang
              start and hold the batch's sequences).
 Each layout is estimated by the same engine (the fast byte model of calculator.planning.fast where it covers the
-workload, estimate() otherwise; the plans returned always carry estimate()'s numbers).
+workload, a serving engine's by one estimate() per replica, estimate() otherwise; the plans returned always carry
+estimate()'s numbers).
 
 A layout fits when its most loaded GPU stays within the 80% safe band (Fujii et al. 2024) of the GPU's usable
 memory; with a serving engine, when the engine starts and its KV pool holds the batch's sequences at once.
@@ -35,7 +36,6 @@ from calculator.planning.grid import MAX_PP, Layout, candidate_counts, layouts_o
 from calculator.planning.prices import count_grid, training_totals
 from calculator.planning.ranking import RANK_TEXT, RANKS, RECOMPUTE_COST, check_rank, rank_key, time_plans
 from calculator.core.workload import Workload
-from calculator.timing.serving_time import scheduler_cap
 
 __all__ = ["RANKS", "RANK_TEXT", "RECOMPUTE_COST", "rank_key"]
 # The planner estimates thousands of layouts and each estimate walks the layers: its time grows with the layer
@@ -136,11 +136,6 @@ def check_plannable(m: ModelSpec) -> None:
                          f"{m.num_hidden_layers:,}: estimate it with an explicit layout instead")
 
 
-def _fits_engine(est, w: Workload) -> bool:
-    sv = est.serving
-    return sv.starts and sv.max_concurrent_seqs >= w.micro_batch
-
-
 def _plan(w: Workload, lay: Layout, total: int, peak: int, capacity_bytes: int, fits: bool,
           global_batch: int | None = None) -> Plan:
     return Plan(lay.world_size, lay.tp, lay.pp, lay.dp, lay.zero, lay.recompute, total, peak, total / capacity_bytes,
@@ -152,10 +147,13 @@ def _plan(w: Workload, lay: Layout, total: int, peak: int, capacity_bytes: int, 
 def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: int,
              include_unfit: bool = False, fast=None, global_batch: int | None = None) -> list[Plan]:
     """Plans for `layouts`, estimated: by the fast byte model over the whole grid where it covers the job
-    (calculator.planning.fast, equal to estimate() byte for byte), else by estimate() layout by layout. Layouts the
-    engine refuses are left out, and those that do not fit unless `include_unfit`. `fast`: the fast model's
-    (total, peak, covered) for these layouts when the caller has them (count_grid)."""
+    (calculator.planning.fast, equal to estimate() byte for byte), a serving engine's by one estimate() per replica
+    (fast.serving_figures), else by estimate() layout by layout. Layouts the engine refuses are left out, and those
+    that do not fit unless `include_unfit`. `fast`: the fast model's (total, peak, covered) for these layouts when
+    the caller has them (count_grid)."""
     from calculator.planning import fast as fast_model
+    if w.mode == "infer" and w.engine != "hf":
+        return _engine_plans(w, layouts, fast_model.serving_figures(m, w, layouts), capacity_bytes, include_unfit)
     budget = SAFE_FRACTION * capacity_bytes
     if fast is None:
         fast = fast_model.totals(m, w, layouts)
@@ -175,9 +173,8 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
             total, peak = got
             fits = total <= budget
         else:
-            # serving: DP replicas are independent engines, so layouts that differ only in their number of
-            # replicas hold the same bytes per GPU: one estimate() per replica shape (with EP the expert group
-            # spans replicas, and whether it divides depends on them: keyed by the whole layout)
+            # generate() of the models the fast byte model does not cover: one estimate() per replica shape (with EP
+            # the expert group spans replicas, and whether it divides depends on them: keyed by the whole layout)
             key = (replace(lay, dp=1) if lay.ep == 1 else lay) if w.mode == "infer" else None
             est = replica.get(key) if key else None
             if est is None:
@@ -188,11 +185,22 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
                 if key:
                     replica[key] = est
             total, peak = est.total_bytes, est.peak_allocated_bytes
-            fits = _fits_engine(est, w) if est.serving is not None else total <= budget
+            fits = total <= budget
         if fits or include_unfit:
             out.append(_plan(w, lay, total, peak, capacity_bytes, fits, global_batch))
-            if w.mode == "infer" and est.serving is not None:
-                out[-1].max_seqs, out[-1].seq_cap = est.serving.max_concurrent_seqs, scheduler_cap(est.serving, w)
+    return out
+
+
+def _engine_plans(w: Workload, layouts: list[Layout], figures: list, capacity_bytes: int,
+                  include_unfit: bool) -> list[Plan]:
+    """A serving engine's plans from fast.serving_figures (per layout: total, peak, fits, the sequences the KV pool
+    holds, the scheduler's cap; None where refused), in the layouts' order."""
+    out = []
+    for lay, got in zip(layouts, figures):
+        if got is not None and (got[2] or include_unfit):
+            plan = _plan(w, lay, got[0], got[1], capacity_bytes, got[2])
+            plan.max_seqs, plan.seq_cap = got[3], got[4]
+            out.append(plan)
     return out
 
 
