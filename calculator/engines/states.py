@@ -10,6 +10,7 @@ mamba2_state_dtype.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from calculator.core.dtypes import nbytes
 from calculator.core.errors import InputError
@@ -47,8 +48,10 @@ class LayerSplit:
         return not self.state and not self.indexed and len(self.attention) == self.total
 
 
+@lru_cache(maxsize=4096)
 def split_layers(m, layers: range) -> LayerSplit:
-    """Classify `layers` by their token mixer (ModelSpec.layer_kind; architectures.with_attention)."""
+    """Classify `layers` by their token mixer (ModelSpec.layer_kind; architectures.with_attention). What the model's
+    layers give, whatever the workload, so kept: every budget of a planner's grid asks for its stage's."""
     if m.layer_types is None:
         sliding = tuple(i for i in layers if m.layer_is_sliding(i) and m.sliding_window)
         return LayerSplit(len(layers), tuple(layers), sliding, (), (), 0, 0, 0)

@@ -15,6 +15,7 @@ Sources: the vllm 0.33.0 wheel, each rule's file and function cited beside it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import lcm
 
 from calculator.engines import states
@@ -80,13 +81,19 @@ def _group_size(counts: list[int]) -> int:
     return max(counts) if max(counts) < 1.5 * size else size
 
 
+@lru_cache(maxsize=4096)
+def sliding_count(m, layers: range) -> int:
+    """Sliding-window layers among `layers` (what the model's layers give, so kept per model and range)."""
+    return sum(1 for i in layers if m.layer_is_sliding(i) and m.sliding_window)
+
+
 def kv_groups(m, layers: range, token_bytes: int, block_size: int, hybrid: bool = True) -> KVGroups:
     """Group the layers: one group when all are alike; full + sliding layers in groups of the smaller count (the
     larger when it is under 1.5 × the smaller), the last group of a kind padded. Without the hybrid allocator
     sliding layers are kept whole like full ones (unify_hybrid_kv_cache_specs)."""
     page = block_size * token_bytes
-    sliding = [i for i in layers if m.layer_is_sliding(i) and m.sliding_window] if hybrid else []
-    n_slide, n_full = len(sliding), len(layers) - len(sliding)
+    n_slide = sliding_count(m, layers) if hybrid else 0
+    n_full = len(layers) - n_slide
     if not n_slide or not n_full:
         return KVGroups(page, len(layers), int(n_full > 0), int(n_slide > 0), m.sliding_window if n_slide else 0)
     size = _group_size([n_full, n_slide])

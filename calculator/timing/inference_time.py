@@ -33,9 +33,8 @@ def layer_ops(m: ModelSpec, w: Workload, d, key: tuple, e_w: float, cached: int 
     p = w.parallel
     eager = w.attention == "eager"
     keys = None if cached is None else (min(cached, window) if window else cached) + 1
-    ops = [o._replace(phase=phase) for o in layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=e_w,
-                                                          expert_tp=p.expert_tp, ep=p.ep, s_kv=keys, mixer=mixer,
-                                                          ffn=ffn)]
+    ops = in_phase(layer_forward(m, d, moe=moe, window=window, eager=eager, e_w=e_w, expert_tp=p.expert_tp, ep=p.ep,
+                                 s_kv=keys, mixer=mixer, ffn=ffn), phase)
     # transformers' DynamicCache appends with torch.cat (the whole cache read and written again each step); vLLM and
     # SGLang write the new token's K and V into their paged pool in place (vLLM reshape_and_cache): no such copy
     if keys is not None and architectures.with_attention(mixer) and w.engine == "hf":
@@ -52,8 +51,14 @@ def head_ops(m: ModelSpec, w: Workload, d, embedding: bool, head: bool, phase: s
     """The embedding (first stage) and the final norm + LM head on the last token (last stage)."""
     e_head = DTYPE_BITS[w.precision.params] / 8
     ops = head_forward(m, d, e_head, m.vocab_size // w.parallel.tp, d.b, with_loss=False)
-    return [o._replace(phase=phase) for o in ops
-            if (o.name == "Embedding" and embedding) or (o.name != "Embedding" and head)]
+    return in_phase([o for o in ops if (o.name == "Embedding" and embedding) or (o.name != "Embedding" and head)],
+                    phase)
+
+
+def in_phase(ops: list[Op], phase: str) -> list[Op]:
+    """The operations in `phase` (Op._replace(phase=...) without its keyword handling: the planner's serving grids
+    build these lists for every running batch)."""
+    return [Op._make((o[0], phase) + o[2:]) for o in ops]
 
 
 def dequantize_op(w: Workload, layers: int, layer_linear: int, phase: str) -> list[Op]:

@@ -1,7 +1,8 @@
 """The planner's serving-engine path (calculator.planning.fast.serving_figures: one estimate() per replica, broadcast
 to every layout of that replica) gives the plans estimate() gives layout by layout: fits, bytes, the sequences the KV
 pool holds, the scheduler's cap, and then the same step time, TTFT / TPOT, output tokens/s and ranking order, on
-every layout of a grid of vLLM and SGLang jobs (dense, MoE with EP, hybrid linear-attention / Mamba models)."""
+every layout of a grid of vLLM and SGLang jobs (dense, MoE with EP, hybrid linear-attention / Mamba models,
+DeepSeek-V4's compressed caches)."""
 import pytest
 
 from calculator import Workload, estimate
@@ -24,6 +25,8 @@ JOBS = [
     ("nemotron-h-56b", "sglang", {"seq_len": 8192, "gpu": "h100-sxm"}),  # Mamba-2 + attention
     ("nemotron-h-56b", "vllm", {"seq_len": 8192, "gen_tokens": 128, "gpu": "h100-sxm"}),
     ("gemma-3-27b", "vllm", {"seq_len": 8192, "gpu": "a100-80gb"}),  # sliding-window layers
+    ("deepseek-v4-flash", "vllm", {"seq_len": 8192, "gpu": "b200"}),  # compressed caches; TP > 1 refused
+    ("deepseek-v4-flash", "sglang", {"seq_len": 8192, "gpu": "b200"}),  # attention-DP ranks = the EP group
 ]
 
 
