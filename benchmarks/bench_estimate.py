@@ -90,9 +90,9 @@ if __name__ == "__main__":
 # ---- planner: layouts per second over whole grids, with the time model in the loop (target ≥ 100,000/s) ---------
 # Serving engines (vLLM / SGLang) are priced by one estimate() per replica (calculator.planning.fast.serving_figures),
 # the "byte model" column timing that alone. Measured 2026-11-28 on 2 shared cores (best of 5, before -> after the
-# per-replica path): Qwen3-32B vLLM 32k 202 layouts, planner 11,100 -> 27,000/s, with time 7,500 -> 12,900/s;
-# SGLang 11,700 -> 22,500/s, with time 8,000 -> 12,000/s; Qwen3-30B-A3B vLLM (EP) 860 layouts, planner 3,000 ->
-# 27,000/s, with time 2,600 -> 12,700/s. Not at the target: the engine's budget runs per replica and stage in Python
+# per-replica path): Qwen3-32B vLLM 32k 202 layouts, planner 11,600 -> 28,600/s, with time 7,900 -> 12,900/s;
+# SGLang 12,000 -> 24,400/s, with time 8,600 -> 12,200/s; Qwen3-30B-A3B vLLM (EP) 860 layouts, planner 3,000 ->
+# 29,600/s, with time 2,600 -> 13,100/s. Not at the target: the engine's budget runs per replica and stage in Python
 # and the serving time model builds the operation lists of every running batch (fast_infer_time.serving).
 PLANNER_JOBS = {
     "llama-3.1-70b infer 128k, a100-40gb": ("llama-3.1-70b", Workload(mode="infer", seq_len=131072, gen_tokens=1024,
