@@ -173,9 +173,10 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
             total, peak = got
             fits = total <= budget
         else:
-            # generate() of the models the fast byte model does not cover: one estimate() per replica shape (with EP
-            # the expert group spans replicas, and whether it divides depends on them: keyed by the whole layout)
-            key = (replace(lay, dp=1) if lay.ep == 1 else lay) if w.mode == "infer" else None
+            # generate() of the models the fast byte model does not cover: one estimate() per replica shape and
+            # DP 1 or more (DP > 1 adds the data-parallel communicator's buffer, whatever the count); with EP the
+            # expert group spans replicas, and whether it divides depends on them: keyed by the whole layout
+            key = (replace(lay, dp=min(lay.dp, 2)) if lay.ep == 1 else lay) if w.mode == "infer" else None
             est = replica.get(key) if key else None
             if est is None:
                 try:

@@ -314,3 +314,18 @@ def test_serving_plans_equal_estimate_layout_by_layout(model_id, w):
         est = estimate(m, workload_of(w, p.layout), with_fits=False)
         assert (p.total_bytes, p.peak_allocated_bytes, p.max_seqs) == (
             est.total_bytes, est.peak_allocated_bytes, est.serving.max_concurrent_seqs), p.layout
+
+
+def test_generate_plans_of_a_model_the_fast_model_skips_reproduce_estimate_at_every_dp():
+    """Qwen3-Next (Gated DeltaNet hybrid) generate() is planned by one estimate() per replica shape: over a grid of
+    4, 8 and 16 GPUs a DP-2 or DP-4 layout keeps the data-parallel communicator's buffer its DP-1 twin lacks (the
+    DP-1 estimate was reused for them, 500 MB low)."""
+    from calculator.planning.grid import layouts_of
+    from calculator.planning.planner import evaluate
+    m = load_model("qwen3-next-80b-a3b").spec
+    w = Workload(mode="infer", seq_len=8192, gpu="h100-sxm")
+    layouts = [lay for n in (4, 8, 16) for lay in layouts_of(m, w, n) if lay.ep == 1]
+    plans = evaluate(m, w, layouts, get_gpu("h100-sxm").usable_bytes, include_unfit=True)
+    assert {p.dp for p in plans} >= {1, 2, 4}
+    for p in plans:
+        assert p.total_bytes == estimate(m, workload_of(w, p.layout), with_fits=False).total_bytes
