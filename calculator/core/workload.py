@@ -17,6 +17,8 @@ Mode = Literal["train", "infer", "rl"]
 Engine = Literal["hf", "vllm", "sglang"]  # hf: transformers generate(); vllm / sglang: calculator/engines/
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "none"]
 Recompute = Literal["none", "selective", "full", "op"]
+# Megatron-Core's --recompute-modules under --recompute-granularity selective (transformer_config.py)
+RecomputeModule = Literal["core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts"]
 # flash: FlashAttention-2 (transformers flash_attention_2: no mask, unpads a padded batch); sdpa: PyTorch SDPA as
 # transformers calls it on CUDA (its flash kernel, or with a mask the efficient kernel: calculator/memory/sdpa.py); eager
 Attention = Literal["flash", "eager", "sdpa"]
@@ -325,6 +327,8 @@ class Workload(HashedOnce):
     precision_aware_optimizer: bool = False
     # --grad-reduce-in-bf16 (or --main-grads-dtype bf16): the gradient buffer in bf16 instead of fp32
     grad_reduce_in_bf16: bool = False
+    # --recompute-modules with recompute "selective" (None: Megatron's default, core_attn; () recomputes nothing)
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(default=None, max_length=7)
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

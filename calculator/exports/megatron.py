@@ -148,6 +148,12 @@ def arguments(m, w, notes: Notes) -> list[str]:
         notes.add(f"optimizer {w.optimizer}: Megatron's --optimizer is adam, sgd, lion, muon or soap")
     if w.recompute == "selective":
         a += ["--recompute-granularity", "selective"]
+        mods = getattr(w, "recompute_modules", None)
+        if mods:
+            a += ["--recompute-modules", *mods]
+        elif mods is not None:  # Megatron-LM's flag takes one or more (nargs '+'); Megatron-Bridge takes []
+            notes.add("recompute_modules []: Megatron-LM's --recompute-modules needs at least one module; set "
+                      "model.recompute_modules = [] in a Megatron-Bridge config, or use --recompute none")
     elif w.recompute == "full":
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", 1]
     a += ["--transformer-impl", "transformer_engine" if w.impl == "megatron-te" else "local"]

@@ -42,11 +42,8 @@ class Param:
     short: str = ""  # widget label where two inputs share a sidebar row (the full label becomes its help)
 
 
-def _p(key, kind, default, label, group, **kw) -> Param:
-    return Param(key, kind, default, label, group, **kw)
-
-# Order = sidebar order. Groups: model, mode, precision, optimizer, recompute, parallel, batch, overheads, gpu,
-# display. Every key here is part of the public URL format.
+_p = Param  # _p(key, kind, default, label, group, ...)
+# Order = sidebar order (groups: model, mode, precision, optimizer, recompute, parallel, ...); all public URL format.
 PARAMS: tuple[Param, ...] = (
     # ---- model ----------------------------------------------------------------------------------------------
     _p("model", "choice", "llama-3.1-8b", "Model", "model",
@@ -200,6 +197,8 @@ PARAMS: tuple[Param, ...] = (
        help="--tp-comm-overlap (TP > 1 with SP): TE userbuffers' own cuBLAS workspace of 3 × 32 MiB"),
     _p("pao", "bool", False, "Precision-aware optimizer (Megatron)", "parallel", fields=("precision_aware_optimizer",),
        help="--use-precision-aware-optimizer: TE FusedAdam keeps master weights (bf16: fp32's low 16 bits), moments"),
+    _p("rcm", "text", "", "Recompute modules (Megatron, selective)", "recompute", fields=("recompute_modules",),
+       help="--recompute-modules, comma-separated: core_attn, moe_act, mlp, moe, shared_experts; empty = core_attn"),
     _p("gbf16", "bool", False, "Gradients reduced in bf16 (Megatron)", "parallel", fields=("grad_reduce_in_bf16",),
        help="--grad-reduce-in-bf16 / --main-grads-dtype bf16: a bf16 gradient buffer instead of fp32"),
     _p("dsa", "bool", False, "DeepSpeed: \"auto\" buckets (HF)", "parallel", fields=("ds_auto_buckets",),

@@ -32,6 +32,7 @@ from calculator.memory import activations as act
 from calculator.memory import fp8 as fp8_rules
 from calculator.memory import megatron_core as core
 from calculator.memory import moe_dispatch as moe
+from calculator.impls import megatron_recompute as rc
 from calculator.impls import te_attention, unsplit_block
 from calculator.memory.fp8 import compute_capability
 
@@ -154,11 +155,15 @@ def moe_layer_saved(m, w, d) -> tuple[int, int]:
     if w.fp8 != "none":  # fc2's input quantized
         experts += _gemm_input(w, R * f, d.e) - d.e * R * f
     experts += moe.weighted_activation_saved(R, f, m.gated_mlp, d.e)
+    if rc.recomputes(w, "moe"):  # the whole MoE layer under tensor_parallel.checkpoint: its input is the norm's output
+        return norm, 0
+    if rc.recomputes(w, "moe_act"):
+        experts -= rc.moe_act_freed(R, f, m.gated_mlp, d.e, _gemm_input(w, R * f, d.e))
     back = moe.rows_returned(T, k, E, w.moe_capacity_factor, w.moe_pad_to_capacity)
     total = experts + moe.router_saved(T, E, k) + moe.unpermute_saved(w.moe_dispatcher, w.deterministic, back, R,
                                                                       d.h, d.e)
     total += moe.dispatcher_saved(w.moe_dispatcher, T, E, p.ep * etp, p.ep)
-    if m.num_shared_experts or m.shared_expert_intermediate_size:
+    if (m.num_shared_experts or m.shared_expert_intermediate_size) and not rc.recomputes(w, "shared_experts"):
         width = (m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size) // d.tp
         total += mlp_saved(m, w, d, width)
         if w.fp8 != "none":  # its fc1 (TEColumnParallelLinear) keeps a quantized copy of the norm's output, which
@@ -203,17 +208,21 @@ def layer(m, w, d, kind) -> act.LayerActivations:
     if kind.mixer not in ("attention", "mla"):
         base = fused_layer(m, w, d, kind)
         return base._replace(norms=base.norms + core.dropout_masks(d.T, d.h_sp, m.dropout))
+    wa = rc.attention_workload(w)  # selective recompute reaches the attention core only with core_attn listed
     norms = ln_linear_saved(m, w, d) + core.dropout_masks(d.T, d.h_sp, m.dropout)
     if m.is_mla:
-        attention = mla_attention_saved(m, w, d, fused_layer(m, w, d, kind).attention) + mla_fp8_change(m, w, d)
+        attention = mla_attention_saved(m, wa, d, fused_layer(m, wa, d, kind).attention) + mla_fp8_change(m, wa, d)
     else:
-        attention = attention_saved(m, w, d)
+        attention = attention_saved(m, wa, d)
     if kind.ffn == "moe":
         moe_norm, mlp = moe_layer_saved(m, w, d)
         norms += moe_norm
     else:
-        norms += ln_linear_saved(m, w, d)
-        mlp = mlp_saved(m, w, d, d.f)
+        ln, mlp = ln_linear_saved(m, w, d), mlp_saved(m, w, d, d.f)
+        if rc.recomputes(w, "mlp"):
+            norms, mlp = norms + ln + mlp - rc.dense_mlp_freed(ln, mlp, d), 0
+        else:
+            norms += ln
     return act.LayerActivations(norms, attention, mlp)
 
 

@@ -176,6 +176,7 @@ def check(m, w) -> None:
                                             "GEMMs: it needs tp > 1 and sequence parallelism (Megatron's "
                                             "arguments.py), or turn it off")
     _check_optimizer(w)
+    _check_recompute_modules(m, w)
     if w.moe_pad_to_capacity and w.moe_capacity_factor is None:
         raise InputError("moe_pad_to_capacity", "padding to capacity needs a capacity factor: set "
                                                 "moe_capacity_factor (e.g. 1.0) or turn padding off")
@@ -200,9 +201,36 @@ def _check_optimizer(w) -> None:
                                                        "optimizer_states 'fp32' or turn precision_aware_optimizer on")
 
 
+def _check_recompute_modules(m, w) -> None:
+    """Megatron-Core's rules for --recompute-modules (megatron/core/transformer/transformer_config.py
+    __post_init__): a list only under selective granularity, moe_act with the grouped GEMM and not under delayed
+    FP8 scaling; under the other FP8 recipes TE re-saves fc2's original input (set_save_original_input), which is
+    not modelled: refused, as are mla_up_proj and layernorm (calculator/impls/megatron_recompute.py says why)."""
+    mods = w.recompute_modules
+    if mods is None or not applies(w):
+        return
+    if w.recompute != "selective":
+        raise InputError("recompute_modules", "--recompute-modules takes effect with --recompute-granularity "
+                                               "selective: set recompute 'selective' or leave the modules unset")
+    if "moe_act" in mods and not w.moe_grouped_gemm:
+        raise InputError("recompute_modules", "moe_act recompute is only supported with --moe-grouped-gemm: turn "
+                                               "the grouped GEMM on or drop moe_act")
+    for name in ("mla_up_proj", "layernorm"):
+        if name in mods:
+            raise InputError("recompute_modules", f"{name} recompute is not modelled: its one published "
+                                                   "measurement (Megatron-Bridge's Moonlight-16B sweep) frees less "
+                                                   "than its checkpoint's source implies "
+                                                   "(calculator/impls/megatron_recompute.py); use core_attn, moe_act, "
+                                                   "mlp, moe or shared_experts")
+    if w.fp8 != "none" and "moe_act" in mods:
+        raise InputError("recompute_modules", "moe_act recompute under an FP8 recipe is not modelled (delayed "
+                                               "scaling refuses it; the others re-save fc2's original input): drop "
+                                               "it or train in bf16")
+
+
 _DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "none", "cp_comm_type": "p2p",
              "mtp_layers": 0, "moe_dispatcher": "alltoall", "moe_capacity_factor": None,
              "moe_pad_to_capacity": False, "moe_router_fp32": False, "moe_imbalance": 1.0,
              "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True,
              "deterministic": False, "tp_comm_overlap": False, "precision_aware_optimizer": False,
-             "grad_reduce_in_bf16": False}
+             "grad_reduce_in_bf16": False, "recompute_modules": None}

@@ -16,8 +16,10 @@ from calculator.core.dtypes import DTYPE_BITS
 from calculator.memory import fp8 as fp8_rules
 from calculator.model import architectures
 from calculator.model.spec import ModelSpec
-from calculator.timing.ops import (attention_core, backward_of, head_backward, head_forward, layer_forward,
-                                   lora_backward, lora_forward, norm_kind, recomputed)
+from calculator.impls import megatron_recompute as rc
+from calculator.memory.megatron_core import applies
+from calculator.timing.ops import (attention_core, backward_of, expert_rows, head_backward, head_forward,
+                                   layer_forward, lora_backward, lora_forward, norm_kind, recomputed, routed_pairs)
 from calculator.timing.fused import FUSED_IMPLS, fuse
 from calculator.timing.roofline import Op, Rates
 
@@ -80,9 +82,32 @@ def layer_parts(m: ModelSpec, w, d, key: tuple) -> tuple[list[Op], dict[str, lis
              "op": [o.scaled(0.5 if o.kind == "matmul" else 0.0 if o.kind == "attention" else 1.0) for o in replay],
              # op with float8 linears: their GEMMs are aten._scaled_mm, which the save list lacks (op_mode)
              "op_fp8": [o.scaled(0.0 if o.kind == "attention" else 1.0) for o in replay],
-             "selective": [attention_core(m, d, window, eager).scaled(1, phase="recompute")]
-             if architectures.with_attention(mixer) else []}
+             "selective": selective_replay(m, w, d, fwd, mixer, window, eager)}
     return fwd + bwd, extra
+
+
+def selective_replay(m: ModelSpec, w, d, fwd: list[Op], mixer: str, window, eager: bool) -> list[Op]:
+    """What selective recompute replays in backward: the attention core; under Megatron-Core's --recompute-modules
+    (calculator.impls.megatron_recompute) the listed modules' forward operations — the dense MLP (mlp), the whole
+    MoE layer (moe), the shared expert (shared_experts), the routed experts' activation (moe_act)."""
+    mods = rc.listed(w) if applies(w) else rc.DEFAULT  # whatever w.recompute: the planner prices every mode
+    out = [attention_core(m, d, window, eager).scaled(1, phase="recompute")] \
+        if "core_attn" in mods and architectures.with_attention(mixer) else []
+    for o in fwd:
+        shared = o.name.startswith("Shared expert")
+        if ("mlp" in mods and o.name.startswith("MLP ")) or ("shared_experts" in mods and shared) \
+                or ("moe" in mods and (shared or o.name in MOE_OPS)):
+            out.append(o.scaled(1, phase="recompute"))
+        elif "moe_act" in mods and "moe" not in mods and o.name == "Expert dispatch, gate and combine":
+            _, real = routed_pairs(m, expert_rows(d.T, d.tp, w.parallel.expert_tp))
+            f_e = m.expert_intermediate_size // w.parallel.expert_tp
+            act = (3 if m.gated_mlp else 2) * d.e * real * f_e  # the fused (weighted) activation's read and write
+            out.append(R.elementwise("Routed experts' activation", act, 1, "3e·T·k·f gated, 2e plain (fused)",
+                                     "transformer-engine", bwd_host_ops=0).scaled(1, phase="recompute"))
+    return out
+
+
+MOE_OPS = frozenset({"Router", "Routed experts (grouped GEMM)", "Expert dispatch, gate and combine"})
 
 
 FP8_RECIPES = fp8_rules.GEMM_RECIPES  # Workload.fp8 values that run the GEMMs in FP8

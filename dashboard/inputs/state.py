@@ -109,6 +109,14 @@ def _validation_problems(exc, prefix: str, fallback: str) -> list[Problem]:
     return out
 
 
+def recompute_modules(text: str):
+    """The URL's comma-separated --recompute-modules: empty = Megatron's default (None), "none" = no module."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    return () if text == "none" else tuple(x.strip() for x in text.split(",") if x.strip())
+
+
 def _none_if_zero(v):
     return None if not v else int(v)
 
@@ -247,7 +255,8 @@ def build_workload(values: Mapping[str, Any]):
         moe_capacity_factor=float(v["moecf"]) or None, moe_pad_to_capacity=bool(v["moepad"]),
         moe_router_fp32=bool(v["moer32"]), moe_grouped_gemm=bool(v["moegg"]),
         moe_imbalance=float(v["moeimb"]), deterministic=bool(v["det"]),
-        tp_comm_overlap=bool(v["tpo"]), images_per_sample=int(v["img"]),
+        tp_comm_overlap=bool(v["tpo"]), precision_aware_optimizer=bool(v["pao"]),
+        grad_reduce_in_bf16=bool(v["gbf16"]), recompute_modules=recompute_modules(v["rcm"]), images_per_sample=int(v["img"]),
         image_size=_none_if_zero(v["imgpx"]),
         vision_tower=v["vt"]), "", "mode")
     if problems:

@@ -100,6 +100,23 @@ def test_megatron_flags_from_a_link_reach_the_estimate_and_open_their_section():
     assert at.selectbox(key="fp8").value == "delayed" and at.query_params["fp8"] == "delayed"
 
 
+def test_megatron_optimizer_and_recompute_module_keys_reach_the_estimate():
+    """pao, gbf16 and rcm (the precision-aware optimizer, bf16 gradient reduction, --recompute-modules) are read
+    from the link into the Workload; a module list the engine refuses is shown under its own input."""
+    base = {"v": "1", "model": "deepseek-v2-lite", "stack": "megatron", "impl": "megatron-te", "tp": "2",
+            "dp": "4", "ep": "8", "etp": "1", "sp": "true", "dopt": "true", "rc": "selective", "gpu": GPU}
+    at = run({**base, "pao": "true", "gbf16": "true", "rcm": "moe_act,shared_experts"})
+    w = Workload(gpu=GPU, stack="megatron", impl="megatron-te", recompute="selective",
+                 precision_aware_optimizer=True, grad_reduce_in_bf16=True,
+                 recompute_modules=("moe_act", "shared_experts"),
+                 parallel={"tp": 2, "dp": 4, "ep": 8, "etp": 1, "sequence_parallel": True,
+                           "distributed_optimizer": True})
+    assert total(at) == format_bytes(estimate(load_model("deepseek-v2-lite").spec, w).total_bytes)
+    assert at.text_input(key="rcm").value == "moe_act,shared_experts"
+    refused = run({**base, "rcm": "layernorm"})
+    assert any("layernorm recompute is not modelled" in e.value for e in refused.error)
+
+
 def test_images_open_their_section_for_a_vision_model_and_reach_the_estimate():
     at = run({"v": "1", "model": "gemma-3-4b", "ft": "lora", "img": "2", "vt": "trained", "gpu": GPU})
     assert not at.exception
