@@ -70,6 +70,19 @@ def attention_tp(w) -> int:
     return max(1, w.parallel.tp // w.serving.attention_dp)
 
 
+def sglang_server(w) -> tuple[int, int]:
+    """(--tp-size, --attn-dp-size) of the SGLang server that runs this layout. SGLang keeps a server's experts inside
+    its TP group (sglang 0.5.23 arg_groups/parallel_hook.py: `ep_size * moe_dp_size <= tp_size`), so a layout whose
+    EP group (ep × expert TP GPUs) is wider than its TP runs as one server of --tp-size ep·etp with DP attention over
+    ep·etp / tp ranks, each keeping the layout's attention TP and 1/ep of the experts: the layout's weights and KV
+    per GPU. Otherwise the layout's TP and the --attn-dp-size given."""
+    p, given = w.parallel, w.serving.attention_dp
+    group = p.ep * p.expert_tp
+    if group <= p.tp:
+        return p.tp, given
+    return group, max(given, group // p.tp)
+
+
 def kv_heads_on_gpu(m: ModelSpec, w) -> int:
     return kv_heads_per_rank(m, attention_tp(w))
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from calculator.engines import sglang_compressed, sglang_gemma, sglang_mimo, states
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
+                                       sglang_server,
                                        kv_token_bytes)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
 from calculator.model.spec import ModelSpec
@@ -115,7 +116,7 @@ def mamba_slots(m: ModelSpec, w, split, rest: int) -> tuple[int, int, str, str, 
     """(bytes per slot, max_mamba_cache_size K, conv dtype, recurrent dtype, dtype basis, rule): one slot is one
     request's state over the linear layers (configs/mamba_utils.py mamba_cache_per_req); K as
     _handle_max_mamba_cache sizes it from `rest` (the memory left after the weights)."""
-    s, ad, tp = w.serving, w.serving.attention_dp, attention_tp(w)
+    s, ad, tp = w.serving, sglang_server(w)[1], attention_tp(w)
     per_req, dts = 0, ("bf16", "fp32", "")
     for i in split.state:
         kind = m.layer_kind(i).mixer
@@ -154,11 +155,11 @@ def ssm_start_error(slots: int, per_req: int, rest: int, frac: float) -> str:
     return ""
 
 
-def max_running(s, tokens: int, context_len: int, slots: int, ratio: int) -> int:
+def max_running(s, attention_dp: int, tokens: int, context_len: int, slots: int, ratio: int) -> int:
     """resolve_max_num_reqs: min(max(1, max_running_requests // attention DP) or clamp(tokens / context × 512, 2048,
-    4096), tokens // 2, max_mamba_cache_size // ratio)."""
+    4096), tokens // 2, max_mamba_cache_size // ratio); attention DP: the server's (common.sglang_server)."""
     estimated = min(max(int(tokens / context_len * 512), 2048), 4096)
-    cap = max(1, s.max_num_seqs // s.attention_dp) if s.max_num_seqs else estimated
+    cap = max(1, s.max_num_seqs // attention_dp) if s.max_num_seqs else estimated
     return max(0, min(cap, tokens // 2, slots // ratio))
 
 
@@ -180,6 +181,7 @@ def overheads(m: ModelSpec, w, max_bs: int, chunked: int, device: str, frac: flo
 
 def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     s, p = w.serving, w.parallel
+    server_tp, server_dp = sglang_server(w)  # SGLang's defaults read the server's --tp-size
     if s.version and not VERSION.startswith(s.version):
         from calculator.core.errors import InputError
         raise InputError("serving.version", f"SGLang {s.version!r} is not modelled; use {VERSION}")
@@ -187,14 +189,14 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         sglang_gemma.check_serving(m, s)
     visible, basis = device_visible_bytes(gpu)
     gpu_mib = gpu.memory_bytes / MiB
-    chunked, max_bs = gpu_defaults(gpu_mib, p.tp)
+    chunked, max_bs = gpu_defaults(gpu_mib, server_tp)
     chunked = s.max_num_batched_tokens or chunked
     max_bs = min(max_bs, s.max_num_seqs) if s.max_num_seqs else max_bs
     if s.memory_fraction is not None:
         frac, rule = s.memory_fraction, "set by you"
     else:
-        frac, rule = mem_fraction_rule(gpu_mib, p.tp, p.pp, chunked, max_bs, m.is_mla)
-    multi = p.tp > 1 or p.pp > 1
+        frac, rule = mem_fraction_rule(gpu_mib, server_tp, p.pp, chunked, max_bs, m.is_mla)
+    multi = server_tp > 1 or p.pp > 1
     rel = RELEASES["0.33"]
     nccl = rel.non_torch_multi - rel.non_torch_tp1 if multi else 0
     context = gpu.cuda_context_bytes
@@ -228,7 +230,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         tokens = configured
     elif mimo is not None:  # the pool configurator SGLang picks for it (sglang_mimo.pool_tokens)
         tokens, swa_tokens, mimo_error, mimo_rule = sglang_mimo.pool_tokens(
-            mimo, rest, s, m.sliding_window - 1, PAGE_SIZE, chunked, p.pp, SWA_FULL_TOKENS_RATIO)
+            mimo, rest, s, server_dp, m.sliding_window - 1, PAGE_SIZE, chunked, p.pp, SWA_FULL_TOKENS_RATIO)
     elif full_cell and swa_cell:  # hybrid SWA pool: each sliding layer holds ratio × the full layers' tokens
         tokens = int(max(rest, 0) / (full_cell + SWA_FULL_TOKENS_RATIO * swa_cell))
     else:
@@ -238,7 +240,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     per_seq = w.seq_len + w.gen_tokens
     window = m.sliding_window or 0
     if mimo is not None:  # resolve_max_num_reqs caps the running requests; compute_swa_request_cap their swa tokens
-        running = max_running(s, tokens, configured, tokens, 1)
+        running = max_running(s, server_dp, tokens, configured, tokens, 1)
         swa_hold = sglang_mimo.swa_tokens_per_request(per_seq, window - 1, page)
         concurrency = float(min(tokens / per_seq, swa_tokens / swa_hold, running))
     elif full_cell and swa_cell:
@@ -262,7 +264,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         starts = not error
     if split.state:
         ratio, why = mamba_ratio(m, s)
-        running = max_running(s, tokens, configured, slots, ratio)
+        running = max_running(s, server_dp, tokens, configured, slots, ratio)
         concurrency = float(min(concurrency, running))
         state = StatePool(f"SGLang: {slots:,} slots ({slot_rule}); {ratio} a request ({why})", len(split.state),
                           len(split.attention), split.kinds, conv_dt, ssm_dt, per_req // len(split.state), per_req,
@@ -301,5 +303,5 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         per_seq, concurrency,
         configured, largest, starts, error, chunked, max_bs, s.prefix_caching,
         len(decode_graph_sizes(max_bs)) if s.cuda_graphs else 0, False,
-        {"tp": p.tp, "pp": p.pp, "dp": p.dp, "attention_dp": s.attention_dp, "ep": p.ep,
+        {"tp": p.tp, "pp": p.pp, "dp": p.dp, "attention_dp": server_dp, "ep": p.ep,
          "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(n for n in notes if n), state)

@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calculator.core.errors import InputError
-from calculator.engines.common import GiB, Serving
+from calculator.engines.common import GiB, Serving, sglang_server
 from calculator.engines.sglang_gemma import swa_floor_error
 from calculator.engines.sglang_mimo import swa_tokens_per_request
 from calculator.engines.vllm_compressed import ratio_of  # a layer's compress ratio (0: the window alone)
@@ -209,11 +209,9 @@ def solve(m, c: Cells, available: int, requests: int) -> Pools:
 
 
 def attn_dp_size(w) -> int:
-    """SGLang's attention-DP ranks of one server. TP is refused for DeepSeek-V4, so a server is an EP group of
-    ep·etp GPUs each with its own attention (--tp ep·etp --dp ep·etp --enable-dp-attention); --attention-dp, where
-    given, is taken as it is."""
-    p = w.parallel
-    return max(w.serving.attention_dp, p.ep * p.expert_tp)
+    """SGLang's attention-DP ranks of one server (common.sglang_server). TP is refused for DeepSeek-V4, so a server
+    is an EP group of ep·etp GPUs each with its own attention (--tp-size ep·etp --attn-dp-size ep·etp)."""
+    return sglang_server(w)[1]
 
 
 def check(m, w) -> None:

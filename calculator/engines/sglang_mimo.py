@@ -109,19 +109,19 @@ def swa_request_cap(window: int, page: int) -> int:
     return window + SWA_EVICTION_INTERVAL + 2 * page
 
 
-def request_cap(s, window: int, page: int, chunked: int, pp: int) -> int:
-    """Sliding tokens the scheduler holds live at --max-running-requests (pool_configurator.py
-    compute_swa_request_cap: no speculative decoding, not a decode-disaggregation node)."""
+def request_cap(s, attention_dp: int, window: int, page: int, chunked: int, pp: int) -> int:
+    """Sliding tokens the scheduler holds live at --max-running-requests over the server's attention-DP ranks
+    (pool_configurator.py compute_swa_request_cap: no speculative decoding, not a decode-disaggregation node)."""
     chunks_in_flight = 1 if pp > 1 else 2  # the overlap schedule is on unless PP turns it off
-    return swa_request_cap(window, page) * max(1, s.max_num_seqs // s.attention_dp) + chunks_in_flight * chunked + page
+    return swa_request_cap(window, page) * max(1, s.max_num_seqs // attention_dp) + chunks_in_flight * chunked + page
 
 
-def pool_tokens(c: MimoCells, rest: int, s, window: int, page: int, chunked: int, pp: int,
+def pool_tokens(c: MimoCells, rest: int, s, attention_dp: int, window: int, page: int, chunked: int, pp: int,
                 ratio: float) -> tuple[int, int, str, str]:
     """(full tokens, sliding tokens, start error or "", rule): the pool configurator SGLang picks
     (pool_configurator.py create_memory_pool_configurator) sizing the pools from `rest` bytes."""
     if s.max_num_seqs and not s.prefix_caching:  # SWARequestCapPoolConfigurator
-        swa = -(-request_cap(s, window, page, chunked, pp) // page) * page
+        swa = -(-request_cap(s, attention_dp, window, page, chunked, pp) // page) * page
         full = max(0, (rest - swa * c.swa_cell) // c.full_cell // page * page) if rest > 0 else 0
         error = "" if full or rest <= 0 else (
             f"SWA pool cap ({swa} tokens, {swa * c.swa_cell / 2**30:.2f} GiB) leaves no room for the full KV pool "

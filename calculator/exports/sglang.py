@@ -12,6 +12,7 @@ CUDA kernels, so tests parse the exported line with a parser rebuilt from tests/
 """
 from __future__ import annotations
 
+from calculator.engines.common import sglang_server
 from calculator.exports.common import TORCH_DTYPE, Export, Notes, model_id, serving_view, shell_command
 from calculator.exports.vllm import quantization
 
@@ -24,11 +25,17 @@ KV_DTYPES = {"fp8": "fp8_e4m3", "bf16": "bf16"}
 
 def arguments(m, w, notes: Notes) -> list[str]:
     v = serving_view(w, NAME, notes)
-    a: list = ["--model-path", model_id(m, notes), "--tp-size", v.tp, "--pp-size", v.pp]
-    if v.dp > 1:
-        a += ["--dp-size", v.dp]
-    if w.serving.attention_dp > 1 and w.mode != "rl":
-        a += ["--attn-dp-size", w.serving.attention_dp]
+    tp_size, attn_dp = sglang_server(w) if w.mode != "rl" else (v.tp, 1)
+    servers = v.tp * v.dp // tp_size  # SGLang's data-parallel replicas of that server
+    if tp_size > v.tp:
+        notes.add(f"EP {v.ep} spans {tp_size} GPUs: SGLang keeps a server's experts inside its TP group, so the "
+                  f"layout runs as one server of --tp-size {tp_size} with DP attention (--attn-dp-size {attn_dp}): "
+                  f"attention TP {v.tp} and 1/{v.ep} of the experts per GPU, as estimated")
+    a: list = ["--model-path", model_id(m, notes), "--tp-size", tp_size, "--pp-size", v.pp]
+    if servers > 1:
+        a += ["--dp-size", servers]
+    if attn_dp > 1:
+        a += ["--attn-dp-size", attn_dp]
     if v.ep > 1:
         a += ["--ep-size", v.ep]
     dtype = w.precision.params if w.precision.params in TORCH_DTYPE else "bf16"

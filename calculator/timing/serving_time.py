@@ -33,8 +33,10 @@ def scheduler_cap(sv, w) -> int:
     --max-running-requests, else clamp(pool tokens / context length × 512, 2048, 4096), at most pool tokens / 2;
     calculator.engines.sglang.max_running)."""
     if sv.engine == "sglang":
+        from calculator.engines.common import sglang_server
         from calculator.engines.sglang import max_running
-        return max_running(w.serving, sv.kv_pool_tokens, sv.configured_max_model_len, sys.maxsize, 1)
+        return max_running(w.serving, sglang_server(w)[1], sv.kv_pool_tokens, sv.configured_max_model_len,
+                           sys.maxsize, 1)
     return int(sv.max_num_seqs)
 
 

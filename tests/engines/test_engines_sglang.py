@@ -69,3 +69,20 @@ def test_too_big_does_not_start():
     sv = serve("llama-3.3-70b")
     assert not sv.starts and sv.kv_pool_tokens == 0
     assert sv.start_error.startswith("Not enough memory. Please try to increase --mem-fraction-static")
+
+
+def test_ep_across_data_parallel_ranks_is_read_as_sglangs_server():
+    """SGLang keeps experts inside a server's TP group (arg_groups/parallel_hook.py), so TP1 × DP8 with EP8 is one
+    server of --tp-size 8 with DP attention over 8 ranks: its defaults (memory fraction, decode graphs) read TP 8,
+    as the same server written in SGLang's own terms (TP8, EP8, --attn-dp-size 8) does, and the layout reports 8
+    attention-DP ranks."""
+    from calculator.engines.common import sglang_server
+    w = Workload(mode="infer", engine="sglang", gpu="h200", parallel={"dp": 8, "ep": 8, "etp": 1})
+    assert sglang_server(w) == (8, 8)
+    spread = serve("qwen3-30b-a3b", gpu="h200", parallel={"dp": 8, "ep": 8, "etp": 1})
+    native = serve("qwen3-30b-a3b", gpu="h200", parallel={"tp": 8, "ep": 8, "etp": 1}, serving={"attention_dp": 8})
+    frac, _ = sglang.mem_fraction_rule(143771, 8, 1, 8192, 512, False)
+    assert spread.memory_fraction == native.memory_fraction == frac
+    assert spread.layout["attention_dp"] == native.layout["attention_dp"] == 8
+    one_gpu_each = serve("qwen3-30b-a3b", gpu="h200", parallel={"dp": 8})  # no EP: eight TP-1 servers
+    assert one_gpu_each.memory_fraction == sglang.mem_fraction_rule(143771, 1, 1, 8192, 256, False)[0]

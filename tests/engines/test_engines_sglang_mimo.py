@@ -73,9 +73,9 @@ def test_sliding_pool_too_small_to_admit_one_request():
     m = tiny()
     c = sglang_mimo.cells(m, Workload(mode="infer", engine="sglang"), range(6))
     s = Workload(mode="infer", engine="sglang").serving
-    full, swa, error, _ = sglang_mimo.pool_tokens(c, 21 * 2688, s, 16, 1, 8192, 1, RATIO)
+    full, swa, error, _ = sglang_mimo.pool_tokens(c, 21 * 2688, s, 1, 16, 1, 8192, 1, RATIO)
     assert (full, swa) == (21, 16) and error.startswith("SWA pool (16 tokens) cannot hold")
-    assert sglang_mimo.pool_tokens(c, 23 * 2688, s, 16, 1, 8192, 1, RATIO)[:3] == (23, 18, "")  # 18 > 16 + 1
+    assert sglang_mimo.pool_tokens(c, 23 * 2688, s, 1, 16, 1, 8192, 1, RATIO)[:3] == (23, 18, "")  # 18 > 16 + 1
 
 
 def test_mimo_v2_flash_tp8_on_h200():
@@ -103,8 +103,8 @@ def test_radix_cache_off_with_max_running_requests_caps_the_sliding_pool():
     assert any("SWARequestCapPoolConfigurator: 17,553 sliding tokens" in n for n in sv.notes)
     c = sglang_mimo.cells(m, Workload(mode="infer", engine="sglang"), range(6))
     s = Workload(mode="infer", engine="sglang", serving={"max_num_seqs": 8, "prefix_caching": False}).serving
-    assert sglang_mimo.request_cap(s, 16, 1, 8192, 2) == 8 * 146 + 8192 + 1  # PP: no overlap schedule, one chunk
-    full, swa, error, _ = sglang_mimo.pool_tokens(c, 17_553 * 2560 + 639, s, 16, 1, 8192, 1, RATIO)
+    assert sglang_mimo.request_cap(s, 1, 16, 1, 8192, 2) == 8 * 146 + 8192 + 1  # PP: no overlap schedule, one chunk
+    full, swa, error, _ = sglang_mimo.pool_tokens(c, 17_553 * 2560 + 639, s, 1, 16, 1, 8192, 1, RATIO)
     assert (full, swa) == (0, 17_553) and error.startswith("SWA pool cap (17553 tokens")
 
 

@@ -159,7 +159,7 @@ def test_sglang_max_running_requests_per_dp_worker_is_at_least_one():
     # resolve_max_num_reqs: requested_per_worker = max(1, max_running_requests // attn_dp_size); radix cache off:
     # _handle_max_mamba_cache sizes max(1, max_running_requests // attn_dp_size) slots
     s = Workload(serving={"max_num_seqs": 2, "attention_dp": 4}).serving
-    assert sglang.max_running(s, 10_000, 2048, 100, 3) == 1
+    assert sglang.max_running(s, s.attention_dp, 10_000, 2048, 100, 3) == 1
     st = serve(spec(MAMBA2_2_7B), "sglang", parallel={"tp": 4},
                serving={"max_num_seqs": 2, "attention_dp": 4, "prefix_caching": False}).states
     assert (st.slots, st.max_running_seqs) == (1, 1)

@@ -52,6 +52,19 @@ def test_sglang_engine_fields():
     assert parsed(ns, "attn_dp_size") == 8 and parsed(ns, "ep_size") == 8 and parsed(ns, "quantization") == "fp8"
 
 
+def test_sglang_ep_across_data_parallel_ranks_is_one_server_with_dp_attention():
+    """SGLang keeps experts inside a server's TP group (arg_groups/parallel_hook.py: ep_size × moe_dp_size ≤
+    tp_size): TP1 × DP8 with EP8 is written as --tp-size 8 --attn-dp-size 8 --ep-size 8, one server; with DP16 two."""
+    from calculator import Workload
+    for dp, servers in ((8, None), (16, 2)):
+        w = Workload(mode="infer", engine="sglang", weight_dtype="fp8", parallel={"dp": dp, "ep": 8, "etp": 1})
+        out = export(model("deepseek-v3"), w, "sglang")
+        ns = sglang_args(out.text)
+        assert parsed(ns, "tp_size") == 8 and parsed(ns, "attn_dp_size") == 8 and parsed(ns, "ep_size") == 8
+        assert parsed(ns, "dp_size") == servers
+        assert any("one server of --tp-size 8" in line for line in out.warnings)
+
+
 def test_quantized_replicas_and_rl_rollout():
     preset, w = SERVING["awq"]
     out = export(model(preset), w, "vllm")
