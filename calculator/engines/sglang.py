@@ -78,11 +78,16 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
-def mem_fraction_rule(gpu_mem_mib: float, tp: int, pp: int, chunked: int, max_bs: int, mla: bool) -> tuple[float, str]:
-    """SGLang's default mem_fraction_static: reserved MB = 512 + 1.5 × max(chunked prefill, 2048) + tp·pp/8 × 1024
-    + 2 × decode max batch + 8 per prefill graph (MLA: 1536), at least 10 GiB above 60 GiB of memory."""
-    prefill = 1536 if mla else 8 * len(prefill_graph_sizes(min(8192, chunked) if mla else chunked))
-    reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * max_bs + prefill
+def mem_fraction_rule(gpu_mem_mib: float, tp: int, pp: int, chunked: int, max_bs: int, mla: bool,
+                      attn_dp: int = 1, graphs: bool = True) -> tuple[float, str]:
+    """SGLang's default mem_fraction_static (arg_groups/memory_hook.py handle_gpu_memory_settings): reserved MB =
+    512 + 1.5 × max(chunked prefill, 2048) + tp·pp/8 × 1024 + the graph reserve (reserve_for_graph_mb: 2 × decode
+    max batch and 8 per prefill graph (MLA: 1536) with CUDA graphs on; with DP attention over attn_dp ranks
+    max batch × attn_dp × 3, × 4.5 above a max batch of 300, graphs or not), at least 10 GiB above 60 GiB."""
+    prefill = (1536 if mla else 8 * len(prefill_graph_sizes(min(8192, chunked) if mla else chunked))) if graphs else 0
+    decode = 2 * max_bs if graphs else 0
+    dp_pad = max_bs * attn_dp * (4.5 if max_bs > 300 else 3) if attn_dp > 1 else 0
+    reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + decode + dp_pad + prefill
     if gpu_mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     frac = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
@@ -195,7 +200,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if s.memory_fraction is not None:
         frac, rule = s.memory_fraction, "set by you"
     else:
-        frac, rule = mem_fraction_rule(gpu_mib, server_tp, p.pp, chunked, max_bs, m.is_mla)
+        frac, rule = mem_fraction_rule(gpu_mib, server_tp, p.pp, chunked, max_bs, m.is_mla, server_dp,
+                                       s.cuda_graphs)
     multi = server_tp > 1 or p.pp > 1
     rel = RELEASES["0.33"]
     nccl = rel.non_torch_multi - rel.non_torch_tp1 if multi else 0

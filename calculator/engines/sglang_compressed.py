@@ -271,7 +271,9 @@ def notes(m, s, c: Cells, pools: Pools, ad: int, requests: int, per_seq: int) ->
             f"SGLang defaults assumed: swa_full_tokens_ratio {SWA_FULL_TOKENS_RATIO} (the DeepSeek-V4 override; "
             "--swa-full-tokens-ratio changes it), SGLANG_DSV4_KV_LAYOUT v4, fp8 indexer, fp32 compressor state, no "
             "MTP; attention-DP ranks = the EP group (TP is refused for DeepSeek-V4); the mem_fraction_static rule is "
-            "the generic one, without DP attention's extra CUDA-graph reserve (memory_hook.py reserve_for_graph_mb)")
+            "the generic one (memory_hook.py), with DP attention's graph padding, computed before the DeepSeek-V4 "
+            "hook caps the decode graphs at its 256 running requests (pipeline.py runs handle_gpu_memory_settings "
+            "first); DeepEP's 2 GiB reserve (--moe-a2a-backend deepep) is not added")
 
 
 def serving(m, w, layers: range, available: int, frac: float, base: dict) -> Serving:

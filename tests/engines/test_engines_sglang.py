@@ -81,8 +81,21 @@ def test_ep_across_data_parallel_ranks_is_read_as_sglangs_server():
     assert sglang_server(w) == (8, 8)
     spread = serve("qwen3-30b-a3b", gpu="h200", parallel={"dp": 8, "ep": 8, "etp": 1})
     native = serve("qwen3-30b-a3b", gpu="h200", parallel={"tp": 8, "ep": 8, "etp": 1}, serving={"attention_dp": 8})
-    frac, _ = sglang.mem_fraction_rule(143771, 8, 1, 8192, 512, False)
+    # reserved MB: 512 + 1.5 × 8192 + 8/8 × 1024 + 2 × 512 + 8 × 58 prefill graphs + 512 × 8 × 4.5 (DP attention's
+    # graph padding above a max batch of 300, memory_hook.py reserve_for_graph_mb)
+    reserved = 512 + 1.5 * 8192 + 1024 + 2 * 512 + 8 * 58 + 512 * 8 * 4.5
+    frac, _ = sglang.mem_fraction_rule(143771, 8, 1, 8192, 512, False, attn_dp=8)
+    assert frac == round((143771 - reserved) / 143771, 3) == 0.765
     assert spread.memory_fraction == native.memory_fraction == frac
     assert spread.layout["attention_dp"] == native.layout["attention_dp"] == 8
     one_gpu_each = serve("qwen3-30b-a3b", gpu="h200", parallel={"dp": 8})  # no EP: eight TP-1 servers
     assert one_gpu_each.memory_fraction == sglang.mem_fraction_rule(143771, 1, 1, 8192, 256, False)[0]
+
+
+def test_without_cuda_graphs_the_rule_reserves_no_graph_memory():
+    """reserve_for_graph_mb counts decode graphs (2 × max batch) and prefill graphs (8 MB each) only when their
+    backend is not disabled — the export writes --cuda-graph-backend-decode/prefill disabled for cuda_graphs off."""
+    on = sglang.mem_fraction_rule(H100_SMI_MIB, 1, 1, 8192, 256, False)[0]
+    off = sglang.mem_fraction_rule(H100_SMI_MIB, 1, 1, 8192, 256, False, graphs=False)[0]
+    assert off == round((H100_SMI_MIB - (512 + 8192 * 1.5 + 1024 / 8)) / H100_SMI_MIB, 3) > on
+    assert serve("qwen3-8b", serving={"cuda_graphs": False}).memory_fraction == off
