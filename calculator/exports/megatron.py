@@ -129,7 +129,8 @@ def arguments(m, w, notes: Notes) -> list[str]:
         notes.add(f"fp32 parameters with {prec.activations} autocast: Megatron runs the model in its params dtype")
     if prec.params in ("bf16", "fp16") and prec.master_weights is None:
         notes.add("no fp32 master weights: Megatron always keeps fp32 main parameters for bf16/fp16 training")
-    if prec.optimizer_states == "bf16" or getattr(w, "precision_aware_optimizer", False):
+    # --optimizer-cpu-offload asserts --use-precision-aware-optimizer (megatron/training/arguments.py)
+    if prec.optimizer_states == "bf16" or getattr(w, "precision_aware_optimizer", False) or p.offload_optimizer:
         a.append("--use-precision-aware-optimizer")
         if prec.optimizer_states == "bf16":
             a += ["--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]

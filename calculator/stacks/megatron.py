@@ -16,6 +16,9 @@ from calculator.memory.megatron_core import applies
 from calculator.stacks import megatron_buffers
 from calculator.stacks.common import StackContext, StackMemory
 
+# --optimizer-cpu-offload (Megatron-Core's HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/): the fp32
+# master weights and Adam state of the offloaded share live on the CPU; the DDP gradient buffer stays on the GPU
+OFFLOAD_MOVES_GRADIENTS = False
 NAME = "megatron"
 LABEL = "Megatron-LM (persistent fp32 main-grad buffer, distributed optimizer)"
 SOURCE = "megatron-grad-buffer"
@@ -45,8 +48,8 @@ def states_precision(w):
         grads = "bf16" if prec.params == "bf16" and getattr(w, "grad_reduce_in_bf16", False) else "fp32"
         if prec.grads != grads:
             update["grads"] = grads
-    if megatron_buffers.fused_adam_holds_master(w) and prec.master_weights:
-        update["master_weights"] = None
+    if megatron_buffers.fused_adam_holds_master(w) and prec.master_weights and not w.parallel.offload_optimizer:
+        update["master_weights"] = None  # offloaded: the CPU optimizer keeps fp32 master weights (host RAM)
     return prec.model_copy(update=update) if update else prec
 
 

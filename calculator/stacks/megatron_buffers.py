@@ -67,7 +67,7 @@ def fused_adam_master(ctx: StackContext) -> list[Line]:
     """The master weights TE's FusedAdam holds for this GPU's shard of the distributed optimizer (dense parameters
     over dp·cp, routed experts over the expert-data-parallel group), in place of the master-weights term."""
     w = ctx.original
-    if not fused_adam_holds_master(w):
+    if not fused_adam_holds_master(w) or w.parallel.offload_optimizer:  # offloaded: the CPU optimizer holds them
         return []
     b, what = master_bytes_per_param(w)
     if not b:

@@ -165,12 +165,14 @@ def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[
     return n_o, largest
 
 
-def add_offload(t: TermList, w, shard: StageShard) -> None:
+def add_offload(t: TermList, w, shard: StageShard, moves_gradients: bool = True) -> None:
     """ZeRO-Offload (Ren et al. 2021) / FSDP CPUOffload: gradients, fp32 master weights and optimizer state live in
     host RAM and the optimizer steps on the CPU; with ZeRO-3 the parameters too (ZeRO-Infinity). The GPU keeps
-    the gradients of one unit until they are copied out."""
+    the gradients of one unit until they are copied out. A stack whose gradient buffer stays on the GPU
+    (`moves_gradients` False: Megatron's HybridDeviceOptimizer) moves the master weights and optimizer state only."""
     p = w.parallel
-    moved = {"master_weights", "optimizer_states", "gradients"} | ({"weights"} if p.offload_params else set())
+    moved = {"master_weights", "optimizer_states"} | ({"gradients"} if moves_gradients else set()) | (
+        {"weights"} if p.offload_params else set())
     keep = []
     for term in t.items:
         if term.component in moved:
@@ -181,6 +183,8 @@ def add_offload(t: TermList, w, shard: StageShard) -> None:
     t.items = keep
     if p.offload_params:  # keep a (zero) weights line so the breakdown still names it
         t.items.insert(0, Term("weights", "weights", "Weights (offloaded to host)", 0, "0", "0", "zero-offload"))
+    if not moves_gradients:
+        return
     unit = shard.largest_unit
     t.add("transient.grad_offload", "transient", "Gradients of one unit before the copy to host",
           nbytes(unit, w.precision.grads), "U × b_grad (U = largest unit)",

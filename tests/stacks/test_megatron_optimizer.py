@@ -70,3 +70,28 @@ def test_what_megatron_refuses_is_named(update, field):
     with pytest.raises(InputError) as e:
         estimate(LLAMA, Workload(**dict(CORE, **update)), with_fits=False)
     assert e.value.field == field
+
+
+def test_optimizer_cpu_offload_keeps_the_gradient_buffer_on_the_gpu():
+    """--optimizer-cpu-offload (HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py):
+    the master weights and Adam state go to pinned host memory, gradients are copied out of the DDP buffer, which
+    stays on the GPU — unlike ZeRO-Offload, whose gradients leave the GPU too."""
+    plain = estimate(LLAMA, Workload(**CORE, precision_aware_optimizer=True), with_fits=False)
+    off = estimate(LLAMA, Workload(**dict(CORE, parallel=dict(PAR, offload_optimizer=True)),
+                                   precision_aware_optimizer=True), with_fits=False)
+    on_gpu = {t.key: t.bytes for t in off.stages[0].terms}
+    assert on_gpu["gradients"] == {t.key: t.bytes for t in plain.stages[0].terms}["gradients"]
+    assert "master_weights" not in on_gpu and "optimizer_states" not in on_gpu
+    assert "transient.grad_offload" not in on_gpu
+    assert {t.key for t in off.stages[0].host_terms} == {"master_weights", "optimizer_states"}
+    deepspeed = estimate(LLAMA, Workload(gpu="h100-sxm", seq_len=2048, parallel={"dp": 8, "zero": 2,
+                                                                                "offload_optimizer": True}),
+                         with_fits=False)
+    assert "gradients" not in {t.key for t in deepspeed.stages[0].terms if t.bytes}  # ZeRO-Offload moves them
+
+
+def test_the_export_adds_the_precision_aware_optimizer_that_cpu_offload_asserts():
+    from calculator.exports import export
+    w = Workload(**dict(CORE, parallel=dict(PAR, offload_optimizer=True)))
+    text = export(LLAMA, w, "megatron").text
+    assert "--optimizer-cpu-offload" in text and "--use-precision-aware-optimizer" in text
