@@ -177,3 +177,19 @@ def test_sweep_values_are_few_and_bounded(values, words, capsys):
     value past the bound."""
     msg = refused(["sweep", *MODEL, "--gpu", "h100-sxm", "--values", values], capsys)
     assert msg.startswith("values: ") and words in msg
+
+
+def test_a_block_past_its_deadline_is_refused_even_when_the_alarm_is_swallowed():
+    """The alarm raises in whatever Python code runs; inside a gc callback or a __del__ Python swallows the
+    exception (CI saw the DeepSeek-V3 plan finish past a 1 ms bound that way): the block's end checks the clock."""
+    import signal
+    import time
+    from calculator.cli.checks import FlagError, deadline
+
+    def swallow(signum, frame):
+        pass
+
+    with pytest.raises(FlagError, match="ran late"):
+        with deadline(0.001, "ran late"):
+            signal.signal(signal.SIGALRM, swallow)  # as if the raise had landed in a gc callback
+            time.sleep(0.02)
