@@ -10,14 +10,21 @@ from calculator.stages import terms as stage_terms
 from calculator.allocator import step_plan as step_trace
 
 
-def plans_of(spec, w) -> list[tuple]:
-    """(StepPlan, expandable) of every replay estimate(spec, w) asks for."""
+def plans_of(spec, w, with_replays: bool = False) -> list[tuple]:
+    """(StepPlan, expandable) of every replay estimate(spec, w) asks for; with_replays: (StepPlan, expandable,
+    Replay) where Replay is step_plan.replayed's own computation for that plan (its uncached body, with whichever
+    allocator step_plan.allocator_type gives at the time), which the estimate used: a test comparing that
+    computation with another needs not run it again."""
     got = []
     replayed = step_trace.replayed
 
     def spy(plan, expandable):
-        got.append((plan, expandable))
-        return replayed(plan, expandable)
+        if not with_replays:
+            got.append((plan, expandable))
+            return replayed(plan, expandable)
+        result = replayed.__wrapped__(plan, expandable)
+        got.append((plan, expandable, result))
+        return result
 
     # stage_terms caches replays by (model, workload, shard): start empty so every plan reaches replayed()
     with mock.patch.object(step_trace, "replayed", spy), mock.patch.dict(stage_terms._REPLAYS, clear=True):
