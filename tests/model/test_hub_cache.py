@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))  # hub_server.py, whatever py
 
 from calculator.model.hub import client as hub  # noqa: E402
 from calculator.model.hub import cache as hub_cache
+from calculator.model.hub import http as hub_http
 from calculator.model.hub.client import NoNetwork, fetch_model  # noqa: E402
 from hub_repos import (  # noqa: E402
     GATED_REPO, GATED_TOKEN, LLAMA_31_8B, PRIVATE_REPO, PRIVATE_TOKEN, QWEN3_8B, QWEN3_8B_CONFIG,
@@ -23,6 +24,14 @@ from hub_repos import (  # noqa: E402
 from hub_server import (  # noqa: E402,F401  (fixtures are used by name; clean_env is autouse)
     HubServer, clean_env, hub_root, hub_server, hub_url,
 )
+
+
+@pytest.fixture(autouse=True)
+def short_backoff(monkeypatch: pytest.MonkeyPatch):
+    """A fetch from a stopped server is refused, tried once more after BACKOFF_S, then read from the cache: 0.25 s
+    each (19 of them in test_corrupt_cache_files_are_ignored_then_replaced: 4.75 s of its 5 s). The retry still
+    happens, sooner; nothing checked here depends on the wait (tests/model/test_hub_http.py checks the backoff)."""
+    monkeypatch.setattr(hub_http, "BACKOFF_S", 0.01)
 
 
 def test_offline_after_a_fetch_serves_the_cache(hub_root: Path, tmp_path: Path):
