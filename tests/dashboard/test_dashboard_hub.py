@@ -21,6 +21,7 @@ from hub_server import HubServer, hub_root, hub_server, hub_url  # noqa: E402,F4
 from calculator import estimate  # noqa: E402
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
 from calculator.model.presets import load_model  # noqa: E402
+from calculator.model.hub import http as hub_http  # noqa: E402
 from calculator.core.units import format_bytes  # noqa: E402
 from calculator.core.workload import Workload  # noqa: E402
 from dashboard import memo  # noqa: E402
@@ -227,6 +228,9 @@ def test_a_private_model_loaded_by_one_session_is_not_served_to_another(hub_root
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("HF_ENDPOINT", server.url)
+            # each fetch from the stopped server below retries once after BACKOFF_S (0.25 s, 8 of them): sooner
+            # here; what is checked (refused, or A's offline copy) does not depend on the wait
+            mp.setattr(hub_http, "BACKOFF_S", 0.01)
             a = session_with_token(PRIVATE_TOKEN)
             assert shows(a, PRIVATE) and not any(PRIVATE_REPO in plain(e.value) for e in a.error)
             for token in ("", "hf_WrongToken000000000000000000000000000", GATED_TOKEN):
