@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -71,12 +72,31 @@ def _python(command: str) -> str:
     return re.sub(r"^(\.venv/bin/)?python3? ", shlex.quote(sys.executable) + " ", command)
 
 
-@pytest.mark.parametrize("command,expected,where", CLI, ids=[f"{w}: {c[:60]}" for c, _, w in CLI])
-def test_a_command_shown_runs(command, expected, where, hub_server, tmp_path):  # noqa: F811
-    env = {**os.environ, "HF_ENDPOINT": hub_server.url, "LLM_MEM_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+def _run_shown(command: str, endpoint: str, cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_ENDPOINT": endpoint, "LLM_MEM_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("HF_TOKEN", None)
-    r = subprocess.run(_python(command), shell=True, cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=240, executable="/bin/bash")
+    return subprocess.run(_python(command), shell=True, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=240, executable="/bin/bash")
+
+
+@pytest.fixture(scope="module")
+def shown_runs(request, hub_server, tmp_path_factory):  # noqa: F811
+    """{case id: future of its command's run} for the test_a_command_shown_runs cases this session runs, started
+    two at a time (in their order) when the first of them asks: each command is an interpreter of its own, mostly
+    import time, so the next one runs on the other core while a case waits for and checks its own (~32 s -> ~20 s).
+    Each has its own empty cache directory, as each case's tmp_path was."""
+    cases = [item for item in request.session.items
+             if item.parent is request.node and getattr(item, "originalname", "") == "test_a_command_shown_runs"]
+    with ThreadPoolExecutor(2) as pool:
+        yield {item.callspec.id: pool.submit(_run_shown, item.callspec.params["command"], hub_server.url,
+                                             tmp_path_factory.mktemp("cache"))
+               for item in cases}
+        pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("command,expected,where", CLI, ids=[f"{w}: {c[:60]}" for c, _, w in CLI])
+def test_a_command_shown_runs(command, expected, where, shown_runs, request):
+    r = shown_runs[request.node.callspec.id].result()
     assert r.returncode == 0, f"{where}: `{command}` exited {r.returncode}: {r.stderr[-1500:]}"
     if expected:
         printed = [ln.rstrip() for ln in r.stdout.split("\n")]
