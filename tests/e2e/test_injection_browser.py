@@ -11,7 +11,7 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dashboard"))  # test_dashboard_injection.py
 from test_dashboard_injection import LINKS, NOT_ECHOED  # noqa: E402
 
 PAGE_PATHS = {"": "/", "pages/planner.py": "/planner", "pages/compare.py": "/compare"}
