@@ -47,7 +47,9 @@ def fused_layer(m, w, d, kind) -> act.LayerActivations:
     moe = kind.ffn != "dense"  # the fused gated activation replaces a dense MLP's
     if m.is_mla or m.norm_type != "rmsnorm":  # LayerNorm already keeps only input + statistics; MLA not measured
         return hf._replace(mlp=hf.mlp - (0 if moe else fused_mlp_saving(m, d)))
-    n = m.norms_per_layer
+    # a block with one half only (Nemotron-H's Mamba, MoE or attention blocks: mixer or ffn "none") has one norm
+    # (calculator.model.parameters and timing.ops count its norms the same way)
+    n = m.norms_per_layer if "none" not in (kind.mixer, kind.ffn) else 1
     hf_copies = act.norm_saved(m, d.T, d.h_sp, d.e)
     if w.finetune != "full":  # transformers' frozen norm weight already keeps no normalised copy
         hf_copies -= frozen_norm_copy(m, d.e) * d.T * d.h_sp

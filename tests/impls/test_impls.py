@@ -168,3 +168,23 @@ def test_a_vocabulary_smaller_than_tp_prices_the_loss_head_without_dividing_by_z
     for impl in ("hf", "liger"):
         e = estimate(m, Workload(impl=impl, parallel={"tp": 2}), with_fits=False)
         assert e.total_bytes > 0
+
+
+def test_a_hybrid_block_with_one_half_has_one_fused_norm():
+    """Nemotron-H's blocks are a Mamba, MoE or attention block alone (mixer or feed-forward "none"), one norm each:
+    the fused layer (Liger, compiled) replaces that one norm's transformers copies, not norms_per_layer of them
+    (hypothesis found impl compile at 128 tokens pricing −698,368 B of norms per block)."""
+    from calculator import Workload
+    from calculator.impls.fused import fused_layer, fused_rmsnorm_saved
+    from calculator.memory import activations as act
+    from calculator.model.presets import load_model
+    m = load_model("nemotron-3-nano-30b-a3b").spec
+    w = Workload(seq_len=128, impl="compile")
+    d = act.dims(m, w)
+    for i in range(m.num_hidden_layers):
+        kind = m.layer_kind(i)
+        if "none" in (kind.mixer, kind.ffn):
+            hf = act.exact_layer(m, w, d, kind)
+            fused = fused_layer(m, w, d, kind)
+            assert fused.norms == hf.norms - act.norm_saved(m, d.T, d.h_sp, d.e) + fused_rmsnorm_saved(d.T, d.h_sp, d.e)
+            assert fused.norms > 0
