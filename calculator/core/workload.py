@@ -327,6 +327,8 @@ class Workload(HashedOnce):
     precision_aware_optimizer: bool = False
     # --grad-reduce-in-bf16 (or --main-grads-dtype bf16): the gradient buffer in bf16 instead of fp32
     grad_reduce_in_bf16: bool = False
+    # --optimizer-offload-fraction with parallel.offload_optimizer (Megatron's HybridDeviceOptimizer; default 1.0)
+    optimizer_offload_fraction: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)
     # --recompute-modules with recompute "selective" (None: Megatron's default, core_attn; () recomputes nothing)
     recompute_modules: tuple[RecomputeModule, ...] | None = Field(default=None, max_length=7)
 

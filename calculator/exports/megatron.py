@@ -116,6 +116,8 @@ def arguments(m, w, notes: Notes) -> list[str]:
         notes.add(f"hybrid sharding over {p.zero_shard_size} ranks: not a pretrain_gpt.py flag in this layout")
     if p.offload_optimizer:
         a.append("--optimizer-cpu-offload")
+        if getattr(w, "optimizer_offload_fraction", 1.0) != 1.0:
+            a += ["--optimizer-offload-fraction", w.optimizer_offload_fraction]
         if not (p.distributed_optimizer or p.zero):
             a.append("--use-distributed-optimizer")  # Megatron's CPU offload lives in the distributed optimizer
     if p.offload_params:

@@ -199,6 +199,8 @@ PARAMS: tuple[Param, ...] = (
        help="--use-precision-aware-optimizer: TE FusedAdam keeps master weights (bf16: fp32's low 16 bits), moments"),
     _p("rcm", "text", "", "Recompute modules (Megatron, selective)", "recompute", fields=("recompute_modules",),
        help="--recompute-modules, comma-separated: core_attn, moe_act, mlp, moe, shared_experts; empty = core_attn"),
+    _p("oofr", "float", 1.0, "Optimizer offload fraction (Megatron)", "parallel", lo=0.0, hi=1.0, step=0.05,
+       fields=("optimizer_offload_fraction",), help="--optimizer-offload-fraction with the optimizer offloaded"),
     _p("gbf16", "bool", False, "Gradients reduced in bf16 (Megatron)", "parallel", fields=("grad_reduce_in_bf16",),
        help="--grad-reduce-in-bf16 / --main-grads-dtype bf16: a bf16 gradient buffer instead of fp32"),
     _p("dsa", "bool", False, "DeepSpeed: \"auto\" buckets (HF)", "parallel", fields=("ds_auto_buckets",),

@@ -177,6 +177,10 @@ def check(m, w) -> None:
                                             "arguments.py), or turn it off")
     _check_optimizer(w)
     _check_recompute_modules(m, w)
+    if w.optimizer_offload_fraction != 1.0 and not w.parallel.offload_optimizer:
+        raise InputError("optimizer_offload_fraction", "--optimizer-offload-fraction is read with "
+                                                       "--optimizer-cpu-offload: turn offload_optimizer on or leave "
+                                                       "the fraction at 1")
     if w.moe_pad_to_capacity and w.moe_capacity_factor is None:
         raise InputError("moe_pad_to_capacity", "padding to capacity needs a capacity factor: set "
                                                 "moe_capacity_factor (e.g. 1.0) or turn padding off")
@@ -233,4 +237,4 @@ _DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "
              "moe_pad_to_capacity": False, "moe_router_fp32": False, "moe_imbalance": 1.0,
              "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True,
              "deterministic": False, "tp_comm_overlap": False, "precision_aware_optimizer": False,
-             "grad_reduce_in_bf16": False, "recompute_modules": None}
+             "grad_reduce_in_bf16": False, "recompute_modules": None, "optimizer_offload_fraction": 1.0}

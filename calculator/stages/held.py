@@ -165,19 +165,31 @@ def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[
     return n_o, largest
 
 
-def add_offload(t: TermList, w, shard: StageShard, moves_gradients: bool = True) -> None:
+def add_offload(t: TermList, w, shard: StageShard, moves_gradients: bool = True, fraction: float = 1.0) -> None:
     """ZeRO-Offload (Ren et al. 2021) / FSDP CPUOffload: gradients, fp32 master weights and optimizer state live in
     host RAM and the optimizer steps on the CPU; with ZeRO-3 the parameters too (ZeRO-Infinity). The GPU keeps
     the gradients of one unit until they are copied out. A stack whose gradient buffer stays on the GPU
-    (`moves_gradients` False: Megatron's HybridDeviceOptimizer) moves the master weights and optimizer state only."""
+    (`moves_gradients` False: Megatron's HybridDeviceOptimizer) moves the master weights and optimizer state only,
+    `fraction` of them (--optimizer-offload-fraction: parameters in order until that share of the elements,
+    cpu_offloading/hybrid_optimizer.py _get_sub_optimizer_param_groups); the rest stays with the GPU's optimizer."""
     p = w.parallel
     moved = {"master_weights", "optimizer_states"} | ({"gradients"} if moves_gradients else set()) | (
         {"weights"} if p.offload_params else set())
     keep = []
     for term in t.items:
         if term.component in moved:
-            t.host.append(term._replace(component="host", note="in host RAM (offloaded)"))
-            t.by_component[term.component] -= term.bytes
+            if fraction >= 1:
+                t.host.append(term._replace(component="host", note="in host RAM (offloaded)"))
+                t.by_component[term.component] -= term.bytes
+                continue
+            out = int(term.bytes * fraction)
+            t.host.append(term._replace(component="host", bytes=out, note="in host RAM (offloaded)",
+                                        formula=f"({term.formula}) × f_offload",
+                                        text=f"({term.substituted}) × {fraction:g}"))
+            t.by_component[term.component] -= out
+            keep.append(term._replace(bytes=term.bytes - out, label=f"{term.label}, kept on the GPU",
+                                      formula=f"({term.formula}) − offloaded",
+                                      text=f"({term.substituted}) − {out:,} B offloaded"))
         else:
             keep.append(term)
     t.items = keep

@@ -59,7 +59,8 @@ def _held_for_the_step(m: ModelSpec, shared, shard: StageShard, gpu) -> _Held:
     else:
         n_opt, largest_tensor = lora_model_states(t, m, ws, shard)
     if p.offload_optimizer or p.offload_params:
-        add_offload(t, ws, shard, getattr(shared.stack, "OFFLOAD_MOVES_GRADIENTS", True))
+        moves_gradients = getattr(shared.stack, "OFFLOAD_MOVES_GRADIENTS", True)
+        add_offload(t, ws, shard, moves_gradients, 1.0 if moves_gradients else w.optimizer_offload_fraction)
     grads = born = t.by_component.get("gradients", 0)
     sm = shared.stack.memory(StackContext(m, ws, shard, grads, _grad_dtype(ws), original=w))
     if sm.grads_whole_step:

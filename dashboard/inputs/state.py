@@ -256,7 +256,8 @@ def build_workload(values: Mapping[str, Any]):
         moe_router_fp32=bool(v["moer32"]), moe_grouped_gemm=bool(v["moegg"]),
         moe_imbalance=float(v["moeimb"]), deterministic=bool(v["det"]),
         tp_comm_overlap=bool(v["tpo"]), precision_aware_optimizer=bool(v["pao"]),
-        grad_reduce_in_bf16=bool(v["gbf16"]), recompute_modules=recompute_modules(v["rcm"]), images_per_sample=int(v["img"]),
+        grad_reduce_in_bf16=bool(v["gbf16"]), recompute_modules=recompute_modules(v["rcm"]),
+        optimizer_offload_fraction=float(v["oofr"]), images_per_sample=int(v["img"]),
         image_size=_none_if_zero(v["imgpx"]),
         vision_tower=v["vt"]), "", "mode")
     if problems:

@@ -95,3 +95,23 @@ def test_the_export_adds_the_precision_aware_optimizer_that_cpu_offload_asserts(
     w = Workload(**dict(CORE, parallel=dict(PAR, offload_optimizer=True)))
     text = export(LLAMA, w, "megatron").text
     assert "--optimizer-cpu-offload" in text and "--use-precision-aware-optimizer" in text
+
+
+def test_the_offload_fraction_splits_master_weights_and_adam_state_between_host_and_gpu():
+    """--optimizer-offload-fraction f (hybrid_optimizer.py _get_sub_optimizer_param_groups: parameters in order
+    until f of the elements go to the CPU optimizer): f of the master weights and Adam state in host RAM, the rest
+    on the GPU; the sum is the whole shard's."""
+    def run(f):
+        w = Workload(**dict(CORE, parallel=dict(PAR, offload_optimizer=True)), optimizer_offload_fraction=f)
+        st = estimate(LLAMA, w, with_fits=False).stages[0]
+        gpu = {t.key: t.bytes for t in st.terms}
+        host = {t.key: t.bytes for t in st.host_terms}
+        return gpu, host
+    full_gpu, full_host = run(1.0)
+    half_gpu, half_host = run(0.5)
+    for key in ("master_weights", "optimizer_states"):
+        assert key not in full_gpu and half_host[key] == full_host[key] // 2
+        assert half_gpu[key] + half_host[key] == full_host[key]
+    with pytest.raises(InputError) as e:
+        estimate(LLAMA, Workload(**CORE, optimizer_offload_fraction=0.5), with_fits=False)
+    assert e.value.field == "optimizer_offload_fraction"
