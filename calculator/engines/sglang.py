@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from calculator.engines import sglang_compressed, sglang_gemma, sglang_mimo, states
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
-                                       sglang_server,
-                                       kv_token_bytes)
+                                       kv_token_bytes, sglang_server)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
 from calculator.model.spec import ModelSpec
 
@@ -117,11 +116,12 @@ def mamba_ratio(m: ModelSpec, s) -> tuple[int, str]:
     return MAMBA_SLOTS_PER_REQUEST + TRACKING_SLOTS[strategy], f"radix cache, {strategy}"
 
 
-def mamba_slots(m: ModelSpec, w, split, rest: int) -> tuple[int, int, str, str, str, str]:
+def mamba_slots(m: ModelSpec, w, split, rest: int, ad: int) -> tuple[int, int, str, str, str, str]:
     """(bytes per slot, max_mamba_cache_size K, conv dtype, recurrent dtype, dtype basis, rule): one slot is one
     request's state over the linear layers (configs/mamba_utils.py mamba_cache_per_req); K as
-    _handle_max_mamba_cache sizes it from `rest` (the memory left after the weights)."""
-    s, ad, tp = w.serving, sglang_server(w)[1], attention_tp(w)
+    _handle_max_mamba_cache sizes it from `rest` (the memory left after the weights); `ad` the server's attention-DP
+    ranks (common.sglang_server)."""
+    s, tp = w.serving, attention_tp(w)
     per_req, dts = 0, ("bf16", "fp32", "")
     for i in split.state:
         kind = m.layer_kind(i).mixer
@@ -209,9 +209,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     pre_load = visible - context - nccl  # free memory when the model runner starts
     kv_pool = int(pre_load * frac) - weights
     layers = range(shard.first_layer, shard.last_layer)
+    device = f"device total {visible / GiB:.2f} GiB ({basis})"
     if m.compressed is not None:  # DeepSeek-V4: SGLang's own pools (calculator/engines/sglang_compressed.py)
-        graphs, activation, notes = overheads(m, w, max_bs, chunked, f"device total {visible / GiB:.2f} GiB "
-                                              f"({basis})", frac, rule, multi)
+        graphs, activation, notes = overheads(m, w, max_bs, chunked, device, frac, rule, multi)
         base = {"version": VERSION, "rule": rule, "visible": visible, "budget": int(pre_load * frac),
                 "weights": weights, "activation": activation, "nccl": nccl, "graphs": graphs, "chunked": chunked,
                 "max_bs": max_bs, "graph_sizes": len(decode_graph_sizes(max_bs)) if s.cuda_graphs else 0,
@@ -224,7 +224,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     split = states.split_layers(m, layers)
     rest, state = kv_pool, None
     if split.state:  # the state pool first, the tokens from what it leaves
-        per_req, slots, conv_dt, ssm_dt, dt_basis, slot_rule = mamba_slots(m, w, split, max(kv_pool, 0))
+        per_req, slots, conv_dt, ssm_dt, dt_basis, slot_rule = mamba_slots(m, w, split, max(kv_pool, 0), server_dp)
         rest = kv_pool - (slots + 1) * per_req
     attention_free = bool(split.state) and not (full_cell or swa_cell)  # Mamba2 / Mamba / Falcon-Mamba
     if not (full_cell or swa_cell or split.state):
@@ -282,8 +282,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                                     f"max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting "
                                     f"max_num_reqs={running}: raise --mem-fraction-static or set "
                                     "--max-mamba-cache-size")
-    graphs, activation, notes = overheads(m, w, max_bs, chunked, f"device total {visible / GiB:.2f} GiB ({basis})",
-                                          frac, rule, multi)
+    graphs, activation, notes = overheads(m, w, max_bs, chunked, device, frac, rule, multi)
     largest = min(configured, tokens - 1) if starts else 0  # a request's input is capped below the pool
     if hooked is not None:
         notes += (hooked.note,)

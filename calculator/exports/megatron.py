@@ -116,7 +116,7 @@ def arguments(m, w, notes: Notes) -> list[str]:
         notes.add(f"hybrid sharding over {p.zero_shard_size} ranks: not a pretrain_gpt.py flag in this layout")
     if p.offload_optimizer:
         a.append("--optimizer-cpu-offload")
-        if getattr(w, "optimizer_offload_fraction", 1.0) != 1.0:
+        if w.optimizer_offload_fraction != 1.0:
             a += ["--optimizer-offload-fraction", w.optimizer_offload_fraction]
         if not (p.distributed_optimizer or p.zero):
             a.append("--use-distributed-optimizer")  # Megatron's CPU offload lives in the distributed optimizer
@@ -132,13 +132,13 @@ def arguments(m, w, notes: Notes) -> list[str]:
     if prec.params in ("bf16", "fp16") and prec.master_weights is None:
         notes.add("no fp32 master weights: Megatron always keeps fp32 main parameters for bf16/fp16 training")
     # --optimizer-cpu-offload asserts --use-precision-aware-optimizer (megatron/training/arguments.py)
-    if prec.optimizer_states == "bf16" or getattr(w, "precision_aware_optimizer", False) or p.offload_optimizer:
+    if prec.optimizer_states == "bf16" or w.precision_aware_optimizer or p.offload_optimizer:
         a.append("--use-precision-aware-optimizer")
         if prec.optimizer_states == "bf16":
             a += ["--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
         if not (p.distributed_optimizer or p.zero):
             notes.add("--use-precision-aware-optimizer needs --use-distributed-optimizer")
-    if getattr(w, "grad_reduce_in_bf16", False) and prec.params == "bf16":
+    if w.grad_reduce_in_bf16 and prec.params == "bf16":
         a.append("--grad-reduce-in-bf16")
     # optimizer
     if w.optimizer in OPTIMIZERS:
@@ -151,7 +151,7 @@ def arguments(m, w, notes: Notes) -> list[str]:
         notes.add(f"optimizer {w.optimizer}: Megatron's --optimizer is adam, sgd, lion, muon or soap")
     if w.recompute == "selective":
         a += ["--recompute-granularity", "selective"]
-        mods = getattr(w, "recompute_modules", None)
+        mods = w.recompute_modules
         if mods:
             a += ["--recompute-modules", *mods]
         elif mods is not None:  # Megatron-LM's flag takes one or more (nargs '+'); Megatron-Bridge takes []

@@ -58,7 +58,7 @@ def moe_act_freed(R: int, f: int, gated: bool, e: int, fc2_input: int) -> int:
     return fc2_input + (0 if gated else e * R * f)
 
 
-def dense_mlp_freed(ln_linear: int, mlp: int, d) -> int:
+def mlp_checkpoint_input(d) -> int:
     """mlp (transformer_layer.py recompute_mlp, dense layers only, tensor_parallel.checkpoint): the fused pre-MLP
     norm + fc1 and the MLP save nothing; the checkpoint keeps its input, the residual stream e·T·h_sp."""
-    return ln_linear + mlp - d.e * d.T * d.h_sp
+    return d.e * d.T * d.h_sp

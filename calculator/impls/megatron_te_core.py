@@ -218,11 +218,10 @@ def layer(m, w, d, kind) -> act.LayerActivations:
         moe_norm, mlp = moe_layer_saved(m, w, d)
         norms += moe_norm
     else:
-        ln, mlp = ln_linear_saved(m, w, d), mlp_saved(m, w, d, d.f)
         if rc.recomputes(w, "mlp"):
-            norms, mlp = norms + ln + mlp - rc.dense_mlp_freed(ln, mlp, d), 0
+            norms, mlp = norms + rc.mlp_checkpoint_input(d), 0
         else:
-            norms += ln
+            norms, mlp = norms + ln_linear_saved(m, w, d), mlp_saved(m, w, d, d.f)
     return act.LayerActivations(norms, attention, mlp)
 
 

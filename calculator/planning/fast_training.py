@@ -32,6 +32,7 @@ from calculator.model.spec import LayerKind, ModelSpec
 from calculator.planning import fast_stages as stages
 from calculator.core.bounded_cache import get_or_build
 from calculator.stacks import deepspeed as ds
+from calculator.stacks import megatron as megatron_stack
 from calculator.core.workload import Parallelism, Workload
 
 RECOMPUTE_INDEX = {"none": 0, "selective": 1, "full": 2}
@@ -53,12 +54,9 @@ def layout_covered(lay) -> bool:
 
 
 def _states_precision(w: Workload, megatron: bool):
-    """The precision the stack holds the states in: Megatron trains bf16/fp16 parameters with fp32 main grads
-    (calculator/stacks/megatron.py states_workload)."""
-    prec = w.precision
-    if megatron and prec.params in ("bf16", "fp16") and prec.grads != "fp32":
-        return prec.model_copy(update={"grads": "fp32"})
-    return prec
+    """The precision the stack holds the states in (Megatron's own rule: calculator/stacks/megatron.py
+    states_precision)."""
+    return megatron_stack.states_precision(w) if megatron else w.precision
 
 
 class _Shape:

@@ -5,6 +5,8 @@ A stack module (calculator/stacks/<name>.py) exposes
     NAME, LABEL, SOURCE            its id, a one-line description, the source key of its memory behaviour
     states_workload(w) -> Workload the workload the model states are counted for (FSDP2 recasts its precision)
     memory(ctx) -> StackMemory     gradient lifetime, persistent buffers, buffers at the forward/backward peak
+and may set OFFLOAD_MOVES_GRADIENTS = False when its CPU optimizer offload keeps the gradient buffer on the GPU
+(Megatron's HybridDeviceOptimizer; calculator.stages.held.add_offload; default True, ZeRO-Offload's).
 """
 from __future__ import annotations
 

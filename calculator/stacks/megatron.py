@@ -45,7 +45,7 @@ def states_precision(w):
     prec = w.precision
     update = {}
     if prec.params in ("bf16", "fp16"):
-        grads = "bf16" if prec.params == "bf16" and getattr(w, "grad_reduce_in_bf16", False) else "fp32"
+        grads = "bf16" if prec.params == "bf16" and w.grad_reduce_in_bf16 else "fp32"
         if prec.grads != grads:
             update["grads"] = grads
     if megatron_buffers.fused_adam_holds_master(w) and prec.master_weights and not w.parallel.offload_optimizer:

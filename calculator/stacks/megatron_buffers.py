@@ -47,7 +47,7 @@ def fused_adam_holds_master(w) -> bool:
     under the precision-aware optimizer unless an FP8 recipe other than delayed scaling makes Megatron build fp32
     master shards (megatron/core/optimizer/optimizer_config.py use_precision_aware_optimizer_no_fp8_or_ds_fp8;
     megatron/core/optimizer/distrib_optimizer.py: shard_main_param = None, FusedAdam gets the bf16 shards)."""
-    return getattr(w, "precision_aware_optimizer", False) and getattr(w, "fp8", "none") in ("none", "delayed")
+    return w.precision_aware_optimizer and w.fp8 in ("none", "delayed")
 
 
 def master_bytes_per_param(w) -> tuple[int, str]:
@@ -102,7 +102,7 @@ def _state_lines(ctx: StackContext, key: str, label: str, dense: int, experts: i
                 "N × b_param", ("{:,} × {} B", n, nbytes(1, prec.params)), source),
            line(f"gradients.{key}", "gradients", f"{label}: main grads ({prec.grads})", nbytes(n, prec.grads),
                 "N × b_grad", ("{:,} × {} B", n, nbytes(1, prec.grads)), source)]
-    b_master, _ = master_bytes_per_param(ctx.original if ctx.original is not None else w)
+    b_master, _ = master_bytes_per_param(ctx.original)
     if b_master:
         out.append(line(f"master_weights.{key}", "master_weights", f"{label}: master weights", n_opt * b_master,
                         "N_opt × b_master", ("{:,} × {} B", n_opt, b_master), source))

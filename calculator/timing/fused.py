@@ -45,11 +45,17 @@ def fused_bytes(op: Op, m: ModelSpec, d, expert_tp: int) -> Op | None:
     if op.name == "Expert dispatch, gate and combine":
         pairs, real = routed_pairs(m, d.T)  # LongCat-Flash: only the real experts' picks are gated
         f_e = m.expert_intermediate_size // expert_tp
-        nbytes = 2 * e * (d.T * d.h + pairs * d.h) + (3 if m.gated_mlp else 2) * e * real * f_e
+        nbytes = 2 * e * (d.T * d.h + pairs * d.h) + routed_activation_bytes(m, e, real, f_e)
         return op._replace(bytes=nbytes, host_ops=4, bwd_host_ops=4,
                            formula="permute + unpermute e·(T·h + T·k·h) each, fused activation 3e·T·k·f",
                            source="transformer-engine")
     return op
+
+
+def routed_activation_bytes(m: ModelSpec, e: float, rows: float, f_e: int) -> float:
+    """The routed experts' fused (probability-weighted) activation over `rows` (token, expert) pairs: read and
+    write, 3e·rows·f gated (gate and up read, one written), 2e plain."""
+    return (3 if m.gated_mlp else 2) * e * rows * f_e
 
 
 def fuse(ops: list[Op], m: ModelSpec, d, expert_tp: int) -> list[Op]:

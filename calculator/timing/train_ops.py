@@ -20,7 +20,7 @@ from calculator.impls import megatron_recompute as rc
 from calculator.memory.megatron_core import applies
 from calculator.timing.ops import (attention_core, backward_of, expert_rows, head_backward, head_forward,
                                    layer_forward, lora_backward, lora_forward, norm_kind, recomputed, routed_pairs)
-from calculator.timing.fused import FUSED_IMPLS, fuse
+from calculator.timing.fused import FUSED_IMPLS, fuse, routed_activation_bytes
 from calculator.timing.roofline import Op, Rates
 
 STATS = ("gpu", "host", "fwd", "attn", "gemm", "compute", "model_flops", "hw_flops", "serial")
@@ -101,7 +101,7 @@ def selective_replay(m: ModelSpec, w, d, fwd: list[Op], mixer: str, window, eage
         elif "moe_act" in mods and "moe" not in mods and o.name == "Expert dispatch, gate and combine":
             _, real = routed_pairs(m, expert_rows(d.T, d.tp, w.parallel.expert_tp))
             f_e = m.expert_intermediate_size // w.parallel.expert_tp
-            act = (3 if m.gated_mlp else 2) * d.e * real * f_e  # the fused (weighted) activation's read and write
+            act = routed_activation_bytes(m, d.e, real, f_e)
             out.append(R.elementwise("Routed experts' activation", act, 1, "3e·T·k·f gated, 2e plain (fused)",
                                      "transformer-engine", bwd_host_ops=0).scaled(1, phase="recompute"))
     return out
