@@ -98,13 +98,19 @@ def state_terms(sv: Serving, kv: Term, src: str) -> list[Term]:
                  src, f"{each}: at most {st.max_running_seqs:,} requests at once")]
 
 
-def _stage(sv: Serving, shard, context: int, terms_of: dict) -> StageEstimate:
-    got = terms_of.get(id(sv))  # equal stages share one Serving (run): their terms and sums are built once
+def _sums(sv: Serving, context: int, terms_of: dict) -> tuple[tuple[Term, ...], int, int]:
+    """(terms, peak allocated, nvidia-smi total) of one GPU holding `sv`: the allocated components and every term
+    summed. Equal stages share one Serving (run): their terms and sums are built once, kept in `terms_of`."""
+    got = terms_of.get(id(sv))
     if got is None:
         terms = stage_terms(sv, context)
         allocated = sum(t.bytes for t in terms if t.component in ("weights", "activations", "kv_cache", "transient"))
         got = terms_of[id(sv)] = terms, allocated, sum(t.bytes for t in terms)
-    terms, allocated, total = got
+    return got
+
+
+def _stage(sv: Serving, shard, context: int, terms_of: dict) -> StageEstimate:
+    terms, allocated, total = _sums(sv, context, terms_of)
     return StageEstimate(shard.stage, (shard.first_layer, shard.last_layer), terms, allocated, total)
 
 
@@ -120,6 +126,29 @@ def _stage_content(m, shard, weights: int):
 def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
     """Every pipeline stage's engine budget; the serving figures are the stage with the fewest blocks (vLLM keeps
     the smallest block count of all workers, kv_cache_planning.get_kv_cache_configs)."""
+    results, context = budgets(m, w, shards, gpu)
+    terms_of: dict = {}
+    stages = tuple(_stage(sv, sh, context, terms_of) for sv, sh in zip(results, shards))
+    serving = min(results, key=lambda sv: sv.kv_pool_blocks)
+    note = checkpoint_weights_note(m, w)
+    return stages, replace(serving, notes=(note,) + serving.notes) if note else serving
+
+
+def figures(m, w, shards, gpu) -> tuple[int, int, Serving]:
+    """(nvidia-smi total of the most loaded GPU, the highest peak allocated, the serving figures): what run()'s
+    stages and Serving give estimate() (Estimate.total_bytes, .peak_allocated_bytes, .serving), without a
+    StageEstimate per pipeline stage — each distinct budget's terms summed once (_sums). The Serving lacks
+    run()'s checkpoint-weights note (a text). The planner's serving grids (calculator.planning.fast.serving_figures)
+    ask this of every replica; tests/planning/test_planner_serving_grid.py holds it equal to estimate()."""
+    results, context = budgets(m, w, shards, gpu)
+    terms_of: dict = {}
+    sums = [_sums(sv, context, terms_of) for sv in {id(sv): sv for sv in results}.values()]
+    return max(s[2] for s in sums), max(s[1] for s in sums), min(results, key=lambda sv: sv.kv_pool_blocks)
+
+
+def budgets(m, w, shards, gpu) -> tuple[list[Serving], int]:
+    """(each pipeline stage's engine budget, in the shards' order: equal stages share one Serving; the CUDA context
+    bytes): the engine's checks, then its budget once per distinct stage content (_stage_content)."""
     if gpu is None:
         raise InputError("gpu", f"the {ENGINE_LABELS[w.engine]} budget is a fraction of the GPU's memory: pick a "
                                 "GPU (--gpu)")
@@ -142,11 +171,7 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
         if key not in same:
             same[key] = engine.budget(m, w, sh, gpu, weights)
         results.append(same[key])
-    terms_of: dict = {}
-    stages = tuple(_stage(sv, sh, context, terms_of) for sv, sh in zip(results, shards))
-    serving = min(results, key=lambda sv: sv.kv_pool_blocks)
-    note = checkpoint_weights_note(m, w)
-    return stages, replace(serving, notes=(note,) + serving.notes) if note else serving
+    return results, context
 
 
 def checkpoint_weights_note(m, w) -> str:

@@ -14,7 +14,7 @@ where the weights and the cache are whole bytes (_stage_arrays; _stage_parts one
 then one dictionary look-up plus its communicators' bytes.
 
 The serving engines vLLM / SGLang (a fit there is the engine starting and holding the batch, not a byte total):
-serving_figures, one estimate() per replica (the engine's own budget, calculator/engines) broadcast to every
+serving_figures, estimate()'s figures per replica (the engine's own budget, calculator/engines) broadcast to every
 layout of that replica (grid.replica_key: DP replicas are engines of their own).
 
 Not covered (planner.evaluate falls back to estimate() layout by layout): RL, the training layouts
@@ -290,24 +290,27 @@ def _contents(m: ModelSpec, tp: int, pp: int, ep: int, etp: int | None, first: i
 def serving_figures(m, w: Workload, layouts) -> list[tuple | None]:
     """Per layout of a serving engine (vLLM / SGLang): (nvidia-smi total, peak allocated, whether the engine starts
     and holds the batch's sequences at once, the sequences its KV pool holds, the scheduler's cap), or None where the
-    engine or the layout checks refuse it. One estimate() per replica (grid.replica_key), so the engine's budget
-    (calculator/engines/vllm.py, sglang.py budget) runs once per replica shape and stage, whatever the DP replicas."""
+    engine or the layout checks refuse it. estimate()'s figures once per replica (grid.replica_key), so the engine's
+    budget (calculator/engines/vllm.py, sglang.py budget) runs once per replica shape and stage, whatever the DP
+    replicas; without the Estimate itself (stages.estimate.engine_figures: each distinct stage budget's terms summed
+    once, not a StageEstimate per pipeline stage)."""
     from calculator.planning.grid import replica_key, workload_of
-    from calculator.stages.estimate import estimate
+    from calculator.stages.estimate import engine_figures
     from calculator.timing.serving_time import scheduler_cap
     per_replica: dict = {}
     out = []
     for lay in layouts:
         key = replica_key(w, lay)
-        if key not in per_replica:
-            try:
-                est = estimate(m, workload_of(w, lay), with_fits=False)
+        got = per_replica.get(key, ())
+        if got == ():
+            try:  # estimate()'s figures without the Estimate (stages.estimate.engine_figures)
+                total, peak, sv = engine_figures(m, workload_of(w, lay))
             except InputError:
-                est = None
-            per_replica[key] = None if est is None else (
-                est.total_bytes, est.peak_allocated_bytes, engine_fits(est.serving, w),
-                est.serving.max_concurrent_seqs, scheduler_cap(est.serving, w))
-        out.append(per_replica[key])
+                got = None
+            else:
+                got = total, peak, engine_fits(sv, w), sv.max_concurrent_seqs, scheduler_cap(sv, w)
+            per_replica[key] = got
+        out.append(got)
     return out
 
 

@@ -89,6 +89,15 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
     return tuple(out)
 
 
+def engine_figures(m: ModelSpec, w):
+    """(Estimate.total_bytes, .peak_allocated_bytes, .serving) of estimate(m, w) for a serving engine's job (vLLM /
+    SGLang), without building the Estimate: the same checks, shards and budgets (calculator.engines.figures; the
+    Serving lacks the checkpoint-weights note, a text). Raises InputError where estimate() does."""
+    from calculator import engines
+    check_divisibility(m, w)
+    return engines.figures(m, w, stage_shards(m, w.parallel), gpu_of(w.gpu))
+
+
 def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = True, needed=None) -> Estimate:
     """Per-GPU memory of every pipeline stage for `workload` on `model`. Raises InputError on bad input.
     with_fits: fit cards for every GPU of the catalogue, computed on first use. needed(m, w, gpu) -> (Plan | None,
