@@ -32,14 +32,18 @@ from calculator.timing.ops import weight_bytes_per_element
 from calculator.timing.step_time import rates_for
 
 _SHAPES: dict = {}
+# A job's priced operation lists (_list_key -> STATS row), shared by the planner's calls on it: the generate() call,
+# serving's batch-1 pass and its running batches (ranking.time_plans) differ only in the batch and the tokens
+# generated, which a list reads through its key's dims and cache length; so a list is built and priced once a run.
+_ROWS: dict = {}
 
 
 class _Shape:
     """Per layer group: the prefill and decode stats of one layer; the head parts; the dequantize per layer and per
     linear weight. The operation lists are shared through `ops_of` (one grid's lists, by what they depend on:
-    _list_key) and priced by _price."""
+    _list_key; those in `priced`, the job's rows of earlier calls, are not built again) and priced by _price."""
 
-    def __init__(self, m: ModelSpec, lw, ops_of: dict, prefill: bool = True):
+    def __init__(self, m: ModelSpec, lw, ops_of: dict, prefill: bool = True, priced: dict | None = None):
         d = dims(m, lw)
         d_dec, cache = I.decode_dims(d, lw)
         e_w = weight_bytes_per_element(serving_weight_dtypes(m, lw)[0])
@@ -55,7 +59,7 @@ class _Shape:
                 ("dequantize per weight", lambda: I.dequantize_op(lw, 0, 1, phase))]
             self.keys[phase] = [_list_key(lw, phase, dd, cached, part) for part, _ in builds]
             for key, (_, build) in zip(self.keys[phase], builds):
-                if key not in ops_of:
+                if key not in ops_of and (priced is None or key not in priced):
                     ops_of[key] = build()
         self.tokens = (d.T, d.b)
 
@@ -82,14 +86,15 @@ def _list_key(lw, phase: str, dd, cached, part) -> tuple:
     return (phase, dd, cached, part) + ((p.ep, p.expert_tp) if experts else ())
 
 
-def _price(shapes: list[_Shape], ops_of: dict, n_groups: int, r, fp32, inputs: TimingInputs) -> None:
-    """Every distinct list of the new shapes priced in one train_ops.stats_many pass per phase and sequence (each
-    list's row is its own: stats_many prices operation by operation and sums per list)."""
+def _price(shapes: list[_Shape], ops_of: dict, n_groups: int, r, fp32, inputs: TimingInputs,
+           row_of: dict) -> None:
+    """Every distinct list of the new shapes not in `row_of` (the job's rows priced by earlier calls, which this
+    adds to) priced in one train_ops.stats_many pass per phase and sequence (each list's row is its own:
+    stats_many prices operation by operation and sums per list)."""
     batches: dict = {}
     for key in ops_of:
         phase, dd = key[0], key[1]
         batches.setdefault((phase, dd.s, dd.s_kv), []).append(key)
-    row_of = {}
     for keys in batches.values():
         got = T.stats_many([ops_of[k] for k in keys], r, fp32, inputs, keys[0][1])
         row_of.update(zip(keys, got))
@@ -104,6 +109,11 @@ def _shapes(m, w, layouts, r, fp32, inputs, prefill: bool = True) -> tuple[list[
     """(the local shapes of the layouts, each layout's index into them): one per (TP, EP, expert TP, batch), from
     the cache or built and priced together."""
     base = (m, w.model_copy(update={"gpu": None}), w.gpu, inputs)
+    # the job's rows whatever its batch and generated tokens (the lists read those through their keys: _ROWS)
+    job = (base[0], w.model_copy(update={"gpu": None, "micro_batch": 1, "gen_tokens": 0}), w.gpu, inputs, r, fp32)
+    priced = get_or_build(_ROWS, job, dict, 16)
+    if len(priced) > 100_000:  # bounded: a job priced at very many batches starts over
+        priced.clear()
     shape_of: dict = {}
     shapes: list[_Shape | None] = []
     new: dict[int, _Shape] = {}
@@ -117,10 +127,10 @@ def _shapes(m, w, layouts, r, fp32, inputs, prefill: bool = True) -> tuple[list[
             k = shape_of[key] = len(shapes)
             shapes.append(_SHAPES.get(base + (key,)))
             if shapes[k] is None:
-                shapes[k] = new[k] = _Shape(m, _job_at(w, lay, jobs), ops_of, prefill)
+                shapes[k] = new[k] = _Shape(m, _job_at(w, lay, jobs), ops_of, prefill, priced)
         lay_shape.append(k)
     if new:
-        _price(list(new.values()), ops_of, len(group_index(m)[0]), r, fp32, inputs)
+        _price(list(new.values()), ops_of, len(group_index(m)[0]), r, fp32, inputs, priced)
         for key, k in shape_of.items():
             if k in new:
                 get_or_build(_SHAPES, base + (key,), lambda k=k: new[k], 1024)
@@ -274,3 +284,4 @@ def _at_batch(lay: Layout, batch: int) -> Layout:
 
 def clear_cache() -> None:
     _SHAPES.clear()
+    _ROWS.clear()
