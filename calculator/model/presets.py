@@ -34,6 +34,7 @@ FAMILIES = {
     "deepseek_v32": "DeepSeek-V3.2 (MoE + MLA + sparse attention)", "glm_moe_dsa": "GLM-5 (MoE + MLA + sparse attention)",
     "nemotron_h": "Nemotron-H (Mamba-2 hybrid)", "glm4_moe": "GLM-4.5/4.6 (MoE)",
     "kimi_linear": "Kimi Linear (Kimi Delta Attention + MLA hybrid, MoE)",
+    "olmo_hybrid": "OLMo Hybrid (Gated DeltaNet hybrid)",
 }
 
 # Display names where the Hub repository name is not the usual way to say it; notes where a preset needs one.

@@ -56,6 +56,7 @@ VERIFIED_TOTALS = {
     "nemotron-3-nano-30b-a3b": 31_577_937_344,
     "nemotron-h-56b": 56_324_350_464,
     "olmo-2-7b": 7_298_617_344,
+    "olmo-hybrid-7b": 7_430_870_688,
     "phi-3-medium-4k": 13_960_238_080,
     "phi-3-mini-4k": 3_821_079_552,
     "phi-4": 14_659_507_200,
