@@ -29,8 +29,8 @@ from calculator.planning.grid import microbatches_of, workload_of
 from calculator.timing import train_ops as T
 from calculator.timing.comm_time import training_comm
 from calculator.timing.inputs import TimingInputs
-from calculator.timing.step_time import (bottleneck_parts, comm_choices, compute_seconds, rates_for, routing_columns,
-                                         step_seconds)
+from calculator.timing.step_time import (bottleneck_parts, comm_choices, compute_seconds, expert_dp, optimizer_params,
+                                         rates_for, routing_columns, step_seconds)
 
 _SHAPES: dict = {}
 _CACHE_ENTRIES = 4096
@@ -202,7 +202,7 @@ def times(m, w, layouts, timing: TimingInputs | None = None, global_batch: int |
     c_stats = st[:, crit]
     exposed, _, _ = training_comm(columns(crit, np.arange(n)), gpu, inputs)
     sharded = (zero >= 1) | p0.distributed_optimizer
-    n_opt = np.where(sharded, np.ceil(R[crit, 10] / (dp * cp)), R[crit, 10])
+    n_opt = optimizer_params(R[crit, 4], R[crit, 5], dp * cp, expert_dp(dp, cp, tp, ep, etp), sharded)
     opt_t = T.optimizer_seconds(w, n_opt, R[crit, 6], r, inputs.host_op_us * 1e-6)
     step, t_mb, bubble = step_seconds(compute_seconds(c_stats), exposed, mb, pp, 1.0, opt_t,
                                       inputs.step_overhead_ms * 1e-3)

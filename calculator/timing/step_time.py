@@ -161,6 +161,23 @@ def step_seconds(compute_mb, exposed: dict, mb, pp, v, opt_t, overhead_s: float)
     return t_mb * mb * (1 + bubble) + opt_t + exposed["dp"] + overhead_s, t_mb, bubble
 
 
+def expert_dp(dp, cp, tp, ep, etp):
+    """Ranks an expert's parameters are replicated over, the expert-data-parallel group: dp·cp·tp / (ep·etp)
+    (Megatron-Core parallel_state: the expert model-parallel group of ep·etp ranks is carved out of the tp·cp·dp
+    ranks of a pipeline stage; calculator.stages.held shards the experts' optimizer state over the same group)."""
+    return np.maximum(1, (np.asarray(dp) * cp * tp) // np.maximum(1, np.asarray(ep) * etp))
+
+
+def optimizer_params(dense, experts, dense_group, expert_group, sharded):
+    """Parameters one GPU's optimizer step updates (numbers or arrays): with the distributed optimizer or ZeRO
+    the dense ones sharded over dp·cp and the routed experts over their expert-data-parallel group (Megatron-Core
+    megatron/core/optimizer/__init__.py get_megatron_optimizer: the expert parameters get their own optimizer,
+    its data_parallel_group the intra_expt_dp_group): ⌈dense / dense_group⌉ + ⌈experts / expert_group⌉;
+    otherwise all of them."""
+    split = np.ceil(np.asarray(dense) / dense_group) + np.ceil(np.asarray(experts) / expert_group)
+    return np.where(sharded, split, np.asarray(dense) + np.asarray(experts))
+
+
 BOTTLENECKS = ("compute", "memory", "host", "TP comm", "EP comm", "PP comm", "CP comm", "DP comm", "bubble",
                "optimizer")
 
@@ -195,7 +212,9 @@ def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp
         comms[i][0][g] for g in ("tp", "ep", "pp", "cp")))
     shard, st = shards[crit], stats[crit]
     exposed, items, per = comms[crit]
-    n_opt = -(-shard.total // (p.shard_group if (p.zero >= 1 or p.distributed_optimizer) else 1))
+    edp = expert_dp(p.dp, p.cp, p.tp, p.ep, p.expert_tp)
+    sharded = p.zero >= 1 or p.distributed_optimizer
+    n_opt = int(optimizer_params(shard.dense, shard.experts, p.shard_group, edp, sharded))
     if w.finetune != "full":
         from calculator.memory.lora import adapter_params
         n_opt = sum(adapter_params(m, w.lora_rank, w.lora_targets, m.layer_is_moe(i))

@@ -147,3 +147,23 @@ def test_gpu_catalogue_has_speeds_with_sources():
         assert g.dense_fp16_flops or "no BF16/FP16" in g.speed_basis, g.id
         if g.dense_fp8_flops:
             assert g.dense_fp8_flops == pytest.approx(2 * g.dense_fp16_flops, rel=0.02), g.id  # dense, not sparse
+
+
+def test_the_experts_optimizer_step_is_sharded_over_the_expert_data_parallel_group():
+    """Megatron's distributed optimizer shards the dense parameters over dp·cp and the routed experts over their
+    expert-data-parallel group dp·cp·tp / (ep·etp): Qwen3-30B-A3B on 8 GPUs at TP2 DP4 EP8 keeps every one of a
+    GPU's 16 experts × 48 layers whole (expert DP 1), at DP8 EP4 splits them over two ranks."""
+    from calculator.core.workload import Parallelism
+    from calculator.memory.parallel import stage_shards
+    from calculator.timing.step_time import expert_dp, optimizer_params
+    m = load_model("qwen3-30b-a3b").spec
+    par = Parallelism(tp=2, dp=4, ep=8, etp=1, sequence_parallel=True, distributed_optimizer=True)
+    shard = stage_shards(m, par)[0]
+    assert shard.experts == 48 * 16 * 3 * 2048 * 768  # 16 local experts, gate / up / down of 2048 × 768
+    assert expert_dp(4, 1, 2, 8, 1) == 1 and expert_dp(8, 1, 1, 4, 1) == 2
+    n = optimizer_params(shard.dense, shard.experts, 4, 1, True)
+    assert n == -(-shard.dense // 4) + shard.experts
+    assert optimizer_params(shard.dense, shard.experts, 4, 1, False) == shard.total
+    t = estimate_time(m, _train(gpu="h100-sxm", parallel=par))
+    opt = next(r for r in t.roofline if r.name == "Optimizer step")
+    assert opt.flops == 12.0 * n  # 12 FLOPs a parameter (train_ops.optimizer_op)

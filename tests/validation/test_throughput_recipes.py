@@ -36,3 +36,16 @@ def test_a_misprinted_layout_runs_as_its_release_recipe():
     par = case.workload.parallel
     assert (par.schedule, par.virtual_stages, case.workload.micro_batch, par.num_microbatches) == (
         "interleaved", 5, 1, 16)  # 256 / (1 × DP16)
+
+
+def test_rows_whose_release_ran_another_expert_layout_run_it():
+    """T0253 (NeMo 25.11 ↔ v0.2.0): GPT_OSS_120B_B200_BF16_BASE_CONFIG set EP64 where the table prints EP8 (the
+    26.04 rows T0095 / T0141 ran EP8, v0.4.0's ..._B200_BF16_V2); T0191 (26.02.01 ↔ v0.3.1):
+    QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 is PP1 EP16 without the EP overlap where the table repeats 26.02's
+    PP2 VP12 EP8 (T0228, which keeps it)."""
+    cases = {c.id: c for c in tp.load()[0]}
+    assert cases["T0253"].workload.parallel.ep == 64 and cases["T0095"].workload.parallel.ep == 8
+    par = cases["T0191"].workload.parallel
+    assert (par.pp, par.virtual_stages, par.ep, par.dp, par.num_microbatches) == (1, 1, 16, 16, 64)
+    assert not cases["T0191"].timing.ep_comm_overlap  # the PP2 rule (moe_a2a_overlap=True) no longer matches
+    assert cases["T0228"].workload.parallel.pp == 2 and cases["T0228"].timing.ep_comm_overlap

@@ -157,8 +157,8 @@ class LayoutRule:
     system: str  # GPU key (rows.GPUS)
     release: tuple[int, ...]  # the container (year, month[, patch]) of the row
     precision: str  # pattern on the lower-cased precision
-    printed: dict  # the printed degrees the row shows (pp, vp, mbs, gbs)
-    ran: dict  # what the recipe set instead (vp, mbs)
+    printed: dict  # the printed degrees the row shows (pp, vp, ep, mbs, gbs)
+    ran: dict  # what the recipe set instead (pp, vp, ep, mbs)
     source: str
 
 
@@ -171,6 +171,18 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     # PP4 with 8 micro-batches would idle 3/8 of the step)
     LayoutRule(r"llama3_70b", "gb300", (26, 2, 1), "mx", {"pp": 4, "vp": 1, "mbs": 2, "gbs": 256},
                {"vp": 5, "mbs": 1}, "v0.3.1 LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2"),
+    # NeMo 25.11 ↔ v0.2.0 (and v0.2.2, the tag whose docs first print the 25.11 table)
+    # gpt_oss/workload_base_configs.py GPT_OSS_120B_B200_BF16_BASE_CONFIG = replace(BASE_GPT_OSS_120B_CONFIG,
+    # expert_model_parallel_size=64, micro_batch_size=4, ...): the table prints the base's EP8 beside the config's
+    # own GBS 512 and micro-batch 4; the B200 recipe became EP8 only with v0.4.0's ..._B200_BF16_V2 (the 26.04 rows)
+    LayoutRule(r"gpt oss", "b200", (25, 11), "bf16", {"ep": 8, "mbs": 4, "gbs": 512}, {"ep": 64},
+               "v0.2.0 GPT_OSS_120B_B200_BF16_BASE_CONFIG"),
+    # NeMo 26.02.01 ↔ v0.3.1 qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 =
+    # replace(BASE_QWEN3_30B_A3B_CONFIG, expert_model_parallel_size=16, moe_a2a_overlap=False, hybridep): no PP;
+    # the table repeats 26.02's PP2 VP12 EP8 cell (v0.3.0's config) while its 9058 tokens/s/GPU is the PP1 EP16
+    # layout's (26.04 / 26.04.01 print PP1 EP16 at 8901 / 8960) and not 26.02's 5113
+    LayoutRule(r"30b", "h100", (26, 2, 1), "fp8", {"pp": 2, "vp": 12, "ep": 8, "mbs": 1, "gbs": 1024},
+               {"pp": 1, "vp": 1, "ep": 16}, "v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1"),
 )
 
 

@@ -232,18 +232,19 @@ def case_of(row: dict):
         return skip("sequence length or GPU count not printed")
     tp, pp, cp = _degree(row["tp"]), _degree(row["pp"]), _degree(row["cp"])
     ep, vp = _degree(row["ep"]), _degree(row["vp"])
+    mbs = _int(re.sub(r"[^\d]", " ", row["mbs"]).strip()) or 1
+    from validation.published.throughput.recipes import recipe_layout
+    ran, _ = recipe_layout(row, next(k for k, v in GPUS.items() if v == gpu), {"pp": pp, "vp": vp, "ep": ep,
+                                                                               "mbs": mbs, "gbs": _int(row["gbs"])})
+    # a misprinted cell: the release's recipe (recipes.py)
+    pp, vp, ep, mbs = ran.get("pp", pp), ran.get("vp", vp), ran.get("ep", ep), ran.get("mbs", mbs)
     dp, rem = divmod(gpus, tp * pp * cp)
     if rem or dp < 1:
         return skip(f"{gpus} GPUs do not split into TP{tp} × PP{pp} × CP{cp}")
     torch_side = group.startswith(("torchtitan", "torchao"))
     settings = (row["other_settings"] + " " + row["dp_or_fsdp_as_printed"]).lower()
     fsdp = torch_side or bool(re.search(r"fsdp=([1-9])", settings))
-    mbs = _int(re.sub(r"[^\d]", " ", row["mbs"]).strip()) or 1
     gbs = _int(row["gbs"]) or mbs * dp
-    from validation.published.throughput.recipes import recipe_layout
-    ran, _ = recipe_layout(row, next(k for k, v in GPUS.items() if v == gpu), {"pp": pp, "vp": vp, "mbs": mbs,
-                                                                               "gbs": gbs})
-    vp, mbs = ran.get("vp", vp), ran.get("mbs", mbs)  # a misprinted cell: the release's recipe (recipes.py)
     mb = 1
     if torch_side and pp > 1:  # torchtitan pipelines micro-batches of 1 (pipeline_parallel_microbatch_size)
         mb, mbs = mbs, 1
