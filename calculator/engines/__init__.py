@@ -118,9 +118,13 @@ def _stage_content(m, shard, weights: int):
     """What an engine's budget of one pipeline stage depends on: its weights, whether it holds the head, and its
     layers. Where every layer is alike (no per-layer mixers, windows or Gemma-next sharing) the layers are just a
     count, so the equal middle stages of a split are budgeted once; else the stage's own layer range."""
-    alike = m.layer_types is None and m.gemma_next is None and not m.sliding_window
-    layers = shard.last_layer - shard.first_layer if alike else (shard.first_layer, shard.last_layer)
+    layers = shard.last_layer - shard.first_layer if _layers_alike(m) else (shard.first_layer, shard.last_layer)
     return weights, shard.has_head, layers
+
+
+def _layers_alike(m) -> bool:
+    """Every decoder layer alike for the engines' budgets: no per-layer mixers, windows or Gemma-next sharing."""
+    return m.layer_types is None and m.gemma_next is None and not m.sliding_window
 
 
 def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
@@ -160,17 +164,24 @@ def budgets(m, w, shards, gpu) -> tuple[list[Serving], int]:
         raise InputError("serving.attention_dp", f"--attention-dp {ad} must divide --tp {w.parallel.tp}")
     engine = ENGINES[w.engine]
     context = w.overheads.cuda_context_bytes if w.overheads.cuda_context_bytes is not None else gpu.cuda_context_bytes
-    results, same, weights_of = [], {}, {}
+    results, same, weights_of, of_shard = [], {}, {}, {}
+    alike = _layers_alike(m)
     for sh in shards:
-        # the weights read the shard's parameter counts (and with DP attention its layers): equal middle stages once
-        counts = (sh.total, sh.layer_linear, sh.experts) + ((sh.first_layer, sh.last_layer) if ad > 1 else ())
-        weights = weights_of.get(counts)
-        if weights is None:
-            weights = weights_of[counts] = engine_weight_bytes(m, w, sh, ad)
-        key = _stage_content(m, sh, weights)
-        if key not in same:
-            same[key] = engine.budget(m, w, sh, gpu, weights)
-        results.append(same[key])
+        # what the weights and the content read of a shard, so a split's equal middle stages cost one look-up each
+        seen = (sh.total, sh.layer_linear, sh.experts, sh.has_head) + (
+            (sh.last_layer - sh.first_layer,) if alike and ad == 1 else (sh.first_layer, sh.last_layer))
+        sv = of_shard.get(seen)
+        if sv is None:
+            # the weights read the shard's parameter counts (and with DP attention its layers)
+            counts = (sh.total, sh.layer_linear, sh.experts) + ((sh.first_layer, sh.last_layer) if ad > 1 else ())
+            weights = weights_of.get(counts)
+            if weights is None:
+                weights = weights_of[counts] = engine_weight_bytes(m, w, sh, ad)
+            key = _stage_content(m, sh, weights)
+            if key not in same:
+                same[key] = engine.budget(m, w, sh, gpu, weights)
+            sv = of_shard[seen] = same[key]
+        results.append(sv)
     return results, context
 
 

@@ -26,6 +26,8 @@ mamba2_config, model_executor/pool_configurator.py, mem_cache/kv_cache_configura
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from calculator.engines import sglang_compressed, sglang_gemma, sglang_mimo, states
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
                                        kv_token_bytes, sglang_server)
@@ -65,16 +67,28 @@ def gpu_defaults(gpu_mem_mib: float, tp: int) -> tuple[int, int]:
 
 def decode_graph_sizes(max_bs: int) -> list[int]:
     """1, 2, 4, 8, 12, then 16..256 by 8, 272..496 by 16, 512.. by 32, plus max_bs (cuda_graph_hook.py)."""
+    return list(_decode_graph_sizes(max_bs))
+
+
+@lru_cache(maxsize=64)
+def _decode_graph_sizes(max_bs: int) -> tuple[int, ...]:
+    """decode_graph_sizes, kept per max batch (every budget of a planner's grid asks for the same few)."""
     sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, max_bs + 1, 32))
     sizes = [s for s in sizes if s <= max_bs]
-    return sizes if max_bs in sizes else sizes + [max_bs]
+    return tuple(sizes if max_bs in sizes else sizes + [max_bs])
 
 
 def prefill_graph_sizes(max_tokens: int) -> list[int]:
     """Prefill capture buckets up to chunked_prefill_size (cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes)."""
+    return list(_prefill_graph_sizes(max_tokens))
+
+
+@lru_cache(maxsize=64)
+def _prefill_graph_sizes(max_tokens: int) -> tuple[int, ...]:
+    """prefill_graph_sizes, kept per chunked-prefill size."""
     sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
              + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
-    return [s for s in sizes if s <= max_tokens]
+    return tuple(s for s in sizes if s <= max_tokens)
 
 
 def mem_fraction_rule(gpu_mem_mib: float, tp: int, pp: int, chunked: int, max_bs: int, mla: bool,
@@ -83,7 +97,7 @@ def mem_fraction_rule(gpu_mem_mib: float, tp: int, pp: int, chunked: int, max_bs
     512 + 1.5 × max(chunked prefill, 2048) + tp·pp/8 × 1024 + the graph reserve (reserve_for_graph_mb: 2 × decode
     max batch and 8 per prefill graph (MLA: 1536) with CUDA graphs on; with DP attention over attn_dp ranks
     max batch × attn_dp × 3, × 4.5 above a max batch of 300, graphs or not), at least 10 GiB above 60 GiB."""
-    prefill = (1536 if mla else 8 * len(prefill_graph_sizes(min(8192, chunked) if mla else chunked))) if graphs else 0
+    prefill = (1536 if mla else 8 * len(_prefill_graph_sizes(min(8192, chunked) if mla else chunked))) if graphs else 0
     decode = 2 * max_bs if graphs else 0
     dp_pad = max_bs * attn_dp * (4.5 if max_bs > 300 else 3) if attn_dp > 1 else 0
     reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + decode + dp_pad + prefill
@@ -174,7 +188,7 @@ def overheads(m: ModelSpec, w, max_bs: int, chunked: int, device: str, frac: flo
     + 1 MiB per further decode graph + the prefill graphs' reserve, and one chunked-prefill forward."""
     graphs = 0
     if w.serving.cuda_graphs:
-        dec, pre = decode_graph_sizes(max_bs), prefill_graph_sizes(chunked)
+        dec, pre = _decode_graph_sizes(max_bs), _prefill_graph_sizes(chunked)
         graphs = forward_peak(m, w, dec[-1]) + len(dec) * MiB + (1536 * MiB if m.is_mla else 8 * len(pre) * MiB)
     notes = (f"{device}; free before loading = total − CUDA context" + (" − NCCL" if multi else ""),
              f"mem_fraction_static {frac:g}: {rule}",
@@ -214,7 +228,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         graphs, activation, notes = overheads(m, w, max_bs, chunked, device, frac, rule, multi)
         base = {"version": VERSION, "rule": rule, "visible": visible, "budget": int(pre_load * frac),
                 "weights": weights, "activation": activation, "nccl": nccl, "graphs": graphs, "chunked": chunked,
-                "max_bs": max_bs, "graph_sizes": len(decode_graph_sizes(max_bs)) if s.cuda_graphs else 0,
+                "max_bs": max_bs, "graph_sizes": len(_decode_graph_sizes(max_bs)) if s.cuda_graphs else 0,
                 "notes": tuple(n for n in notes if n)}
         return sglang_compressed.serving(m, w, layers, kv_pool, frac, base)
     gemma = sglang_gemma.cells(m, w, layers) if m.gemma_next is not None else None
@@ -307,6 +321,6 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         pool_bytes if starts else max(kv_pool, 0), kv_pool, full_cell + swa_cell, page, tokens // page, tokens,
         per_seq, concurrency,
         configured, largest, starts, error, chunked, max_bs, s.prefix_caching,
-        len(decode_graph_sizes(max_bs)) if s.cuda_graphs else 0, False,
+        len(_decode_graph_sizes(max_bs)) if s.cuda_graphs else 0, False,
         {"tp": p.tp, "pp": p.pp, "dp": p.dp, "attention_dp": server_dp, "ep": p.ep,
          "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(n for n in notes if n), state)

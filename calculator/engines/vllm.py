@@ -105,6 +105,12 @@ def _capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, blackwell: bo
     return tuple(s for s in sizes if s <= min(top, max_num_batched_tokens))
 
 
+@lru_cache(maxsize=256)
+def _full_sizes(sizes: tuple[int, ...], max_num_seqs: int) -> tuple[int, ...]:
+    """The capture sizes that also get a full graph: the decode batches, at most max_num_seqs (FULL_AND_PIECEWISE)."""
+    return tuple(x for x in sizes if x <= max_num_seqs)
+
+
 _FORWARD_PEAKS: dict = {}
 
 
@@ -156,8 +162,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     act_peak = max(fwd, hidden + sampler_peak(m, requests, rel)) if shard.has_head else fwd
     multi = p.tp > 1 or p.pp > 1
     non_torch = rel.non_torch_multi if multi else rel.non_torch_tp1
-    sizes = capture_sizes(max_seqs, mbt, "b200" in gpu.id or "b300" in gpu.id) if s.cuda_graphs else []
-    full_sizes = [x for x in sizes if x <= max_seqs]
+    sizes = _capture_sizes(max_seqs, mbt, "b200" in gpu.id or "b300" in gpu.id) if s.cuda_graphs else ()
+    full_sizes = _full_sizes(sizes, max_seqs)
     graphs = 0
     if sizes:  # FULL_AND_PIECEWISE: piecewise graphs for every size, full graphs for decode batches
         graphs = (forward_peak(m, w, sizes[-1]) + (len(sizes) - 1) * PER_GRAPH_BYTES

@@ -264,7 +264,7 @@ def serving(m, w, layouts, batches, timing: TimingInputs | None = None) -> dict 
     n = len(layouts)
     sizes = [int(b) for b in batches]
     larger = [i for i, b in enumerate(sizes) if b > 1]
-    one = times(m, dec_w, [_at_batch(lay, 1) for lay in layouts], timing)
+    one = times(m, dec_w, [lay if lay.micro_batch == 1 else _at_batch(lay, 1) for lay in layouts], timing)
     if one is None:
         return None
     tpot, neck = np.full(n, np.nan), np.zeros(n, dtype=np.int64)
