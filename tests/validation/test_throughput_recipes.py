@@ -49,3 +49,19 @@ def test_rows_whose_release_ran_another_expert_layout_run_it():
     assert (par.pp, par.virtual_stages, par.ep, par.dp, par.num_microbatches) == (1, 1, 16, 16, 64)
     assert not cases["T0191"].timing.ep_comm_overlap  # the PP2 rule (moe_a2a_overlap=True) no longer matches
     assert cases["T0228"].workload.parallel.pp == 2 and cases["T0228"].timing.ep_comm_overlap
+
+
+def test_the_moonlight_sweep_runs_its_recipe_and_its_printed_modules():
+    """Moonlight-16B (skills card, bridge 600d069b moonlight_16b_pretrain_8gpu_h100_bf16_config): the alltoall
+    dispatcher, no TP overlap, and each run's --recompute-modules as printed, less the ones the engine does not
+    price (layernorm, mla_up_proj)."""
+    from validation.published.throughput.recipes import selective_modules
+    assert selective_modules("selective []") == () and selective_modules("not stated") is None
+    assert selective_modules("selective ['layernorm','moe_act']") == ("moe_act",)
+    assert selective_modules("selective ['mla_up_proj', 'mlp']") == ("mlp",)
+    cases = {c.id: c for c in tp.load()[0]}
+    control, attn = cases["T0387"], cases["T0388"]
+    assert control.workload.moe_dispatcher == "alltoall" and not control.timing.tp_comm_overlap
+    assert (control.workload.recompute, control.workload.recompute_modules) == ("selective", ())
+    assert attn.workload.recompute_modules == ("core_attn",)
+    assert cases["T0371"].workload.moe_dispatcher == "flex"  # the Qwen3-30B card prints HybridEP

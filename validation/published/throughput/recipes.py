@@ -207,3 +207,35 @@ def mtp_layers(row: dict) -> int:
     if row.get("source_group") != "megatron-bridge-perf-summary" or "deepseek" not in low or "w/o mtp" in low:
         return 0
     return 1
+
+
+# Megatron-Bridge's Moonlight-16B recipe the skills card ran (skills/nemo-mbridge-perf-activation-recompute/card.yaml
+# at a67b5735d: bridge 600d069b, "TP2_PP1_CP1_EP8_DP4"): src/megatron/bridge/recipes/moonlight/h100/moonlight_16b.py
+# moonlight_16b_pretrain_8gpu_h100_bf16_config at 600d069b sets moe_token_dispatcher_type = "alltoall" (not the
+# flex dispatcher) and comm_overlap = CommOverlapConfig(tp_comm_overlap=False)
+SKILLS_RECIPES = ((r"moonlight", {"moe_dispatcher": "alltoall", "tp_comm_overlap": False},
+                   "600d069b moonlight_16b_pretrain_8gpu_h100_bf16_config"),)
+# --recompute-modules the engine does not price (calculator.memory.megatron_core refuses them: their one published
+# measurement frees less than the checkpoint's source implies, calculator/impls/megatron_recompute.py)
+UNPRICED_MODULES = ("layernorm", "mla_up_proj")
+
+
+def skills_recipe(row: dict) -> tuple[dict, str]:
+    """(the dispatcher and TP-overlap settings, the source) of a skills-card row's recipe (SKILLS_RECIPES); ({},
+    "") for any other row."""
+    if row.get("source_group") != "megatron-bridge-skills":
+        return {}, ""
+    for pattern, settings, source in SKILLS_RECIPES:
+        if re.search(pattern, row["model"].lower()):
+            return dict(settings), source
+    return {}, ""
+
+
+def selective_modules(text: str) -> tuple[str, ...] | None:
+    """The --recompute-modules of a row that prints "selective ['core_attn']" (the skills card's sweep: an empty
+    list is its no-recompute control), less UNPRICED_MODULES; None for a row that prints no selective list."""
+    m = re.search(r"selective\s*\[([^\]]*)\]", text or "")
+    if not m:
+        return None
+    names = re.findall(r"[a-z_]+", m.group(1))
+    return tuple(n for n in names if n not in UNPRICED_MODULES)

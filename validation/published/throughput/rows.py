@@ -16,7 +16,9 @@ Stack settings each source runs with, and where they are written:
   parallelism over the ring (cp_comm_type p2p, Megatron-Core's default), the interleaved schedule where a VP is
   printed (with the recipe's pipeline split where PP × VP does not divide the layers:
   validation/published/throughput/splits.py), MoE tokens dispatched by DeepEP / HybridEP (the flex dispatcher the
-  skills cards name: "BF16 (DeepEP)", "FP8-MX (HybridEP)"). Recompute is not printed (README doubt 1): none. The EP
+  skills cards name: "BF16 (DeepEP)", "FP8-MX (HybridEP)"; Moonlight's recipe the alltoall one without TP overlap,
+  recipes.skills_recipe). Recompute is not printed (README doubt 1): none, but where a row prints its selective
+  --recompute-modules (the Moonlight sweep, recipes.selective_modules). The EP
   all-to-all overlap and the
   full-iteration CUDA graph of the recipe at that release: validation/published/throughput/recipes.py (or as the
   row prints them: "ep_overlap", "EP overlap ON / OFF").
@@ -257,6 +259,11 @@ def case_of(row: dict):
         return skip("no exact throughput figure (approximate '~' TFLOP/s, or none printed)")
     rc = row["recompute"].lower()
     recompute = "full" if "full" in rc else ("op" if torch_side and ("op" in rc or "selective" in rc) else "none")
+    from validation.published.throughput.recipes import selective_modules, skills_recipe
+    modules = None if torch_side else selective_modules(rc)  # Megatron's --recompute-modules as printed
+    if modules is not None:
+        recompute = "selective"
+    recipe, _ = skills_recipe(row)  # a skills card's recipe: its dispatcher and TP overlap
     impl = ("compile" if "compile" in settings else "hf") if torch_side else "megatron-te"
     from validation.published.throughput.splits import pipeline_settings
     split, _ = pipeline_settings(row, pp, vp)  # the recipe's uneven pipeline split (splits.py)
@@ -271,7 +278,8 @@ def case_of(row: dict):
                       pp_overlap_p2p=vp > 1 and group in P2P_OVERLAP_GROUPS, **split)
     w = Workload(micro_batch=mbs, seq_len=seq, gpu=gpu, impl=impl, recompute=recompute, parallel=par,
                  stack="fsdp2" if fsdp else "megatron", mtp_layers=mtp,
-                 **({} if torch_side else {"moe_dispatcher": "flex"}))
+                 recompute_modules=modules,
+                 **({} if torch_side else {"moe_dispatcher": recipe.get("moe_dispatcher", "flex")}))
     from validation.published.throughput.recipes import recipe_switches
     gpu_key = next(k for k, v in GPUS.items() if v == gpu)
     ep_overlap, full_graph, _ = recipe_switches(row, gpu_key, {"pp": pp, "vp": vp, "ep": ep, "mbs": mbs})
@@ -283,7 +291,8 @@ def case_of(row: dict):
     moe_graph = m.is_moe and not torch_side and moe_layer_graph(row, gpu_key,
                                                                 {"pp": pp, "vp": vp, "ep": ep, "mbs": mbs})[0]
     timing = TimingInputs(matmul_dtype=dtype, overlap_grad_reduce=True, overlap_param_gather=True,
-                          tp_comm_overlap=("async" in settings) if torch_side else tp > 1,
+                          tp_comm_overlap=("async" in settings) if torch_side else recipe.get("tp_comm_overlap",
+                                                                                               tp > 1),
                           ep_comm_overlap=ep_overlap, full_iteration_cuda_graph=full_graph,
                           moe_router_cuda_graph=moe_graph)
     return Case(rid, group, label, m, w, timing, step, group in FIT_GROUPS)
