@@ -52,6 +52,8 @@ def export(m, w, fmt: str) -> Export:
         check_divisibility(m, w)
     if w.mode == "train":
         stacks.check(w)
+        if isinstance(m, ModelSpec):
+            stacks.check_model(m, w)
     return mod.build(m, w)
 
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from types import ModuleType
 
 from calculator.core.errors import InputError
-from calculator.stacks import ddp, deepspeed, fsdp2, hf_trainer, megatron
+from calculator.stacks import common, ddp, deepspeed, fsdp2, hf_trainer, megatron
 
 MODULES: dict[str, ModuleType] = {m.NAME: m for m in (hf_trainer, ddp, fsdp2, deepspeed, megatron)}
 STACKS: tuple[str, ...] = tuple(MODULES)
@@ -62,6 +62,12 @@ def check(w) -> None:
     name, problem = _stack_and_problem(w.stack, w.parallel)
     if problem:
         raise InputError("stack", f"{name} {problem}")
+
+
+def check_model(m, w) -> None:
+    """A stack whose handling of the model's fp32-kept parameters is not modelled (its FP32_KEPT) is refused
+    (InputError naming `stack`): common.check_fp32_kept."""
+    common.check_fp32_kept(m, w, module(w))
 
 
 @lru_cache(maxsize=256)

@@ -5,6 +5,8 @@ A stack module (calculator/stacks/<name>.py) exposes
     NAME, LABEL, SOURCE            its id, a one-line description, the source key of its memory behaviour
     states_workload(w) -> Workload the workload the model states are counted for (FSDP2 recasts its precision)
     memory(ctx) -> StackMemory     gradient lifetime, persistent buffers, buffers at the forward/backward peak
+    FP32_KEPT                      a KeptDtype: what it does with the parameters a low-precision model keeps in
+                                   fp32 (from_pretrained's _keep_in_fp32_modules_strict), and whether that is modelled
 and may set OFFLOAD_MOVES_GRADIENTS = False when its CPU optimizer offload keeps the gradient buffer on the GPU
 (Megatron's HybridDeviceOptimizer; calculator.stages.held.add_offload; default True, ZeRO-Offload's).
 """
@@ -14,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from calculator.core.dtypes import nbytes
+from calculator.core.errors import InputError
+from calculator.model.architectures.compressed import fp32_parameters
 from calculator.model.spec import ModelSpec
 from calculator.model.parameters import count_parameters, kind_counts
 
@@ -63,6 +67,34 @@ class StackMemory:
     nccl_communicators: dict[str, int] = field(default_factory=dict)  # beyond the parallel layout's groups
 
 
+@dataclass(frozen=True)
+class KeptDtype:
+    """What a stack does with parameters kept in fp32 in a bf16 / fp16 model (DeepSeek-V4's attn_hc, ffn_hc, hc_head,
+    sinks, position_bias and norms: architectures.compressed.fp32_parameters). `modelled`: each such parameter
+    keeps its fp32 weight, gradient and optimizer state and the model's modules compute with it as on one GPU
+    (calculator/stages/held.py _fp32_kept, the saved tensors of architectures/compressed_saved.py), and the stack's
+    own buffers follow (`rule`, with its source); otherwise `rule` says what the stack does instead and why the
+    estimate refuses it (check_fp32_kept)."""
+
+    modelled: bool
+    rule: str
+
+
+def fp32_kept(m: ModelSpec, first: int, last: int, has_head: bool) -> int:
+    """The fp32-kept parameters of layers [first, last) (and of the head's modules with `has_head`); 0 for a model
+    that keeps none."""
+    return fp32_parameters(m, range(first, last), has_head) if m.compressed is not None else 0
+
+
+def check_fp32_kept(m: ModelSpec, w, stack) -> None:
+    """Refuse, naming `stack`, a training workload whose model keeps parameters in fp32 under a stack whose handling
+    of them (its FP32_KEPT) is not modelled."""
+    if w.mode == "train" and not stack.FP32_KEPT.modelled and fp32_kept(m, 0, m.num_hidden_layers, True):
+        raise InputError("stack", f"the {stack.NAME} stack with a model that keeps "
+                                  f"{fp32_kept(m, 0, m.num_hidden_layers, True):,} parameters in fp32 "
+                                  f"(_keep_in_fp32_modules_strict) is not modelled: {stack.FP32_KEPT.rule}")
+
+
 def line(key: str, component: str, label: str, n: int, formula: str, substituted: str | tuple, source: str,
          note: str = "") -> Line:
     return Line(key, component, label, int(n), formula, substituted, source, note)
@@ -72,7 +104,7 @@ def line(key: str, component: str, label: str, n: int, formula: str, substituted
 def layer_grad_params(m: ModelSpec, first: int, last: int, tp: int, expert_split: int) -> tuple[int, ...]:
     """Parameters per decoder layer of a stage on one GPU (dense split by TP, routed experts by EP × expert TP)."""
     layers = count_parameters(m).layers[first:last]
-    per_kind = {id(l): -(-(l.attention + l.mlp + l.shared_experts) // tp) + l.router + l.norms
+    per_kind = {id(l): l.tp_local(tp) + l.router + l.norms
                 + -(-l.routed_experts // expert_split) for l, _ in kind_counts(layers)}  # one int per kind of layer
     return tuple(per_kind[id(l)] for l in layers)
 

@@ -18,12 +18,19 @@ The one bucket rebuild can hold the first iteration's flat bucket one iteration 
 """
 from __future__ import annotations
 
-from calculator.stacks.common import StackContext, StackMemory, line
+from calculator.stacks.common import KeptDtype, StackContext, StackMemory, fp32_kept, line
 
 NAME = "ddp"
 LABEL = "PyTorch DistributedDataParallel (gradient buckets allocated at wrap time)"
 SOURCE = "ddp-buckets"
 REBUILD_SOURCE = "ddp-rebuild-hold"
+FP32_KEPT = KeptDtype(True, "DDP leaves the modules and their dtypes as they are (activations: the one-GPU ones) and "
+                            "its Reducer groups parameters into buckets by (dtype, device) "
+                            "(torch.distributed._compute_bucket_assignment_by_size, reducer.cpp "
+                            "compute_bucket_assignment_by_size: one BucketKey per dtype and device), each bucket one "
+                            "flat tensor of its parameters' dtype: the fp32-kept parameters get fp32 buckets, and the "
+                            "buckets hold every parameter at its own dtype's bytes, the gradients term "
+                            "(tests/golden_stacks/deepseek-v4-tiny.json)")
 
 
 def layout_problem(p) -> str:
@@ -77,9 +84,29 @@ def memory(ctx: StackContext) -> StackMemory:
         return StackMemory(grads_whole_step=True, nccl_communicators=groups, at_peak=at_peak,
                            gradient_note="views into DDP's buckets (gradient_as_bucket_view=True), allocated at wrap; "
                                          + rebuild_note)
-    buckets = line("gradients.ddp_buckets", "gradients", f"DDP gradient buckets ({ctx.grad_dtype})", ctx.grad_bytes,
-                   "N_gpu × b_grad (every trainable parameter in some 25 MiB bucket)",
-                   f"{ctx.grad_bytes:,} B", SOURCE, "allocated when the model is wrapped; held for the whole run; "
+    buckets = line("gradients.ddp_buckets", "gradients", f"DDP gradient buckets ({_bucket_dtypes(ctx)})",
+                   ctx.grad_bytes, "N_gpu × b_grad (every trainable parameter in some 25 MiB bucket of its dtype)",
+                   _bucket_text(ctx), SOURCE, "allocated when the model is wrapped; held for the whole run; "
                    + rebuild_note)
     return StackMemory(grads_whole_step=not w.zero_grad_set_to_none, persistent=(buckets,), at_peak=at_peak,
                        nccl_communicators=groups)
+
+
+def _kept(ctx: StackContext) -> int:
+    """The fp32-kept parameters of this GPU's shard with a low-precision gradient rule (0 otherwise)."""
+    if ctx.grad_dtype == "fp32" or ctx.w.finetune != "full":
+        return 0
+    return fp32_kept(ctx.m, ctx.shard.first_layer, ctx.shard.last_layer, ctx.shard.has_head)
+
+
+def _bucket_dtypes(ctx: StackContext) -> str:
+    """The buckets' dtypes: one set of buckets per parameter dtype (FP32_KEPT)."""
+    return f"{ctx.grad_dtype} + fp32" if _kept(ctx) else ctx.grad_dtype
+
+
+def _bucket_text(ctx: StackContext) -> str:
+    """The buckets' bytes, split by dtype where the fp32-kept parameters have buckets of their own."""
+    n32 = _kept(ctx)
+    if not n32:
+        return f"{ctx.grad_bytes:,} B"
+    return f"{ctx.grad_bytes - 4 * n32:,} B {ctx.grad_dtype} + {n32:,} × 4 B fp32 (the fp32-kept parameters)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from calculator.memory.megatron_core import applies
 from calculator.stacks import megatron_buffers
-from calculator.stacks.common import StackContext, StackMemory
+from calculator.stacks.common import KeptDtype, StackContext, StackMemory
 
 # --optimizer-cpu-offload (Megatron-Core's HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/): the fp32
 # master weights and Adam state of the offloaded share live on the CPU; the DDP gradient buffer stays on the GPU
@@ -22,6 +22,9 @@ OFFLOAD_MOVES_GRADIENTS = False
 NAME = "megatron"
 LABEL = "Megatron-LM (persistent fp32 main-grad buffer, distributed optimizer)"
 SOURCE = "megatron-grad-buffer"
+FP32_KEPT = KeptDtype(False, "Megatron-LM trains its own model code, not the transformers modules whose saved "
+                             "tensors and fp32-kept parameters the estimate traces (architectures/compressed_saved.py): "
+                             "not modelled; use stack ddp")
 
 
 def layout_problem(p) -> str:

@@ -73,6 +73,7 @@ class SharedByStages:
         megatron_core.check(m, w)  # Megatron-Core inputs: their stack, GPU (FP8 recipes) and values
         self.w = lora.kbit_prepared(w)  # QLoRA's prepare_model_for_kbit_training: fp32 non-4-bit weights, activations
         self.stack = stacks.module(self.w)
+        stacks.check_model(m, self.w)  # a model keeping fp32 parameters: the stack's FP32_KEPT rule
         self.ws = self.stack.states_workload(self.w)  # the model states as the stack holds them (FSDP2: fp32 shards)
         self.d = act.dims(m, self.w)
         self.code = impls.module(self.w.impl)  # what the model's code keeps: transformers, Liger, compiled, Megatron/TE

@@ -24,9 +24,16 @@ The model's other departures from the engine's layer are ModelSpec options, not 
 top-k ones; their tid2eid table is a buffer).
 
 Training (compressed_saved.py; calculator.memory.parallel.check_divisibility calls check_training) is modelled for
-full fine-tuning on one GPU with the HF Trainer stack, no or full recompute, and held to the CPU-traced goldens
-tests/golden/deepseek-v4-tiny__*; the rest is refused naming the field (TRAINING_MISSING). The fp32-kept parameters
-(fp32_parameters) get fp32 weights, gradients and optimizer states (calculator/stages/held.py _fp32_kept).
+full fine-tuning with transformers' eager modules, no or full recompute, on one GPU (stack hf-trainer) or with pure
+data parallelism under PyTorch DDP (stack ddp, any dp; tp = pp = ep = cp = 1), held to the CPU-traced goldens
+tests/golden/deepseek-v4-tiny__* and, for DDP's buckets, tests/golden_stacks/deepseek-v4-tiny.json (two gloo
+processes, validation/architectures/dsv4_stacks.py); the rest is refused naming the field (TRAINING_MISSING here;
+the stacks' own rule, calculator.stacks.common.check_fp32_kept, refuses fsdp2, deepspeed and megatron naming `stack`).
+The fp32-kept parameters (fp32_parameters) get fp32 weights, gradients and optimizer states
+(calculator/stages/held.py _fp32_kept) and, under DDP, fp32 gradient buckets of their own. Under HF Trainer's DDP
+without gradient checkpointing (find_unused_parameters=True) the CSA indexers' parameters, which get no gradient,
+are skipped; with gradient checkpointing it passes False and DDP raises at the second iteration unless
+ddp_find_unused_parameters=True is set (traced in the golden).
 """
 from __future__ import annotations
 
@@ -43,19 +50,23 @@ SOURCE = "compressed-attention"
 KINDS = {"compressed_window": ("sliding_attention", "DeepSeek-V4 sliding-window attention"),
          "compressed_sparse": ("compressed_sparse_attention", "compressed sparse attention (CSA)"),
          "compressed_heavy": ("heavily_compressed_attention", "heavily compressed attention (HCA)")}
-TRAINING_MISSING = ("training DeepSeek-V4 is modelled for full fine-tuning on one GPU with the HF Trainer stack "
-                    "(transformers' eager modules, a bf16 or fp16 model, no recompute or full recompute: "
-                    "architectures/compressed_saved.py, held to CPU-traced goldens); not yet {what}")
+TRAINING_MISSING = ("training DeepSeek-V4 is modelled for full fine-tuning on one GPU (stack hf-trainer) or with "
+                    "data parallelism under PyTorch DDP (stack ddp; transformers' eager modules, a bf16 or fp16 "
+                    "model, no recompute or full recompute: architectures/compressed_saved.py, held to CPU-traced "
+                    "goldens); not yet {what}")
 
 
 def check_training(w) -> None:
     """Refuse, naming the field, the DeepSeek-V4 training workloads the estimate has not been validated for
     (TRAINING_MISSING): LoRA / QLoRA (PEFT 0.21's all-linear LoRA fails on DeepseekV4GroupedLinear, traced on the
-    CPU; other targets and the frozen base's saved tensors are not traced), selective or op-level recompute, more
-    than one GPU (DDP, ZeRO, FSDP, pipeline, expert parallelism: the stacks' buckets and splits of the fp32-kept
-    parameters), another stack or kernel implementation than transformers' own, attention other than eager (the
-    only one transformers runs V4 with), fp32 weights or autocast (compressed_saved counts a low-precision
-    model's fp32 copies), another activation model than the exact one."""
+    CPU; other targets and the frozen base's saved tensors are not traced), selective or op-level recompute,
+    pipeline, expert or context parallelism (each GPU would run part of the model: not traced; tensor parallelism
+    is memory.parallel's refusal), another kernel implementation than transformers' own, attention other than
+    eager (the only one transformers runs V4 with), fp32 weights or autocast (compressed_saved counts a
+    low-precision model's fp32 copies), another activation model than the exact one. Data parallelism is the
+    stack's question: DDP keeps every module and dtype as on one GPU and is modelled; FSDP2, DeepSpeed and Megatron
+    are refused by their FP32_KEPT rule (calculator/stacks/common.py check_fp32_kept), which says what each does
+    with the fp32-kept parameters instead."""
     p = w.parallel
     refused = (("mode", w.mode != "train", f"mode = {w.mode}"),
                ("finetune", w.finetune != "full", f"{w.finetune}: PEFT (0.21) wraps o_a_proj, a "
@@ -67,7 +78,6 @@ def check_training(w) -> None:
                                                      "with eager attention only: _supports_sdpa = _supports_flash_attn "
                                                      "= False; set attention to eager)"),
                ("recompute", w.recompute not in ("none", "full"), f"recompute = {w.recompute}"),
-               ("stack", w.stack not in (None, "hf-trainer"), f"the {w.stack} stack"),
                ("impl", w.impl != "hf", f"impl = {w.impl}"),
                ("precision", w.precision.params not in ("bf16", "fp16") or (w.precision.activations or "bf16")
                 not in ("bf16", "fp16"), "fp32 weights or activations (autocast)"),
@@ -75,9 +85,10 @@ def check_training(w) -> None:
     for field, bad, what in refused:
         if bad:
             raise InputError(field, TRAINING_MISSING.format(what=what))
-    for field in ("dp", "pp", "ep", "cp"):
+    for field in ("pp", "ep", "cp"):
         if getattr(p, field) > 1:
-            raise InputError(field, TRAINING_MISSING.format(what=f"{field} = {getattr(p, field)} (one GPU only)"))
+            raise InputError(field, TRAINING_MISSING.format(
+                what=f"{field} = {getattr(p, field)} (data parallelism only: every GPU runs the whole model)"))
 
 
 SERVING_REFUSED = ("SGLang keeps DeepSeek-V4's cache in its own layout (compressed-KV, indexer and sliding-window "

@@ -12,10 +12,12 @@ indexer_retained, the CSA indexer's scoring graph, allocated through the step (c
 head, hc_head's collapse and the fp32-weight final norm, and hyper_head_backward, the backward's peak inside
 hc_head's input_norm (calculator/impls/hf.py); checkpointed_input and checkpointed_shared, what full recompute keeps
 (calculator/stages/kinds.py). The fp32-kept parameters' weights, gradients and optimizer states are
-calculator/stages/held.py's. Modelled: full fine-tuning on one GPU with the HF Trainer stack, eager attention, no
-or full recompute, a bf16 / fp16 model. Not modelled (compressed.check_training refuses them, naming the field):
-LoRA / QLoRA, selective recompute, several GPUs (TP, pipeline stages, DDP, ZeRO, FSDP, EP), other stacks, fp32
-weights or autocast. Not counted: the model's buffers (tid2eid, RoPE inv_freq; 17,968 B of the tiny goldens).
+calculator/stages/held.py's. Modelled: full fine-tuning on one GPU with the HF Trainer stack or data parallel under
+PyTorch DDP (which runs these modules with these dtypes: calculator/stacks/ddp.py FP32_KEPT), eager attention, no
+or full recompute, a bf16 / fp16 model. Not modelled (compressed.check_training and the stacks' FP32_KEPT rules
+refuse them, naming the field): LoRA / QLoRA, selective recompute, TP, pipeline stages, EP, CP, FSDP2 and DeepSpeed
+(both run the fp32-kept parameters in bf16: other saved tensors, tests/golden_stacks/deepseek-v4-tiny.json),
+Megatron, fp32 weights or autocast. Not counted: the model's buffers (tid2eid, RoPE inv_freq; 17,968 B of the tiny goldens).
 Not validated: the working set of a layer recomputed in backward (the stage's generic rule, one layer's saved
 tensors less the head's): the traced one is 0.52-0.56 MB (one CSA layer's backward temporaries) above it in the
 tiny full-recompute goldens, whose peak is the optimizer step's.

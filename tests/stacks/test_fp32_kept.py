@@ -1,0 +1,124 @@
+"""The stacks' handling of parameters a bf16 model keeps in fp32 (calculator/stacks/common.py KeptDtype, each stack's
+FP32_KEPT), held to tests/golden_stacks/deepseek-v4-tiny.json: validation/architectures/dsv4_stacks.py ran the
+tiny DeepSeek-V4 of tests/golden/deepseek-v4-tiny__* (5,189,501 parameters, 206,717 of them fp32-kept) as
+from_pretrained loads it in bf16, on two gloo processes on the CPU with PyTorch 2.13 and transformers 5.23, one
+32-token micro-batch a rank, two iterations, and recorded rank 0's gradient buckets (a DDP comm hook's
+GradBucket.buffer() and the Reducer's bucket_sizes), FSDP2's refusal of the mixed-dtype model and its local shards
+under accelerate's fp32 upcast, and the saved-for-backward bytes with the fp32-kept parameters computed in bf16."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from calculator import InputError, Workload, estimate
+from calculator.core.workload import RECIPES
+from calculator.model.hf_config import spec_from_hf_config
+from calculator.model.parameters import count_parameters
+from calculator.stacks import MODULES, common
+
+TESTS = Path(__file__).resolve().parents[1]
+TRACE = json.loads((TESTS / "golden_stacks" / "deepseek-v4-tiny.json").read_text())
+SPEC = spec_from_hf_config(json.loads(
+    (TESTS / "golden" / "deepseek-v4-tiny__train__mixed__b1_s128__none__eager.json").read_text())["model"]).spec
+
+
+def _workload(**update) -> Workload:
+    return Workload(mode="train", micro_batch=1, seq_len=TRACE["tokens_per_rank"], attention="eager",
+                    precision=RECIPES["mixed-bf16"][1], **update)
+
+
+def _terms(w: Workload) -> dict[str, int]:
+    return {t.key: t.bytes for t in estimate(SPEC, w, with_fits=False).stages[0].terms}
+
+
+def test_the_traced_model_is_the_engines():
+    """The same parameters and the same fp32-kept ones (compressed.fp32_parameters, via common.fp32_kept)."""
+    assert count_parameters(SPEC).total == TRACE["parameters"] == 5_189_501
+    assert common.fp32_kept(SPEC, 0, SPEC.num_hidden_layers, True) == TRACE["fp32_parameters"] == 206_717
+
+
+def test_ddp_buckets_each_dtype_apart_and_hold_every_parameter_at_its_own_bytes():
+    """reducer.cpp compute_bucket_assignment_by_size keys buckets by (dtype, device): the comm hook saw two bf16
+    buckets (8,060,928 + 1,904,640 B) and one fp32 bucket of 826,868 B = 4 × 206,717, in both iterations (HF
+    Trainer's find_unused_parameters=True keeps the first assignment: no rebuild), the Reducer's bucket_sizes the
+    same. The engine's DDP buckets are the gradients term, 10,792,436 B, split the same way."""
+    ddp = TRACE["ddp"]
+    first, second = ddp["buckets"]
+    assert first == second
+    by_dtype = {}
+    for _, dtype, nbytes in first:
+        by_dtype[dtype] = by_dtype.get(dtype, 0) + nbytes
+    assert by_dtype == {"torch.bfloat16": 9_965_568, "torch.float32": 826_868} == TRACE["params"]
+    assert sum(ddp["reducer_bucket_sizes"]) == sum(by_dtype.values())
+    t = _terms(_workload(stack="ddp", parallel={"dp": 2}))
+    assert t["gradients.ddp_buckets"] == sum(by_dtype.values()) == 10_792_436
+    assert 4 * common.fp32_kept(SPEC, 0, SPEC.num_hidden_layers, True) == by_dtype["torch.float32"]
+
+
+def test_ddp_replicates_the_one_gpu_states_and_activations():
+    """DDP wraps the modules as they are: every GPU holds the one-GPU weights (bf16 + the fp32-kept ones: the traced
+    parameter bytes), master weights and AdamW states, and saves the same tensors as one GPU (held to
+    tests/golden/deepseek-v4-tiny__*); its buckets are its only addition, its NCCL communicator beside them."""
+    one, dp = _terms(_workload()), _terms(_workload(stack="ddp", parallel={"dp": 2}))
+    assert dp["weights"] + dp["weights.fp32"] == sum(TRACE["params"].values())
+    for key in ("weights", "weights.fp32", "master_weights", "optimizer_states", "optimizer_states.fp32"):
+        assert dp.get(key, 0) == one.get(key, 0), key
+    assert {k: v for k, v in dp.items() if k.startswith(("activations", "logits"))} == {
+        k: v for k, v in one.items() if k.startswith(("activations", "logits"))}
+
+
+def test_ddp_leaves_the_indexers_parameters_without_gradients():
+    """The CSA indexers' 12 parameters (6 per CSA layer) get no gradient: with find_unused_parameters=True their
+    .grad stays None (grads: 184,320 B bf16 and 2,304 B fp32 fewer than the buckets); with gradient checkpointing
+    HF Trainer passes False and DDP raises at the second iteration. The engine counts a gradient for every
+    parameter (as the one-GPU goldens do), an upper bound by those 186,624 B."""
+    ddp = TRACE["ddp"]
+    assert ddp["params_without_grad"] == 12
+    assert sum(TRACE["params"].values()) - sum(ddp["grads"].values()) == 186_624
+    assert TRACE["ddp_checkpointing"]["False"]["error"].startswith("Expected to have finished reduction")
+    assert TRACE["ddp_checkpointing"]["True"]["buckets"] == ddp["buckets"]
+
+
+def test_fsdp2_and_deepspeed_compute_the_fp32_kept_parameters_in_bf16():
+    """Why fsdp2 and deepspeed stay refused: fully_shard refuses the model as loaded (uniform original dtype), under
+    accelerate's upcast every shard is fp32 (rank 0: 10,379,020 B, ⌈dim0 / 2⌉ rows of each of the 5,189,501
+    parameters) and attn_hc.fn runs in bf16; with the fp32-kept parameters in bf16 a 32-token forward saves
+    7,630,040 B instead of 6,978,772 (each hyper-connection +98,304 B = F.linear's fp32 copy of its bf16 fn,
+    4·(2 + n)·n·n·h; each attention less: a bf16 sink softmax), which compressed_saved does not model."""
+    assert "uniform original parameter dtype" in TRACE["fsdp2_bf16_model"]
+    fsdp = TRACE["fsdp2_accelerate"]
+    assert fsdp["shards"] == {"torch.float32": 10_379_020} and fsdp["attn_hc_fn_dtype_in_forward"] == "torch.bfloat16"
+    saved = TRACE["saved_tensors"]
+    assert (saved["kept_fp32"], saved["computed_in_bf16"]) == (6_978_772, 7_630_040)
+    n, h = SPEC.hc_mult, SPEC.hidden_size
+    kept, cast = saved["differ"]["model.layers.0.attn_hc"]
+    assert cast - kept == 4 * (2 + n) * n * n * h == 98_304
+    assert all(k < c for k, c in (v for name, v in saved["differ"].items() if name.endswith("_hc")))
+    assert all(k > c for k, c in (v for name, v in saved["differ"].items() if name.endswith("self_attn")))
+
+
+@pytest.mark.parametrize("update,field,words", [
+    ({"stack": "fsdp2", "parallel": {"dp": 2}}, "stack", "uniform original parameter dtype"),
+    ({"parallel": {"dp": 2, "zero": 2}}, "stack", "_cast_module_mixed_precision"),
+    ({"stack": "deepspeed", "parallel": {"dp": 2, "zero": 3}}, "stack", "_cast_module_mixed_precision"),
+    ({"stack": "megatron", "parallel": {"dp": 2}}, "stack", "Megatron-LM trains its own model code"),
+    ({"stack": "fsdp2"}, "stack", "FSDPParamGroup._init_mp_dtypes"),
+    ({"parallel": {"dp": 2, "pp": 2}}, "pp", "data parallelism only"),
+    ({"parallel": {"dp": 2, "ep": 2}}, "ep", "data parallelism only"),
+    ({"parallel": {"dp": 2, "cp": 2}}, "cp", "data parallelism only"),
+    ({"parallel": {"dp": 2, "tp": 2}}, "tp", "tensor parallelism"),
+    ({"stack": "ddp", "parallel": {"dp": 2}, "finetune": "lora"}, "finetune", "PEFT"),
+    ({"stack": "ddp", "parallel": {"dp": 2}, "recompute": "selective"}, "recompute", "recompute = selective"),
+    ({"stack": "ddp", "parallel": {"dp": 2, "zero": 1}}, "stack", "ZeRO stages need stack deepspeed or fsdp2")])
+def test_what_is_not_modelled_is_refused_naming_the_field(update, field, words):
+    with pytest.raises(InputError) as err:
+        estimate(SPEC, _workload(**update), with_fits=False)
+    assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+def test_every_stack_says_what_it_does_with_fp32_kept_parameters():
+    """One rule per stack (KeptDtype): the two that run transformers' modules with every dtype kept are modelled."""
+    assert {name for name, m in MODULES.items() if m.FP32_KEPT.modelled} == {"hf-trainer", "ddp"}
+    assert all(m.FP32_KEPT.rule for m in MODULES.values())
