@@ -39,7 +39,8 @@ def rope_cache_bytes(m: ModelSpec) -> int:
 def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 1) -> int:
     """Weights one GPU loads: quantized decoder linears (routed experts in expert_weight_dtype when given) and the
     rest in the params dtype, as calculator.memory.inference prices them, plus the RoPE cache. SGLang's DP attention
-    shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share."""
+    shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share of what TP
+    splits (what every TP rank keeps whole, LayerParams.tp_replicated, it holds once either way)."""
     wdt, edt = inf.serving_weight_dtypes(m, w)
     experts = shard.experts
     other_linear = shard.layer_linear - experts
@@ -50,7 +51,7 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
     if attention_dp > 1:
         from calculator.model.parameters import count_parameters
         layers = count_parameters(m).layers[shard.first_layer:shard.last_layer]
-        attn = sum(-(-layer.attention // w.parallel.tp) for layer in layers)
+        attn = sum(-(-(layer.attention - layer.tp_replicated) // w.parallel.tp) for layer in layers)  # replicated: whole
         total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)
     return total + rope_cache_bytes(m)  # one cos/sin cache per process, shared by its layers
 

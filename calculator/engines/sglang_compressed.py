@@ -209,8 +209,10 @@ def solve(m, c: Cells, available: int, requests: int) -> Pools:
 
 
 def attn_dp_size(w) -> int:
-    """SGLang's attention-DP ranks of one server (common.sglang_server). TP is refused for DeepSeek-V4, so a server
-    is an EP group of ep·etp GPUs each with its own attention (--tp-size ep·etp --attn-dp-size ep·etp)."""
+    """SGLang's attention-DP ranks of one server (common.sglang_server): an EP group wider than the attention's TP is
+    one server of ep·etp GPUs with DP attention over ep·etp / tp ranks; otherwise the layout's TP splits the
+    attention by heads (models/deepseek_v4.py: n_local_heads = n_heads // attn_tp_size, the shared key head, the
+    latents' projections and the compressors whole on every rank) and the --attn-dp-size given."""
     return sglang_server(w)[1]
 
 
@@ -270,7 +272,7 @@ def notes(m, s, c: Cells, pools: Pools, ad: int, requests: int, per_seq: int) ->
             "sliding-window tokens (window + eviction interval 128 + 2 pages, compute_swa_request_cap)",
             f"SGLang defaults assumed: swa_full_tokens_ratio {SWA_FULL_TOKENS_RATIO} (the DeepSeek-V4 override; "
             "--swa-full-tokens-ratio changes it), SGLANG_DSV4_KV_LAYOUT v4, fp8 indexer, fp32 compressor state, no "
-            "MTP; attention-DP ranks = the EP group (TP is refused for DeepSeek-V4); the mem_fraction_static rule is "
+            "MTP; attention-DP ranks as common.sglang_server maps the layout; the mem_fraction_static rule is "
             "the generic one (memory_hook.py), with DP attention's graph padding, computed before the DeepSeek-V4 "
             "hook caps the decode graphs at its 256 running requests (pipeline.py runs handle_gpu_memory_settings "
             "first); DeepEP's 2 GiB reserve (--moe-a2a-backend deepep) is not added")

@@ -21,6 +21,11 @@ def check_divisibility(m: ModelSpec, w: Workload) -> None:
     p = w.parallel
     if m.compressed is not None and w.mode != "infer":  # DeepSeek-V4 (calculator/model/architectures/compressed.py)
         check_training(w)
+    if m.compressed is not None and p.tp > 1 and (w.mode != "infer" or w.engine == "hf"):
+        raise InputError("tp", "transformers keeps DeepSeek-V4's attention, compressors and shared expert whole on "
+                               "every TP rank (DeepseekV4Config.base_model_tp_plan shards only the routed experts): "
+                               "tensor parallelism is not modelled for it there; split it with ep or pp, or serve "
+                               "it with vLLM or SGLang, which split its attention by heads")
     _check_model_split(m, p)
     if p.pp_layout:  # the layout's MTP layers 'm' against the workload's
         check_split(m.num_hidden_layers, p, getattr(w, "mtp_layers", 0))
@@ -43,10 +48,6 @@ def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
     """The checks of check_divisibility that only the model and the layout decide (TP, PP, EP, expert TP), done
     once per pair: a refusal raises and so is never cached."""
     a, kv = m.num_attention_heads, m.kv_heads
-    if m.compressed is not None and p.tp > 1:  # DeepSeek-V4 (calculator/model/architectures/compressed.py)
-        raise InputError("tp", "transformers keeps DeepSeek-V4's attention, compressors and shared expert whole on "
-                               "every TP rank (DeepseekV4Config.base_model_tp_plan shards only the routed experts): "
-                               "tensor parallelism is not modelled for it; split it with ep or pp")
     if a % p.tp:
         raise InputError("tp", f"tensor parallel size {p.tp} must divide num_attention_heads ({a}); "
                                f"try one of {divisors(a)}")
@@ -118,7 +119,7 @@ def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
         # With interleaving a rank holds v chunks spread over the model; layer counts are the same per rank.
         dense = experts = tensors = largest = linear = 0
         for layer, n in kind_counts(counts.layers[first:last]):  # each kind of layer once, times its count
-            layer_linear = _split(layer.attention + layer.mlp + layer.shared_experts, tp)
+            layer_linear = layer.tp_local(tp)
             linear += n * (layer_linear + _split(layer.routed_experts, ep_tp))
             layer_dense = layer_linear + layer.router + layer.norms
             layer_experts = _split(layer.routed_experts, ep_tp)

@@ -26,6 +26,7 @@ class LayerParams:
     norms: int
     largest_module: int  # the largest single module, for the ZeRO-3/FSDP gather buffer
     tensors: int = 0  # number of parameter tensors (AdamW keeps a 4-byte `step` per tensor)
+    tp_replicated: int = 0  # of `attention`: what every tensor-parallel rank keeps whole (tp_replicated_shapes)
 
     @property
     def total(self) -> int:
@@ -35,6 +36,11 @@ class LayerParams:
     def dense(self) -> int:
         """Everything except routed experts (replicated across expert-parallel ranks)."""
         return self.total - self.routed_experts
+
+    def tp_local(self, tp: int) -> int:
+        """Attention, dense MLP and shared experts on one of `tp` tensor-parallel ranks: what TP splits, ⌈/ tp⌉,
+        plus what every rank keeps whole (tp_replicated)."""
+        return -(-(self.attention - self.tp_replicated + self.mlp + self.shared_experts) // tp) + self.tp_replicated
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,36 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
     return shapes
 
 
+def mla_tp_replicated_shapes(m: ModelSpec) -> list[Shape]:
+    """MLA's tensors every tensor-parallel rank keeps whole: the down projections q_a_proj and kv_a_proj_with_mqa
+    (biases included) and the norms of their latents, q_a_layernorm and kv_a_layernorm. Every implementation the
+    engine models replicates them: transformers (DeepseekV2/V32/GlmMoeDsa/LongcatFlash base_model_tp_plan leave
+    q_a_proj out and give kv_a_proj_with_mqa "mla_kv_a_proj", distributed/tensor_parallel.py MlaKvAProjParallel:
+    whole on every rank, its rope slice's gradient all-reduced), vLLM 0.33 and SGLang 0.5.23 (models/deepseek_v2.py:
+    ReplicatedLinear q_a_proj / kv_a_proj_with_mqa, or SGLang's fused_qkv_a_proj_with_mqa), Megatron-Core with
+    Transformer Engine (multi_latent_attention.py: linear_q_down_proj / linear_kv_down_proj are TELinear with
+    parallel_mode="duplicated"; the latent norms are the up projections' TELayerNormColumnParallelLinear weights,
+    gpt_layer_specs.py). q_b_proj / q_proj, kv_b_proj and o_proj are split by heads."""
+    h = m.hidden_size
+    q = (linear_shapes(h, m.q_lora_rank, m.qkv_bias) + [(m.q_lora_rank,)]) if m.q_lora_rank else []
+    return q + linear_shapes(h, m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias) + [(m.kv_lora_rank,)]
+
+
+def tp_replicated_shapes(m: ModelSpec, kind: LayerKind) -> list[Shape]:
+    """The tensors of one kind of layer's token mixer that tensor parallelism leaves whole on every rank: MLA's
+    down projections and latent norms (mla_tp_replicated_shapes, also under a kind that runs beside MLA), and what
+    the mixer kind declares (its module's tp_replicated_shapes: DSA's indexer, DeepSeek-V4's projections to the
+    shared key and the latents, and its compressors). Gemma 3n / 4 split all of theirs."""
+    if m.gemma_next is not None or kind.mixer == "none":
+        return []
+    if kind.mixer in ("attention", "mla"):
+        att = m.attention_of(kind)
+        return mla_tp_replicated_shapes(att) if att.is_mla else []
+    out = mla_tp_replicated_shapes(m) if architectures.with_attention(kind.mixer) and m.is_mla else []
+    own = getattr(architectures.mixer(kind.mixer), "tp_replicated_shapes", None)
+    return out + (own(m) if own is not None else [])
+
+
 def routed_expert_shapes(m: ModelSpec) -> list[Shape]:
     """All routed experts of a layer; transformers >= 5 stores them fused as (E, 2f, h) and (E, h, f)."""
     if m.variant is not None and m.variant.expert_tensors is not None:  # hook (issue 21): experts laid out otherwise
@@ -272,7 +308,8 @@ def kind_params(m: ModelSpec, kind: LayerKind) -> LayerParams:
     n = {k: numel(v) for k, v in kind_shapes(m, kind)}
     largest = max(n["attention"], n["mlp"], n["routed_experts"], n["shared_experts"])
     return LayerParams(n["attention"], n["mlp"], n["router"], n["routed_experts"], n["shared_experts"], n["norms"],
-                       largest_module=largest, tensors=sum(len(v) for _, v in kind_shapes(m, kind)))
+                       largest_module=largest, tensors=sum(len(v) for _, v in kind_shapes(m, kind)),
+                       tp_replicated=numel(tp_replicated_shapes(m, kind)))
 
 
 def model_tensor_shapes(m: ModelSpec) -> list[Shape]:

@@ -136,7 +136,7 @@ def mtp_params(ctx: StackContext) -> tuple[int, int]:
     p, h = w.parallel, m.hidden_size
     norm = h * (2 if m.norm_type == "layernorm" else 1)
     lay = kind_params(m, m.layer_kind(m.num_hidden_layers - 1))
-    dense = -(-(lay.attention + lay.mlp + lay.shared_experts) // p.tp) + lay.router + lay.norms
+    dense = lay.tp_local(p.tp) + lay.router + lay.norms
     experts = -(-lay.routed_experts // (p.ep * p.expert_tp))
     per = 3 * norm + -(-2 * h * h // p.tp) + dense
     emb = (-(-count_parameters(m).embedding // p.tp)) if (p.pp > 1 and not m.tie_word_embeddings) else 0
@@ -153,7 +153,7 @@ def mtp_linear(ctx: StackContext) -> int:
         return 0
     p, h = w.parallel, m.hidden_size
     lay = kind_params(m, m.layer_kind(m.num_hidden_layers - 1))
-    per = (-(-2 * h * h // p.tp) + -(-(lay.attention + lay.mlp + lay.shared_experts) // p.tp)
+    per = (-(-2 * h * h // p.tp) + lay.tp_local(p.tp)
            + -(-lay.routed_experts // (p.ep * p.expert_tp)))
     return w.mtp_layers * per
 

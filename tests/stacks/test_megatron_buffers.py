@@ -75,7 +75,8 @@ def test_grouped_gemm_adds_four_workspaces():
 def test_fp8_cache_holds_the_mtp_blocks_linear_weights_on_the_last_stage():
     """TE caches each FP8 linear's quantized weight (module/base.py _fp8_workspaces; on Hopper row-wise and the
     transpose, 1 B each), the MTP block's too: multi_token_prediction.py runs it in get_fp8_context. Per MTP layer
-    on the last stage: eh_proj 2h·h / TP, the decoder layer's attention, MLP and shared expert / TP, experts / EP."""
+    on the last stage: eh_proj 2h·h / TP, the decoder layer's attention, MLP and shared expert / TP (MLA's down
+    projections and latent norms whole: LayerParams.tp_local), experts / EP."""
     from calculator.model.parameters import kind_params
     m = load_model("deepseek-v3").spec
     p = {"tp": 8, "pp": 16, "ep": 8, "dp": 8, "distributed_optimizer": True, "pp_first_stage_layers": 3,
@@ -86,8 +87,9 @@ def test_fp8_cache_holds_the_mtp_blocks_linear_weights_on_the_last_stage():
     lay = kind_params(m, m.layer_kind(m.num_hidden_layers - 1))
     ep_tp = w.parallel.ep * w.parallel.expert_tp  # expert TP defaults to TP: 8 × 8
     assert ep_tp == 64
-    mtp = (-(-2 * h * h // 8) + -(-(lay.attention + lay.mlp + lay.shared_experts) // 8)
-           + -(-lay.routed_experts // ep_tp))
+    assert lay.tp_replicated == 15_140_864  # q_a_proj, q_a_layernorm, kv_a_proj_with_mqa, kv_a_layernorm
+    mtp = (-(-2 * h * h // 8) + -(-(lay.attention - lay.tp_replicated + lay.mlp + lay.shared_experts) // 8)
+           + lay.tp_replicated + -(-lay.routed_experts // ep_tp))
     last = {t.key: t for t in estimate(m, with_mtp, with_fits=False).stages[-1].terms}
     plain = {t.key: t for t in estimate(m, w, with_fits=False).stages[-1].terms}
     assert last["weights.fp8_cache"].bytes - plain["weights.fp8_cache"].bytes == 2 * mtp  # row-wise + transpose

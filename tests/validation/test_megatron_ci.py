@@ -8,7 +8,9 @@ from validation.published import megatron_ci
 # moe's worst: the GB200 aux-loss ep8 run (M0294, +6.2%) — routing imbalance, its H100 twin reads -1.8%; priced
 # with TE's FlashAttention fallback (deterministic Blackwell training with dropout) it went from +4.6% to +6.2%
 BOUNDS = {"dense": (0.8, 1.7), "unfused": (0.3, 0.7), "cp": (0.5, 0.9), "moe": (0.6, 6.2), "fp8": (0.8, 4.0),
-          "mtp": (1.6, 2.6), "all": (0.6, 6.2)}
+          "mtp": (1.8, 2.9), "all": (0.6, 6.2)}
+# mtp: MLA's down projections and latent norms kept whole on every TP rank (TELinear parallel_mode "duplicated",
+# LayerParams.tp_replicated) moved both MLA runs up, +0.54 -> +0.73% and +2.59 -> +2.83% (M0307)
 
 
 @pytest.fixture(scope="module")

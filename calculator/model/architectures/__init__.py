@@ -6,6 +6,7 @@ transformers module it mirrors (cited in each). A mixer module says:
     WITH_ATTENTION (optional)                True when the layer also runs the model's softmax attention
                                              (attention_shapes, its saved tensors and KV cache are added)
     shapes(m) -> list[Shape]                 its parameter tensors
+    tp_replicated_shapes(m) (optional)       those every tensor-parallel rank keeps whole (the rest split by heads)
     linears(m) -> list[(name, in, out)]      its nn.Linear modules (LoRA targets, the time model)
     state_bytes(m, b, e) -> int              what generate() keeps per layer for b sequences beside (or instead of)
                                              a KV cache, whatever their length (e: the model dtype's bytes)

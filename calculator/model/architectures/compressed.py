@@ -91,11 +91,6 @@ def check_training(w) -> None:
                 what=f"{field} = {getattr(p, field)} (data parallelism only: every GPU runs the whole model)"))
 
 
-SERVING_REFUSED = ("SGLang keeps DeepSeek-V4's cache in its own layout (compressed-KV, indexer and sliding-window "
-                   "pools), which the calculator has not read: serving DeepSeek-V4 with SGLang is not modelled yet "
-                   "(vLLM is: calculator/engines/vllm_compressed.py)")
-
-
 class CompressedSpec(HashedOnce):
     """DeepSeek-V4's attention in the config's own terms (DeepseekV4Config)."""
 
@@ -141,6 +136,17 @@ def compressor_shapes(m, name: str) -> list[Shape]:
     dI, nI = c.index_head_dim, c.index_n_heads
     return (2 * linear(h, 2 * d) + [(r, 2 * d), (d,)] + 2 * linear(h, 2 * dI) + [(r, 2 * dI), (dI,)]
             + linear(c.q_lora_rank, nI * dI) + linear(h, nI))
+
+
+def tp_replicated_shapes(m, name: str) -> list[Shape]:
+    """What tensor parallelism leaves whole on every rank of a compressed-attention layer: q_a_proj, q_a_norm, kv_proj
+    (the one shared key-and-value head) and kv_norm, and the whole compressor with its indexer. vLLM 0.33
+    models/deepseek_v4/attention.py (fused_wqa_wkv: MergedColumnParallelLinear with disable_tp; the Indexer's wq_b and
+    weights_proj ReplicatedLinear), compressor.py (fused_wkv_wgate with disable_tp, ape, norm); SGLang 0.5.23
+    models/deepseek_v4.py (wq_a / wkv or the fused wqkv_a: ReplicatedLinear), layers/attention/dsv4/compressor.py
+    and indexer.py (ReplicatedLinear). Split by heads: q_b_proj, o_a_proj (by groups), o_b_proj and the sinks."""
+    c, h, d = m.compressed, m.hidden_size, m.head_dim
+    return linear(h, c.q_lora_rank) + [(c.q_lora_rank,)] + linear(h, d) + [(d,)] + compressor_shapes(m, name)
 
 
 def hc_shapes(h: int, n: int) -> list[Shape]:
@@ -248,7 +254,6 @@ class Kind:
     SOURCE = SOURCE
     WITH_ATTENTION = False  # the layer is its own attention: DeepseekV4Attention, not the engine's
     READS_INPUT: frozenset[str] = frozenset()
-    SERVING_REFUSED = SERVING_REFUSED
 
     def __init__(self, name: str):
         self.NAME = name
@@ -256,6 +261,9 @@ class Kind:
 
     def shapes(self, m) -> list[Shape]:
         return attention_shapes(m) + compressor_shapes(m, self.NAME)
+
+    def tp_replicated_shapes(self, m) -> list[Shape]:
+        return tp_replicated_shapes(m, self.NAME)
 
     def linears(self, m) -> list[tuple[str, int, int]]:
         return linears(m, self.NAME)

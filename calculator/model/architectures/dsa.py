@@ -77,6 +77,14 @@ def shapes(m) -> list[Shape]:
     return q_k + norms + (linear(h, ix.n_heads) if ix.variant != "minimax" else []) + mistral
 
 
+def tp_replicated_shapes(m) -> list[Shape]:
+    """Under tensor parallelism the whole indexer stays on every rank (its few heads are not split): vLLM 0.33
+    models/deepseek_v2.py Indexer ("no tensor parallel, just replicated": ReplicatedLinear wq_b, wk and weights_proj
+    fused with disable_tp, a LayerNorm k_norm), SGLang 0.5.23 (layers/attention/dsv4/indexer.py ReplicatedLinear);
+    transformers' DeepseekV32 / GlmMoeDsa base_model_tp_plan name none of its modules."""
+    return shapes(m)
+
+
 def linears(m) -> list[tuple[str, int, int]]:
     """(module name, in_features, out_features) of the indexer's nn.Linear modules."""
     ix, h = m.indexer, m.hidden_size
