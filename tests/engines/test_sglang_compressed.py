@@ -66,9 +66,8 @@ def _by_hand(available: int, requests: int) -> dict:
 
 
 def test_v4_flash_on_8_b200_ep8_dp8():
-    """EP8 × DP8: one SGLang server of 8 attention-DP ranks (TP is refused for DeepSeek-V4), so
-    max_running_requests 256 (deepseek_v4_hook.py apply_deepseek_v4_defaults) // 8 = 32 a rank. The refusal
-    'SGLang keeps DeepSeek-V4's cache in its own layout' is gone."""
+    """EP8 × DP8: one SGLang server of 8 attention-DP ranks (the EP group wider than the attention's TP 1), so
+    max_running_requests 256 (deepseek_v4_hook.py apply_deepseek_v4_defaults) // 8 = 32 a rank."""
     sv = _serve(parallel={"ep": 8, "dp": 8})
     assert sv.starts and sv.start_error == "" and sv.block_size == 256 and sv.layout["attention_dp"] == 8
     h = _by_hand(sv.kv_available_bytes, 256 // 8)
@@ -130,3 +129,15 @@ def test_bad_inputs_name_the_field():
     with pytest.raises(InputError) as e:
         _serve(kv_dtype="int8")
     assert e.value.field == "kv_dtype"
+
+
+def test_v4_flash_tp8_is_one_server_without_dp_attention():
+    """TP8 without EP: one SGLang server of --tp-size 8, the attention split by heads (models/deepseek_v4.py
+    n_local_heads = n_heads // attn_tp_size; the shared key head, the latents' projections and the compressors whole
+    on every rank), no DP attention: max_running_requests keeps DeepSeek-V4's default 256. Its weights per GPU are
+    below EP8 × DP8's, whose every rank holds the whole attention."""
+    tp8 = _serve(parallel={"tp": 8})
+    dp8 = _serve(parallel={"ep": 8, "dp": 8})
+    assert tp8.starts and tp8.layout["attention_dp"] == 1
+    assert tp8.max_concurrent_seqs == 256  # 4,096-token requests: the running cap binds, not the pool
+    assert tp8.weights_bytes < dp8.weights_bytes
