@@ -86,3 +86,20 @@ def test_time_model_with_shared_lists_equals_a_cold_one(name, engine, job, count
         plans.sort(key=rank_key("fastest"))
     assert warm == cold
     assert any(p.tpot_s for p in warm) and any(not p.fits for p in warm)
+
+
+@pytest.mark.parametrize("engine, update", [
+    ("vllm", {"gpu": None}),  # the budget is a fraction of a GPU's memory
+    ("vllm", {"parallel": {"tp": 2, "dp": 2, "ep": 8, "etp": 1}}),  # EP × expert TP does not divide DP × TP
+    ("sglang", {"parallel": {"tp": 3}}),  # TP does not divide the heads
+    ("vllm", {"serving": {"attention_dp": 2}, "parallel": {"tp": 2}}),  # DP attention is SGLang's
+], ids=["no-gpu", "ep-does-not-divide", "tp-does-not-divide", "vllm-attention-dp"])
+def test_engine_figures_refuse_what_estimate_refuses_with_its_message(engine, update):
+    m = load_model("qwen3-30b-a3b").spec
+    w = Workload(mode="infer", engine=engine, seq_len=8192, gpu="h100-sxm").model_copy(update={"gpu": None}) \
+        if "gpu" in update else Workload(mode="infer", engine=engine, seq_len=8192, gpu="h100-sxm", **update)
+    with pytest.raises(InputError) as slow:
+        estimate(m, w, with_fits=False)
+    with pytest.raises(InputError) as fast:
+        engine_figures(m, w)
+    assert (fast.value.field, str(fast.value)) == (slow.value.field, str(slow.value))
