@@ -65,3 +65,15 @@ def test_the_moonlight_sweep_runs_its_recipe_and_its_printed_modules():
     assert (control.workload.recompute, control.workload.recompute_modules) == ("selective", ())
     assert attn.workload.recompute_modules == ("core_attn",)
     assert cases["T0371"].workload.moe_dispatcher == "flex"  # the Qwen3-30B card prints HybridEP
+
+
+def test_deepseek_on_gb300_at_25_11_runs_the_recipes_sixteen_stage_layout():
+    """T0237 / T0238 (NeMo 25.11, printed PP2 VP4): v0.2.0's GB300 recipe sets layout_map[(4, 4)], 16 stages of
+    E + 4t | 4t × 14 | t + L, which Megatron-Core runs at PP2 as 8 virtual stages a rank."""
+    cases = {c.id: c for c in tp.load()[0]}
+    for rid in ("T0237", "T0238"):
+        par = cases[rid].workload.parallel
+        assert (par.pp, par.virtual_stages, par.schedule) == (2, 8, "interleaved")
+        assert par.pp_layout == "Et*4|(t*4|)*14tL"  # w/o MTP: the layout's 'm' dropped
+    res, _ = tp.evaluate([cases["T0237"]])
+    assert res[0].note == ""  # runs as the recipe laid it out, not the harness's 1F1B fallback

@@ -183,6 +183,14 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     # layout's (26.04 / 26.04.01 print PP1 EP16 at 8901 / 8960) and not 26.02's 5113
     LayoutRule(r"30b", "h100", (26, 2, 1), "fp8", {"pp": 2, "vp": 12, "ep": 8, "mbs": 1, "gbs": 1024},
                {"pp": 1, "vp": 1, "ep": 16}, "v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1"),
+    # NeMo 25.11 ↔ v0.2.0 / v0.2.2 deepseek/deepseek_llm_pretrain.py deepseek_v3_gb300_config builds the recipe with
+    # DEEPSEEK_V3_GB300_BASE_CONFIG's PP4 VP4, so deepseek_v3.py set_deepseek_v3_pipeline_model_parallel_layout sets
+    # layout_map[(4, 4)], 16 stages (E + 4t | 4t × 14 | t + L: splits.py); at the printed PP2 those are 8 virtual
+    # stages a rank (Megatron-Core transformer_config.py: the VP size is the layout's stages / PP, and a VP that
+    # disagrees is refused, so the printed VP4 cannot have run with it; 61 layers split into no 8 equal stages
+    # otherwise). The 26.02 and later tables print the same GB300 run as PP2 VP8 with that layout.
+    LayoutRule(r"deepseek", "gb300", (25, 11), "", {"pp": 2, "vp": 4, "ep": 32}, {"vp": 8},
+               "v0.2.0 deepseek_v3_gb300_config: layout_map[(4, 4)] at PP2"),
 )
 
 

@@ -36,8 +36,8 @@ go from 8.4% median / 63.1% worst to 8.4% / 54.9% (the Qwen3-235B PP4 VP12 GB300
 held-out ones from 12.4% to 13.7% median (NeMo 25.02's B200 rows, already 9–29% fast, faster still), and 20
 interleaved rows that ran as printed before move.
 
-DeepSeek-V3 (w/o MTP) PP2 VP4 on GB300 (NeMo 25.11, v0.2.0) has no entry: that release's layout_map has no
-(2, 4) and its GB300 config is PP4 VP4, so the split it ran is not known; it keeps the harness's 1F1B fallback.
+DeepSeek-V3 (w/o MTP) PP2 "VP4" on GB300 (NeMo 25.11, v0.2.0): the GB300 recipe builds its layout at the base
+config's PP4 VP4 (layout_map[(4, 4)], 16 stages), which at PP2 is VP8 (recipes.LAYOUT_RULES says why).
 """
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ SPLITS: tuple[tuple[str, object, tuple[int, ...], str], ...] = (
                    (8, 4): "Et|(tt|)*30mL"}, (25, 9),
      "deepseek_v3.py layout_map / deepseek_llm_pretrain.py H100 layout"),
     (r"deepseek", {(2, 8): _E4M}, (26, 2), "deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300"),
+    (r"deepseek", {(2, 8): _E4M}, (25, 11), "deepseek_v3.py layout_map[(4, 4)] at PP2 (recipes.LAYOUT_RULES)"),
     (r"kimi", {(4, 4): _E4}, (26, 2), "kimi_k2.py _get_kimi_k2_pipeline_layout"),
 )
 
