@@ -14,7 +14,7 @@ from calculator.memory.inference import GROUP_SCALE_BYTES, GROUP_SIZE_DEFAULTS
 from calculator.memory.lora import adapted_linears
 from calculator.model import architectures, zero_experts
 from calculator.model.spec import LayerKind, ModelSpec
-from calculator.model.parameters import attention_shapes, mlp_shapes
+from calculator.model.parameters import attention_shapes, mla_tp_replicated_shapes, mlp_shapes
 from calculator.timing.roofline import HOST_OPS, Op
 
 
@@ -41,6 +41,33 @@ def _linears(shapes: list[tuple[int, ...]], tp: int, row_parallel_last: bool) ->
         i, o = lin[-1]
         out[-1] = (max(1, i // tp), o)
     return out
+
+
+def _tp_split_and_whole(m: ModelSpec, tp: int) -> tuple[list[tuple[int, ...]], list[tuple[int, int]]]:
+    """(the attention's tensors TP splits, (in, out) of the linears every rank keeps whole): MLA's down projections
+    (parameters.mla_tp_replicated_shapes) stay whole; everything when tp is 1."""
+    shapes = attention_shapes(m)
+    if not m.is_mla or tp == 1:
+        return shapes, []
+    whole = [x for x in mla_tp_replicated_shapes(m) if len(x) == 2]
+    rest = list(shapes)
+    for x in whole:
+        rest.remove(x)
+    return rest, [(x[1], x[0]) for x in whole]
+
+
+def _qkv_projection(d: Dims, split: list[tuple[int, int]], whole: list[tuple[int, int]], e: float, e_w: float) -> Op:
+    """The projections before the attention core on one TP rank, as one operation. The linears every rank keeps
+    whole (MLA's down projections) run, without sequence parallelism (vLLM, SGLang, transformers), over all T tokens;
+    with it (Megatron-Core: TELinear "duplicated" on the s/tp local tokens, multi_latent_attention.py
+    _qkv_down_projection) over T / tp. Either way each rank reads the whole weight."""
+    if not whole:
+        return R.grouped_linear("QKV projection", d.T, split, e, e_w)
+    both = R.grouped_linear("QKV projection", d.T, split + whole, e, e_w)  # every linear's host operations
+    part = R.grouped_linear("", d.T, split, e, e_w)
+    rep = R.grouped_linear("", d.T // d.tp if d.h_sp < d.h else d.T, whole, e, e_w)
+    return both._replace(flops=part.flops + rep.flops, bytes=part.bytes + rep.bytes,
+                         formula="Σ 2·T·in·out (MLA's down projections whole on every rank)")
 
 
 def expected_experts_hit(experts: int, picks: float) -> float:
@@ -124,11 +151,12 @@ def _attention_forward(m: ModelSpec, d: Dims, window: int | None, eager: bool, e
     T, e, tp = d.T, d.e, d.tp
     kind = norm_kind(m)
     ops: list[Op] = [None]  # type: ignore[list-item]
-    attn = _linears(attention_shapes(m), tp, row_parallel_last=True)
+    shapes, whole = _tp_split_and_whole(m, tp)
+    attn = _linears(shapes, tp, row_parallel_last=True)
     qkv, out = attn[:-1], attn[-1]
-    qkv_op = R.grouped_linear("QKV projection", T, qkv, e, e_w)
+    qkv_op = _qkv_projection(d, qkv, whole, e, e_w)
     # a bias adds its gradient's sum over tokens; a fused qkv output's split concatenates the three gradients
-    extra = (len(qkv) if m.qkv_bias else 0) + (2 if m.fused_qkv else 0)
+    extra = (len(qkv) + len(whole) if m.qkv_bias else 0) + (2 if m.fused_qkv else 0)
     ops.append(qkv_op._replace(bwd_host_ops=qkv_op.bwd_host_ops + extra))
     if m.qk_norm:
         ops.append(R.norms("Q/K norms", T * (d.qd + d.kvd) / 2, e, kind, 2))

@@ -61,3 +61,23 @@ def test_expected_experts_hit():
     assert expected_experts_hit(128, 1) == pytest.approx(1)
     assert expected_experts_hit(128, 8) == pytest.approx(128 * (1 - (127 / 128) ** 8))
     assert expected_experts_hit(64, 100_000) == pytest.approx(64)
+
+
+def test_mla_down_projections_run_whole_on_every_tensor_parallel_rank():
+    """MLA's q_a_proj and kv_a_proj_with_mqa are whole on every TP rank (parameters.mla_tp_replicated_shapes): each
+    rank reads the whole weights; without sequence parallelism (a vLLM decode step) it runs them over all T tokens,
+    with it (Megatron) over its T / tp — the same FLOPs as a split, not the same bytes. DeepSeek-V3 at TP8, 64
+    tokens, bf16: the down projections are 7168·1536 + 7168·576 weights."""
+    m = load_model("deepseek-v3").spec
+    down = 7168 * 1536 + 7168 * 576
+
+    def qkv(tp, sp):
+        d = dims(m, Workload(seq_len=64, parallel={"tp": tp, "sequence_parallel": sp}))
+        return next(o for o in layer_forward(m, d, moe=True, window=None, eager=False, e_w=2)
+                    if o.name == "QKV projection")
+    one, plain, sp = qkv(1, False), qkv(8, False), qkv(8, True)
+    up_flops = one.flops - 2 * 64 * down  # q_b_proj and kv_b_proj, split by heads
+    assert plain.flops == pytest.approx(up_flops / 8 + 2 * 64 * down)
+    assert sp.flops == pytest.approx(up_flops / 8 + 2 * 8 * down)
+    assert plain.bytes - sp.bytes == pytest.approx(2 * (64 - 8) * (7168 * 2 + 1536 + 576))  # their activations only
+    assert sp.bytes > 2 * down  # the whole weights read on every rank
