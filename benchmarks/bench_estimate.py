@@ -94,6 +94,12 @@ if __name__ == "__main__":
 # SGLang 12,000 -> 24,400/s, with time 8,600 -> 12,200/s; Qwen3-30B-A3B vLLM (EP) 860 layouts, planner 3,000 ->
 # 29,600/s, with time 2,600 -> 13,100/s. Not at the target: the engine's budget runs per replica and stage in Python
 # and the serving time model builds the operation lists of every running batch (fast_infer_time.serving).
+# Then (issue 23, best of 3 alternated runs at load 1.4-3.5): a replica's bytes without its Estimate
+# (stages.estimate.engine_figures: each distinct stage budget summed once, not a StageEstimate per stage), a job's
+# operation lists priced once for the three time passes (fast_infer_time._ROWS), equal middle stages looked up by
+# shard, SGLang's graph sizes kept: byte model Qwen3-32B vLLM 30,400 -> 38,200/s, SGLang 22,400 -> 39,000/s,
+# Qwen3-30B-A3B 27,400 -> 38,900/s; with time 13,100 -> 15,500/s, 12,100 -> 16,000/s, 13,400 -> 14,200/s. Where the
+# rest goes: docs/planning.md ("serving engine's grid").
 PLANNER_JOBS = {
     "llama-3.1-70b infer 128k, a100-40gb": ("llama-3.1-70b", Workload(mode="infer", seq_len=131072, gen_tokens=1024,
                                                                       gpu="a100-40gb")),
@@ -113,7 +119,7 @@ PLANNER_COUNTS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512)
 def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, float, float, float, str]:
     """(layouts, byte-model layouts/s, planner layouts/s without and with the time model, path) over every layout of
     PLANNER_COUNTS GPUs: the fast byte model alone (calculator.planning.fast.totals; a serving engine's
-    fast.serving_figures, one estimate() per replica); calculator.planning.planner.
+    fast.serving_figures, estimate()'s figures once per replica); calculator.planning.planner.
     evaluate (the byte model, estimate() for the layouts it does not cover, a Plan for each layout that fits); and
     evaluate + calculator.planning.ranking.time_plans (step time, tokens/s per GPU, MFU and bottleneck of every
     plan: calculator.planning.fast_time over the grid, estimate_time() where it does not cover the job) and the sort
@@ -151,7 +157,7 @@ def planner_rate(model_id: str, w: Workload, repeat: int = 5) -> tuple[int, floa
         plans.sort(key=rank_key("fastest"))
         t3 = time.perf_counter()
         model, plan, timed = min(model, t1 - t0), min(plan, t2 - t1), min(timed, t3 - t2)
-    path = ("one estimate() per replica" if serving else
+    path = ("engine budget per replica" if serving else
             "fast byte model" if planner_fast.covers(spec, w) else "estimate()")
     return len(layouts), len(layouts) / model, len(layouts) / plan, len(layouts) / timed, path
 
