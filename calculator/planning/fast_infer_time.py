@@ -112,8 +112,8 @@ def _shapes(m, w, layouts, r, fp32, inputs, prefill: bool = True) -> tuple[list[
     # the job's rows whatever its batch and generated tokens (the lists read those through their keys: _ROWS)
     job = (base[0], w.model_copy(update={"gpu": None, "micro_batch": 1, "gen_tokens": 0}), w.gpu, inputs, r, fp32)
     priced = get_or_build(_ROWS, job, dict, 16)
-    if len(priced) > 100_000:  # bounded: a job priced at very many batches starts over
-        priced.clear()
+    if len(priced) > 100_000:  # bounded: a job priced at very many batches starts over (a new dict: another
+        priced = _ROWS[job] = {}  # thread may be between building its shapes and reading their rows from the old)
     shape_of: dict = {}
     shapes: list[_Shape | None] = []
     new: dict[int, _Shape] = {}
