@@ -4,6 +4,10 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator.core.result import COMPONENT_LABELS
+from dashboard.views import entry
+
+entry.through_app()  # a first visit straight to this page still runs inside app.py's navigation
+
 
 st.title("About the estimate")
 

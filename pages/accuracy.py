@@ -9,6 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import accuracy as acc
+from dashboard.views import entry
+
+entry.through_app()  # a first visit straight to this page still runs inside app.py's navigation
+
 
 st.set_page_config(page_title="Accuracy · LLM GPU Memory Calculator", layout="wide")  # wide tables
 st.title("Accuracy: measured, not asserted")

@@ -9,6 +9,10 @@ import streamlit as st
 from dashboard import compare, planner
 from dashboard.inputs import state
 from dashboard.safe_text import md, md_link, md_message
+from dashboard.views import entry
+
+entry.through_app()  # a first visit straight to this page still runs inside app.py's navigation
+
 
 PAGE_PATH = "compare"
 PASTE = "_cmp_paste"  # the paste field (not bound: the links themselves are the page's URL)

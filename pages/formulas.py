@@ -6,6 +6,9 @@ import streamlit as st
 from calculator.core.result import COMPONENT_LABELS
 from calculator.core.sources import SOURCES
 from dashboard.references import CATALOG, term_catalog
+from dashboard.views import entry
+
+entry.through_app()  # a first visit straight to this page still runs inside app.py's navigation
 
 
 def _catalog() -> dict:

@@ -15,6 +15,10 @@ from dashboard import planner
 from dashboard.inputs import state
 from dashboard.safe_text import md, md_link, md_lines, md_message
 from dashboard.inputs.widgets import out_of_range_note
+from dashboard.views import entry
+
+entry.through_app()  # a first visit straight to this page still runs inside app.py's navigation
+
 
 PAGE_PATH = "planner"
 

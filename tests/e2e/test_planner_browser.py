@@ -39,3 +39,18 @@ def test_planner_link_opens_a_layout_in_the_calculator(page, app_url, artifacts,
     total = calc.get_by_test_id("stMetric").filter(has_text="Total per GPU").get_by_test_id("stMetricValue")
     expect(total).to_have_text(format_bytes(best.total_bytes))
     assert not calc.get_by_test_id("stAlertContentWarning").count()  # the link was read without complaint
+
+
+def test_a_shared_planner_link_is_a_fresh_servers_first_visit_and_still_gets_the_app_navigation(
+        page, start_server, wait):
+    """The first request a fresh server gets is a planner link: Streamlit's pages-directory router would run
+    pages/planner.py alone (no top navigation, a sidebar of file names); dashboard.views.entry.through_app reruns it
+    through app.py, so the page has the app's navigation with Planner current and the link's job."""
+    with start_server(log_name="streamlit-first-visit.log") as url:
+        page.goto(f"{url}/planner?model=qwen2.5-7b&seq=8192&v=1")
+        wait(page)
+        expect(page.get_by_role("heading", name="Parallel layout planner")).to_be_visible()
+        nav = page.get_by_test_id("stTopNavLink")
+        expect(nav.filter(has_text="Calculator")).to_be_visible()
+        expect(page.get_by_test_id("stSidebarNav")).to_have_count(0)  # no list of the pages/ files
+        expect(page.get_by_text("sequence 8192")).to_be_visible()
