@@ -279,15 +279,19 @@ def page_of(plans: tuple, page: int, rows: int = PAGE_ROWS) -> tuple[int, int, t
 
 def plan_rows(plans: Iterable, values: Mapping[str, Any], unit: str, root: str, first_rank: int = 1) -> list[dict]:
     """One row per layout (best first) with its rank and 'open in calculator' link; a serving engine's layouts
-    also their running batch, the sequences their KV pool holds, output tokens/s per GPU, TPOT and TTFT."""
+    also their running batch, the sequences their KV pool holds, output tokens/s per GPU, TPOT and TTFT. Without a
+    price per GPU-hour no layout has a cost, and the "$/M tokens" column is left out rather than shown empty."""
     rows = _rows(plans, values, unit, root, first_rank)
+    if all(r["$/M tokens"] is None for r in rows):
+        for r in rows:
+            del r["$/M tokens"]
     if serving_plans(plans):
         for row, p in zip(rows, plans):
             row.update({"Running batch": p.running_batch, "KV holds": _round(p.max_seqs),
                         "Out tok/s/GPU": _round(p.output_tokens_per_s_per_gpu), "TPOT": _seconds(p.tpot_s),
                         "TTFT": _seconds(p.ttft_s)})
         order = TABLE_COLUMNS[:12] + SERVING_COLUMNS + TABLE_COLUMNS[12:]
-        rows = [{k: r[k] for k in order} for r in rows]
+        rows = [{k: r[k] for k in order if k in r} for r in rows]
     return rows
 
 

@@ -369,3 +369,12 @@ def test_serving_layouts_show_the_serving_columns_and_rank_by_output_tokens():
     at = open_planner({**query, "pconc": "2"})
     assert at.number_input(key="pconc").value == 2
     assert all(r["Running batch"] <= -(-2 // r["DP"]) for r in table(at))
+
+
+def test_the_cost_column_shows_only_with_a_price():
+    """No price per GPU-hour: no layout has a cost, so no "$/M tokens" column of empty cells; with a price, every
+    row's cost per million tokens (price / 3600 / tokens/s per GPU × 10⁶)."""
+    rows = table(open_planner({"model": "qwen2.5-7b", "seq": "8192", "pgpus": "8"}))
+    assert rows and all("$/M tokens" not in r for r in rows)
+    rows = table(open_planner({"model": "qwen2.5-7b", "seq": "8192", "pgpus": "8", "price": "2.5"}))
+    assert all(r["$/M tokens"] == pytest.approx(2.5 / 3600 / r["Tokens/s/GPU"] * 1e6, rel=0.01) for r in rows)
