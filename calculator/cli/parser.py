@@ -43,6 +43,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "no_moe_grouped_gemm": ("moe_grouped_gemm",), "deterministic": ("deterministic",),
     "precision_aware_optimizer": ("precision_aware_optimizer",), "grad_reduce_in_bf16": ("grad_reduce_in_bf16",),
     "recompute_modules": ("recompute_modules",), "optimizer_offload_fraction": ("optimizer_offload_fraction",),
+    "megatron_fsdp": ("megatron_fsdp",),
     # serving engine (calculator/engines)
     "engine": ("engine",), "memory_fraction": ("serving", "memory_fraction"),
     "max_model_len": ("serving", "max_model_len"), "max_num_batched_tokens": ("serving", "max_num_batched_tokens"),
@@ -140,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "remainders of bf16 weights) and Adam's moments in --optimizer-dtype")
         p.add_argument("--grad-reduce-in-bf16", action="store_true", default=None,
                        help="Megatron --grad-reduce-in-bf16 / --main-grads-dtype bf16: a bf16 gradient buffer")
+        p.add_argument("--megatron-fsdp", choices=["none", "no_shard", "optim", "optim_grads", "optim_grads_params"],
+                       help="Megatron --use-megatron-fsdp with this --data-parallel-sharding-strategy (main grads in "
+                            "--grads-dtype, fp32 main weights with --master-weights)")
         p.add_argument("--optimizer-offload-fraction", type=float, metavar="F",
                        help="Megatron --optimizer-offload-fraction with --offload-optimizer (default 1: all)")
         p.add_argument("--recompute-modules", nargs="*", metavar="MODULE",

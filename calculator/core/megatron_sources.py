@@ -34,6 +34,14 @@ MEGATRON_SOURCES: dict[str, Source] = {
         "2.12, from 2.12 unless cuDNN >= 9.18.1 with no dropout and no bias, on sm 120 always from 2.14; "
         "FlashAttention then keeps bshd copies of q, k, v and, at micro-batch > 1, its own output beside the "
         "returned copy; q, k, v not interleaved views of the fused qkv output are made contiguous"),
+    "megatron-fsdp": Source(
+        "Megatron-LM megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py "
+        "(ParamAndGradBuffer._init_each_parameter_group_buffers, AllGatherPipeline, GradReducePipeline), "
+        "megatron_fsdp.py, mcore_fsdp_adapter.py",
+        _MLM + "megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py",
+        "--data-parallel-sharding-strategy optim / optim_grads / optim_grads_params shards the main weights, then "
+        "the gradients, then the model weights over data parallelism; TransformerLayers are gathered per unit, "
+        "the modules outside them stay gathered; unsharded gradient buckets wait for the end of the backward"),
     "megatron-vocab-padding": Source(
         "Megatron-LM megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding",
         _MLM + "megatron/training/tokenizer/tokenizer.py",

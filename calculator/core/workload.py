@@ -327,6 +327,9 @@ class Workload(HashedOnce):
     precision_aware_optimizer: bool = False
     # --grad-reduce-in-bf16 (or --main-grads-dtype bf16): the gradient buffer in bf16 instead of fp32
     grad_reduce_in_bf16: bool = False
+    # --use-megatron-fsdp with this --data-parallel-sharding-strategy ("none": Megatron's DDP buffers;
+    # calculator/stacks/megatron_fsdp.py): main weights in precision.master_weights, main grads in precision.grads
+    megatron_fsdp: Literal["none", "no_shard", "optim", "optim_grads", "optim_grads_params"] = "none"
     # --optimizer-offload-fraction with parallel.offload_optimizer (Megatron's HybridDeviceOptimizer; default 1.0)
     optimizer_offload_fraction: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)
     # --recompute-modules with recompute "selective" (None: Megatron's default, core_attn; () recomputes nothing)

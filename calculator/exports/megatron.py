@@ -106,7 +106,12 @@ def arguments(m, w, notes: Notes) -> list[str]:
         a.append("--account-for-loss-in-pipeline-split")
     if p.pp_layout:
         a += ["--pipeline-model-parallel-layout", p.pp_layout]
-    if p.distributed_optimizer or p.zero:
+    if w.megatron_fsdp != "none":  # stacks/megatron_fsdp.py; Megatron-FSDP v1 runs with the distributed optimizer
+        a += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", w.megatron_fsdp,
+              "--use-distributed-optimizer",
+              "--megatron-fsdp-main-params-dtype", prec.master_weights or "auto", "--megatron-fsdp-main-grads-dtype",
+              prec.grads if prec.grads in ("fp32", "bf16", "fp16") else "auto", "--ckpt-format", "fsdp_dtensor"]
+    elif p.distributed_optimizer or p.zero:
         a.append("--use-distributed-optimizer")
         if p.zero >= 2:
             notes.add(f"ZeRO-{p.zero}: Megatron's distributed optimizer shards the fp32 master weights and optimizer "
@@ -129,7 +134,7 @@ def arguments(m, w, notes: Notes) -> list[str]:
         a.append("--fp16")
     elif prec.activations != "fp32":
         notes.add(f"fp32 parameters with {prec.activations} autocast: Megatron runs the model in its params dtype")
-    if prec.params in ("bf16", "fp16") and prec.master_weights is None:
+    if prec.params in ("bf16", "fp16") and prec.master_weights is None and w.megatron_fsdp == "none":
         notes.add("no fp32 master weights: Megatron always keeps fp32 main parameters for bf16/fp16 training")
     # --optimizer-cpu-offload asserts --use-precision-aware-optimizer (megatron/training/arguments.py)
     if prec.optimizer_states == "bf16" or w.precision_aware_optimizer or p.offload_optimizer:

@@ -203,6 +203,8 @@ PARAMS: tuple[Param, ...] = (
        fields=("optimizer_offload_fraction",), help="--optimizer-offload-fraction with the optimizer offloaded"),
     _p("gbf16", "bool", False, "Gradients reduced in bf16 (Megatron)", "parallel", fields=("grad_reduce_in_bf16",),
        help="--grad-reduce-in-bf16 / --main-grads-dtype bf16: a bf16 gradient buffer instead of fp32"),
+    _p("mfsdp", "choice", "none", "Megatron-FSDP sharding strategy", "parallel", fields=("megatron_fsdp",),
+       options=("none", "no_shard", "optim", "optim_grads", "optim_grads_params"), help="--use-megatron-fsdp"),
     _p("dsa", "bool", False, "DeepSpeed: \"auto\" buckets (HF)", "parallel", fields=("ds_auto_buckets",),
        help="DeepSpeed only: a ds_config.json with \"auto\" bucket sizes, as HF Trainer / accelerate fill them "
             "(reduce_bucket_size = h², stage-3 prefetch = 0.9·h²); off: DeepSpeed's defaults (5e8 / 5e7 elements)"),
@@ -390,10 +392,8 @@ def gpus() -> tuple:
 
 def options(key: str) -> tuple[str, ...]:
     """Every value a choice key accepts."""
-    if key == "model":
-        return model_ids() + SPECIAL_MODELS
-    if key == "gpu":
-        return tuple(g.id for g in gpus())
+    if key in ("model", "gpu"):
+        return model_ids() + SPECIAL_MODELS if key == "model" else tuple(g.id for g in gpus())
     if key in ("recipe", "opt"):
         from calculator.core.workload import OPTIMIZERS, RECIPES
         return tuple(RECIPES) + (CUSTOM_RECIPE,) if key == "recipe" else tuple(OPTIMIZERS)

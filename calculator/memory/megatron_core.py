@@ -105,7 +105,12 @@ def loss_terms(fusion: str, T: int, v_local: int, e: int) -> tuple[int, int, str
     - native (megatron/core/fusions/fused_cross_entropy.py): its jit-fused steps return a new fp32 buffer each
       instead of writing in place: a second fp32 buffer beside the saved softmax, and the model-dtype gradient;
     - te (transformer_engine/pytorch/cross_entropy.py): the Triton kernel writes the gradient into the
-      model-dtype logits in place and saves them; no fp32 copy."""
+      model-dtype logits in place and saves them; no fp32 copy.
+    fp32 logits (a run without --bf16 / --fp16, e = 4): `.float()` returns the logits themselves, so the softmax,
+    the saved tensor and the gradient are that one buffer and no cast follows (cross_entropy.py calculate_logits_max,
+    calculate_gradients: in place); unfused, nothing beyond the saved softmax."""
+    if fusion == "none" and e == 4:
+        return 4 * T * v_local, 0, "4·T·V_pad/t", "0 (fp32 logits: gradient in place, no cast)"
     if fusion == "te":
         return e * T * v_local, 0, "e·T·V_pad/t", "0"
     if fusion == "native":
@@ -237,4 +242,5 @@ _DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "
              "moe_pad_to_capacity": False, "moe_router_fp32": False, "moe_imbalance": 1.0,
              "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True,
              "deterministic": False, "tp_comm_overlap": False, "precision_aware_optimizer": False,
-             "grad_reduce_in_bf16": False, "recompute_modules": None, "optimizer_offload_fraction": 1.0}
+             "grad_reduce_in_bf16": False, "recompute_modules": None, "optimizer_offload_fraction": 1.0,
+             "megatron_fsdp": "none"}

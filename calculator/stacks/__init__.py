@@ -6,6 +6,7 @@ One module per stack; `estimate.py` asks the chosen one for its terms.
     fsdp2       torch.distributed.fsdp.fully_shard with a MixedPrecisionPolicy    (fsdp2.py)
     deepspeed   DeepSpeed ZeRO stage 0–3                                          (deepspeed.py)
     megatron    Megatron-LM / Megatron-Core DDP with its gradient buffer          (megatron.py)
+                Megatron-FSDP when Workload.megatron_fsdp names a sharding strategy  (megatron_fsdp.py)
 
 The default follows the parallel layout (`default_stack`).
 
@@ -17,10 +18,12 @@ from functools import lru_cache
 from types import ModuleType
 
 from calculator.core.errors import InputError
-from calculator.stacks import common, ddp, deepspeed, fsdp2, hf_trainer, megatron
+from calculator.stacks import common, ddp, deepspeed, fsdp2, hf_trainer, megatron, megatron_fsdp
 
 MODULES: dict[str, ModuleType] = {m.NAME: m for m in (hf_trainer, ddp, fsdp2, deepspeed, megatron)}
 STACKS: tuple[str, ...] = tuple(MODULES)
+# a stack's module for a workload field that switches its buffers: Megatron-LM with --use-megatron-fsdp
+VARIANTS: dict[str, tuple[str, ModuleType]] = {"megatron": ("megatron_fsdp", megatron_fsdp)}
 LABELS: dict[str, str] = {name: m.LABEL for name, m in MODULES.items()}
 
 
@@ -54,7 +57,11 @@ def resolve(w) -> str:
 
 
 def module(w) -> ModuleType:
-    return MODULES[_stack_and_problem(w.stack, w.parallel)[0]]
+    name = _stack_and_problem(w.stack, w.parallel)[0]
+    variant = VARIANTS.get(name)
+    if variant is not None and getattr(w, variant[0]) != "none":
+        return variant[1]
+    return MODULES[name]
 
 
 def check(w) -> None:

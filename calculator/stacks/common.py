@@ -65,6 +65,9 @@ class StackMemory:
     step_note: str = ""
     gradient_note: str = ""  # how the gradients term is held (e.g. views into DDP's buckets)
     nccl_communicators: dict[str, int] = field(default_factory=dict)  # beyond the parallel layout's groups
+    # bytes beyond the states at the end of the backward, when every activation is freed (Megatron-FSDP's
+    # unsharded gradient buckets, freed at its root post-backward): a peak of its own when above the fwd/bwd one
+    backward_end: int = 0
 
 
 @dataclass(frozen=True)

@@ -262,6 +262,12 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         layer_acts = sum(x.bytes for x in t.items if x.key in _LAYER_ACTIVATION_KEYS)
         fwd_bwd = _gradients_born_in_backward(t, ws, shard, held, fwd_bwd, recompute_ws, flight, layer_acts,
                                               stack.SOURCE)
+    if sm.backward_end > fwd_bwd:  # the stack's buffers alive when the backward ends, every activation freed
+        t.add("transient.backward_end", "transient", "Gradient buckets at the end of the backward beyond the "
+              "fwd/bwd peak", sm.backward_end - fwd_bwd, "max(0, buckets at the backward's end − fwd/bwd working set)",
+              ("{:,} − {:,} B", sm.backward_end, fwd_bwd), stack.SOURCE,
+              "unsharded gradient buckets reduce-scattered together at the end of the backward")
+        fwd_bwd = sm.backward_end
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
     fp32_adapters = w.finetune != "full" and w.lora_adapter_dtype == "fp32"

@@ -257,7 +257,7 @@ def build_workload(values: Mapping[str, Any]):
         moe_imbalance=float(v["moeimb"]), deterministic=bool(v["det"]),
         tp_comm_overlap=bool(v["tpo"]), precision_aware_optimizer=bool(v["pao"]),
         grad_reduce_in_bf16=bool(v["gbf16"]), recompute_modules=recompute_modules(v["rcm"]),
-        optimizer_offload_fraction=float(v["oofr"]), images_per_sample=int(v["img"]),
+        optimizer_offload_fraction=float(v["oofr"]), megatron_fsdp=v["mfsdp"], images_per_sample=int(v["img"]),
         image_size=_none_if_zero(v["imgpx"]),
         vision_tower=v["vt"]), "", "mode")
     if problems:

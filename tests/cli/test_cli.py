@@ -138,3 +138,14 @@ def test_a_served_quantized_checkpoint_says_which_weight_dtypes_it_priced(capsys
     assert ("  note: weights as the checkpoint stores them (its quantization_config), which vLLM loads as they are: "
             "decoder linears fp8, routed experts fp8") in out
     assert "max_model_len 163,840: starts" in out
+
+
+def test_megatron_fsdp_strategy_reaches_the_estimate(capsys):
+    args = ["estimate", "--model", "llama-3.2-1b", "--stack", "megatron", "--impl", "megatron-te", "--gpu",
+            "h100-sxm", "--tp", "2", "--dp", "4", "--seq", "2048", "--grads-dtype", "fp32", "--json"]
+    code, out, _ = run(args + ["--megatron-fsdp", "optim_grads_params"], capsys)
+    terms = {t["key"]: t["bytes"] for t in json.loads(out)["terms"]}
+    code0, out0, _ = run(args, capsys)
+    ddp = {t["key"]: t["bytes"] for t in json.loads(out0)["terms"]}
+    assert code == code0 == 0 and "sharding.mfsdp_non_units" in terms
+    assert terms["weights"] == -(-ddp["weights"] // 4) and terms["gradients"] == -(-ddp["gradients"] // 4)

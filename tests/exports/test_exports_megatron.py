@@ -91,3 +91,14 @@ def test_precision_aware_optimizer_and_bf16_gradient_reduction_are_written_as_me
     ns = parse(export(model("llama-3.2-1b"), w, "megatron").text)
     assert parsed(ns, "use_precision_aware_optimizer") and parsed(ns, "grad_reduce_in_bf16")
     assert parsed(ns, "use_distributed_optimizer") and parsed(ns, "exp_avg_dtype") != "bf16"  # moments stay fp32
+
+
+def test_megatron_fsdp_is_written_with_its_strategy_and_buffer_dtypes():
+    from calculator import Workload
+    w = Workload(stack="megatron", impl="megatron-te", gpu="h100-sxm", seq_len=2048, megatron_fsdp="optim_grads",
+                 precision={"params": "bf16", "grads": "bf16", "master_weights": "fp32", "optimizer_states": "fp32"},
+                 parallel={"tp": 2, "dp": 4, "sequence_parallel": True})
+    ns = parse(export(model("llama-3.2-1b"), w, "megatron").text)
+    assert parsed(ns, "use_megatron_fsdp") and parsed(ns, "data_parallel_sharding_strategy") == "optim_grads"
+    assert parsed(ns, "megatron_fsdp_main_params_dtype") == "fp32"
+    assert parsed(ns, "megatron_fsdp_main_grads_dtype") == "bf16" and parsed(ns, "use_distributed_optimizer")

@@ -55,6 +55,12 @@ def test_loss_variants(fusion, saved, ws):
     assert (s, w) == (saved * 1000 * 500, ws * 1000 * 500)
 
 
+def test_fp32_logits_are_the_softmax_and_its_gradient_in_place():
+    # cross_entropy.py: .float() of fp32 logits is the same tensor; exp, div and the gradient write into it
+    s, w, _, _ = core.loss_terms("none", 1000, 500, 4)
+    assert (s, w) == (4 * 1000 * 500, 0)
+
+
 def test_cp_working_sets():
     e, T, qd, kvd, a = 2, 1024, 512, 128, 4
     ring = 2 * 2 * e * T * kvd + 2 * (e * T * qd + 4 * a * T)

@@ -6,8 +6,8 @@ The measured figure is `mem-max-allocated-bytes` (torch.cuda.memory_stats()['all
 since the process started) of the last rank, which holds the last pipeline stage: it is compared with the engine's
 last stage, and the engine's most loaded stage is reported beside it. Rows come from the tests whose GPU count is
 public (tests/test_utils/recipes/{h100,gb200}/*.yaml: 8 GPUs, or 4 for the `*_1node` recipes) and which run
-Transformer Engine layers without Megatron-FSDP, Muon, CUDA graphs, activation offloading, hybrid Mamba stacks or
-distillation (calculator/validation scripts do not model those). GB200 rows run on the catalogue's B200 (the same
+Transformer Engine layers without Muon, CUDA graphs, activation offloading, hybrid Mamba stacks or distillation
+(calculator/validation scripts do not model those). GB200 rows run on the catalogue's B200 (the same
 Blackwell compute capability, cuBLAS and TE workspaces).
 
 Groups and what stays approximate (each group's bound in tests/validation/test_megatron_ci.py is what it reaches):
@@ -55,6 +55,21 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   stays: the peak of these runs drifts with routing over the steps (the bf16 test's own goldens read 57.2-60.1 GB
   for one configuration, step 1 stable at 55.05 GB); at step 1 FP8 saves 1.88 GB against the bf16 run of the same
   month, the engine 1.37 GB.
+- mfsdp: Megatron-FSDP (--use-megatron-fsdp, optim_grads_params; calculator/stacks/megatron_fsdp.py): the dense
+  GPT (TP 2, fp32 main weights / grads / communication), the MoE one (8 experts, EP 2, top-2 aux loss) and the
+  DeepSeek-style proxy (MLA, 3 dense + 5 MoE layers, EP 2, FP8 tensorwise with --fp8-param-gather, unfused
+  attention; its 8- and 4-GPU runs pass no --bf16: fp32 weights and activations, for which the unfused loss keeps
+  only the in-place softmax, megatron_core.loss_terms; the _ep_overlap twin in bf16). The runs' Megatron-LM read
+  an unset main-grads dtype as fp32 for bf16 before adfe9e11d9 (2026-07-02; FSDP_AUTO_GRADS_SINCE, from the
+  run's commit date in environment.csv) and released the modules outside the units at the end of each step
+  before 378d81fbd3 (2026-05-30): at rest those runs hold 26 MB less than d98e8a64 would, their peak (loss
+  backward, the modules still gathered) the same. The dense runs read -0.85 to -0.95% (12.7 MB low at DP 4,
+  15.5 MB at DP 2): the few MB of small tensors the other groups miss and a few more not identified. What stays: the
+  MoE runs read 4.5% (H100) and 6.3% (GB200) low — the same top-2 aux-loss routing imbalance as the moe group's
+  (the engine assumes balanced experts; the GB200 run sits 78 MB above the H100 one, the engine's Blackwell
+  FlashAttention fallback explains 25 MB of it); the proxy runs read +3.4% (mb 32, fp32), -3.9% (mb 4, fp32)
+  and +1.3% (bf16, EP overlap with delayed wgrad): fp32 Megatron-TE activations under FP8 are priced here
+  for the first time and their layers' saved tensors are not broken down by the golden files.
 
 Run: .venv/bin/python -m validation.published.megatron_ci (its __main__.py)
 """
@@ -198,6 +213,8 @@ class CIRow:
 
 
 def group_of(a: dict) -> str:
+    if a.get("use-megatron-fsdp"):
+        return "mfsdp"
     if a.get("mtp-num-layers"):
         return "mtp"
     if a.get("fp8-recipe") or a.get("fp8-format"):
@@ -275,8 +292,7 @@ def inputs(row: dict):
         fusion = a.get("cross-entropy-fusion-impl", "native")
     w = Workload(
         micro_batch=mbs, seq_len=int(a["seq-length"]), stack="megatron", impl="megatron-te",
-        precision=dict(params="fp16" if a.get("fp16") else "bf16", grads="fp32", master_weights="fp32",
-                       optimizer_states="fp32"),
+        precision=precision(a, row),
         attention="eager" if a.get("attention-backend") == "unfused" else "flash",
         recompute={"full": "full", "selective": "selective"}.get(granularity, "none"),
         parallel=par, gpu=gpu, overheads={} if cublas is None else {"cublas_workspace_bytes": cublas},
@@ -287,8 +303,41 @@ def inputs(row: dict):
         cp_comm_type=a.get("cp-comm-type", "p2p"), mtp_layers=mtp,
         moe_dispatcher=a.get("moe-token-dispatcher-type", "allgather") if m.is_moe else "alltoall",
         moe_router_fp32=a.get("moe-router-dtype") == "fp32", moe_grouped_gemm=bool(a.get("moe-grouped-gemm")),
-        deterministic=bool(a.get("deterministic-mode")), tp_comm_overlap=bool(a.get("tp-comm-overlap")))
+        deterministic=bool(a.get("deterministic-mode")), tp_comm_overlap=bool(a.get("tp-comm-overlap")),
+        megatron_fsdp=a.get("data-parallel-sharding-strategy", "optim_grads_params") if a.get("use-megatron-fsdp")
+        else "none")
     return m, w
+
+
+FSDP_DTYPES = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+# Megatron-LM adfe9e11d9 (2026-07-02, #5462) dropped Megatron-FSDP's grandfathered grad_reduce_in_fp32: before it
+# a bf16 run (accumulate_allreduce_grads_in_fp32) kept fp32 main grads whatever --megatron-fsdp-main-grads-dtype
+# said (mcore_fsdp_adapter.py MixedPrecisionPolicy(main_grads_dtype=fp32 if grad_reduce_in_fp32 ...))
+FSDP_AUTO_GRADS_SINCE = "2026-07-02"
+
+
+def precision(a: dict, row: dict | None = None) -> dict:
+    """--bf16 / --fp16 (else fp32 parameters and activations) with fp32 main grads, master weights and Adam state;
+    under --use-megatron-fsdp the main weights follow --megatron-fsdp-main-params-dtype (default fp32, a main-weight
+    buffer even for fp32 parameters) and the main grads --megatron-fsdp-main-grads-dtype (default auto: the
+    parameters' dtype; fp32 for bf16 runs recorded before FSDP_AUTO_GRADS_SINCE; megatron/training/arguments.py)."""
+    params = "fp16" if a.get("fp16") else ("bf16" if a.get("bf16") else "fp32")
+    act = {"activations": "fp32"} if params == "fp32" else {}
+    if not a.get("use-megatron-fsdp"):
+        return dict(params=params, grads="fp32", master_weights="fp32", optimizer_states="fp32", **act)
+    master = FSDP_DTYPES.get(a.get("megatron-fsdp-main-params-dtype", "fp32"))
+    grads = FSDP_DTYPES.get(a.get("megatron-fsdp-main-grads-dtype", "auto"), params)
+    if grads == params == "bf16" and "megatron-fsdp-main-grads-dtype" not in a:
+        grads = "fp32" if _recorded(row) < FSDP_AUTO_GRADS_SINCE else grads
+    return dict(params=params, grads=grads, master_weights=master, optimizer_states="fp32", **act)
+
+
+def _recorded(row: dict | None) -> str:
+    """The date of the Megatron-LM commit whose run recorded the row's memory values (environment.csv)."""
+    if not _ENVIRONMENT:
+        _ENVIRONMENT.update(read_environment())
+    env = _ENVIRONMENT.get((row or {}).get("row_id", ""))
+    return env["memory_date"] if env else "9999"
 
 
 def read_rows(path: Path = CSV_PATH) -> list[dict[str, str]]:

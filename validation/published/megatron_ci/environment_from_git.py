@@ -4,7 +4,7 @@
 
 For each row of rows.csv it walks the history of the row's golden-value file back from d98e8a64 to the commit
 that last changed its memory values (`mem-max-allocated-bytes`, `mem-allocated-bytes`; later commits that only
-touched other metrics keep the run that produced them), and reads at that commit the CI container
+touched other metrics keep the run that produced them), and reads that commit's date and, at it, the CI container
 (docker/.ngc_version.dev), the Transformer Engine pin (uv.lock) and the test's CUBLAS_WORKSPACE_CONFIG
 (ENV_VARS of its model_config.yaml; empty when unset).
 """
@@ -21,7 +21,7 @@ from validation.published.megatron_ci import CSV_PATH, read_rows
 
 HEAD = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 ENV_PATH = CSV_PATH.with_name("environment.csv")
-FIELDS = ["row_id", "memory_commit", "container", "transformer_engine", "cublas_workspace_config"]
+FIELDS = ["row_id", "memory_commit", "memory_date", "container", "transformer_engine", "cublas_workspace_config"]
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -49,6 +49,7 @@ def environment(repo: Path, row: dict) -> dict:
     config = _git(repo, "show", f"{recorded}:{path.rsplit('/', 1)[0]}/model_config.yaml")
     cublas = re.search(r"CUBLAS_WORKSPACE_CONFIG:\s*(\S+)", config)
     return {"row_id": row["row_id"], "memory_commit": recorded[:10],
+            "memory_date": _git(repo, "show", "-s", "--format=%cs", recorded).strip(),
             "container": _git(repo, "show", f"{recorded}:docker/.ngc_version.dev").strip(),
             "transformer_engine": te.group(1) if te else "", "cublas_workspace_config": cublas.group(1) if cublas else ""}
 
