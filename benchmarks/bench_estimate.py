@@ -94,11 +94,11 @@ if __name__ == "__main__":
 # SGLang 12,000 -> 24,400/s, with time 8,600 -> 12,200/s; Qwen3-30B-A3B vLLM (EP) 860 layouts, planner 3,000 ->
 # 29,600/s, with time 2,600 -> 13,100/s. Not at the target: the engine's budget runs per replica and stage in Python
 # and the serving time model builds the operation lists of every running batch (fast_infer_time.serving).
-# Then (issue 23, best of 3 alternated runs at load 1.4-3.5): a replica's bytes without its Estimate
+# Then (issue 23, best of 3 alternated runs at load 1.6-2.1): a replica's bytes without its Estimate
 # (stages.estimate.engine_figures: each distinct stage budget summed once, not a StageEstimate per stage), a job's
 # operation lists priced once for the three time passes (fast_infer_time._ROWS), equal middle stages looked up by
-# shard, SGLang's graph sizes kept: byte model Qwen3-32B vLLM 30,400 -> 38,200/s, SGLang 22,400 -> 39,000/s,
-# Qwen3-30B-A3B 27,400 -> 38,900/s; with time 13,100 -> 15,500/s, 12,100 -> 16,000/s, 13,400 -> 14,200/s. Where the
+# shard, SGLang's graph sizes kept: byte model Qwen3-32B vLLM 32,400 -> 42,500/s, SGLang 26,800 -> 42,200/s,
+# Qwen3-30B-A3B 33,500 -> 41,300/s; with time 14,700 -> 16,900/s, 13,900 -> 17,600/s, 14,700 -> 17,000/s. Where the
 # rest goes: docs/planning.md ("serving engine's grid").
 PLANNER_JOBS = {
     "llama-3.1-70b infer 128k, a100-40gb": ("llama-3.1-70b", Workload(mode="infer", seq_len=131072, gen_tokens=1024,
