@@ -65,9 +65,15 @@ class StackMemory:
     step_note: str = ""
     gradient_note: str = ""  # how the gradients term is held (e.g. views into DDP's buckets)
     nccl_communicators: dict[str, int] = field(default_factory=dict)  # beyond the parallel layout's groups
-    # bytes beyond the states at the end of the backward, when every activation is freed (Megatron-FSDP's
-    # unsharded gradient buckets, freed at its root post-backward): a peak of its own when above the fwd/bwd one
-    backward_end: int = 0
+    # points of the backward above the fwd/bwd peak when they exceed it: each line's bytes beyond the states, beside
+    # every saved activation when its component is "activations" (Megatron-FSDP's gathered units and buckets)
+    backward_points: tuple[Line, ...] = ()
+
+
+def backward_point(sm: StackMemory, activations: int) -> tuple[int, Line | None]:
+    """(bytes beyond the states, line) of the highest of the stack's backward_points, given the saved activations."""
+    return max(((x.bytes + (activations if x.component == "activations" else 0), x) for x in sm.backward_points),
+               key=lambda q: q[0], default=(0, None))
 
 
 @dataclass(frozen=True)

@@ -18,19 +18,22 @@ mcore_fsdp_adapter.py and src/megatron_fsdp/{param_and_grad_buffer.py, megatron_
   gradient-communication dtype (--megatron-fsdp-grad-comm-dtype, by default the main-gradient dtype: taken as
   precision.grads) and reduce-scattered into the shard; GradReducePipeline frees a bucket only when the queue
   holds more than the suggested communication size (megatron_fsdp.py: max(1e9, 2 × the mean unit) elements) or at
-  the root post-backward, so the buckets of the whole backward stay until its end (`backward_end`).
+  the root post-backward, so the buckets of the whole backward stay until its end (`backward_end`); the units
+  are gathered again for the backward, all those within 5e8 elements at once (`backward_gather`).
 
 Not modelled: double buffering (--fsdp-double-buffer, fixed pools), hybrid FSDP (an outer-DP group), MXFP8's
-transpose buffers, the precision-aware optimizer, a grad-communication dtype other than the main grads'.
+transpose buffers, a grad-communication dtype other than the main grads'; the MTP block, the precision-aware
+optimizer and CPU optimizer offload are refused (_check).
 """
 from __future__ import annotations
 
 from calculator.core.dtypes import nbytes
+from calculator.core.errors import InputError
 from calculator.memory import fp8 as fp8_rules
 from calculator.memory.megatron_core import applies, padded_vocab
 from calculator.model.parameters import count_parameters
 from calculator.stacks import megatron, megatron_buffers
-from calculator.stacks.common import Line, StackContext, StackMemory, line
+from calculator.stacks.common import Line, StackContext, StackMemory, layer_grad_params, line
 
 NAME = "megatron"  # a Megatron-LM run: stack megatron with Workload.megatron_fsdp set (calculator.stacks.module)
 LABEL = "Megatron-FSDP (--use-megatron-fsdp: sharded weight, main-weight and gradient buffers)"
@@ -51,9 +54,20 @@ def states_workload(w):
     """The strategy as a ZeRO stage over the data-parallel group (ParamAndGradBuffer._init_each_parameter_group_
     buffers: is_main_weight / grad / model_weight_buffer_distributed); precision as given: the model weights in
     precision.params, main weights in precision.master_weights, main gradients in precision.grads."""
+    _check(w)
     stage = ZERO[w.megatron_fsdp]
     par = w.parallel.model_copy(update={"zero": stage, "distributed_optimizer": stage >= 1})
     return w.model_copy(update={"parallel": par})
+
+
+def _check(w) -> None:
+    """What this module does not price is refused, naming the field: the MTP block's buffers, TE FusedAdam's
+    decoupled gradients (--use-precision-aware-optimizer) and the CPU-offloaded optimizer under Megatron-FSDP."""
+    for field, on in (("mtp_layers", w.mtp_layers), ("precision_aware_optimizer", w.precision_aware_optimizer),
+                      ("parallel.offload_optimizer", w.parallel.offload_optimizer)):
+        if on:
+            raise InputError(field, f"{field} with Megatron-FSDP (megatron_fsdp {w.megatron_fsdp!r}) is not "
+                                    "modelled: turn it off, or set megatron_fsdp 'none' for Megatron's DDP buffers")
 
 
 def non_unit_params(ctx: StackContext) -> int:
@@ -118,14 +132,49 @@ def unsharded_grad_elements(ctx: StackContext) -> int:
     return min(shard.total + tables * extra * m.hidden_size // p.tp, QUEUE_ELEMENTS)
 
 
-def backward_end(ctx: StackContext) -> int:
-    """Bytes beyond the states at the end of the backward with sharded gradients: the unsharded gradient buckets
-    in the communication dtype (_grad_acc copies each param.grad into its group's bucket, fetched by
-    DataParallelBuffer.fetch_bucket(dtype=grad_comm_dtype); freed by GradReducePipeline at the root post-backward)."""
+def backward_end(ctx: StackContext) -> Line | None:
+    """Sharded gradients: the unsharded gradient buckets in the communication dtype at the end of the backward
+    (_grad_acc copies each param.grad into its group's bucket, DataParallelBuffer.fetch_bucket(dtype=
+    grad_comm_dtype); GradReducePipeline frees them at the root post-backward), every activation freed."""
     w = ctx.original
     if ZERO[w.megatron_fsdp] < 2:
-        return 0
-    return nbytes(unsharded_grad_elements(ctx), ctx.w.precision.grads)
+        return None
+    n, dt = unsharded_grad_elements(ctx), ctx.w.precision.grads
+    return line("mfsdp_grad_buckets", "transient", "Unsharded gradient buckets held to the end of the backward",
+                nbytes(n, dt), "N_stage × b_grad", ("{:,} × {} B", n, nbytes(1, dt)), SOURCE,
+                f"reduce-scattered as each unit's backward ends, freed together at its end ({SRC}"
+                "param_and_grad_buffer.py GradReducePipeline.wait_for_previous_grad_reduce, queue of 1e9 elements)")
+
+
+def backward_gather(ctx: StackContext) -> Line | None:
+    """optim_grads_params: the last unit's pre-backward hook gathers it and prefetches the units before it until
+    the prefetched ones reach half the communication unit, 5e8 elements (AllGatherPipeline.all_gather_params,
+    suggested_AG_prefetch_size): alive as the last layer's backward starts, beside every saved activation, with
+    the output layer's weight gradient (tied: in the shared weight's AccumulateGrad buffer, in the weights' dtype,
+    until the embedding's backward; untied: its bucket in the gradients' dtype)."""
+    m, w, shard = ctx.m, ctx.original, ctx.shard
+    p, prec = w.parallel, ctx.w.precision
+    layers = layer_grad_params(m, shard.first_layer, shard.last_layer, p.tp, p.ep * p.expert_tp)
+    if w.megatron_fsdp != "optim_grads_params" or not layers:
+        return None
+    n, more = layers[-1], 0
+    for unit in reversed(layers[:-1]):
+        if more >= QUEUE_ELEMENTS // 2:
+            break
+        more += unit
+    n += more
+    unit_bytes = nbytes(n, prec.params)
+    if w.fp8 != "none" and w.fp8_param_gather:  # the TE linears' share in FP8
+        lin = n * shard.layer_linear // max(1, sum(layers))
+        unit_bytes -= nbytes(lin, prec.params) - fp8_rules.param_bytes(w.fp8, lin)
+    head = 0
+    if shard.has_head:
+        rows = padded_vocab(m.vocab_size, w.make_vocab_size_divisible_by, p.tp) // p.tp * m.hidden_size
+        head = nbytes(rows, prec.params if m.tie_word_embeddings and p.pp == 1 else prec.grads)
+    return line("mfsdp_backward_gather", "activations", f"Units gathered for the backward ({n:,} params) + the "
+                "output layer's gradient, beside the saved activations", unit_bytes + head,
+                "activations + N_gathered × b_param + V_pad/t·h × b", ("{:,} + {:,} B", unit_bytes, head), SOURCE,
+                f"{SRC}param_and_grad_buffer.py AllGatherPipeline.all_gather_params (backward prefetch)")
 
 
 def fp8_lines(ctx: StackContext) -> list[Line]:
@@ -184,6 +233,6 @@ def memory(ctx: StackContext) -> StackMemory:
     """The sharded buffers are the model states (states_workload); the main-gradient shard is allocated at
     construction and held all step; Megatron-Core's and TE's own buffers with impl megatron-te."""
     on = ctx.original is not None and applies(ctx.original)
-    return StackMemory(grads_whole_step=True, persistent=persistent(ctx) if on else (),
-                       backward_end=backward_end(ctx) if on else 0,
+    points = tuple(x for x in (backward_end(ctx), backward_gather(ctx)) if x is not None) if on else ()
+    return StackMemory(grads_whole_step=True, persistent=persistent(ctx) if on else (), backward_points=points,
                        gradient_note="main_grad shard of the Megatron-FSDP gradient buffer, allocated at construction")

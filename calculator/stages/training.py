@@ -26,7 +26,8 @@ from calculator.core.workload import Workload
 from calculator.stages import kinds, moments, pipeline, vision
 from calculator.allocator import step_plan
 from calculator.core.bounded_cache import get_or_build
-from calculator.stacks.common import StackContext, StackMemory, backward_peak, layer_grad_params, tied_embedding_extra
+from calculator.stacks.common import (StackContext, StackMemory, backward_peak, backward_point, layer_grad_params,
+                                     tied_embedding_extra)
 
 
 from calculator.stages.held import fp32_not_upcast, lora_model_states, add_offload, states_of_shard
@@ -262,12 +263,11 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         layer_acts = sum(x.bytes for x in t.items if x.key in _LAYER_ACTIVATION_KEYS)
         fwd_bwd = _gradients_born_in_backward(t, ws, shard, held, fwd_bwd, recompute_ws, flight, layer_acts,
                                               stack.SOURCE)
-    if sm.backward_end > fwd_bwd:  # the stack's buffers alive when the backward ends, every activation freed
-        t.add("transient.backward_end", "transient", "Gradient buckets at the end of the backward beyond the "
-              "fwd/bwd peak", sm.backward_end - fwd_bwd, "max(0, buckets at the backward's end − fwd/bwd working set)",
-              ("{:,} − {:,} B", sm.backward_end, fwd_bwd), stack.SOURCE,
-              "unsharded gradient buckets reduce-scattered together at the end of the backward")
-        fwd_bwd = sm.backward_end
+    at, x = backward_point(sm, t.by_component.get("activations", 0))  # the stack's own (Megatron-FSDP's buckets)
+    if at > fwd_bwd:
+        t.add(f"transient.{x.key}", "transient", x.label, at - fwd_bwd, f"{x.formula} − fwd/bwd working set",
+              ("{:,} − {:,} B", at, fwd_bwd), x.source, x.note)
+        fwd_bwd = at
     # Optimizer step: activations are freed; its temporaries can exceed the fwd/bwd peak.
     # PEFT's fp32 adapters are their own master copy: their fp32 gradients need no upcast
     fp32_adapters = w.finetune != "full" and w.lora_adapter_dtype == "fp32"

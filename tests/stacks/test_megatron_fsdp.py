@@ -31,7 +31,7 @@ def _terms(w, m=LLAMA):
     return {t.key: t.bytes for t in _stage(w, m).terms}
 
 
-def _per_gpu(m=LLAMA, tp=2) -> int:
+def _per_gpu(m=LLAMA) -> int:
     """Parameters of one TP rank of the one pipeline stage (the engine's StageShard.total)."""
     from calculator.memory.parallel import stage_shards
     return stage_shards(m, Workload(**CORE).parallel)[0].total
@@ -87,32 +87,51 @@ def test_vocabulary_padding_rows_are_sharded_like_the_model():
     assert _terms(dict(w, megatron_fsdp="optim"))["weights.vocab_padding"] == n * (2 + 4) + per * (4 + 8)
 
 
-def test_gradient_buckets_alive_at_the_end_of_the_backward():
-    w = Workload(**CORE)
-    m = LLAMA
-    shard_total = _per_gpu()
-    rows = padded_vocab(m.vocab_size, 128, 2) - m.vocab_size
+def _ctx(w, m=LLAMA):
     from calculator.memory.parallel import stage_shards
     from calculator.stacks.common import StackContext
     shard = stage_shards(m, w.parallel)[0]
-    ctx = StackContext(m, megatron_fsdp.states_workload(w), shard, 0, "fp32", original=w)
-    assert megatron_fsdp.backward_end(ctx) == 4 * (shard_total + rows * m.hidden_size // 2)  # fp32 buckets
+    return StackContext(m, megatron_fsdp.states_workload(w), shard, 0, w.precision.grads, original=w)
+
+
+def test_gradient_buckets_alive_at_the_end_of_the_backward():
+    w = Workload(**CORE)
+    end = megatron_fsdp.backward_end(_ctx(w))
+    assert end.bytes == 4 * _per_gpu() and end.component == "transient"  # every group's fp32 bucket
     for strategy in ("no_shard", "optim"):  # gradients not sharded: accumulated in the persistent buffer
-        w0 = w.model_copy(update={"megatron_fsdp": strategy})
-        assert megatron_fsdp.backward_end(StackContext(m, megatron_fsdp.states_workload(w0), shard, 0, "fp32",
-                                                       original=w0)) == 0
+        assert megatron_fsdp.backward_end(_ctx(w.model_copy(update={"megatron_fsdp": strategy}))) is None
 
 
-def test_the_buckets_are_a_peak_of_their_own_when_activations_are_small():
+def test_units_gathered_again_for_the_backward_with_the_output_layers_gradient():
+    w = Workload(**CORE)
+    from calculator.stacks.common import layer_grad_params
+    units = sum(layer_grad_params(LLAMA, 0, LLAMA.num_hidden_layers, 2, 1))  # 16 layers, all within 5e8 elements
+    head = padded_vocab(LLAMA.vocab_size, 128, 2) // 2 * LLAMA.hidden_size  # tied: bf16 in AccumulateGrad
+    gather = megatron_fsdp.backward_gather(_ctx(w))
+    assert units < 5e8 and gather.bytes == 2 * units + 2 * head and gather.component == "activations"
+    assert megatron_fsdp.backward_gather(_ctx(w.model_copy(update={"megatron_fsdp": "optim_grads"}))) is None
+
+
+def test_the_end_of_the_backward_is_a_peak_of_its_own_when_activations_are_small():
     st = _stage(dict(CORE, seq_len=256))  # 1.2 B parameters over TP 2: 2.5 GB of fp32 buckets, small activations
     t = {x.key: x for x in st.terms}
-    assert t["transient.backward_end"].bytes > 0
-    working = st.peak_allocated_bytes - sum(x.bytes for x in st.terms if x.component in (
-        "weights", "master_weights", "gradients", "optimizer_states", "sharding_buffers")) - sum(
-        x.bytes for x in st.terms if x.key in ("transient.te_workspace", "transient.te_dummy_wgrad",
-                                               "transient.cublas"))
-    rows = padded_vocab(LLAMA.vocab_size, 128, 2) - LLAMA.vocab_size
-    assert working == 4 * (_per_gpu() + rows * LLAMA.hidden_size // 2)
+    assert t["transient.mfsdp_grad_buckets"].bytes > 0 and "transient.mfsdp_backward_gather" not in t
+    assert st.peak_allocated_bytes - _states(st) == 4 * _per_gpu()
+
+
+def test_the_backward_gather_is_a_peak_of_its_own_beside_long_activations():
+    w = dict(CORE, precision=dict(FP32_MAIN, grads="bf16"))  # bf16 buckets: the end of the backward is lower
+    st = _stage(w)
+    t = {x.key: x for x in st.terms}
+    assert "transient.mfsdp_grad_buckets" not in t and t["transient.mfsdp_backward_gather"].bytes > 0
+    acts = sum(x.bytes for x in st.terms if x.component == "activations")
+    assert st.peak_allocated_bytes - _states(st) == acts + megatron_fsdp.backward_gather(_ctx(Workload(**w))).bytes
+
+
+def _states(st) -> int:
+    return sum(x.bytes for x in st.terms if x.component in (
+        "weights", "master_weights", "gradients", "optimizer_states", "sharding_buffers")) + sum(
+        x.bytes for x in st.terms if x.key in ("transient.te_workspace", "transient.te_dummy_wgrad", "transient.cublas"))
 
 
 def test_fp8_parameters_hold_one_byte_shards_and_bf16_main_grads_under_auto():
@@ -131,3 +150,13 @@ def test_megatron_fsdp_needs_stack_megatron_and_impl_megatron_te():
     with pytest.raises(InputError) as e:
         _stage(dict(CORE, stack="fsdp2", impl="hf"))
     assert e.value.field == "megatron_fsdp"
+
+
+@pytest.mark.parametrize("update, field", [({"mtp_layers": 1}, "mtp_layers"),
+                                           ({"precision_aware_optimizer": True}, "precision_aware_optimizer"),
+                                           ({"parallel": dict(PAR, offload_optimizer=True)},
+                                            "parallel.offload_optimizer")])
+def test_what_megatron_fsdp_does_not_price_is_refused(update, field):
+    with pytest.raises(InputError) as e:
+        _stage(dict(CORE, **update))
+    assert e.value.field == field

@@ -64,7 +64,7 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   run's commit date in environment.csv) and released the modules outside the units at the end of each step
   before 378d81fbd3 (2026-05-30): at rest those runs hold 26 MB less than d98e8a64 would, their peak (loss
   backward, the modules still gathered) the same. The dense runs read -0.85 to -0.95% (12.7 MB low at DP 4,
-  15.5 MB at DP 2): the few MB of small tensors the other groups miss and a few more not identified. What stays: the
+  15.5 MB at DP 2), as the DDP TP-2 runs of the same model do (M0169-M0184: -0.58 to -1.00%). What stays: the
   MoE runs read 4.5% (H100) and 6.3% (GB200) low — the same top-2 aux-loss routing imbalance as the moe group's
   (the engine assumes balanced experts; the GB200 run sits 78 MB above the H100 one, the engine's Blackwell
   FlashAttention fallback explains 25 MB of it); the proxy runs read +3.4% (mb 32, fp32), -3.9% (mb 4, fp32)
