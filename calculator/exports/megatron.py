@@ -116,7 +116,7 @@ def arguments(m, w, notes: Notes) -> list[str]:
         if p.zero >= 2:
             notes.add(f"ZeRO-{p.zero}: Megatron's distributed optimizer shards the fp32 master weights and optimizer "
                       "state only (ZeRO-1); gradients" + (" and parameters" if p.zero == 3 else "")
-                      + " are not sharded (Megatron-FSDP: --use-megatron-fsdp)")
+                      + " are not sharded (Megatron-FSDP: --use-megatron-fsdp, the estimate's megatron_fsdp)")
     if p.zero_shard_size:
         notes.add(f"hybrid sharding over {p.zero_shard_size} ranks: not a pretrain_gpt.py flag in this layout")
     if p.offload_optimizer:

@@ -30,7 +30,8 @@ FP32_KEPT = KeptDtype(False, "Megatron-LM trains its own model code, not the tra
 def layout_problem(p) -> str:
     if p.zero:
         return ("shards the optimizer with its distributed optimizer, not ZeRO stages: set distributed optimizer "
-                "instead of zero, or choose stack deepspeed / fsdp2")
+                "instead of zero, megatron_fsdp (optim / optim_grads / optim_grads_params: Megatron-FSDP, "
+                "--use-megatron-fsdp) for ZeRO 1 / 2 / 3, or choose stack deepspeed / fsdp2")
     return ""
 
 

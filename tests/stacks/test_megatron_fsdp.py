@@ -160,3 +160,9 @@ def test_what_megatron_fsdp_does_not_price_is_refused(update, field):
     with pytest.raises(InputError) as e:
         _stage(dict(CORE, **update))
     assert e.value.field == field
+
+
+def test_a_zero_stage_under_stack_megatron_points_at_megatron_fsdp():
+    with pytest.raises(InputError) as e:
+        _stage(dict(CORE, megatron_fsdp="none", parallel=dict(PAR, zero=3)))
+    assert e.value.field == "stack" and "megatron_fsdp" in str(e.value)
