@@ -77,6 +77,12 @@ def check_model(m, w) -> None:
     common.check_fp32_kept(m, w, module(w))
 
 
+def model_as_run(m, w):
+    """The model as the workload's stack trains it (common.model_as_run: FSDP2 and DeepSpeed cast the fp32-kept
+    parameters to the compute dtype)."""
+    return common.model_as_run(m, module(w))
+
+
 @lru_cache(maxsize=256)
 def _stack_and_problem(stack: str | None, p) -> tuple[str, str]:
     """(the stack of a workload with this `stack` and layout, why it cannot run the layout or "")."""

@@ -79,20 +79,35 @@ def backward_point(sm: StackMemory, activations: int) -> tuple[int, Line | None]
 @dataclass(frozen=True)
 class KeptDtype:
     """What a stack does with parameters kept in fp32 in a bf16 / fp16 model (DeepSeek-V4's attn_hc, ffn_hc, hc_head,
-    sinks, position_bias and norms: architectures.compressed.fp32_parameters). `modelled`: each such parameter
-    keeps its fp32 weight, gradient and optimizer state and the model's modules compute with it as on one GPU
-    (calculator/stages/held.py _fp32_kept, the saved tensors of architectures/compressed_saved.py), and the stack's
-    own buffers follow (`rule`, with its source); otherwise `rule` says what the stack does instead and why the
-    estimate refuses it (check_fp32_kept)."""
+    sinks, position_bias and norms: architectures.compressed.fp32_parameters), `rule` saying how, with its source.
+    `casts` False: each such parameter keeps its fp32 weight, gradient and optimizer state and the modules compute
+    with it as on one GPU (calculator/stages/held.py _fp32_kept, architectures/compressed_saved.py), the stack's
+    buffers following their dtype. `casts` True: the stack turns them into parameters of the compute dtype like the
+    others, and the estimate runs on the model so changed (model_as_run: CompressedSpec.fp32_kept False: no fp32
+    extras, the saved tensors of bf16 weights). Not `modelled`: refused (check_fp32_kept), `rule` saying why."""
 
     modelled: bool
     rule: str
+    casts: bool = False
 
 
 def fp32_kept(m: ModelSpec, first: int, last: int, has_head: bool) -> int:
     """The fp32-kept parameters of layers [first, last) (and of the head's modules with `has_head`); 0 for a model
     that keeps none."""
     return fp32_parameters(m, range(first, last), has_head) if m.compressed is not None else 0
+
+
+@lru_cache(maxsize=64)
+def _kept_cast(m: ModelSpec) -> ModelSpec:
+    return m.model_copy(update={"compressed": m.compressed.model_copy(update={"fp32_kept": False})})
+
+
+def model_as_run(m: ModelSpec, stack) -> ModelSpec:
+    """The model as the stack trains it: with the fp32-kept parameters in the compute dtype where its FP32_KEPT
+    casts them (one copy per model, so that the estimate's per-model caches keep hitting), else `m`."""
+    if stack.FP32_KEPT.casts and stack.FP32_KEPT.modelled and m.compressed is not None and m.compressed.fp32_kept:
+        return _kept_cast(m)
+    return m
 
 
 def check_fp32_kept(m: ModelSpec, w, stack) -> None:

@@ -32,12 +32,12 @@ from calculator.stacks.common import KeptDtype, StackContext, StackMemory, line
 NAME = "deepspeed"
 LABEL = "DeepSpeed ZeRO 1/2/3 (reduce bucket, contiguous gradients, stage-3 prefetch)"
 SOURCE = "deepspeed-zero"
-FP32_KEPT = KeptDtype(False, "with bf16 or fp16 enabled the engine casts every floating parameter to that dtype "
-                             "(runtime/engine.py DeepSpeedEngine._configure_distributed_model → "
-                             "_cast_module_mixed_precision; data_types.keep_in_fp32_modules keeps buffers only, "
-                             "runtime/keep_in_fp32.py), so the fp32-kept parameters compute in bf16, whose saved "
-                             "tensors differ from the one-GPU model's and are not modelled "
-                             "(tests/golden_stacks/deepseek-v4-tiny.json); use stack ddp")
+FP32_KEPT = KeptDtype(True, "with bf16 or fp16 enabled the engine casts every floating parameter to that dtype "
+                            "(runtime/engine.py DeepSpeedEngine._configure_distributed_model → "
+                            "_cast_module_mixed_precision; data_types.keep_in_fp32_modules keeps buffers only, "
+                            "runtime/keep_in_fp32.py): the fp32-kept parameters are bf16 parameters like the rest, "
+                            "with bf16 gradients and ZeRO's fp32 master partition, and the modules compute with them "
+                            "in bf16", casts=True)
 
 REDUCE_BUCKET_SIZE = 500_000_000  # elements (config.py: reduce_bucket_size)
 PREFETCH_BUCKET_SIZE = 50_000_000  # elements (stage3_prefetch_bucket_size)

@@ -25,15 +25,14 @@ from calculator.stacks.common import KeptDtype, StackContext, StackMemory, layer
 NAME = "fsdp2"
 LABEL = "PyTorch FSDP2 fully_shard (fp32 shards as master, bf16 units gathered per layer)"
 SOURCE = "fsdp2"
-FP32_KEPT = KeptDtype(False, "fully_shard asserts one original dtype among a unit's trainable parameters "
-                             "(_fsdp_param_group.py FSDPParamGroup._init_mp_dtypes: 'FSDP expects uniform original "
-                             "parameter dtype', raised on the bf16 model as loaded), so accelerate upcasts every "
-                             "trainable parameter to fp32 (utils/fsdp_utils.py fsdp2_prepare_model) and "
-                             "MixedPrecisionPolicy(param_dtype=bf16) gathers the fp32-kept ones in bf16 too: the "
-                             "modules compute with bf16 hyper-connection, sink and norm weights, whose saved tensors "
-                             "(F.linear's fp32 copy of each hyper-connection's fn, a bf16 sink softmax) differ from "
-                             "the one-GPU model's and are not modelled (tests/golden_stacks/deepseek-v4-tiny.json); "
-                             "use stack ddp")
+FP32_KEPT = KeptDtype(True, "fully_shard asserts one original dtype among a unit's trainable parameters "
+                            "(_fsdp_param_group.py FSDPParamGroup._init_mp_dtypes: 'FSDP expects uniform original "
+                            "parameter dtype', raised on the bf16 model as loaded), so accelerate upcasts every "
+                            "trainable parameter to fp32 (utils/fsdp_utils.py fsdp2_prepare_model) and "
+                            "MixedPrecisionPolicy(param_dtype=bf16) gathers the fp32-kept ones in bf16 like the "
+                            "rest: fp32 shards of every parameter, the modules computing with bf16 hyper-connection, "
+                            "sink and norm weights (F.linear's fp32 copy of each hyper-connection's fn, a bf16 sink "
+                            "softmax: tests/golden_stacks/deepseek-v4-tiny.json)", casts=True)
 
 
 def layout_problem(p) -> str:

@@ -23,8 +23,8 @@ NAME = "megatron"
 LABEL = "Megatron-LM (persistent fp32 main-grad buffer, distributed optimizer)"
 SOURCE = "megatron-grad-buffer"
 FP32_KEPT = KeptDtype(False, "Megatron-LM trains its own model code, not the transformers modules whose saved "
-                             "tensors and fp32-kept parameters the estimate traces (architectures/compressed_saved.py): "
-                             "not modelled; use stack ddp")
+                             "tensors and fp32-kept parameters the estimate traces "
+                             "(architectures/compressed_saved.py): not modelled; use stack ddp, fsdp2 or deepspeed")
 
 
 def layout_problem(p) -> str:

@@ -47,7 +47,9 @@ def first_of_content(m, p) -> tuple[int, ...]:
 
 def build(stage_of, m, w, shards: list[StageShard], gpu) -> tuple:
     """stage_of(m, w, shard, gpu) for the first stage of each content; the others reuse (inference) or defer
-    (training) it."""
+    (training) it. A training stage is priced on the model as the stack trains it (stacks.model_as_run)."""
+    if w.mode == "train":
+        m = stacks.model_as_run(m, w)
     if len(shards) == 1:
         return (stage_of(m, w, shards[0], gpu),)
     train = w.mode == "train"

@@ -2,9 +2,10 @@
 FP32_KEPT), held to tests/golden_stacks/deepseek-v4-tiny.json: validation/architectures/dsv4_stacks.py ran the
 tiny DeepSeek-V4 of tests/golden/deepseek-v4-tiny__* (5,189,501 parameters, 206,717 of them fp32-kept) as
 from_pretrained loads it in bf16, on two gloo processes on the CPU with PyTorch 2.13 and transformers 5.23, one
-32-token micro-batch a rank, two iterations, and recorded rank 0's gradient buckets (a DDP comm hook's
-GradBucket.buffer() and the Reducer's bucket_sizes), FSDP2's refusal of the mixed-dtype model and its local shards
-under accelerate's fp32 upcast, and the saved-for-backward bytes with the fp32-kept parameters computed in bf16."""
+32-token micro-batch a rank, and recorded rank 0's gradient buckets (a DDP comm hook's GradBucket.buffer() and the
+Reducer's bucket_sizes), FSDP2's refusal of the mixed-dtype model and its local shards under accelerate's fp32
+upcast, DeepSpeed's (ZeRO-2 / 3, bf16) parameter dtypes and fp32 partitions, and the saved-for-backward bytes of
+each against one process of the model with the fp32-kept parameters kept or cast to bf16."""
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ import pytest
 
 from calculator import InputError, Workload, estimate
 from calculator.core.workload import RECIPES
+from calculator.model.architectures import compressed
 from calculator.model.hf_config import spec_from_hf_config
-from calculator.model.parameters import count_parameters
+from calculator.model.parameters import count_parameters, model_tensor_shapes
 from calculator.stacks import MODULES, common
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -81,30 +83,75 @@ def test_ddp_leaves_the_indexers_parameters_without_gradients():
     assert TRACE["ddp_checkpointing"]["True"]["buckets"] == ddp["buckets"]
 
 
-def test_fsdp2_and_deepspeed_compute_the_fp32_kept_parameters_in_bf16():
-    """Why fsdp2 and deepspeed stay refused: fully_shard refuses the model as loaded (uniform original dtype), under
-    accelerate's upcast every shard is fp32 (rank 0: 10,379,020 B, ⌈dim0 / 2⌉ rows of each of the 5,189,501
-    parameters) and attn_hc.fn runs in bf16; with the fp32-kept parameters in bf16 a 32-token forward saves
-    7,630,040 B instead of 6,978,772 (each hyper-connection +98,304 B = F.linear's fp32 copy of its bf16 fn,
-    4·(2 + n)·n·n·h; each attention less: a bf16 sink softmax), which compressed_saved does not model."""
+def _rank0_chunks(shapes) -> int:
+    """Elements of rank 0's FSDP2 shards of these tensors: torch.chunk of dim 0 in 2, the first ⌈rows / 2⌉ rows."""
+    total = 0
+    for shape in shapes:
+        rest = 1
+        for x in shape[1:]:
+            rest *= x
+        total += -(-shape[0] // 2) * rest
+    return total
+
+
+def test_fsdp2_keeps_fp32_shards_and_computes_the_fp32_kept_parameters_in_bf16():
+    """fully_shard refuses the model as loaded (uniform original dtype); under accelerate's fp32 upcast and
+    MixedPrecisionPolicy(param_dtype=bf16) attn_hc.fn runs in bf16 and rank 0's forward saves 7,720,216 B, exactly
+    what one process of the model with every parameter bf16 saves (the cast model the estimate runs on:
+    stacks.model_as_run; tests/model/mappers/test_deepseek_v4_cast.py holds compressed_saved to it). Rank 0 holds
+    10,379,020 B of fp32 shards: each parameter's first ⌈dim0 / 2⌉ rows; the engine's ⌈N / 2⌉ × 4 B = 10,379,004 B
+    (16 B of per-tensor rounding). Its fp32 gradient shards are 10,193,548 B: the 12 indexer tensors of the two CSA
+    layers get none (185,472 B of shards)."""
     assert "uniform original parameter dtype" in TRACE["fsdp2_bf16_model"]
     fsdp = TRACE["fsdp2_accelerate"]
-    assert fsdp["shards"] == {"torch.float32": 10_379_020} and fsdp["attn_hc_fn_dtype_in_forward"] == "torch.bfloat16"
+    assert fsdp["attn_hc_fn_dtype_in_forward"] == "torch.bfloat16"
+    assert fsdp["saved_total"] == TRACE["saved_tensors"]["computed_in_bf16_total"] == 7_720_216
+    shapes = model_tensor_shapes(SPEC)
+    assert fsdp["shards"] == {"torch.float32": 4 * _rank0_chunks(shapes)} == {"torch.float32": 10_379_020}
+    indexer = compressed.compressor_shapes(SPEC, "compressed_sparse")[-6:]  # kv_proj, gate_proj, position_bias, ...
+    assert fsdp["shards"]["torch.float32"] - fsdp["grad_shards"]["torch.float32"] == 4 * 2 * _rank0_chunks(indexer)
+    t = _terms(_workload(stack="fsdp2", parallel={"dp": 2}))
+    assert t["weights"] == 4 * -(-TRACE["parameters"] // 2) == 10_379_004
+    assert "weights.fp32" not in t and "gradients.fp32" not in t
+    # the root unit gathered in bf16: embedding, LM head, final norm and hc_head (n·n·h + n + 1)
+    assert t["sharding.fsdp2_root"] == 2 * (2 * 1024 * 256 + 256 + 4 * 4 * 256 + 4 + 1)
+
+
+@pytest.mark.parametrize("stage,partition", [(2, 2_594_752), (3, 2_594_755)])
+def test_deepspeed_casts_the_fp32_kept_parameters_to_bf16(stage, partition):
+    """deepspeed.initialize (DeepSpeed 0.19, CPU accelerator, bf16): every one of the 5,189,501 parameters is bf16
+    afterwards (the 206,717 fp32-kept ones cast by _cast_module_mixed_precision), the forward saves what the cast
+    model saves (7,720,216 B), and rank 0's fp32 master partition is half the parameters: 2,594,752 elements under
+    ZeRO-2 (the flat group padded to an even count), 2,594,755 under ZeRO-3 (each parameter padded); the engine's
+    ⌈N / 2⌉ = 2,594,751 (4 and 16 B of padding)."""
+    ds = TRACE["deepspeed"][f"zero{stage}"]
+    assert ds["param_elements"] == {"torch.bfloat16": TRACE["parameters"], "torch.float32": 0}
+    assert ds["saved_total"] == TRACE["saved_tensors"]["computed_in_bf16_total"]
+    assert ds["fp32_partition_elements"] == partition
+    t = _terms(_workload(stack="deepspeed", parallel={"dp": 2, "zero": stage}))
+    assert t["master_weights"] == 4 * -(-TRACE["parameters"] // 2) == 4 * (partition - (1 if stage == 2 else 4))
+    assert "weights.fp32" not in t and "gradients.fp32" not in t
+    assert t["weights"] == 2 * (TRACE["parameters"] if stage == 2 else -(-TRACE["parameters"] // 2))
+
+
+def test_the_saved_tensors_differ_when_the_fp32_kept_parameters_run_in_bf16():
+    """With them in bf16 a 32-token forward saves 7,630,040 B in the modules instead of 6,978,772: each
+    hyper-connection +98,304 B (F.linear's fp32 copy of its bf16 fn, 4·(2 + n)·n·n·h), each attention less (a bf16
+    softmax over [scores | sinks], no cast): why DDP's and FSDP2's activations are priced apart."""
     saved = TRACE["saved_tensors"]
     assert (saved["kept_fp32"], saved["computed_in_bf16"]) == (6_978_772, 7_630_040)
     n, h = SPEC.hc_mult, SPEC.hidden_size
     kept, cast = saved["differ"]["model.layers.0.attn_hc"]
     assert cast - kept == 4 * (2 + n) * n * n * h == 98_304
-    assert all(k < c for k, c in (v for name, v in saved["differ"].items() if name.endswith("_hc")))
     assert all(k > c for k, c in (v for name, v in saved["differ"].items() if name.endswith("self_attn")))
+    ddp = _terms(_workload(stack="ddp", parallel={"dp": 2}))
+    fsdp = _terms(_workload(stack="fsdp2", parallel={"dp": 2}))
+    assert fsdp["activations.norms"] - ddp["activations.norms"] == 4 * 2 * 98_304  # 4 layers × 2 hyper-connections
 
 
 @pytest.mark.parametrize("update,field,words", [
-    ({"stack": "fsdp2", "parallel": {"dp": 2}}, "stack", "uniform original parameter dtype"),
-    ({"parallel": {"dp": 2, "zero": 2}}, "stack", "_cast_module_mixed_precision"),
-    ({"stack": "deepspeed", "parallel": {"dp": 2, "zero": 3}}, "stack", "_cast_module_mixed_precision"),
     ({"stack": "megatron", "parallel": {"dp": 2}}, "stack", "Megatron-LM trains its own model code"),
-    ({"stack": "fsdp2"}, "stack", "FSDPParamGroup._init_mp_dtypes"),
+    ({"parallel": {"dp": 2, "distributed_optimizer": True}}, "stack", "Megatron-LM trains its own model code"),
     ({"parallel": {"dp": 2, "pp": 2}}, "pp", "data parallelism only"),
     ({"parallel": {"dp": 2, "ep": 2}}, "ep", "data parallelism only"),
     ({"parallel": {"dp": 2, "cp": 2}}, "cp", "data parallelism only"),
@@ -119,6 +166,8 @@ def test_what_is_not_modelled_is_refused_naming_the_field(update, field, words):
 
 
 def test_every_stack_says_what_it_does_with_fp32_kept_parameters():
-    """One rule per stack (KeptDtype): the two that run transformers' modules with every dtype kept are modelled."""
-    assert {name for name, m in MODULES.items() if m.FP32_KEPT.modelled} == {"hf-trainer", "ddp"}
+    """One rule per stack (KeptDtype): hf-trainer and DDP keep the dtypes, FSDP2 and DeepSpeed cast them to bf16,
+    Megatron is not modelled."""
+    assert {name for name, m in MODULES.items() if m.FP32_KEPT.modelled} == {"hf-trainer", "ddp", "fsdp2", "deepspeed"}
+    assert {name for name, m in MODULES.items() if m.FP32_KEPT.casts} == {"fsdp2", "deepspeed"}
     assert all(m.FP32_KEPT.rule for m in MODULES.values())

@@ -25,12 +25,15 @@ top-k ones; their tid2eid table is a buffer).
 
 Training (compressed_saved.py; calculator.memory.parallel.check_divisibility calls check_training) is modelled for
 full fine-tuning with transformers' eager modules, no or full recompute, on one GPU (stack hf-trainer) or with pure
-data parallelism under PyTorch DDP (stack ddp, any dp; tp = pp = ep = cp = 1), held to the CPU-traced goldens
-tests/golden/deepseek-v4-tiny__* and, for DDP's buckets, tests/golden_stacks/deepseek-v4-tiny.json (two gloo
-processes, validation/architectures/dsv4_stacks.py); the rest is refused naming the field (TRAINING_MISSING here;
-the stacks' own rule, calculator.stacks.common.check_fp32_kept, refuses fsdp2, deepspeed and megatron naming `stack`).
-The fp32-kept parameters (fp32_parameters) get fp32 weights, gradients and optimizer states
-(calculator/stages/held.py _fp32_kept) and, under DDP, fp32 gradient buckets of their own. Under HF Trainer's DDP
+data parallelism (any dp; tp = pp = ep = cp = 1) under PyTorch DDP, FSDP2 or DeepSpeed ZeRO 1-3, held to the
+CPU-traced goldens tests/golden/deepseek-v4-tiny__*, tests/golden_stacks/deepseek-v4-tiny-cast__* and the two-process
+gloo trace tests/golden_stacks/deepseek-v4-tiny.json (validation/architectures/dsv4_stacks.py); the rest is refused
+naming the field (TRAINING_MISSING here; Megatron by its stack's rule, calculator.stacks.common.check_fp32_kept).
+What happens to the fp32-kept parameters (fp32_parameters) is the stack's FP32_KEPT rule: on one GPU and under DDP
+they keep fp32 weights, gradients and optimizer states (calculator/stages/held.py _fp32_kept) and, under DDP, fp32
+gradient buckets of their own; FSDP2 (after accelerate's fp32 upcast, gathered in MixedPrecisionPolicy's bf16) and
+DeepSpeed's bf16 engine make them bf16 parameters like the rest, and the estimate runs on the model so changed
+(CompressedSpec.fp32_kept False: compressed_saved's bf16-weight terms). Under HF Trainer's DDP
 without gradient checkpointing (find_unused_parameters=True) the CSA indexers' parameters, which get no gradient,
 are skipped; with gradient checkpointing it passes False and DDP raises at the second iteration unless
 ddp_find_unused_parameters=True is set (traced in the golden).
@@ -51,9 +54,9 @@ KINDS = {"compressed_window": ("sliding_attention", "DeepSeek-V4 sliding-window 
          "compressed_sparse": ("compressed_sparse_attention", "compressed sparse attention (CSA)"),
          "compressed_heavy": ("heavily_compressed_attention", "heavily compressed attention (HCA)")}
 TRAINING_MISSING = ("training DeepSeek-V4 is modelled for full fine-tuning on one GPU (stack hf-trainer) or with "
-                    "data parallelism under PyTorch DDP (stack ddp; transformers' eager modules, a bf16 or fp16 "
-                    "model, no recompute or full recompute: architectures/compressed_saved.py, held to CPU-traced "
-                    "goldens); not yet {what}")
+                    "data parallelism under PyTorch DDP, FSDP2 or DeepSpeed ZeRO (transformers' eager modules, a bf16 "
+                    "or fp16 model, no recompute or full recompute: architectures/compressed_saved.py, held to "
+                    "CPU-traced goldens); not yet {what}")
 
 
 def check_training(w) -> None:
@@ -64,9 +67,9 @@ def check_training(w) -> None:
     is memory.parallel's refusal), another kernel implementation than transformers' own, attention other than
     eager (the only one transformers runs V4 with), fp32 weights or autocast (compressed_saved counts a
     low-precision model's fp32 copies), another activation model than the exact one. Data parallelism is the
-    stack's question: DDP keeps every module and dtype as on one GPU and is modelled; FSDP2, DeepSpeed and Megatron
-    are refused by their FP32_KEPT rule (calculator/stacks/common.py check_fp32_kept), which says what each does
-    with the fp32-kept parameters instead."""
+    stack's question, its FP32_KEPT rule (calculator/stacks/common.py): DDP keeps every module and dtype as on one
+    GPU, FSDP2 and DeepSpeed cast the fp32-kept parameters to bf16 (modelled on the cast model), Megatron is refused
+    (check_fp32_kept)."""
     p = w.parallel
     refused = (("mode", w.mode != "train", f"mode = {w.mode}"),
                ("finetune", w.finetune != "full", f"{w.finetune}: PEFT (0.21) wraps o_a_proj, a "
@@ -109,6 +112,11 @@ class CompressedSpec(HashedOnce):
     # qk_rope_head_dim / head_dim (DeepseekV4Config.__post_init__)
     rope_dim: int = Field(default=64, ge=0, le=B.MAX_HEAD_DIM, strict=True)
     sinkhorn_iters: int = Field(default=20, ge=0, le=1 << 10, strict=True)  # hc_sinkhorn_iters
+    # whether the parameters of _keep_in_fp32_modules_strict are fp32 while the step runs: True as from_pretrained
+    # loads a bf16 / fp16 model (and as PyTorch DDP keeps it); False under a stack that casts every parameter to the
+    # compute dtype (FSDP2's MixedPrecisionPolicy after accelerate's fp32 upcast, DeepSpeed's bf16 engine:
+    # calculator/stacks/common.py KeptDtype), which the estimate runs on a copy of the model (stacks.model_as_run)
+    fp32_kept: bool = Field(default=True, strict=True)
 
 
 def rate(m, name: str) -> int:
@@ -165,8 +173,11 @@ def fp32_parameters(m, layers, with_head: bool) -> int:
     """Parameters of `layers` (and of hc_head and the final norm with the head) that from_pretrained keeps in fp32
     in a bf16 model (DeepseekV4PreTrainedModel._keep_in_fp32_modules_strict: attn_hc, ffn_hc, hc_head, sinks,
     position_bias and every norm, "norm" matching all of them): per layer both hyper-connections, the two layer
-    norms, q_a_norm, kv_norm, the sinks, and the compressor's position_bias and kv_norm (CSA: its indexer's too)."""
+    norms, q_a_norm, kv_norm, the sinks, and the compressor's position_bias and kv_norm (CSA: its indexer's too).
+    0 when the stack runs them in the compute dtype (CompressedSpec.fp32_kept False)."""
     c, h, n, d = m.compressed, m.hidden_size, m.hc_mult, m.head_dim
+    if not c.fp32_kept:
+        return 0
     per = {}
     for name in KINDS:
         r = rate(m, name)

@@ -12,12 +12,14 @@ indexer_retained, the CSA indexer's scoring graph, allocated through the step (c
 head, hc_head's collapse and the fp32-weight final norm, and hyper_head_backward, the backward's peak inside
 hc_head's input_norm (calculator/impls/hf.py); checkpointed_input and checkpointed_shared, what full recompute keeps
 (calculator/stages/kinds.py). The fp32-kept parameters' weights, gradients and optimizer states are
-calculator/stages/held.py's. Modelled: full fine-tuning on one GPU with the HF Trainer stack or data parallel under
-PyTorch DDP (which runs these modules with these dtypes: calculator/stacks/ddp.py FP32_KEPT), eager attention, no
-or full recompute, a bf16 / fp16 model. Not modelled (compressed.check_training and the stacks' FP32_KEPT rules
-refuse them, naming the field): LoRA / QLoRA, selective recompute, TP, pipeline stages, EP, CP, FSDP2 and DeepSpeed
-(both run the fp32-kept parameters in bf16: other saved tensors, tests/golden_stacks/deepseek-v4-tiny.json),
-Megatron, fp32 weights or autocast. Not counted: the model's buffers (tid2eid, RoPE inv_freq; 17,968 B of the tiny goldens).
+calculator/stages/held.py's. With those parameters in bf16 (CompressedSpec.fp32_kept False: FSDP2 and DeepSpeed
+train them so, calculator/stacks/common.py KeptDtype) hyper_connection, hyper_head and attention() count what the
+bf16 weights change (fp32 copies of the hyper-connection weights, a bf16 sink softmax), held to the cast goldens
+tests/golden_stacks/deepseek-v4-tiny-cast__* (tests/model/mappers/test_deepseek_v4_cast.py). Modelled: full
+fine-tuning on one GPU or data parallel under DDP, FSDP2 or DeepSpeed ZeRO, eager attention, no or full recompute,
+a bf16 / fp16 model. Not modelled (compressed.check_training and the stacks' FP32_KEPT rules refuse them, naming the
+field): LoRA / QLoRA, selective recompute, TP, pipeline stages, EP, CP, Megatron, fp32 weights or autocast.
+Not counted: the model's buffers (tid2eid, RoPE inv_freq; 17,968 B of the tiny goldens).
 Not validated: the working set of a layer recomputed in backward (the stage's generic rule, one layer's saved
 tensors less the head's): the traced one is 0.52-0.56 MB (one CSA layer's backward temporaries) above it in the
 tiny full-recompute goldens, whose peak is the optimizer step's.
@@ -39,11 +41,14 @@ def hyper_connection(m, T: int, e: int) -> int:
     its fp32 input (4·T·n·h); the fp32 (2 + n)·n mixes (one storage the pre / post / comb splits view); the
     sigmoids' outputs (4·T·n each, pre and post), the comb softmax's (4·T·n²), pre + eps (4·T·n); Sinkhorn-Knopp's
     2·iters − 1 divisions, each its numerator and column or row sums (4·T·(n² + n)); and the bf16 streams
-    the collapse multiplies (e·T·n·h: the layer's input, or the streams after attention)."""
+    the collapse multiplies (e·T·n·h: the layer's input, or the streams after attention). With fn in the compute
+    dtype (CompressedSpec.fp32_kept False) fn.float() is a new fp32 tensor F.linear keeps, 4·(2 + n)·n·n·h; its
+    base and scale (a 0-dim slice each) add nothing (traced: tests/golden_stacks/deepseek-v4-tiny.json)."""
     n, h, iters = m.hc_mult, m.hidden_size, m.compressed.sinkhorn_iters
     divisions = max(2 * iters - 1, 1)
+    fn_copy = 0 if m.compressed.fp32_kept else 4 * (2 + n) * n * n * h
     return (8 * T * n * h + 4 * T + 4 * T * (2 + n) * n + 12 * T * n + 4 * T * n * n
-            + divisions * 4 * T * (n * n + n) + e * T * n * h)
+            + divisions * 4 * T * (n * n + n) + e * T * n * h + fn_copy)
 
 
 def stream_mixing(m, T: int, e: int) -> int:
@@ -65,8 +70,9 @@ def attention(m, name: str, b: int, s: int, e: int) -> int:
     (q, kv, the output's inverse rotation: position_ids of batch 1, s·rd each); eager_attention_forward over
     L = s + entries keys: the roped q e·T·a·d, torch.matmul's copies of the repeated k and v 2·e·b·a·L·d (b > 1;
     at b = 1 the K = V storage e·L·d), the max's int64 indices
-    8·b·a·s, the fp32 softmax over [scores | sink] (the sinks are fp32) 4·b·a·s·(L + 1) and its bf16 cast
-    e·b·a·s·L; o_a_proj's regrouped input e·T·a·d, o_b_proj's e·T·g·dg.
+    8·b·a·s, the fp32 softmax over [scores | sink] (the sinks are fp32: torch.cat promotes) 4·b·a·s·(L + 1) and
+    its bf16 cast e·b·a·s·L (with bf16 sinks, CompressedSpec.fp32_kept False: a bf16 softmax e·b·a·s·(L + 1),
+    whose slice the matmul reads without a cast); o_a_proj's regrouped input e·T·a·d, o_b_proj's e·T·g·dg.
     HCA compressor (entries = ⌊s/r⌋ > 0): the fp32 gate softmax 4·b·s'·d and its cast e·b·s'·d (s' = entries·r),
     the kv_proj output it weights (the whole storage, e·T·d), kv_norm, the RoPE tables of the entries' positions
     (per sequence). CSA: the overlapping windows' new_kv e·b·entries·2r·d, the fp32 softmax and its cast over them,
@@ -80,7 +86,8 @@ def attention(m, name: str, b: int, s: int, e: int) -> int:
     # repeat_kv of the single K = V head is a stride-0 view; torch.matmul folds it into bmm's batch with a copy
     # of k and one of v unless the batch folds as a view (b = 1 or one head): then the kv storage, once
     kv = e * b * keys * d if b == 1 or a == 1 else 2 * e * b * a * keys * d
-    core = e * T * a * d + kv + 8 * b * a * s + 4 * b * a * s * (keys + 1) + e * b * a * s * keys
+    softmax = (4 * b * a * s * (keys + 1) + e * b * a * s * keys if c.fp32_kept else e * b * a * s * (keys + 1))
+    core = e * T * a * d + kv + 8 * b * a * s + softmax
     out = e * T * a * d + e * T * c.o_groups * c.o_lora_rank
     if not entries:
         return own + core + out
@@ -137,9 +144,11 @@ def indexer_retained(m, name: str, b: int, s: int, e: int) -> int:
 def hyper_head(m, T: int, e: int) -> int:
     """DeepseekV4HyperHead (hc_head): input_norm's fp32 flattened streams and rsqrt (4·T·n·h + 4·T), F.linear's
     fp32 normalised input (4·T·n·h), the fp32 mixes, sigmoid output and pre + eps (12·T·n), and the bf16 streams
-    the collapse multiplies (e·T·n·h)."""
+    the collapse multiplies (e·T·n·h). With its weights in the compute dtype (CompressedSpec.fp32_kept False)
+    hc_fn.float() and hc_scale.float() are new fp32 tensors F.linear and the mul keep, 4·(n·n·h + 1)."""
     n, h = m.hc_mult, m.hidden_size
-    return 8 * T * n * h + 4 * T + 12 * T * n + e * T * n * h
+    copies = 0 if m.compressed.fp32_kept else 4 * (n * n * h + 1)
+    return 8 * T * n * h + 4 * T + 12 * T * n + e * T * n * h + copies
 
 
 def head(m, T: int, e: int) -> int:

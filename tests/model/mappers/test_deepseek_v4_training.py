@@ -128,7 +128,8 @@ def test_the_step_does_not_upcast_gradients_that_are_fp32():
 
 @pytest.mark.parametrize("update,field", [
     ({"finetune": "lora"}, "finetune"), ({"finetune": "qlora"}, "finetune"), ({"recompute": "selective"}, "recompute"),
-    ({"stack": "fsdp2"}, "stack"), ({"stack": "fsdp2", "parallel": {"dp": 2}}, "stack"), ({"parallel": {"pp": 2}}, "pp"),
+    ({"stack": "megatron"}, "stack"), ({"stack": "megatron", "parallel": {"dp": 2}}, "stack"),
+    ({"parallel": {"pp": 2}}, "pp"),
     ({"precision": {"params": "fp32", "grads": "fp32", "master_weights": None}}, "precision"),
     ({"parallel": {"tp": 2}}, "tp"), ({"attention": "flash"}, "attention")])
 def test_what_is_not_validated_is_refused_naming_the_field(update, field):
