@@ -14,7 +14,10 @@ Initialising the process group creates an NCCL communicator even at world size 1
 allocator on the H200).
 
 The one bucket rebuild can hold the first iteration's flat bucket one iteration longer: see
-`first_bucket_held_at_rebuild` (counted when `Workload.ddp_rebuild_peak` is set; a note otherwise).
+`first_bucket_held_at_rebuild` (counted when `Workload.ddp_rebuild_peak` is set; a note otherwise). HF Trainer wraps
+with find_unused_parameters = not gradient checkpointing (transformers trainer.py), and with it True DDP's first
+buckets are already the 1 / 25 MiB ones and the Reducer never rebuilds (distributed.py compute_bucket_size_limits;
+reducer.cpp should_rebuild_buckets): there is no first flat bucket to hold.
 """
 from __future__ import annotations
 
@@ -72,7 +75,9 @@ def memory(ctx: StackContext) -> StackMemory:
     held = first_bucket_held_at_rebuild(ctx.grad_bytes)
     rebuild_note = (f"iteration 2 can also hold the first iteration's flat bucket ({held / 1e9:.2f} GB) through its "
                     f"forward and loss backward (NCCL's stash, freed by its watchdog: timing-dependent); "
-                    f"--ddp-rebuild-peak counts it")
+                    f"--ddp-rebuild-peak counts it. Not under HF Trainer without gradient checkpointing: it passes "
+                    f"find_unused_parameters=True (transformers trainer.py), so DDP buckets by 25 MiB from the start "
+                    f"and never rebuilds (torch distributed.py compute_bucket_size_limits)")
     at_peak = ()
     if w.ddp_rebuild_peak:
         at_peak = (line("transient.ddp_rebuild_hold", "transient", "DDP's first-iteration bucket held past the rebuild",
