@@ -63,13 +63,13 @@ class _Shape:
             T.head_ops(m, lw, d, True, False), T.head_ops(m, lw, d, False, True)]
         got = T.stats_many(lists, r, fp32, inputs, d)
         g = len(groups)
-        serial = np.array([T.moe_layer_host_s(lw, inputs, base, T.local_experts(m, lw)) if key[0] else 0.0
-                           for key, (base, _) in zip(groups, parts)])
         self._layer: dict[str, np.ndarray] = {}
         self._mtp: dict[str, np.ndarray] = {}
         for j, rc in enumerate(modes):
             layer = got[:g] + got[g * (j + 1):g * (j + 2)]
-            layer[:, T.SERIAL] = serial
+            for i, (key, (base, extra)) in enumerate(zip(groups, parts)):
+                if key[0]:  # a MoE layer's host time and segments between waits (train_ops.moe_columns)
+                    layer[i] += T.moe_columns(m, lw, d, base, extra[rc], r, fp32, inputs)
             self._layer[rc] = layer
         self.emb, self.head = got[-2], got[-1]
         whole = prefix[-1] @ self.layer("none") + self.emb + self.head + self.mtp("none")

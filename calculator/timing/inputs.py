@@ -19,7 +19,8 @@ How the stack overlaps its communication (each None: the stack's own default, ca
   host time per operator, no MoE host sync; off by default).
 - moe_router_cuda_graph: Megatron's per-layer CUDA graphs of the MoE router and the dispatcher's preprocess
   (--cuda-graph-impl transformer_engine --cuda-graph-modules moe_router moe_preprocess): their host work replayed
-  by one launch, the rest of the MoE layer's host wait kept (train_ops.moe_graph_captured_share; off by default).
+  by one launch, the rest of the MoE layer's host time and its wait kept (moe_sync.moe_graph_captured_share; off
+  by default).
 The job's own communication choices are Workload fields (Megatron's --cp-comm-type, --moe-token-dispatcher-type),
 priced by calculator.timing.comm_time.
 """
@@ -61,7 +62,7 @@ class TimingInputs(BaseModel):
     tp_comm_overlap: bool = False
     ep_comm_overlap: bool = False  # Megatron's --overlap-moe-expert-parallel-comm (comm_time.ep_exposed_with_overlap)
     full_iteration_cuda_graph: bool = False  # full-iteration CUDA graph: no host time (train_ops.graph_host_share)
-    moe_router_cuda_graph: bool = False  # per-layer graphs of the MoE router + preprocess (train_ops.moe_layer_host_s)
+    moe_router_cuda_graph: bool = False  # per-layer graphs of the MoE router + preprocess (moe_sync.moe_layer_host_s)
     # host time a MoE layer adds per micro-batch (None: Megatron-Core's fitted constant with impl megatron-te, less
-    # what moe_router_cuda_graph captures, else 0; calculator.timing.train_ops.moe_layer_host_s)
+    # what moe_router_cuda_graph captures, else 0; calculator.timing.moe_sync.moe_layer_host_s)
     moe_layer_host_ms: float | None = Field(default=None, ge=0, le=10_000)

@@ -95,9 +95,11 @@ def stage_stats(m: ModelSpec, w: Workload, d, shard, r: Rates, fp32: float, inpu
 
 
 def compute_seconds(st):
-    """A micro-batch's compute on a stage: the slower of the GPU and the host issuing its kernels (He 2022), plus
-    the host time that cannot run ahead (calculator.timing.train_ops.SERIAL)."""
-    return np.maximum(st[T.GPU], st[T.HOST]) + st[T.SERIAL]
+    """A micro-batch's compute on a stage: the slower of the GPU and the host issuing its kernels (He 2022) over
+    each stretch the host can run ahead in — the segments between Megatron-Core's MoE host waits (train_ops.SEG,
+    calculator.timing.moe_sync), then the rest under one max:
+        Σ max(G_seg, H_seg) + max(G − Σ G_seg, H − Σ H_seg)."""
+    return st[T.SEG] + np.maximum(st[T.GPU] - st[T.SEG_GPU], st[T.HOST] - st[T.SEG_HOST])
 
 
 def comm_columns(m: ModelSpec, w: Workload, d, shard, st, inputs: TimingInputs) -> dict:
@@ -185,8 +187,8 @@ BOTTLENECKS = ("compute", "memory", "host", "TP comm", "EP comm", "PP comm", "CP
 def bottleneck_parts(st, exposed: dict, mb, t_mb, bubble, opt_t):
     """Seconds per step each BOTTLENECKS entry takes on the critical path (numbers or arrays); the largest names
     what bounds the step."""
-    gpu, host, compute = st[T.GPU], st[T.HOST], st[T.COMPUTE]
-    return (compute * mb, (gpu - compute) * mb, (np.maximum(0.0, host - gpu) + st[T.SERIAL]) * mb, exposed["tp"] * mb,
+    gpu, compute = st[T.GPU], st[T.COMPUTE]
+    return (compute * mb, (gpu - compute) * mb, (compute_seconds(st) - gpu) * mb, exposed["tp"] * mb,
             exposed["ep"] * mb, exposed["pp"] * mb, exposed["cp"] * mb, exposed["dp"] + 0.0,
             t_mb * mb * bubble, opt_t + 0.0)
 

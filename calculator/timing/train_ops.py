@@ -22,23 +22,12 @@ from calculator.timing.ops import (attention_core, backward_of, expert_rows, hea
                                    layer_forward, lora_backward, lora_forward, norm_kind, recomputed, routed_pairs)
 from calculator.timing.fused import FUSED_IMPLS, fuse, routed_activation_bytes
 from calculator.timing.roofline import Op, Rates
+from calculator.timing import moe_sync as S
 
-STATS = ("gpu", "host", "fwd", "attn", "gemm", "compute", "model_flops", "hw_flops", "serial")
-GPU, HOST, FWD, ATTN, GEMM, COMPUTE, MODEL_FLOPS, HW_FLOPS, SERIAL = range(len(STATS))
-
-# Megatron-Core's MoE layer waits on the GPU: its token dispatcher copies the tokens-per-expert counts to the host
-# and synchronises before the all-to-all (megatron/core/transformer/moe/token_dispatcher.py,
-# MoEAlltoAllTokenDispatcher: `.to(torch.device("cpu"), non_blocking=True)` then a stream synchronize; the flex
-# dispatcher's HybridEP backend "sizes buffers dynamically (CPU sync in dispatch)" unless a rank capacity is set),
-# so the host cannot run ahead of the GPU there and the layer's host work adds to its GPU time instead of hiding
-# under it. Seconds per MoE layer per micro-batch (forward + backward) when none of the layer is graph-captured,
-# beyond the per-expert GEMM launches (moe_expert_launch_s), fitted on Megatron-Bridge's MoE rows
-# (validation/published/throughput/ --fit) with each row's per-layer MoE graphs read from its recipe
-# (validation/published/throughput/recipes.py, MOE_GRAPH_RULES): a fixed host cost per synchronisation, not a
-# GPU-bound one — per layer and micro-batch the published steps leave a few ms beyond the GPU time whatever the
-# micro-batch (Qwen3-30B-A3B at micro-batch 1 on H100 and 8 on B300 alike), more with more experts per GPU.
-MEGATRON_MOE_LAYER_HOST_S = 0.00387
-
+STATS = ("gpu", "host", "fwd", "attn", "gemm", "compute", "model_flops", "hw_flops", "seg", "seg_gpu", "seg_host")
+GPU, HOST, FWD, ATTN, GEMM, COMPUTE, MODEL_FLOPS, HW_FLOPS, SEG, SEG_GPU, SEG_HOST = range(len(STATS))
+# SEG, SEG_GPU, SEG_HOST: Σ max(GPU, host) of the stretches between Megatron-Core's MoE host waits, and their GPU
+# and host seconds (calculator.timing.moe_sync)
 
 def _bytes(dtype: str | None) -> float:
     return DTYPE_BITS[dtype] / 8 if dtype else 0.0
@@ -139,11 +128,30 @@ def layer_ops(m: ModelSpec, w, d, key: tuple, inputs=None) -> list[Op]:
 
 
 def layer_stats(m: ModelSpec, w, d, key: tuple, r: Rates, fp32: float, inputs, parts=None) -> np.ndarray:
-    """The STATS of one layer of a group under w.recompute: its forward and backward plus what recompute replays,
-    and the host time a MoE layer cannot hide (SERIAL). `parts`: layer_parts, when the caller has them."""
+    """The STATS of one layer of a group under w.recompute: its forward and backward plus what recompute replays;
+    a Megatron-Core MoE layer adds its host work beyond its operators and its segments between host waits
+    (moe_columns). `parts`: layer_parts, when the caller has them."""
     base, extra = parts or layer_parts(m, w, d, key)
     out = stats(base, r, fp32, inputs, d) + stats(extra[op_mode(w, inputs)], r, fp32, inputs, d)
-    out[SERIAL] = moe_layer_host_s(w, inputs, base, local_experts(m, w)) if key[0] else 0.0
+    if key[0]:
+        out += moe_columns(m, w, d, base, extra[op_mode(w, inputs)], r, fp32, inputs)
+    return out
+
+
+def moe_columns(m: ModelSpec, w, d, base: list[Op], replay: list[Op], r: Rates, fp32: float, inputs) -> np.ndarray:
+    """What a MoE layer adds to its operations' STATS under Megatron-Core (moe_sync): to HOST the per-expert GEMM
+    launches (moe_sync.expert_launch_host_s) and, in the forward (its wait's segment), the fitted host work of
+    the layer (moe_sync.moe_layer_host_s); to SEG, SEG_GPU, SEG_HOST the segments of its forward — and of its backward
+    with the replay when the recompute replays the dispatcher (moe_sync.segment_columns)."""
+    out = np.zeros(len(STATS))
+    launch_f, launch_b = S.expert_launch_host_s(w, inputs, S.local_experts(m, w))
+    launch_f += S.moe_layer_host_s(w, inputs, base)  # the layer's host work beyond its operators: forward
+    out[HOST] = launch_f + launch_b
+    if S.syncs(w, inputs):
+        fwd = [o for o in base if o.phase == "forward"]
+        f, b = stats_many([fwd, [o for o in base if o.phase != "forward"] + replay], r, fp32, inputs, d)
+        out[SEG:] = S.segment_columns((f[GPU], f[HOST] + launch_f), (b[GPU], b[HOST] + launch_b),
+                                      S.replays_wait(replay))
     return out
 
 
@@ -243,66 +251,6 @@ def graph_host_share(inputs) -> float:
     return 0.0 if inputs.full_iteration_cuda_graph else 1.0
 
 
-def moe_layer_host_s(w, inputs, ops: list[Op] | None = None, experts: int = 0) -> float:
-    """Host seconds a MoE layer adds to each micro-batch with Megatron-Core's layers (none for the others):
-    MEGATRON_MOE_LAYER_HOST_S less the share a per-layer CUDA graph of the router and the dispatcher's preprocess
-    replays (moe_graph_captured_share of the layer's operations `ops`, forward and backward), plus the per-expert
-    GEMM launches issued behind the sync for its `experts` local experts (moe_expert_launch_s); none under a
-    full-iteration graph. TimingInputs.moe_layer_host_ms overrides."""
-    if inputs.moe_layer_host_ms is not None:
-        return inputs.moe_layer_host_ms * 1e-3
-    if inputs.full_iteration_cuda_graph:  # sync-free dispatch replayed from the graph: no host wait
-        return 0.0
-    if w.impl != "megatron-te":
-        return 0.0
-    captured = moe_graph_captured_share(ops or [], inputs) if inputs.moe_router_cuda_graph else 0.0
-    return MEGATRON_MOE_LAYER_HOST_S * (1.0 - captured) + moe_expert_launch_s(inputs, experts)
-
-
-# Megatron's grouped experts (TEGroupedMLP, --moe-grouped-gemm) hand Transformer Engine's GroupedLinear the
-# tokens-per-expert as host integers (megatron/core/transformer/moe/experts.py: `tokens_per_expert.tolist()`, its
-# m_splits): fc1 and fc2 run one GEMM per local expert, their backward a data- and a weight-gradient GEMM each, all
-# issued by the host after the dispatcher's sync — operators per local expert, forward and backward.
-MOE_EXPERT_FWD_OPS, MOE_EXPERT_BWD_OPS = 2, 4
-
-
-def local_experts(m: ModelSpec, w) -> int:
-    """Routed experts one GPU holds: experts / EP."""
-    return m.num_experts // max(1, w.parallel.ep) if m.is_moe else 0
-
-
-def moe_expert_launch_s(inputs, experts: int) -> float:
-    """Host seconds of the per-expert GEMMs of one MoE layer and micro-batch, forward and backward:
-        experts × (MOE_EXPERT_FWD_OPS × host_op_us + MOE_EXPERT_BWD_OPS × host_backward_op_us)."""
-    return experts * (MOE_EXPERT_FWD_OPS * inputs.host_op_us + MOE_EXPERT_BWD_OPS * inputs.host_backward_op_us) * 1e-6
-
-
-# The MoE block's operations (calculator.timing.ops: the router, the grouped GEMMs, the dispatch / gate / combine)
-MOE_ROUTER, MOE_BLOCK = "Router", ("Router", "Routed experts (grouped GEMM)", "Expert dispatch, gate and combine")
-# Of the dispatch's forward operators (roofline.HOST_OPS["moe_expert"]), those Megatron's MoELayer.preprocess()
-# runs: the tokens-per-expert count (histc) and the all-to-all splits (cumsum)
-MOE_PREPROCESS_OPS = 2
-
-
-def moe_graph_captured_share(ops: list[Op], inputs) -> float:
-    """Share of the MoE block's host time a per-layer CUDA graph of the router and the dispatcher's preprocess
-    replays with one launch (Megatron-Core --cuda-graph-impl transformer_engine --cuda-graph-modules moe_router
-    moe_preprocess: "moe_router" captures _forward_mlp() up to MoELayer.router(), "moe_preprocess" captures
-    MoELayer.preprocess(), transformer_config.py; the graph's backward is replayed too). Host time per operator
-    as everywhere (TimingInputs.host_op_us forward, host_backward_op_us backward), the preprocess's
-    MOE_PREPROCESS_OPS forward operators counted in the block:
-        (router forward + backward + preprocess) / (the block's forward + backward + preprocess)."""
-    def host(o: Op) -> float:
-        return o.host_ops * (inputs.host_backward_op_us if o.phase == "backward" else inputs.host_op_us)
-    block = [o for o in ops if o.name in MOE_BLOCK and o.phase in ("forward", "backward")]
-    if not block:
-        return 0.0
-    preprocess = MOE_PREPROCESS_OPS * inputs.host_op_us
-    captured = sum(host(o) for o in block if o.name == MOE_ROUTER) + preprocess
-    total = sum(host(o) for o in block) + preprocess
-    return captured / total if total > 0 else 0.0
-
-
 def optimizer_bytes_per_param(w) -> float | None:
     """Bytes one optimizer step moves per parameter (None: no optimizer)."""
     prec, impl = w.precision, w.optimizer_impl
@@ -380,12 +328,13 @@ def mtp_ops(m: ModelSpec, w, d, inputs=None) -> list[Op]:
 
 
 def mtp_stats(m: ModelSpec, w, d, r: Rates, fp32: float, inputs) -> np.ndarray:
-    """STATS of the MTP block (mtp_ops), with the host time its MoE layer cannot hide (SERIAL, as layer_stats)."""
+    """STATS of the MTP block (mtp_ops), with what its MoE layer adds under Megatron-Core (moe_columns)."""
     ops = mtp_ops(m, w, d, inputs)
     out = stats(ops, r, fp32, inputs, d) if ops else np.zeros(len(STATS))
     key = layer_key(m, m.num_hidden_layers - 1)
     if ops and key[0]:
-        out[SERIAL] = w.mtp_layers * moe_layer_host_s(w, inputs, layer_parts(m, w, d, key)[0], local_experts(m, w))
+        base, extra = layer_parts(m, w, d, key)
+        out += w.mtp_layers * moe_columns(m, w, d, base, extra[op_mode(w, inputs)], r, fp32, inputs)
     return out
 
 

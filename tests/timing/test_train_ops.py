@@ -1,73 +1,60 @@
-"""The MoE layer's host wait (calculator.timing.train_ops.moe_layer_host_s): the fitted per-layer constant with
-Megatron-Core's layers, less the share a per-layer CUDA graph of the router and the dispatcher's preprocess replays
-(moe_graph_captured_share), plus the per-local-expert GEMM launches (moe_expert_launch_s), each hand-computed here;
-none under a full-iteration graph or outside Megatron-Core."""
+"""What a MoE layer adds to its STATS under Megatron-Core (calculator.timing.train_ops.moe_columns): the per-expert
+GEMM launches and the fitted host time on the host, its forward as one segment between host waits, and its backward
+with the replay as another when the recompute replays the dispatcher (calculator.timing.moe_sync)."""
+import numpy as np
 import pytest
 
 from calculator.core.workload import Workload
 from calculator.memory.activations import dims
-from calculator.model.presets import load_model
+from calculator.model.presets import get_gpu, load_model
+from calculator.timing import moe_sync as S
 from calculator.timing import train_ops as T
 from calculator.timing.inputs import TimingInputs
-from calculator.timing.roofline import Op
+from calculator.timing.step_time import compute_seconds, rates_for
+
+M = load_model("qwen3-30b-a3b").spec  # 48 MoE layers, 128 experts
 
 
-def _op(name: str, phase: str, host_ops: int) -> Op:
-    return Op(name, phase, "elementwise", 0.0, 0.0, host_ops, "", "")
+def _layer(w: Workload, inputs: TimingInputs):
+    d = dims(M, w)
+    key = next(k for k in T.layer_groups(M, 0, M.num_hidden_layers) if k[0])
+    r, fp32 = rates_for(get_gpu(w.gpu), w, inputs)
+    base, extra = T.layer_parts(M, w, d, key)
+    return base, extra[T.op_mode(w, inputs)], T.layer_stats(M, w, d, key, r, fp32, inputs), (d, r, fp32)
 
 
-# a MoE block as the fused (megatron-te) path counts it: router 8 / 16, grouped GEMMs 2 / 4, permute + combine 4 / 4
-BLOCK = [_op("Router", "forward", 8), _op("Routed experts (grouped GEMM)", "forward", 2),
-         _op("Expert dispatch, gate and combine", "forward", 4), _op("Router", "backward", 16),
-         _op("Routed experts (grouped GEMM)", "backward", 4), _op("Expert dispatch, gate and combine", "backward", 4),
-         _op("QKV projection", "forward", 50)]  # not the MoE block: left out
+def test_a_moe_layers_forward_is_one_segment_with_its_host_work():
+    w = Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="megatron-te", parallel={"dp": 16, "ep": 16})
+    inputs = TimingInputs()
+    base, replay, st, (d, r, fp32) = _layer(w, inputs)
+    assert not S.replays_wait(replay)  # selective recompute's default replays the attention core only
+    fwd = T.stats([o for o in base if o.phase == "forward"], r, fp32, inputs, d)
+    plain = T.stats(base, r, fp32, inputs, d) + T.stats(replay, r, fp32, inputs, d)
+    launch_f, launch_b = S.expert_launch_host_s(w, inputs, 8)  # 128 experts / EP 16
+    host_f = fwd[T.HOST] + launch_f + S.MEGATRON_MOE_LAYER_HOST_S
+    assert st[T.HOST] == pytest.approx(plain[T.HOST] + launch_f + launch_b + S.MEGATRON_MOE_LAYER_HOST_S)
+    assert st[T.GPU] == pytest.approx(plain[T.GPU])
+    assert (st[T.SEG], st[T.SEG_GPU], st[T.SEG_HOST]) == pytest.approx((max(fwd[T.GPU], host_f), fwd[T.GPU], host_f))
+    # the micro-batch: the forward segment, then the backward under one max — never less than one max of the sums
+    rest = max(st[T.GPU] - fwd[T.GPU], st[T.HOST] - host_f)
+    assert compute_seconds(st) == pytest.approx(max(fwd[T.GPU], host_f) + rest)
+    assert compute_seconds(st) >= max(st[T.GPU], st[T.HOST])
 
 
-def test_the_captured_share_counts_the_router_and_the_preprocess_operators():
-    inputs = TimingInputs(host_op_us=10.0, host_backward_op_us=5.0)
-    # captured: router 8·10 + 16·5 + preprocess 2·10 = 180 µs
-    # block: (8 + 2 + 4)·10 + (16 + 4 + 4)·5 + 20 = 280 µs
-    assert T.MOE_PREPROCESS_OPS == 2
-    assert T.moe_graph_captured_share(BLOCK, inputs) == pytest.approx(180 / 280)
-    assert T.moe_graph_captured_share([_op("QKV projection", "forward", 50)], inputs) == 0.0
-
-
-def test_the_per_expert_gemm_launches():
-    inputs = TimingInputs(host_op_us=10.0, host_backward_op_us=5.0)
-    # 8 local experts × (2 forward GEMMs · 10 µs + 4 backward GEMMs · 5 µs) = 8 × 40 µs = 320 µs
-    assert (T.MOE_EXPERT_FWD_OPS, T.MOE_EXPERT_BWD_OPS) == (2, 4)
-    assert T.moe_expert_launch_s(inputs, 8) == pytest.approx(320e-6)
-    m = load_model("qwen3-30b-a3b").spec  # 128 experts
-    w = Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="megatron-te",
+def test_full_recompute_replays_the_wait_in_the_backward():
+    w = Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="megatron-te", recompute="full",
                  parallel={"dp": 16, "ep": 16})
-    assert T.local_experts(m, w) == 8
-    assert T.moe_layer_host_s(w, inputs, BLOCK, 8) == pytest.approx(T.MEGATRON_MOE_LAYER_HOST_S + 320e-6)
+    base, replay, st, _ = _layer(w, TimingInputs())
+    assert S.replays_wait(replay)
+    assert st[T.SEG_GPU] == pytest.approx(st[T.GPU])  # forward + backward with its replay: the whole layer
+    assert st[T.SEG_HOST] == pytest.approx(st[T.HOST])
+    assert compute_seconds(st) == pytest.approx(st[T.SEG])
 
 
-def test_the_moe_host_wait_with_and_without_graphs():
-    w = Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="megatron-te")
-    base = TimingInputs(host_op_us=10.0, host_backward_op_us=5.0)
-    assert T.moe_layer_host_s(w, base, BLOCK) == T.MEGATRON_MOE_LAYER_HOST_S
-    graphed = base.model_copy(update={"moe_router_cuda_graph": True})
-    assert T.moe_layer_host_s(w, graphed, BLOCK) == pytest.approx(T.MEGATRON_MOE_LAYER_HOST_S * (1 - 180 / 280))
-    full = graphed.model_copy(update={"full_iteration_cuda_graph": True})
-    assert T.moe_layer_host_s(w, full, BLOCK) == 0.0
-    assert T.moe_layer_host_s(w.model_copy(update={"impl": "hf"}), graphed, BLOCK) == 0.0
-    given = graphed.model_copy(update={"moe_layer_host_ms": 3.0})
-    assert T.moe_layer_host_s(w, given, BLOCK) == pytest.approx(3e-3)
-
-
-def test_a_moe_layer_carries_the_wait_in_its_serial_column():
-    m = load_model("qwen3-30b-a3b").spec
-    w = Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="megatron-te")
-    d = dims(m, w)
-    key = next(k for k in T.layer_groups(m, 0, m.num_hidden_layers) if k[0])
-    base, _ = T.layer_parts(m, w, d, key)
-    from calculator.model.presets import get_gpu
-    from calculator.timing.step_time import rates_for
-    for inputs in (TimingInputs(), TimingInputs(moe_router_cuda_graph=True)):
-        r, fp32 = rates_for(get_gpu("h100-sxm"), w, inputs)
-        st = T.layer_stats(m, w, d, key, r, fp32, inputs)
-        assert st[T.SERIAL] == pytest.approx(T.moe_layer_host_s(w, inputs, base, T.local_experts(m, w)))
-    share = T.moe_graph_captured_share(base, TimingInputs())
-    assert 0 < share < 1
+def test_no_segments_without_a_wait():
+    for w, inputs in ((Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="megatron-te"),
+                       TimingInputs(full_iteration_cuda_graph=True)),
+                      (Workload(micro_batch=1, seq_len=4096, gpu="h100-sxm", impl="hf"), TimingInputs())):
+        _, _, st, _ = _layer(w, inputs)
+        assert np.all(st[[T.SEG, T.SEG_GPU, T.SEG_HOST]] == 0.0)
+        assert compute_seconds(st) == pytest.approx(max(st[T.GPU], st[T.HOST]))

@@ -4,6 +4,7 @@ mapped by validation/published/throughput/rows.py), one named group per source.
     .venv/bin/python -m validation.published.throughput              # per row, per group, fit vs held out
     .venv/bin/python -m validation.published.throughput --skipped    # also the rows the engine cannot express
     .venv/bin/python -m validation.published.throughput --fit        # refit the GEMM efficiencies on the fit rows
+    .venv/bin/python -m validation.published.throughput --fit-moe    # refit the MoE host time (+ all-MoE efficiencies)
 
 Error = (estimated step time − published) / published. The GEMM efficiency per GPU generation and dtype
 (calculator/timing/efficiency.py) is fitted on the FIT_GROUPS rows only (Megatron-Bridge's performance tables);
@@ -114,13 +115,44 @@ def _msle(rows: list[Case]) -> float:
     return sum(math.log(r.estimated_s / r.case.published_step_s) ** 2 for r in res) / max(1, len(res))
 
 
+def fit_moe_host(cases: list[Case], rounds: int = 2) -> dict:
+    """After a change confined to Megatron-Core's MoE layers: refit, by fit_constants' coordinate descent on the fit
+    rows, calculator.timing.moe_sync.MEGATRON_MOE_LAYER_HOST_S on the MoE rows and each GEMM efficiency every row of
+    whose (generation, dtype) is a MoE run (Blackwell BF16), the rest kept — every dense row stays as it was."""
+    from calculator.timing import efficiency as E
+    from calculator.timing import moe_sync
+
+    def rows_of(key, pool):
+        return [c for c in pool if E.GENERATION.get(c.workload.gpu) == key[0]
+                and (c.timing.matmul_dtype == "fp8") == (key[1] == "fp8")]
+    fit = [c for c in cases if c.fit]
+    keys = [k for k in FITTED_KEYS if rows_of(k, cases) and all(c.model.is_moe for c in rows_of(k, cases))
+            and len(rows_of(k, fit)) >= 3]
+    out: dict = {}
+    for _ in range(rounds):
+        for key in keys:
+            def loss(x: float, key=key) -> float:
+                E.GEMM_EFFICIENCY[key] = x
+                return _msle(rows_of(key, fit))
+            out[key] = E.GEMM_EFFICIENCY[key] = round(_golden(loss, 0.2, 1.0), 3)
+        moe = [c for c in fit if c.model.is_moe]
+
+        def moe_loss(x: float) -> float:
+            moe_sync.MEGATRON_MOE_LAYER_HOST_S = x
+            return _msle(moe)
+        out["moe_layer_host_s"] = moe_sync.MEGATRON_MOE_LAYER_HOST_S = round(_golden(moe_loss, 0.0, 0.02), 5)
+    for k, v in out.items():
+        print(f"{k}: {v}")
+    return out
+
+
 def fit_constants(cases: list[Case], rounds: int = 2) -> dict:
     """Refit on the fit rows, minimising the mean squared log error of the step time by coordinate descent
     (golden-section search per constant): calculator.timing.efficiency.GEMM_EFFICIENCY per (generation, dtype)
-    with at least 3 fit rows (Hopper BF16 stays the H200 fit), and train_ops.MEGATRON_MOE_LAYER_HOST_S on the MoE
+    with at least 3 fit rows (Hopper BF16 stays the H200 fit), and moe_sync.MEGATRON_MOE_LAYER_HOST_S on the MoE
     rows."""
     from calculator.timing import efficiency as E
-    from calculator.timing import train_ops as T
+    from calculator.timing import moe_sync as T
     fit = [c for c in cases if c.fit]
     out: dict = {}
     for _ in range(rounds):
@@ -169,11 +201,14 @@ def report(results: list[Result], skipped: list[Skip], show_skipped: bool = Fals
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--fit-moe", action="store_true")
     ap.add_argument("--skipped", action="store_true")
     args = ap.parse_args(argv)
     cases, skipped = load()
     if args.fit:
         fit_constants(cases)
+    elif args.fit_moe:
+        fit_moe_host(cases)
     results, refused = evaluate(cases)
     print(report(results, skipped + refused, args.skipped))
     return 0
