@@ -43,7 +43,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "no_moe_grouped_gemm": ("moe_grouped_gemm",), "deterministic": ("deterministic",),
     "precision_aware_optimizer": ("precision_aware_optimizer",), "grad_reduce_in_bf16": ("grad_reduce_in_bf16",),
     "recompute_modules": ("recompute_modules",), "optimizer_offload_fraction": ("optimizer_offload_fraction",),
-    "megatron_fsdp": ("megatron_fsdp",),
+    "megatron_fsdp": ("megatron_fsdp",), "offload_modules": ("offload_modules",),
     # serving engine (calculator/engines)
     "engine": ("engine",), "memory_fraction": ("serving", "memory_fraction"),
     "max_model_len": ("serving", "max_model_len"), "max_num_batched_tokens": ("serving", "max_num_batched_tokens"),
@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=["core_attn", "moe_act", "mlp", "moe", "shared_experts", "mla_up_proj", "layernorm"],
                        help="Megatron --recompute-modules with --recompute selective (default core_attn; none "
                             "listed: nothing recomputed)")
+        p.add_argument("--offload-modules", nargs="+", metavar="MODULE",
+                       choices=["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1",
+                                "moe_act"],
+                       help="Megatron --fine-grained-activation-offloading of these modules' saved tensors to host")
         p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
         p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
         p.add_argument("--quant-group-size", type=int)

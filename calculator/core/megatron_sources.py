@@ -67,6 +67,13 @@ MEGATRON_SOURCES: dict[str, Source] = {
         _MLM + "megatron/core/transformer/multi_token_prediction.py",
         "per MTP layer: enorm, hnorm, eh_proj (2h → h), one transformer layer and a final norm, on the last "
         "pipeline stage; the embedding and the output layer are shared, each layer adds its own logits and loss"),
+    "megatron-fine-grained-offload": Source(
+        "Megatron-LM megatron/core/pipeline_parallel/fine_grained_activation_offload.py (PipelineOffloadManager."
+        "post_warmup_callback, ChunkOffloadHandler.bulk_offload_group / should_bulk_offload, OffloadTensorPool)",
+        _MLM + "megatron/core/pipeline_parallel/fine_grained_activation_offload.py",
+        "--offload-modules: the tensors saved inside each listed module of at least 1,048,576 elements go to "
+        "pinned host memory after its forward and come back before its backward; from the second iteration the "
+        "last group of each module in the first chunk back-propagated stays on the GPU"),
     "te-fp8": Source(
         "TransformerEngine pytorch/module/base.py (_fp8_workspaces, get_weight_workspace), "
         "pytorch/quantization.py (recipe support), pytorch/tensor/*_tensor.py (FP8 / MXFP8 / blockwise / NVFP4 "

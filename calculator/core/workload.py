@@ -19,6 +19,8 @@ Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "
 Recompute = Literal["none", "selective", "full", "op"]
 # Megatron-Core's --recompute-modules under --recompute-granularity selective (transformer_config.py)
 RecomputeModule = Literal["core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts"]
+OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1",
+                        "moe_act"]
 # flash: FlashAttention-2 (transformers flash_attention_2: no mask, unpads a padded batch); sdpa: PyTorch SDPA as
 # transformers calls it on CUDA (its flash kernel, or with a mask the efficient kernel: calculator/memory/sdpa.py); eager
 Attention = Literal["flash", "eager", "sdpa"]
@@ -334,6 +336,9 @@ class Workload(HashedOnce):
     optimizer_offload_fraction: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)
     # --recompute-modules with recompute "selective" (None: Megatron's default, core_attn; () recomputes nothing)
     recompute_modules: tuple[RecomputeModule, ...] | None = Field(default=None, max_length=7)
+    # --fine-grained-activation-offloading --offload-modules (Megatron-Core; () off): the listed modules' saved
+    # tensors go to pinned host memory after the forward (calculator/impls/megatron_offload.py)
+    offload_modules: tuple[OffloadModule, ...] = Field(default=(), max_length=7)
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":

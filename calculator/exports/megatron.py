@@ -164,6 +164,8 @@ def arguments(m, w, notes: Notes) -> list[str]:
                       "model.recompute_modules = [] in a Megatron-Bridge config, or use --recompute none")
     elif w.recompute == "full":
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", 1]
+    if w.offload_modules:  # impls/megatron_offload.py: the listed modules' saved tensors to pinned host memory
+        a += ["--fine-grained-activation-offloading", "--offload-modules", *w.offload_modules]
     a += ["--transformer-impl", "transformer_engine" if w.impl == "megatron-te" else "local"]
     if w.impl not in ("megatron-te", "hf"):
         notes.add(f"model implementation {w.impl}: Megatron runs its own layers (transformer_engine or local)")

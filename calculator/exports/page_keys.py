@@ -103,8 +103,7 @@ PARAMS: tuple[Param, ...] = (
     _p("kbit", "bool", False, "prepare_model_for_kbit_training (QLoRA)", "mode", fields=("kbit_prep",),
        help="PEFT's QLoRA recipe: every weight that is not 4-bit (embeddings, norms, LM head) is cast to fp32, and "
             "with them the residual stream and the logits"),
-    _p("qkin", "bool", False, "bitsandbytes < 0.43 (4-bit linears keep inputs)", "mode",
-       fields=("qlora_keeps_inputs",),
+    _p("qkin", "bool", False, "bitsandbytes < 0.43 (4-bit linears keep inputs)", "mode", fields=("qlora_keeps_inputs",),
        help="QLoRA on bitsandbytes before 0.43: MatMul4Bit kept the input of every 4-bit linear for backward; "
             "since 0.43 it keeps only the packed weight"),
     # ---- precision ------------------------------------------------------------------------------------------
@@ -198,7 +197,11 @@ PARAMS: tuple[Param, ...] = (
     _p("pao", "bool", False, "Precision-aware optimizer (Megatron)", "parallel", fields=("precision_aware_optimizer",),
        help="--use-precision-aware-optimizer: TE FusedAdam keeps master weights (bf16: fp32's low 16 bits), moments"),
     _p("rcm", "text", "", "Recompute modules (Megatron, selective)", "recompute", fields=("recompute_modules",),
-       help="--recompute-modules, comma-separated: core_attn, moe_act, mlp, moe, shared_experts; empty = core_attn"),
+       help="--recompute-modules, comma-separated: core_attn, moe_act, mlp, moe, shared_experts, mla_up_proj, "
+            "layernorm; empty = core_attn"),
+    _p("ofm", "text", "", "Offloaded modules (Megatron)", "recompute", fields=("offload_modules",),
+       help="--fine-grained-activation-offloading --offload-modules, comma-separated: attn_norm, qkv_linear, "
+            "core_attn, attn_proj, mlp_norm, expert_fc1, moe_act; empty = off"),
     _p("oofr", "float", 1.0, "Optimizer offload fraction (Megatron)", "parallel", lo=0.0, hi=1.0, step=0.05,
        fields=("optimizer_offload_fraction",), help="--optimizer-offload-fraction with the optimizer offloaded"),
     _p("gbf16", "bool", False, "Gradients reduced in bf16 (Megatron)", "parallel", fields=("grad_reduce_in_bf16",),
@@ -305,16 +308,13 @@ PARAMS: tuple[Param, ...] = (
     _p("rln", "int", 8, "Samples per prompt", "rl", lo=1, hi=100_000, fields=("rl.samples_per_prompt",),
        short="Samples/prompt"),
     _p("rlp", "int", 1024, "Prompt length", "rl", lo=0, hi=10_000_000, fields=("rl.prompt_len",), short="Prompt"),
-    _p("rlr", "int", 8192, "Response length", "rl", lo=1, hi=10_000_000, fields=("rl.response_len",),
-       short="Response"),
+    _p("rlr", "int", 8192, "Response length", "rl", lo=1, hi=10_000_000, fields=("rl.response_len",), short="Response"),
     _p("rle", "choice", "sglang", "Rollout engine", "rl", options=("sglang", "vllm"), fields=("rl.rollout_engine",),
        short="Engine"),
-    _p("rltp", "int", 1, "GPUs per rollout engine", "rl", lo=1, hi=4096, fields=("rl.rollout_tp",),
-       short="Engine TP"),
+    _p("rltp", "int", 1, "GPUs per rollout engine", "rl", lo=1, hi=4096, fields=("rl.rollout_tp",), short="Engine TP"),
     _p("rlf", "float", None, "Rollout memory fraction (empty = engine default)", "rl", lo=0.01, hi=1.0, step=0.01,
        fields=("rl.memory_fraction",)),
-    _p("rlg", "int", 0, "Rollout GPUs when apart (0 = as many)", "rl", lo=0, hi=1_000_000,
-       fields=("rl.rollout_gpus",)),
+    _p("rlg", "int", 0, "Rollout GPUs when apart (0 = as many)", "rl", lo=0, hi=1_000_000, fields=("rl.rollout_gpus",)),
     _p("rlc", "bool", True, "Rollout colocated with the trainer", "rl", fields=("rl.colocate",)),
     _p("rlo", "bool", True, "Trainer offloaded during rollout", "rl", fields=("rl.offload_train",)),
     _p("rls", "bool", True, "Engine sleeps during training", "rl", fields=("rl.engine_sleep",)),
@@ -336,8 +336,7 @@ PARAMS: tuple[Param, ...] = (
        fields=("overheads.cuda_context_bytes",), help="Empty: the GPU catalogue's measured value"),
     _p("nccl", "int", 500, "NCCL buffers per communicator (MB)", "overheads", lo=0, hi=100_000,
        fields=("overheads.nccl_bytes_per_group",)),
-    _p("comm", "bool", True, "Include communication buffers", "overheads",
-       fields=("overheads.include_comm_buffers",)),
+    _p("comm", "bool", True, "Include communication buffers", "overheads", fields=("overheads.include_comm_buffers",)),
     _p("exps", "bool", False, "expandable_segments (PYTORCH_CUDA_ALLOC_CONF)", "overheads",
        fields=("expandable_segments",),
        help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the caching allocator grows segments in place and "

@@ -32,6 +32,7 @@ from calculator.memory import activations as act
 from calculator.memory import fp8 as fp8_rules
 from calculator.memory import megatron_core as core
 from calculator.memory import moe_dispatch as moe
+from calculator.impls import megatron_offload as offload
 from calculator.impls import megatron_recompute as rc
 from calculator.impls import te_attention, unsplit_block
 from calculator.memory.fp8 import compute_capability
@@ -204,19 +205,38 @@ def mla_fp8_change(m, w, d) -> int:
 
 
 def layer(m, w, d, kind) -> act.LayerActivations:
-    """One Megatron-Core decoder layer of `kind` (no recompute or selective; full recompute is the caller's)."""
+    """One Megatron-Core decoder layer of `kind` (no recompute or selective; full recompute is the caller's), less
+    what fine-grained activation offloading moves to the host (calculator.impls.megatron_offload)."""
+    raw = _layer_kept(m, w, d, kind)
+    if not w.offload_modules:
+        return raw
+    moved = offload.offloaded(m, w, d, kind, raw)
+    return act.LayerActivations(raw.norms - moved.norms, raw.attention - moved.attention, raw.mlp - moved.mlp)
+
+
+def offload_terms(t, m, w, d, shard, flight: float) -> None:
+    """The offloading lines of a stage (megatron_offload.add_terms): the kept layer and the host copies."""
+    if w.offload_modules and core.applies(w):
+        offload.add_terms(t, m, w, shard, lambda k: offload.offloaded(m, w, d, k, _layer_kept(m, w, d, k)).total,
+                          flight)
+
+
+def _layer_kept(m, w, d, kind) -> act.LayerActivations:
     if kind.mixer not in ("attention", "mla"):
         base = fused_layer(m, w, d, kind)
         return base._replace(norms=base.norms + core.dropout_masks(d.T, d.h_sp, m.dropout))
     wa = rc.attention_workload(w)  # selective recompute reaches the attention core only with core_attn listed
     norms = ln_linear_saved(m, w, d) + core.dropout_masks(d.T, d.h_sp, m.dropout)
+    layernorm = rc.recomputes(w, "layernorm")  # MLA's input norm and MoE's pre-MLP norm are TENorm modules
     if m.is_mla:
         attention = mla_attention_saved(m, wa, d, fused_layer(m, wa, d, kind).attention) + mla_fp8_change(m, wa, d)
+        attention -= rc.mla_up_proj_freed(m, d) if rc.recomputes(w, "mla_up_proj") else 0
+        norms -= rc.layernorm_freed(d, m.norm_type == "layernorm") if layernorm else 0
     else:
         attention = attention_saved(m, wa, d)
     if kind.ffn == "moe":
         moe_norm, mlp = moe_layer_saved(m, w, d)
-        norms += moe_norm
+        norms += moe_norm - (rc.layernorm_freed(d, m.norm_type == "layernorm") if layernorm else 0)
     else:
         if rc.recomputes(w, "mlp"):
             norms, mlp = norms + rc.mlp_checkpoint_input(d), 0

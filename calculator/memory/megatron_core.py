@@ -182,6 +182,7 @@ def check(m, w) -> None:
                                             "arguments.py), or turn it off")
     _check_optimizer(w)
     _check_recompute_modules(m, w)
+    _check_offload_modules(w)
     if w.optimizer_offload_fraction != 1.0 and not w.parallel.offload_optimizer:
         raise InputError("optimizer_offload_fraction", "--optimizer-offload-fraction is read with "
                                                        "--optimizer-cpu-offload: turn offload_optimizer on or leave "
@@ -214,7 +215,7 @@ def _check_recompute_modules(m, w) -> None:
     """Megatron-Core's rules for --recompute-modules (megatron/core/transformer/transformer_config.py
     __post_init__): a list only under selective granularity, moe_act with the grouped GEMM and not under delayed
     FP8 scaling; under the other FP8 recipes TE re-saves fc2's original input (set_save_original_input), which is
-    not modelled: refused, as are mla_up_proj and layernorm (calculator/impls/megatron_recompute.py says why)."""
+    not modelled: refused, as are mla_up_proj and layernorm under FP8 (calculator/impls/megatron_recompute.py)."""
     mods = w.recompute_modules
     if mods is None or not applies(w):
         return
@@ -225,16 +226,34 @@ def _check_recompute_modules(m, w) -> None:
         raise InputError("recompute_modules", "moe_act recompute is only supported with --moe-grouped-gemm: turn "
                                                "the grouped GEMM on or drop moe_act")
     for name in ("mla_up_proj", "layernorm"):
-        if name in mods:
-            raise InputError("recompute_modules", f"{name} recompute is not modelled: its one published "
-                                                   "measurement (Megatron-Bridge's Moonlight-16B sweep) frees less "
-                                                   "than its checkpoint's source implies "
-                                                   "(calculator/impls/megatron_recompute.py); use core_attn, moe_act, "
-                                                   "mlp, moe or shared_experts")
+        if name in mods and w.fp8 != "none":
+            raise InputError("recompute_modules", f"{name} recompute under an FP8 recipe is not modelled (the "
+                                                   "linears after it keep quantized or original inputs, "
+                                                   "set_for_recompute_input_layernorm): drop it or train in bf16")
     if w.fp8 != "none" and "moe_act" in mods:
         raise InputError("recompute_modules", "moe_act recompute under an FP8 recipe is not modelled (delayed "
                                                "scaling refuses it; the others re-save fc2's original input): drop "
                                                "it or train in bf16")
+
+
+def _check_offload_modules(w) -> None:
+    """Megatron-Core's rules for --offload-modules (megatron/core/transformer/transformer_config.py __post_init__):
+    attn_proj only with core_attn (its input is the core's output, which core_attn's backward needs), no expert_fc1
+    / moe_act while the whole MoE layer is recomputed; under an FP8 recipe the linears save quantized inputs, which
+    calculator/impls/megatron_offload.py does not price: refused."""
+    mods = w.offload_modules
+    if not mods or not applies(w):
+        return
+    if "attn_proj" in mods and "core_attn" not in mods:
+        raise InputError("offload_modules", "attn_proj cannot be offloaded without core_attn (Megatron's "
+                                            "transformer_config.py): add core_attn or drop attn_proj")
+    if w.recompute == "selective" and "moe" in (w.recompute_modules or ()) and {"expert_fc1", "moe_act"} & set(mods):
+        raise InputError("offload_modules", "expert_fc1 / moe_act cannot be offloaded while moe recompute wraps the "
+                                            "whole MoE layer: drop them or drop moe from the recompute modules")
+    if w.fp8 != "none":
+        raise InputError("offload_modules", "fine-grained activation offloading under an FP8 recipe is not "
+                                            "modelled (the offloaded inputs are quantized): train in bf16 or "
+                                            "leave the offload modules empty")
 
 
 _DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "none", "cp_comm_type": "p2p",
@@ -243,4 +262,4 @@ _DEFAULTS = {"fp8": "none", "fp8_param_gather": False, "cross_entropy_fusion": "
              "make_vocab_size_divisible_by": 128, "gradient_accumulation_fusion": True, "moe_grouped_gemm": True,
              "deterministic": False, "tp_comm_overlap": False, "precision_aware_optimizer": False,
              "grad_reduce_in_bf16": False, "recompute_modules": None, "optimizer_offload_fraction": 1.0,
-             "megatron_fsdp": "none"}
+             "megatron_fsdp": "none", "offload_modules": ()}

@@ -28,8 +28,7 @@ from calculator.allocator import step_plan
 from calculator.core.bounded_cache import get_or_build
 from calculator.stacks.common import (StackContext, StackMemory, backward_peak, backward_point, layer_grad_params,
                                      tied_embedding_extra)
-
-
+from calculator.impls.megatron_te_core import offload_terms
 from calculator.stages.held import fp32_not_upcast, lora_model_states, add_offload, states_of_shard
 from calculator.stages.terms import LONG_LIVED, TermList, add_cublas_workspaces, finish_stage
 
@@ -219,6 +218,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                   ("{} × {:,} B", w.mtp_layers, mtp_layers // w.mtp_layers), "megatron-mtp")
             t.add("logits.mtp_loss", "logits", "MTP losses' saved logits", mtp_loss, "n_mtp × the main loss's saved",
                   ("{} × {:,} B", w.mtp_layers, mtp_loss // w.mtp_layers), "megatron-mtp")
+        offload_terms(t, m, w, d, shard, flight)  # Megatron's fine-grained activation offloading: kept, host
         head = code.head(m, w, d) if shard.has_head else None
         if head:
             for h in head.saved:

@@ -29,7 +29,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "overheads": tuple(p.key for p in PARAMS if p.group == "overheads"),
     "vision": tuple(p.key for p in PARAMS if p.group == "vision"),
     "megatron": ("fp8", "f8pg", "cef", "gaf", "vdiv", "mtp", "cpc", "moed", "moecf", "moepad", "moer32", "moegg",
-                 "moeimb", "det", "tpo", "pao", "gbf16", "rcm", "oofr", "mfsdp"),
+                 "moeimb", "det", "tpo", "pao", "gbf16", "rcm", "ofm", "oofr", "mfsdp"),
 }
 LAZY_KEYS = frozenset(k for keys in SECTIONS.values() for k in keys)
 SECTION_OF = {k: name for name, keys in SECTIONS.items() for k in keys}

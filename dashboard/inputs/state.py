@@ -117,6 +117,11 @@ def recompute_modules(text: str):
     return () if text == "none" else tuple(x.strip() for x in text.split(",") if x.strip())
 
 
+def offload_modules(text: str) -> tuple[str, ...]:
+    """The URL's comma-separated --offload-modules: empty = no fine-grained activation offloading."""
+    return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+
+
 def _none_if_zero(v):
     return None if not v else int(v)
 
@@ -257,6 +262,7 @@ def build_workload(values: Mapping[str, Any]):
         moe_imbalance=float(v["moeimb"]), deterministic=bool(v["det"]),
         tp_comm_overlap=bool(v["tpo"]), precision_aware_optimizer=bool(v["pao"]),
         grad_reduce_in_bf16=bool(v["gbf16"]), recompute_modules=recompute_modules(v["rcm"]),
+        offload_modules=offload_modules(v["ofm"]),
         optimizer_offload_fraction=float(v["oofr"]), megatron_fsdp=v["mfsdp"], images_per_sample=int(v["img"]),
         image_size=_none_if_zero(v["imgpx"]),
         vision_tower=v["vt"]), "", "mode")

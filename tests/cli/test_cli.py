@@ -149,3 +149,13 @@ def test_megatron_fsdp_strategy_reaches_the_estimate(capsys):
     ddp = {t["key"]: t["bytes"] for t in json.loads(out0)["terms"]}
     assert code == code0 == 0 and "sharding.mfsdp_non_units" in terms
     assert terms["weights"] == -(-ddp["weights"] // 4) and terms["gradients"] == -(-ddp["gradients"] // 4)
+
+
+def test_offload_modules_reach_the_estimate_with_their_host_copies(capsys):
+    args = ["estimate", "--model", "deepseek-v2-lite", "--stack", "megatron", "--impl", "megatron-te", "--gpu",
+            "h100-sxm", "--tp", "2", "--dp", "4", "--ep", "8", "--etp", "1", "--seq", "4096", "--json"]
+    code, out, _ = run(args + ["--offload-modules", "core_attn", "attn_proj", "expert_fc1"], capsys)
+    code0, out0, _ = run(args, capsys)
+    offloaded, plain = json.loads(out), json.loads(out0)
+    assert code == code0 == 0 and offloaded["peak_allocated_bytes"] < plain["peak_allocated_bytes"]
+    assert offloaded["host_bytes"] > 0 and "activations.offload_kept" in {t["key"] for t in offloaded["terms"]}

@@ -113,8 +113,20 @@ def test_megatron_optimizer_and_recompute_module_keys_reach_the_estimate():
                            "distributed_optimizer": True})
     assert total(at) == format_bytes(estimate(load_model("deepseek-v2-lite").spec, w).total_bytes)
     assert at.text_input(key="rcm").value == "moe_act,shared_experts"
-    refused = run({**base, "rcm": "layernorm"})
-    assert any("layernorm recompute is not modelled" in e.value for e in refused.error)
+    refused = run({**base, "rcm": "layernorm", "fp8": "current"})
+    assert any("layernorm recompute under an FP8 recipe is not modelled" in e.value for e in refused.error)
+
+
+def test_offload_modules_key_reaches_the_estimate():
+    """ofm (--fine-grained-activation-offloading --offload-modules) is read from the link into the Workload."""
+    base = {"v": "1", "model": "deepseek-v2-lite", "stack": "megatron", "impl": "megatron-te", "tp": "2",
+            "dp": "4", "ep": "8", "etp": "1", "sp": "true", "dopt": "true", "gpu": GPU}
+    at = run({**base, "ofm": "core_attn,attn_proj"})
+    w = Workload(gpu=GPU, stack="megatron", impl="megatron-te", offload_modules=("core_attn", "attn_proj"),
+                 parallel={"tp": 2, "dp": 4, "ep": 8, "etp": 1, "sequence_parallel": True,
+                           "distributed_optimizer": True})
+    assert total(at) == format_bytes(estimate(load_model("deepseek-v2-lite").spec, w).total_bytes)
+    assert at.text_input(key="ofm").value == "core_attn,attn_proj"
 
 
 def test_images_open_their_section_for_a_vision_model_and_reach_the_estimate():

@@ -102,3 +102,17 @@ def test_megatron_fsdp_is_written_with_its_strategy_and_buffer_dtypes():
     assert parsed(ns, "use_megatron_fsdp") and parsed(ns, "data_parallel_sharding_strategy") == "optim_grads"
     assert parsed(ns, "megatron_fsdp_main_params_dtype") == "fp32"
     assert parsed(ns, "megatron_fsdp_main_grads_dtype") == "bf16" and parsed(ns, "use_distributed_optimizer")
+
+
+def test_fine_grained_activation_offloading_and_recompute_modules():
+    """Workload.offload_modules is Megatron's --fine-grained-activation-offloading --offload-modules, beside the
+    selective recompute list (the CI runs' pair: megatron_ci rows M0319-M0322)."""
+    preset, w = TRAINING["moe-ep"]
+    w = w.model_copy(update={"recompute": "selective", "recompute_modules": ("layernorm", "mla_up_proj", "moe_act"),
+                             "offload_modules": ("core_attn", "attn_proj", "expert_fc1")})
+    ns = parse(export(model(preset), w, "megatron").text)
+    assert parsed(ns, "fine_grained_activation_offloading")
+    assert parsed(ns, "offload_modules") == ["core_attn", "attn_proj", "expert_fc1"]
+    assert parsed(ns, "recompute_modules") == ["layernorm", "mla_up_proj", "moe_act"]
+    none = parse(export(model(preset), TRAINING["moe-ep"][1], "megatron").text)
+    assert not parsed(none, "fine_grained_activation_offloading")

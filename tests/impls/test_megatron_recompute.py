@@ -59,6 +59,46 @@ def test_mlp_keeps_only_the_dense_layers_input():
         ROUTED, recompute="selective", recompute_modules=())  # MoE layers have no dense MLP
 
 
+# a small MLA MoE model (the CI runs' shape, smaller): q and kv latents, one dense first layer, RMSNorm
+MLA = ModelSpec(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=1024, vocab_size=1000,
+                q_lora_rank=192, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+                head_dim=None, family="deepseek", model_type="deepseek_v3", num_experts=8, num_experts_per_tok=2,
+                moe_intermediate_size=256, first_k_dense_layers=1, norm_type="rmsnorm")
+MLA_DENSE, MLA_ROUTED = LayerKind("mla", "dense"), LayerKind("mla", "moe")
+
+
+def _mla(kind, **kw):
+    w = Workload(**CORE, **kw)
+    return core.layer(MLA, w, act.dims(MLA, w), kind)
+
+
+def test_layernorm_frees_the_output_and_statistics_of_each_norm_module():
+    # TENorm modules only: MLA's input norm in every layer, the pre-MLP norm in MoE layers (the dense layer's is
+    # fused into fc1); each keeps its input for the checkpoint and frees e·T·h + 4·T (RMSNorm's rsigma)
+    T, h, e = 2048, 512, 2
+    base = dict(recompute="selective", recompute_modules=("core_attn",))
+    plus = dict(recompute="selective", recompute_modules=("core_attn", "layernorm"))
+    assert _mla(MLA_ROUTED, **base).norms - _mla(MLA_ROUTED, **plus).norms == 2 * (e * T * h + 4 * T)
+    assert _mla(MLA_DENSE, **base).norms - _mla(MLA_DENSE, **plus).norms == e * T * h + 4 * T
+    assert _mla(MLA_ROUTED, **base).attention == _mla(MLA_ROUTED, **plus).attention
+    # GQA layers fuse the input norm into linear_qkv: only the MoE pre-MLP norm is a module of its own
+    gqa = _layer(ROUTED, **base).norms - _layer(ROUTED, **plus).norms
+    assert gqa == e * T * h + 4 * T and _layer(DENSE, **base) == _layer(DENSE, **plus)
+
+
+def test_mla_up_proj_keeps_only_the_latents():
+    # the checkpoint keeps the q and kv latents (e·T·(192 + 64)); the latent norms' other saved tensors, the whole
+    # kv up-projection output (a·(d_nope + d_v)) and the concatenated q and k (2·a·d_qk) are freed
+    T, e, a = 2048, 2, 8
+    base = dict(recompute="selective", recompute_modules=("core_attn",))
+    plus = dict(recompute="selective", recompute_modules=("core_attn", "mla_up_proj"))
+    latents = sum(act.rmsnorm_saved(T, r, e) + e * T * r - e * T * r for r in (192, 64))
+    freed = latents + e * T * a * (32 + 32) + 2 * e * T * a * 48
+    assert _mla(MLA_ROUTED, **base).attention - _mla(MLA_ROUTED, **plus).attention == freed
+    assert _mla(MLA_ROUTED, **base).norms == _mla(MLA_ROUTED, **plus).norms
+    assert _layer(ROUTED, **base) == _layer(ROUTED, **plus)  # no MLA, nothing to recompute
+
+
 def test_the_estimate_and_the_step_time_follow_the_modules():
     m = load_model("deepseek-v2-lite").spec
     par = {"tp": 2, "dp": 4, "ep": 8, "etp": 1, "sequence_parallel": True, "distributed_optimizer": True}
@@ -73,8 +113,8 @@ def test_the_estimate_and_the_step_time_follow_the_modules():
 @pytest.mark.parametrize("update", [
     {"recompute_modules": ("moe_act",)},  # without selective granularity
     {"recompute": "selective", "recompute_modules": ("moe_act",), "moe_grouped_gemm": False},
-    {"recompute": "selective", "recompute_modules": ("mla_up_proj",)},  # not modelled (the module docstring)
-    {"recompute": "selective", "recompute_modules": ("layernorm",)},
+    {"recompute": "selective", "recompute_modules": ("mla_up_proj",), "fp8": "current"},  # FP8: not modelled
+    {"recompute": "selective", "recompute_modules": ("layernorm",), "fp8": "current"},
     {"recompute": "selective", "recompute_modules": ("moe_act",), "gpu": "b200", "fp8": "mxfp8"},
     {"recompute": "selective", "recompute_modules": ("moe",), "stack": "fsdp2"},
 ])

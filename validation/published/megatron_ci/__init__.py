@@ -6,7 +6,7 @@ The measured figure is `mem-max-allocated-bytes` (torch.cuda.memory_stats()['all
 since the process started) of the last rank, which holds the last pipeline stage: it is compared with the engine's
 last stage, and the engine's most loaded stage is reported beside it. Rows come from the tests whose GPU count is
 public (tests/test_utils/recipes/{h100,gb200}/*.yaml: 8 GPUs, or 4 for the `*_1node` recipes) and which run
-Transformer Engine layers without Muon, CUDA graphs, activation offloading, hybrid Mamba stacks or distillation
+Transformer Engine layers without Muon, CUDA graphs, hybrid Mamba stacks or distillation
 (calculator/validation scripts do not model those). GB200 rows run on the catalogue's B200 (the same
 Blackwell compute capability, cuBLAS and TE workspaces).
 
@@ -54,7 +54,13 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   MLA's down / up / output projections keep their own quantized inputs (megatron_te_core.mla_fp8_change). What
   stays: the peak of these runs drifts with routing over the steps (the bf16 test's own goldens read 57.2-60.1 GB
   for one configuration, step 1 stable at 55.05 GB); at step 1 FP8 saves 1.88 GB against the bf16 run of the same
-  month, the engine 1.37 GB.
+  month, the engine 1.37 GB. M0318 runs --recompute-modules layernorm mla_up_proj mlp moe_act (a layout, 13 MoE
+  layers): -2.84% (+12.4% without the mla_up_proj rule, -1.9% without layernorm's; megatron_recompute.py).
+- offload: M0318's model (15 layers, micro-batch 1) offloading all seven modules (impls/megatron_offload.py), with
+  MTP and EP overlap (-15%) and without (-21%). The engine keeps one layer's groups (629 MB: the margin) and 0.2 GB
+  of small tensors beside the states; the runs' step-2 peak sits 2.9 GB (MTP) / 2.8 GB above their after-step
+  allocation, the engine's 1.9 / 1.4 GB. Not priced, not fitted: the backward's reloads (the softmax output, saved
+  twice, comes back twice; an idle chunk pre-reloads the next one's last layer) beside the scores' gradient.
 - mfsdp: Megatron-FSDP (--use-megatron-fsdp, optim_grads_params; calculator/stacks/megatron_fsdp.py): the dense
   GPT (TP 2, fp32 main weights / grads / communication), the MoE one (8 experts, EP 2, top-2 aux loss) and the
   DeepSeek-style proxy (MLA, 3 dense + 5 MoE layers, EP 2, FP8 tensorwise with --fp8-param-gather, unfused
@@ -106,7 +112,8 @@ GPT2_BPE_VOCAB = 50257
 
 
 def parse_args(text: str) -> dict[str, str | bool]:
-    """`--flag=value` / `--flag value` / `--flag` to {flag: value or True} (the last occurrence wins)."""
+    """`--flag=value` / `--flag value [value ...]` / `--flag` to {flag: value (several joined by a space) or True}
+    (the last occurrence wins)."""
     out: dict[str, str | bool] = {}
     tokens = text.split()
     i = 0
@@ -118,11 +125,12 @@ def parse_args(text: str) -> dict[str, str | bool]:
         if "=" in tok:
             key, val = tok[2:].split("=", 1)
             out[key] = val
-        elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
-            out[tok[2:]] = tokens[i + 1]
-            i += 1
         else:
-            out[tok[2:]] = True
+            j = i + 1
+            while j < len(tokens) and not tokens[j].startswith("--"):
+                j += 1
+            out[tok[2:]] = " ".join(tokens[i + 1:j]) or True
+            i = j - 1
         i += 1
     return out
 
@@ -190,6 +198,9 @@ def virtual_stages(a: dict, layers: int, pp: int) -> int:
     """Model chunks per pipeline rank: `--num-layers-per-virtual-pipeline-stage` n gives layers / (pp·n)."""
     if a.get("num-virtual-stages-per-pipeline-rank"):
         return int(a["num-virtual-stages-per-pipeline-rank"])
+    if a.get("pipeline-model-parallel-layout"):  # p·v stages split by '|'
+        from calculator.memory.pipeline_split import parse_layout
+        return len(parse_layout(a["pipeline-model-parallel-layout"], pp)) // pp
     n = _int(a, "num-layers-per-virtual-pipeline-stage")
     return layers // (pp * n) if n else 1
 
@@ -213,6 +224,8 @@ class CIRow:
 
 
 def group_of(a: dict) -> str:
+    if a.get("fine-grained-activation-offloading"):
+        return "offload"
     if a.get("use-megatron-fsdp"):
         return "mfsdp"
     if a.get("mtp-num-layers"):
@@ -283,7 +296,8 @@ def inputs(row: dict):
                pp_first_stage_layers=int(a["decoder-first-pipeline-num-layers"])
                if a.get("decoder-first-pipeline-num-layers") else None,
                pp_last_stage_layers=int(a["decoder-last-pipeline-num-layers"])
-               if a.get("decoder-last-pipeline-num-layers") else None)
+               if a.get("decoder-last-pipeline-num-layers") else None,
+               pp_layout=a.get("pipeline-model-parallel-layout"))
     granularity = a.get("recompute-granularity")
     gpu = "h100-sxm" if "H100" in row["gpu_type"] else "b200"
     cublas = cublas_workspace(row, gpu)
@@ -305,8 +319,14 @@ def inputs(row: dict):
         moe_router_fp32=a.get("moe-router-dtype") == "fp32", moe_grouped_gemm=bool(a.get("moe-grouped-gemm")),
         deterministic=bool(a.get("deterministic-mode")), tp_comm_overlap=bool(a.get("tp-comm-overlap")),
         megatron_fsdp=a.get("data-parallel-sharding-strategy", "optim_grads_params") if a.get("use-megatron-fsdp")
-        else "none")
+        else "none",
+        recompute_modules=_listed(a, "recompute-modules"),
+        offload_modules=_listed(a, "offload-modules") if a.get("fine-grained-activation-offloading") else ())
     return m, w
+
+
+def _listed(a: dict, key: str) -> tuple[str, ...] | None:  # `--recompute-modules core_attn moe_act`; None: absent
+    return tuple(a[key].split()) if isinstance(a.get(key), str) else None
 
 
 FSDP_DTYPES = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}

@@ -51,7 +51,8 @@ def environment(repo: Path, row: dict) -> dict:
     return {"row_id": row["row_id"], "memory_commit": recorded[:10],
             "memory_date": _git(repo, "show", "-s", "--format=%cs", recorded).strip(),
             "container": _git(repo, "show", f"{recorded}:docker/.ngc_version.dev").strip(),
-            "transformer_engine": te.group(1) if te else "", "cublas_workspace_config": cublas.group(1) if cublas else ""}
+            "transformer_engine": te.group(1) if te else "",
+            "cublas_workspace_config": cublas.group(1).strip("'\"") if cublas else ""}  # YAML quotes off
 
 
 def main(repo: str) -> int:
