@@ -27,7 +27,7 @@ GENERATION = {"h100-sxm": "hopper", "h100-pcie": "hopper", "h100-nvl": "hopper",
 GEMM_EFFICIENCY = {
     ("hopper", "bf16"): 0.80,
     ("hopper", "fp8"): 0.558,
-    ("blackwell", "bf16"): 0.352,  # its rows are all MoE: refit with the MoE host time (--fit-moe, moe_sync)
+    ("blackwell", "bf16"): 0.356,  # its rows are all MoE: refit with the MoE host time (--fit-moe, moe_sync)
     ("blackwell", "fp8"): 0.555,
 }
 

@@ -28,8 +28,9 @@ between them, and the micro-batch is the sum of such segments (He 2022's overhea
         + max(G − Σ G_seg, H − Σ H_seg)
 
 with one MoE layer's forward (G_f, H_f: from its wait to the next layer's, the layers alike) as a segment and, when
-its forward is replayed in the backward, its backward with the replay (G_b, H_b); the rest of the micro-batch
-(the dense layers, the head, the backward) runs as before under one max. A MoE layer's host time beyond its counted
+its forward is replayed in the backward, its backward with the replay (G_b, H_b) — under the EP overlap's merged
+schedule, which pairs each layer's forward with another micro-batch's layer backward, the whole layer; the rest of
+the micro-batch (the dense layers, the head, the backward) runs as before under one max. A MoE layer's host time beyond its counted
 operators (the dispatcher's and Transformer Engine's Python, the wait's own latency) is the fitted
 MEGATRON_MOE_LAYER_HOST_S, host time in its forward segment, with the per-expert GEMM launches (expert_launch_host_s).
 """
@@ -40,7 +41,7 @@ from __future__ import annotations
 # host time of the layer's forward segment. Fitted on Megatron-Bridge's MoE rows (validation/published/throughput/
 # --fit-moe, the fit rows only: a mechanism confined to the MoE layers leaves the dense rows and the efficiencies
 # as they are), each row's per-layer MoE graphs read from its recipe (validation/published/throughput/recipes.py).
-MEGATRON_MOE_LAYER_HOST_S = 0.00602
+MEGATRON_MOE_LAYER_HOST_S = 0.00708
 
 DISPATCH = "Expert dispatch, gate and combine"  # the dispatcher's operation (calculator.timing.ops)
 
@@ -59,9 +60,14 @@ def replays_wait(replay) -> bool:
     return any(o.name == DISPATCH for o in replay)
 
 
-def segment_columns(fwd, bwd, replayed: bool) -> tuple[float, float, float]:
+def segment_columns(fwd, bwd, replayed: bool, paired: bool = False) -> tuple[float, float, float]:
     """(Σ max(GPU, host) of the layer's segments, their GPU seconds, their host seconds) from the (GPU, host)
-    seconds of one MoE layer's forward `fwd` and of its backward with the replay `bwd`."""
+    seconds of one MoE layer's forward `fwd` and of its backward with the replay `bwd`. `paired`: the EP overlap's
+    merged schedule (--overlap-moe-expert-parallel-comm: models/common/model_chunk_schedule_plan.py
+    TransformerLayerSchedulePlan.run(f_layer, b_layer) runs one layer's forward beside another micro-batch's layer
+    backward, combined_1f1b.py), so one wait per forward-and-backward pair: the whole layer is one segment."""
+    if paired:
+        return (max(fwd[0] + bwd[0], fwd[1] + bwd[1]), fwd[0] + bwd[0], fwd[1] + bwd[1])
     parts = [fwd] + ([bwd] if replayed else [])
     return (sum(max(g, h) for g, h in parts), sum(g for g, _ in parts), sum(h for _, h in parts))
 

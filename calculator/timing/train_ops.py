@@ -151,7 +151,7 @@ def moe_columns(m: ModelSpec, w, d, base: list[Op], replay: list[Op], r: Rates, 
         fwd = [o for o in base if o.phase == "forward"]
         f, b = stats_many([fwd, [o for o in base if o.phase != "forward"] + replay], r, fp32, inputs, d)
         out[SEG:] = S.segment_columns((f[GPU], f[HOST] + launch_f), (b[GPU], b[HOST] + launch_b),
-                                      S.replays_wait(replay))
+                                      S.replays_wait(replay), inputs.ep_comm_overlap)
     return out
 
 

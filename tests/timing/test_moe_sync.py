@@ -45,6 +45,9 @@ def test_each_segment_costs_the_slower_of_its_gpu_and_host_time():
     # forward: GPU 3 ms, host 5 ms (host-bound); backward with its replay: GPU 6 ms, host 2 ms (GPU-bound)
     assert S.segment_columns((3e-3, 5e-3), (6e-3, 2e-3), replayed=False) == pytest.approx((5e-3, 3e-3, 5e-3))
     assert S.segment_columns((3e-3, 5e-3), (6e-3, 2e-3), replayed=True) == pytest.approx((11e-3, 9e-3, 7e-3))
+    # the EP overlap's merged schedule: forward and backward between the same two waits, max(9, 7) ms
+    assert S.segment_columns((3e-3, 5e-3), (6e-3, 2e-3), replayed=False, paired=True) == pytest.approx(
+        (9e-3, 9e-3, 7e-3))
 
 
 def test_the_captured_share_counts_the_router_and_the_preprocess_operators():
