@@ -2,10 +2,11 @@
 
 Where the host waits (Megatron-LM at d98e8a64, megatron/core/transformer/moe/):
 - alltoall dispatcher (token_dispatcher.py MoEAlltoAllTokenDispatcher): preprocess() computes the tokens-per-expert
-  counts and the all-to-all splits on the GPU and marks the sync point ("before_ep_alltoall" with EP or TP > 1,
-  "before_permutation_1" with a capacity factor or router padding, else "before_finish");
+  counts and the all-to-all splits on the GPU and marks the earliest point that needs them on the host
+  ("before_permutation_1" with a capacity factor or router padding, else "before_ep_alltoall" with EP or TP > 1,
+  "before_permutation_2" with several local experts and no permute fusion, else "before_finish");
   _maybe_dtoh_and_synchronize() copies them to the host on a side stream and waits on its event
-  (`self.d2h_event.synchronize()`) at that point, in dispatch_preprocess / token_dispatch / dispatch_postprocess.
+  (`self.d2h_event.synchronize()`) there, once, in dispatch_preprocess / token_dispatch / dispatch_postprocess.
   With --moe-pad-expert-input-to-capacity (drop_and_pad) the counts are host constants and no copy or wait is made.
 - allgather dispatcher (MoEAllGatherTokenDispatcher.dispatch_postprocess): `self.local_map.sum(dim=0).long().cpu()`
   and `.sum().item()`.
@@ -51,7 +52,7 @@ def syncs(w, inputs) -> bool:
     graph, and not the alltoall dispatcher padded to capacity (drop_and_pad: host constant counts)."""
     if w.impl != "megatron-te" or inputs.full_iteration_cuda_graph:
         return False
-    padded = getattr(w, "moe_pad_to_capacity", False) and getattr(w, "moe_dispatcher", "alltoall") == "alltoall"
+    padded = w.moe_pad_to_capacity and w.moe_dispatcher == "alltoall"
     return not padded
 
 
