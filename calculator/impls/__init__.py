@@ -49,9 +49,12 @@ def warnings(m, w) -> list[str]:
             out.append(f"Liger kernels have no patch for model_type {m.model_type!r} (liger-kernel 0.8.5): "
                        "it runs as transformers wrote it, and so does this estimate")
     if w.impl == "megatron-te":
-        out.append("Megatron-Core + Transformer Engine: term by term from TE's and Megatron's sources; not measured "
-                   "on a GPU here")
-    if m.is_moe or m.is_mla:
+        out.append("Megatron-Core + Transformer Engine: term by term from TE's and Megatron's sources, held to "
+                   "Megatron-LM's own CI peaks (docs/validation.md); not measured on a GPU here")
+        if w.offload_modules:
+            from calculator.impls.megatron_offload import UNDER_NOTE
+            out.append(f"fine-grained activation offloading: {UNDER_NOTE}")
+    elif m.is_moe or m.is_mla:  # the fused kernels of liger / compile cover the dense layers only
         out.append(f"{IMPLS[w.impl]}: MoE experts and MLA attention are counted as transformers keeps them "
                    "(only the dense layers' fused norms and activation are measured)")
     if w.finetune != "full":

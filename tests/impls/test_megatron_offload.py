@@ -103,3 +103,19 @@ def test_what_megatron_refuses_is_named(update):
     with pytest.raises(InputError) as e:
         estimate(MLA, _w(**update), with_fits=False)
     assert e.value.field == "offload_modules"
+
+
+def test_an_offloading_estimate_warns_how_far_the_ci_runs_read():
+    """The offload group of Megatron-LM's CI reads 15-21% above the estimate: an estimate with --offload-modules says
+    so in its warnings (and on its offload-margin line), not only in docs/validation.md."""
+    from calculator import Workload, estimate
+    from calculator.impls.megatron_offload import UNDER_NOTE
+    from calculator.model.presets import load_model
+    m = load_model("deepseek-v2-lite").spec
+    base = dict(stack="megatron", impl="megatron-te", seq_len=4096,
+                parallel={"tp": 2, "ep": 4, "dp": 4, "distributed_optimizer": True, "sequence_parallel": True})
+    est = estimate(m, Workload(**base, offload_modules=["core_attn", "attn_proj", "expert_fc1"]), with_fits=False)
+    assert any(UNDER_NOTE in x for x in est.warnings)
+    assert any(t.key == "activations.offload_kept" and t.note == UNDER_NOTE for t in est.stages[0].terms)
+    plain = estimate(m, Workload(**base), with_fits=False)
+    assert not any(UNDER_NOTE in x for x in plain.warnings)
