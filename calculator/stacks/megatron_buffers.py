@@ -180,13 +180,17 @@ def fp8_buffers(ctx: StackContext) -> list[Line]:
         saved = nbytes(n_linear, w.precision.params) - fp8_rules.param_bytes(w.fp8, n_linear)
         out.append(line("weights.fp8_params", "weights", "TE linear weights kept in FP8 (--fp8-param-gather)", -saved,
                         "−N_linear × (b_param − bytes per quantized element)", ("{:,} weights", n_linear), "te-fp8"))
-    n_layers = shard.last_layer - shard.first_layer
-    modules = 4 * n_layers + (4 * w.mtp_layers if shard.has_head else 0)
+    return out + fp8_scaling(w, shard)
+
+
+def fp8_scaling(w, shard) -> list[Line]:
+    """TE's FP8 scaling state of the stage's modules (four per decoder or MTP layer), any data-parallel wrapper."""
+    modules = 4 * (shard.last_layer - shard.first_layer) + (4 * w.mtp_layers if shard.has_head else 0)
     scaling = fp8_rules.scaling_state_bytes(w.fp8, modules)
-    if scaling:
-        out.append(line("transient.fp8_scaling", "transient", f"FP8 scaling state ({w.fp8})", scaling,
-                        "TE modules × 5 tensors × 4 B × (history + 2)", ("{} modules", modules), "te-fp8"))
-    return out
+    if not scaling:
+        return []
+    return [line("transient.fp8_scaling", "transient", f"FP8 scaling state ({w.fp8})", scaling,
+                 "TE modules × 5 tensors × 4 B × (history + 2)", ("{} modules", modules), "te-fp8")]
 
 
 def persistent(ctx: StackContext) -> tuple[Line, ...]:

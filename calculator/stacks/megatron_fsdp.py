@@ -210,12 +210,7 @@ def fp8_lines(ctx: StackContext) -> list[Line]:
             less = nbytes(held(2), prec.grads) - nbytes(held(2), "bf16")
             out.append(line("gradients.fp8_params", "gradients", "Main grads of the FP8 parameters in bf16 (auto)",
                             -less, "−N_linear(/d) × (b_grad − 2 B)", ("{:,} weights", held(2)), SOURCE))
-    modules = 4 * (shard.last_layer - shard.first_layer) + (4 * w.mtp_layers if shard.has_head else 0)
-    scaling = fp8_rules.scaling_state_bytes(w.fp8, modules)
-    if scaling:
-        out.append(line("transient.fp8_scaling", "transient", f"FP8 scaling state ({w.fp8})", scaling,
-                        "TE modules × 5 tensors × 4 B × (history + 2)", ("{} modules", modules), "te-fp8"))
-    return out
+    return out + megatron_buffers.fp8_scaling(w, shard)
 
 
 def persistent(ctx: StackContext) -> tuple[Line, ...]:
