@@ -115,32 +115,48 @@ def _msle(rows: list[Case]) -> float:
     return sum(math.log(r.estimated_s / r.case.published_step_s) ** 2 for r in res) / max(1, len(res))
 
 
+def _rows_of(key: tuple[str, str], pool: list[Case]) -> list[Case]:
+    """The rows of `pool` whose GEMMs a (generation, dtype) efficiency prices."""
+    from calculator.timing import efficiency as E
+    return [c for c in pool if E.GENERATION.get(c.workload.gpu) == key[0]
+            and (c.timing.matmul_dtype == "fp8") == (key[1] == "fp8")]
+
+
+def _fit_gemm(key: tuple[str, str], rows: list[Case]) -> float:
+    """GEMM_EFFICIENCY[key] by golden-section search on `rows`, set and returned."""
+    from calculator.timing import efficiency as E
+
+    def loss(x: float) -> float:
+        E.GEMM_EFFICIENCY[key] = x
+        return _msle(rows)
+    E.GEMM_EFFICIENCY[key] = round(_golden(loss, 0.2, 1.0), 3)
+    return E.GEMM_EFFICIENCY[key]
+
+
+def _fit_moe_constant(fit: list[Case]) -> float:
+    """moe_sync.MEGATRON_MOE_LAYER_HOST_S by golden-section search on the MoE fit rows, set and returned."""
+    from calculator.timing import moe_sync
+    moe = [c for c in fit if c.model.is_moe]
+
+    def loss(x: float) -> float:
+        moe_sync.MEGATRON_MOE_LAYER_HOST_S = x
+        return _msle(moe)
+    moe_sync.MEGATRON_MOE_LAYER_HOST_S = round(_golden(loss, 0.0, 0.02), 5)
+    return moe_sync.MEGATRON_MOE_LAYER_HOST_S
+
+
 def fit_moe_host(cases: list[Case], rounds: int = 2) -> dict:
     """After a change confined to Megatron-Core's MoE layers: refit, by fit_constants' coordinate descent on the fit
     rows, calculator.timing.moe_sync.MEGATRON_MOE_LAYER_HOST_S on the MoE rows and each GEMM efficiency every row of
     whose (generation, dtype) is a MoE run (Blackwell BF16), the rest kept — every dense row stays as it was."""
-    from calculator.timing import efficiency as E
-    from calculator.timing import moe_sync
-
-    def rows_of(key, pool):
-        return [c for c in pool if E.GENERATION.get(c.workload.gpu) == key[0]
-                and (c.timing.matmul_dtype == "fp8") == (key[1] == "fp8")]
     fit = [c for c in cases if c.fit]
-    keys = [k for k in FITTED_KEYS if rows_of(k, cases) and all(c.model.is_moe for c in rows_of(k, cases))
-            and len(rows_of(k, fit)) >= 3]
+    keys = [k for k in FITTED_KEYS if _rows_of(k, cases) and all(c.model.is_moe for c in _rows_of(k, cases))
+            and len(_rows_of(k, fit)) >= 3]
     out: dict = {}
     for _ in range(rounds):
         for key in keys:
-            def loss(x: float, key=key) -> float:
-                E.GEMM_EFFICIENCY[key] = x
-                return _msle(rows_of(key, fit))
-            out[key] = E.GEMM_EFFICIENCY[key] = round(_golden(loss, 0.2, 1.0), 3)
-        moe = [c for c in fit if c.model.is_moe]
-
-        def moe_loss(x: float) -> float:
-            moe_sync.MEGATRON_MOE_LAYER_HOST_S = x
-            return _msle(moe)
-        out["moe_layer_host_s"] = moe_sync.MEGATRON_MOE_LAYER_HOST_S = round(_golden(moe_loss, 0.0, 0.02), 5)
+            out[key] = _fit_gemm(key, _rows_of(key, fit))
+        out["moe_layer_host_s"] = _fit_moe_constant(fit)
     for k, v in out.items():
         print(f"{k}: {v}")
     return out
@@ -152,20 +168,13 @@ def fit_constants(cases: list[Case], rounds: int = 2) -> dict:
     with at least 3 fit rows (Hopper BF16 stays the H200 fit), and moe_sync.MEGATRON_MOE_LAYER_HOST_S on the MoE
     rows."""
     from calculator.timing import efficiency as E
-    from calculator.timing import moe_sync as T
     fit = [c for c in cases if c.fit]
     out: dict = {}
     for _ in range(rounds):
         for key in FITTED_KEYS:
-            rows = [c for c in fit if E.GENERATION.get(c.workload.gpu) == key[0]
-                    and (c.timing.matmul_dtype == "fp8") == (key[1] == "fp8")]
-            if len(rows) < 3:
-                continue
-
-            def loss(x: float, key=key, rows=rows) -> float:
-                E.GEMM_EFFICIENCY[key] = x
-                return _msle(rows)
-            out[key] = E.GEMM_EFFICIENCY[key] = round(_golden(loss, 0.2, 1.0), 3)
+            rows = _rows_of(key, fit)
+            if len(rows) >= 3:
+                out[key] = _fit_gemm(key, rows)
         for gen in ("hopper", "blackwell"):
             rows = [c for c in fit if E.GENERATION.get(c.workload.gpu) == gen]
 
@@ -173,12 +182,7 @@ def fit_constants(cases: list[Case], rounds: int = 2) -> dict:
                 E.FUSED_ATTENTION_EFFICIENCY[gen] = x
                 return _msle(rows)
             out[("attention", gen)] = E.FUSED_ATTENTION_EFFICIENCY[gen] = round(_golden(att_loss, *ATTENTION_RANGE), 3)
-        moe = [c for c in fit if c.model.is_moe]
-
-        def moe_loss(x: float) -> float:
-            T.MEGATRON_MOE_LAYER_HOST_S = x
-            return _msle(moe)
-        out["moe_layer_host_s"] = T.MEGATRON_MOE_LAYER_HOST_S = round(_golden(moe_loss, 0.0, 0.02), 5)
+        out["moe_layer_host_s"] = _fit_moe_constant(fit)
     for k, v in out.items():
         print(f"{k}: {v}")
     return out
