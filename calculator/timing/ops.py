@@ -63,10 +63,11 @@ def _qkv_projection(d: Dims, split: list[tuple[int, int]], whole: list[tuple[int
     _qkv_down_projection) over T / tp. Either way each rank reads the whole weight."""
     if not whole:
         return R.grouped_linear("QKV projection", d.T, split, e, e_w)
-    both = R.grouped_linear("QKV projection", d.T, split + whole, e, e_w)  # every linear's host operations
-    part = R.grouped_linear("", d.T, split, e, e_w)
+    part = R.grouped_linear("QKV projection", d.T, split, e, e_w)
     rep = R.grouped_linear("", d.T // d.tp if d.h_sp < d.h else d.T, whole, e, e_w)
-    return both._replace(flops=part.flops + rep.flops, bytes=part.bytes + rep.bytes,
+    # one operation of every linear: its backward's one more add sums the two groups' input gradients
+    return part._replace(flops=part.flops + rep.flops, bytes=part.bytes + rep.bytes,
+                         host_ops=part.host_ops + rep.host_ops, bwd_host_ops=part.bwd_host_ops + rep.bwd_host_ops + 1,
                          formula="Σ 2·T·in·out (MLA's down projections whole on every rank)")
 
 
