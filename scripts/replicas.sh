@@ -21,10 +21,19 @@ stop() {
 }
 trap stop EXIT INT TERM
 
+# each replica on a port the kernel says is free now (PORT+1, PORT+2, ... may be some other program's, e.g. an
+# outgoing connection's ephemeral port); all asked at once so that no two are the same
+mapfile -t FREE < <("$PY" -c '
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))
+' "$REPLICAS")
 SERVERS=""
 REPLICA_PIDS=()
 for i in $(seq 1 "$REPLICAS"); do
-  port=$((PORT + i))
+  port="${FREE[$((i - 1))]}"
   "$PY" -m streamlit run app.py --server.port "$port" --server.address 127.0.0.1 --server.headless true \
     --browser.gatherUsageStats false --server.fileWatcherType none "$@" >"$RUN/app$i.log" 2>&1 &
   PIDS+=($!)
