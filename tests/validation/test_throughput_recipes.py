@@ -38,6 +38,16 @@ def test_a_misprinted_layout_runs_as_its_release_recipe():
         "interleaved", 5, 1, 16)  # 256 / (1 × DP16)
 
 
+def test_the_25_11_qwen3_30b_h100_row_runs_its_release_layout():
+    """T0260 (NeMo 25.11 ↔ v0.2.0): QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG is PP2 VP12 EP8 at GBS 512 with
+    WorkloadBaseConfig's micro-batch 1 where the table prints VP24 and micro-batch 2: 512 / (1 × DP8) = 64
+    micro-batches, the EP overlap on (moe_a2a_overlap=True)."""
+    par = {c.id: c for c in tp.load()[0]}["T0260"].workload.parallel
+    case = {c.id: c for c in tp.load()[0]}["T0260"]
+    assert (par.pp, par.virtual_stages, par.ep, case.workload.micro_batch, par.num_microbatches) == (2, 12, 8, 1, 64)
+    assert case.timing.ep_comm_overlap
+
+
 def test_rows_whose_release_ran_another_expert_layout_run_it():
     """T0253 (NeMo 25.11 ↔ v0.2.0): GPT_OSS_120B_B200_BF16_BASE_CONFIG set EP64 where the table prints EP8 (the
     26.04 rows T0095 / T0141 ran EP8, v0.4.0's ..._B200_BF16_V2); T0191 (26.02.01 ↔ v0.3.1):

@@ -183,6 +183,14 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     # layout's (26.04 / 26.04.01 print PP1 EP16 at 8901 / 8960) and not 26.02's 5113
     LayoutRule(r"30b", "h100", (26, 2, 1), "fp8", {"pp": 2, "vp": 12, "ep": 8, "mbs": 1, "gbs": 1024},
                {"pp": 1, "vp": 1, "ep": 16}, "v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1"),
+    # NeMo 25.11 ↔ v0.2.0 / v0.2.2 qwen3/workload_base_configs.py QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG =
+    # replace(BASE_QWEN3_30B_A3B_CONFIG (EP8, GBS 512), pipeline_model_parallel_size=2,
+    # virtual_pipeline_model_parallel_size=12, moe_a2a_overlap=True) with WorkloadBaseConfig's micro_batch_size=1,
+    # which utils/helpers.py set_workload_base_configs writes over the recipe's: the table prints VP24 and micro-batch
+    # 2 (GA 32) where the release ran VP12 at micro-batch 1 — the layout the 26.02 table prints for the same config
+    # (v0.3.0 ..._H100_FP8_CS_V1, T0228) at 5113 tokens/s/GPU against this row's 5275
+    LayoutRule(r"30b", "h100", (25, 11), "fp8", {"pp": 2, "vp": 24, "ep": 8, "mbs": 2, "gbs": 512},
+               {"vp": 12, "mbs": 1}, "v0.2.0 QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG"),
     # NeMo 25.11 ↔ v0.2.0 / v0.2.2 deepseek/deepseek_llm_pretrain.py deepseek_v3_gb300_config builds the recipe with
     # DEEPSEEK_V3_GB300_BASE_CONFIG's PP4 VP4, so deepseek_v3.py set_deepseek_v3_pipeline_model_parallel_layout sets
     # layout_map[(4, 4)], 16 stages (E + 4t | 4t × 14 | t + L: splits.py); at the printed PP2 those are 8 virtual
