@@ -83,6 +83,7 @@ class Tally:
         self.counts = Counter()
         self.examples: dict[str, list[str]] = {}
         self.slowest = 0.0
+        self.slowest_label = ""
 
     def note(self, kind: str, what: str) -> None:
         self.counts[kind] += 1
@@ -109,7 +110,8 @@ class Tally:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             seconds = time.perf_counter() - start
-            self.slowest = max(self.slowest, seconds)
+            if seconds > self.slowest:
+                self.slowest, self.slowest_label = seconds, label
         if seconds >= self.hang_s:  # ended (e.g. refused by its own deadline), but only at the limit
             self.note("hangs", f"{label} ({seconds:.1f} s)")
             return None
@@ -270,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         out = fn(rng, extra[0], tally, *extra[1:])
         queries = out if isinstance(out, list) else queries
         print(f"{tally.line()}  {time.perf_counter() - t0:.0f} s", flush=True)
+        if args.examples and tally.slowest_label:
+            print(f"--- {tally.name} slowest ({tally.slowest:.2f} s): {tally.slowest_label[:400]}")
     if args.apptest:
         t0 = time.perf_counter()
         fuzz_apptest(rng.sample(queries, min(args.apptest, len(queries))), tallies[-1])
