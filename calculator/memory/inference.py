@@ -145,11 +145,26 @@ def layout_kv_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, 
     return total
 
 
+def _stage_layers(layers) -> tuple[int, int] | None:
+    """(start, stop) of a contiguous range of layers, or None (then the sums go layer by layer)."""
+    return (layers.start, max(layers.stop, layers.start)) if isinstance(layers, range) and layers.step == 1 else None
+
+
 def recurrent_state_bytes(m: ModelSpec, layers: range, batch: int, e: float) -> int:
     """What generate() keeps per sequence in the layers whose token mixer is not softmax attention (conv and
-    recurrent states: calculator/model/architectures/), whatever the sequence length."""
+    recurrent states: calculator/model/architectures/), whatever the sequence length: Σ_kinds L_kind × state."""
     if m.layer_types is None:
         return 0
+    bounds = _stage_layers(layers)
+    if bounds is not None:
+        total = 0
+        for kind, n, _ in architectures.mixer_layers(m, *bounds):
+            one = architectures.mixer(kind).state_bytes(m, batch, e)
+            if type(one) is not int:  # fractional bytes: the layer-by-layer float sum below
+                break
+            total += n * one
+        else:
+            return total
     total = 0
     for i in layers:
         mixer = m.layer_kind(i).mixer
@@ -161,9 +176,31 @@ def recurrent_state_bytes(m: ModelSpec, layers: range, batch: int, e: float) -> 
 def extra_kv_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, dtype: str) -> int:
     """What the kinds that run on top of attention cache per token beyond its K/V (DSA's indexer keys), and the whole
     cache of a kind whose cache is not K/V per token (DeepSeek-V4's window + compressed entries), over `layers`
-    (calculator/model/architectures/: kv_bytes_per_token, cache_bytes)."""
+    (calculator/model/architectures/: kv_bytes_per_token, cache_bytes): per kind, b × Σ_layers cached tokens ×
+    bytes per token (cached_tokens: every token, the window on a capped layer, none without attention) + L_kind ×
+    its whole cache."""
     if m.layer_types is None:
         return 0
+    bounds = _stage_layers(layers)
+    if bounds is not None:
+        total = 0
+        for name, n, windowed in architectures.mixer_layers(m, *bounds):
+            kind = architectures.mixer(name)
+            per_token = getattr(kind, "kv_bytes_per_token", None)
+            if per_token is not None:
+                one = per_token(m, dtype)
+                if type(one) is not int:  # fractional bytes: the layer-by-layer float sum below
+                    break
+                if architectures.with_attention(name):
+                    window = min(total_tokens, m.sliding_window) if windowed else 0
+                    total += batch * one * ((n - windowed) * total_tokens + windowed * window)
+            if hasattr(kind, "cache_bytes"):
+                one = kind.cache_bytes(m, batch, total_tokens, dtype)
+                if type(one) is not int:
+                    break
+                total += n * one
+        else:
+            return total
     total = 0
     for i in layers:
         mixer = m.layer_kind(i).mixer

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from types import SimpleNamespace
 
 from calculator.core.errors import InputError
 from calculator.model.architectures.compressed import check_training
@@ -105,13 +106,22 @@ def _split(n: int, ways: int) -> int:
     return -(-n // ways)
 
 
-@lru_cache(maxsize=512)
+_SPLIT_FIELDS = ("pp", "schedule", "virtual_stages", "pp_layout", "pp_first_stage_layers", "pp_last_stage_layers",
+                 "pp_embedding_in_split", "pp_loss_in_split")
+
+
 def stage_shards(m: ModelSpec, p: Parallelism) -> tuple[StageShard, ...]:
     """Per-GPU parameter shard of every pipeline stage. First stage: embedding; last stage: final norm + LM head
-    (a tied head gets its own copy on the last stage when pp > 1, as in Megatron)."""
+    (a tied head gets its own copy on the last stage when pp > 1, as in Megatron). Built once per model and what
+    the shards read of the layout (TP, EP × expert TP, the pipeline split), whatever its data parallelism."""
+    return _stage_shards(m, p.tp, p.ep * p.expert_tp, tuple(getattr(p, f) for f in _SPLIT_FIELDS))
+
+
+@lru_cache(maxsize=1024)
+def _stage_shards(m: ModelSpec, tp: int, ep_tp: int, split: tuple) -> tuple[StageShard, ...]:
+    p = SimpleNamespace(**dict(zip(_SPLIT_FIELDS, split)))  # the pipeline fields stage_layer_counts reads
     counts = count_parameters(m)
     sizes = stage_layer_counts(m.num_hidden_layers, p)
-    tp, ep_tp = p.tp, p.ep * p.expert_tp
     shards = []
     last = 0
     for s in range(p.pp):

@@ -107,3 +107,27 @@ def test_llm_int8_weights_keep_a_scale_per_output_row_and_the_matmul_its_int32_a
 def test_llm_int8_needs_int8_weights():
     with pytest.raises(ValueError, match="weight_dtype"):
         Workload(mode="infer", weight_dtype="int4", quant_method="llm-int8")
+
+
+HYBRIDS = ["qwen3.5-35b-a3b", "qwen3-next-80b-a3b", "nemotron-h-56b", "kimi-linear-48b-a3b", "deepseek-v3.2",
+           "glm-5", "deepseek-v4-flash", "olmo-hybrid-7b"]
+
+
+@pytest.mark.parametrize("model_id", HYBRIDS)
+def test_per_kind_stage_sums_equal_the_layer_by_layer_sums(model_id):
+    """extra_kv_bytes and recurrent_state_bytes over a contiguous stage count each registry kind's layers once
+    (architectures.mixer_layers: layers, and those the window caps) and multiply; over any other iterable of layers
+    they go layer by layer. Both give the same bytes on every stage split of the 2026 hybrids (DSA indexer keys,
+    DeepSeek-V4's compressed caches, Gated DeltaNet / Mamba / KDA states)."""
+    m = load_model(model_id).spec
+    n = m.num_hidden_layers
+    for pp in (1, 2, 3, 4, 8):
+        bounds = [n * s // pp for s in range(pp + 1)]
+        for a, b in zip(bounds, bounds[1:]):
+            for batch, tokens in ((1, 4096), (3, 131_072 + 5)):
+                assert inf.extra_kv_bytes(m, range(a, b), batch, tokens, "bf16") == inf.extra_kv_bytes(
+                    m, list(range(a, b)), batch, tokens, "bf16")
+                assert inf.recurrent_state_bytes(m, range(a, b), batch, 2) == inf.recurrent_state_bytes(
+                    m, list(range(a, b)), batch, 2)
+    whole = range(n)
+    assert inf.extra_kv_bytes(m, whole, 1, 4096, "bf16") + inf.recurrent_state_bytes(m, whole, 1, 2) > 0

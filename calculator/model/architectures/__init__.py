@@ -26,6 +26,7 @@ May import: calculator.model.spec and mixer_specs, calculator.core.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from types import ModuleType
 
 from calculator.model.architectures import (compressed, compressed_saved, dsa, gated_deltanet, gemma_next,
@@ -57,11 +58,31 @@ def label(name: str) -> str:
     return _LABELS.get(name) or MIXERS[name].LABEL
 
 
+@lru_cache(maxsize=1024)
+def mixer_layers(m, start: int, stop: int) -> tuple[tuple[str, int, int], ...]:
+    """(registry kind, layers, of which sliding-window capped) of the layers [start, stop) whose token mixer is a
+    registry kind (not softmax attention, MLA or no mixer), in the order they first appear: what the per-layer sums
+    of calculator.memory.inference and stage_mixers add up kind by kind, counted once per stage instead of layer by
+    layer on every call (the planner prices thousands of stages)."""
+    if m.layer_types is None:
+        return ()
+    counts: dict[str, list[int]] = {}
+    for i in range(start, stop):
+        mixer = m.layer_kind(i).mixer
+        if mixer not in ("attention", "mla", "none"):
+            c = counts.setdefault(mixer, [0, 0])
+            c[0] += 1
+            c[1] += bool(m.layer_is_sliding(i) and m.sliding_window)
+    return tuple((k, n, windowed) for k, (n, windowed) in counts.items())
+
+
 def stage_mixers(m, layers) -> dict[str, int]:
     """{registry kind: number of layers} among `layers` (softmax attention and blocks without a mixer left out)."""
-    out: dict[str, int] = {}
     if m.layer_types is None:
-        return out
+        return {}
+    if isinstance(layers, range) and layers.step == 1:
+        return {k: n for k, n, _ in mixer_layers(m, layers.start, max(layers.stop, layers.start))}
+    out: dict[str, int] = {}
     for i in layers:
         mixer = m.layer_kind(i).mixer
         if mixer in MIXERS:
