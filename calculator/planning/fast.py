@@ -43,6 +43,8 @@ def covers(m, w: Workload) -> bool:
     """Whether the fast model gives estimate()'s bytes for this job's layouts (training: for the layouts
     calculator.planning.fast_training.layout_covered accepts)."""
     from calculator.planning import fast_training
+    if w.images_per_sample:
+        return False  # a vision-language job: the tower's weights and activations, images lengthen the prompt
     if isinstance(m, ModelSpec) and m.layer_types is not None and any(
             k.mixer not in ("attention", "mla") for k, _ in params.layer_kinds(m)):
         return False  # hybrid token mixers: estimate() layout by layout

@@ -48,6 +48,27 @@ def test_jobs_it_does_not_cover_fall_back_to_estimate():
         assert planner_fast.totals(m, w, list(layouts_of(m, Workload(mode="infer"), 2))) is None
 
 
+@pytest.mark.parametrize("mode", ["infer", "train"])
+def test_a_vision_language_job_with_images_is_priced_by_estimate(mode):
+    """Images add the vision tower's weights and activations and lengthen the language model's prompt
+    (calculator/stages/vision.py), which the fast model does not price: with images_per_sample > 0 it does not cover
+    the job, and the planner's plans are estimate()'s (Qwen3-VL-8B with two images: 1.5-1.8 GB per GPU more than the
+    text-only sums in inference, 1.2-26 GB in training)."""
+    from calculator.planning.planner import evaluate
+    m = load_model("qwen3-vl-8b").spec
+    w = Workload(mode=mode, seq_len=2048, images_per_sample=2, gpu="h100-sxm")
+    assert not planner_fast.covers(m, w) and planner_fast.covers(m, w.model_copy(update={"images_per_sample": 0}))
+    layouts = [lay for n in (1, 2, 8) for lay in layouts_of(m, w, n)][::7]
+    plans = evaluate(m, w, layouts, 10**15, include_unfit=True)
+    assert len(plans) == len(layouts)
+    for plan in plans:
+        est = estimate(m, workload_of(w, plan.layout), with_fits=False)
+        assert (plan.total_bytes, plan.peak_allocated_bytes) == (est.total_bytes, est.peak_allocated_bytes)
+        text_only = estimate(m, workload_of(w.model_copy(update={"images_per_sample": 0}), plan.layout),
+                             with_fits=False)
+        assert est.total_bytes > text_only.total_bytes
+
+
 TRAIN_JOBS = [
     ("llama-3.1-70b", Workload(seq_len=4096, micro_batch=4, gpu="h100-sxm")),
     ("llama-3.1-8b", Workload(seq_len=8192, micro_batch=2, attention="eager", optimizer_impl="foreach")),
