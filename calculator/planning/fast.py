@@ -17,9 +17,13 @@ The serving engines vLLM / SGLang (a fit there is the engine starting and holdin
 serving_figures, estimate()'s figures per replica (the engine's own budget, calculator/engines) broadcast to every
 layout of that replica (grid.replica_key: DP replicas are engines of their own).
 
+A model whose layers mix registry token mixers (DSA, Gated DeltaNet, Mamba-2, KDA, short convolutions, ...) is
+covered in inference: its stage contents carry their kinds (architectures.mixer_layers) and each is priced one by one
+(_stage_parts) with the kinds' per-token caches, per-sequence states and prefill transients.
+
 Not covered (planner.evaluate falls back to estimate() layout by layout): RL, the training layouts
-calculator.planning.fast_training does not cover (its docstring), generic networks and the textbook activation
-model.
+calculator.planning.fast_training does not cover (its docstring), hybrid models in training, Gemma 3n / 4 and
+DeepSeek-V4, vision-language jobs with images, generic networks and the textbook activation model.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import numpy as np
 
 from calculator.memory import activations as act
 from calculator.memory import inference as inf
+from calculator.model import architectures
 from calculator.model import parameters as params
 from calculator.core.dtypes import DTYPE_BITS, nbytes
 from calculator.core.fit import DEFAULT_CUBLAS_WORKSPACE_BYTES, DEFAULT_CUDA_CONTEXT_BYTES
@@ -45,10 +50,16 @@ def covers(m, w: Workload) -> bool:
     from calculator.planning import fast_training
     if w.images_per_sample:
         return False  # a vision-language job: the tower's weights and activations, images lengthen the prompt
-    if isinstance(m, ModelSpec) and m.layer_types is not None and any(
-            k.mixer not in ("attention", "mla") for k, _ in params.layer_kinds(m)):
-        return False  # hybrid token mixers: estimate() layout by layout
+    if isinstance(m, ModelSpec) and _hybrid(m) and (w.mode != "infer" or m.gemma_next is not None
+                                                    or m.compressed is not None):
+        return False  # hybrid token mixers in training, Gemma 3n / 4, DeepSeek-V4: estimate() layout by layout
     return (isinstance(m, ModelSpec) and w.mode == "infer" and w.engine == "hf") or fast_training.covers(m, w)
+
+
+def _hybrid(m: ModelSpec) -> bool:
+    """Whether some layer's token mixer is a registry kind (calculator/model/architectures/: DSA, Gated DeltaNet,
+    Mamba-2, ...) rather than softmax attention: its stages add the kinds' caches and states (_stage_parts)."""
+    return m.layer_types is not None and any(k.mixer not in ("attention", "mla") for k, _ in params.layer_kinds(m))
 
 
 def _gpu(w: Workload):
@@ -73,7 +84,8 @@ class _Shape:
             mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
         attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
                                            w.attention == "eager")
-        self.working = max(mlp, attn)
+        self.mlp, self.attn, self.working = mlp, attn, max(mlp, attn)
+        self.b, self.s, self.e = d.b, d.s, d.e
         self.decode = inf.decode_working_set(m, d.b, d.e, m.hidden_size, d.f, m.vocab_size // par.tp)
 
 
@@ -98,6 +110,7 @@ class _Job:
         self.gptq = w.quant_method == "gptq" and self.wdt in ("int4", "int8")
         self.batch, self.seq_len, self.tokens = w.micro_batch, w.seq_len, w.seq_len + w.gen_tokens
         self.cached = _cached_token_sums(m, self.tokens)
+        self.hybrid, self.kv_dtype, self.e_model = _hybrid(m), w.kv_dtype, nbytes(1, w.precision.activations)
         o = w.overheads
         self.frag = None if o.fragmentation_pct is not None else (o.fragmentation_states_pct / 100,
                                                                   o.fragmentation_working_pct / 100)
@@ -130,7 +143,17 @@ def _stage_parts(m: ModelSpec, job: _Job, shape: _Shape, first_layer: int, last_
     else:  # fractional bytes per token: the engine's own float sum, layer by layer
         kv = int(sum(batch * c * per_tok for c in _cached_tokens(m, job.tokens)[first_layer:last_layer]))
     prompt_kv = n_layers * batch * job.seq_len * per_tok
-    prefill_peak = prompt_kv + shape.working
+    working = shape.working
+    if job.hybrid:  # the registry kinds' per-token caches, per-sequence states and prefill transients
+        layers = range(first_layer, last_layer)
+        kv += inf.extra_kv_bytes(m, layers, batch, job.tokens, job.kv_dtype)
+        state = inf.recurrent_state_bytes(m, layers, batch, job.e_model)
+        prompt_kv = inf.attention_layers(m, layers) * batch * job.seq_len * per_tok + state
+        kv += state
+        working = max(shape.mlp, shape.attn + max(
+            (getattr(architectures.mixer(k), "prefill_transient", lambda *a: 0)(m, shape.b, shape.s, shape.e)
+             for k in architectures.stage_mixers(m, layers)), default=0))
+    prefill_peak = prompt_kv + working
     decode_peak = kv + shape.decode
     working = int(max(prefill_peak, decode_peak) - kv)
     reserved = None
@@ -158,7 +181,7 @@ def _on_gpu(w: Workload, gpu, allocated: np.ndarray, reserved: np.ndarray | None
 def _whole_bytes(job: _Job, shape: _Shape) -> bool:
     """Whether _stage_arrays prices this shape's stages: weights in whole bytes per element without group scales,
     no LLM.int8 or GPTQ extras, whole bytes per cached token and integer working sets (the common case)."""
-    return (not shape.llm_int8 and not job.gptq and job.wdt not in inf.GROUP_SCALE_BYTES
+    return (not job.hybrid and not shape.llm_int8 and not job.gptq and job.wdt not in inf.GROUP_SCALE_BYTES
             and all(type(v) is int for v in (shape.per_tok, shape.working, shape.decode)))
 
 
@@ -282,7 +305,8 @@ def _contents(m: ModelSpec, tp: int, pp: int, ep: int, etp: int | None, first: i
         a, b = bounds[s], bounds[s + 1]
         lo, hi = prefix[a], prefix[b]
         diff = (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4], hi[5] - lo[5])
-        c = (tp, ep, etp, b - a, s == 0, s == pp - 1) + diff
+        c = (tp, ep, etp, b - a, s == 0, s == pp - 1) + diff + (
+            (architectures.mixer_layers(m, a, b),) if m.layer_types is not None else ())
         if c not in seen:
             seen.add(c)
             out.append((c, (a, b, diff[0] + diff[1], diff[4])))

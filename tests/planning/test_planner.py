@@ -317,13 +317,15 @@ def test_serving_plans_equal_estimate_layout_by_layout(model_id, w):
 
 
 def test_generate_plans_of_a_model_the_fast_model_skips_reproduce_estimate_at_every_dp():
-    """Qwen3-Next (Gated DeltaNet hybrid) generate() is planned by one estimate() per replica shape: over a grid of
-    4, 8 and 16 GPUs a DP-2 or DP-4 layout keeps the data-parallel communicator's buffer its DP-1 twin lacks (the
-    DP-1 estimate was reused for them, 500 MB low)."""
+    """Gemma 4 (KV-shared layers: a kind the fast model does not price) generate() is planned by one estimate() per
+    replica shape: over a grid of 4, 8 and 16 GPUs a DP-2 or DP-4 layout keeps the data-parallel communicator's
+    buffer its DP-1 twin lacks (the DP-1 estimate was reused for them, 500 MB low)."""
+    from calculator.planning import fast
     from calculator.planning.grid import layouts_of
     from calculator.planning.planner import evaluate
-    m = load_model("qwen3-next-80b-a3b").spec
+    m = load_model("gemma-4-26b-a4b").spec
     w = Workload(mode="infer", seq_len=8192, gpu="h100-sxm")
+    assert not fast.covers(m, w)
     layouts = [lay for n in (4, 8, 16) for lay in layouts_of(m, w, n) if lay.ep == 1]
     plans = evaluate(m, w, layouts, get_gpu("h100-sxm").usable_bytes, include_unfit=True)
     assert {p.dp for p in plans} >= {1, 2, 4}

@@ -21,6 +21,12 @@ JOBS = [
     ("llama-3.1-8b", Workload(mode="infer", seq_len=8192, gen_tokens=256, weight_dtype="fp8", gpu="h100-sxm")),
     ("qwen3-235b-a22b", Workload(mode="infer", seq_len=32768, gpu="b200",
                                  overheads={"include_comm_buffers": False, "cublas_workspace_bytes": 0})),
+    # registry token mixers: Gated DeltaNet states, DSA indexer keys and scores, Mamba-2 states (stage contents
+    # carry their kinds: architectures.mixer_layers)
+    ("qwen3.5-397b-a17b", Workload(mode="infer", seq_len=65536, micro_batch=3, kv_dtype="fp8", gpu="b200")),
+    ("glm-5", Workload(mode="infer", seq_len=16384, gen_tokens=64, gpu="h200", attention="eager",
+                       overheads={"fragmentation_pct": 5.0})),
+    ("nemotron-h-56b", Workload(mode="infer", seq_len=8192, micro_batch=8, gpu="h100-sxm")),
 ]
 
 
