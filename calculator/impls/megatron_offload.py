@@ -17,6 +17,18 @@ that runs backward first (the first micro-batch's last model chunk of this rank)
 runs forward (on the last stage: its last model chunk, back-propagated right after). activation_offload_fraction
 (1.0) and delta_offload_bytes_across_pp_ranks (0) keep their defaults here.
 
+The reload side (lines at 4e85d74ae9, the CI runs' commit; unchanged at d98e8a64): each group's backward start
+(on_group_start_backward, 1040) bulk-reloads the top of the chunk's stack of offloaded groups (bulk_reload 979,
+bulk_reload_group 901), and once that stack is empty it reloads the next backward chunk's last layer, group by
+group, if that chunk has run its forward (pre_reload_last_layer 923). After warmup the kept margin is not on the
+stack, so the reloads run one layer ahead: when a chunk's backward ends, the next one's last layer is already
+back on the GPU — and in the 1F1B steady state (more than one micro-batch in flight) a forward runs before that
+backward, its core attention's working set beside the reloaded layer (reload_moment). A reloaded group holds one
+GPU tensor per saved tag (offload 738, reload 752: one pinned copy and one new tensor each): a tensor two autograd
+nodes saved comes back twice (saved_twice), and the q, k, v the core attention saved come back though the
+mla_up_proj checkpoint discarded them in forward (qkv_back). In warmup the stack pointer is not ahead (nothing is
+kept) and groups mostly come back on demand (tensor_pop 850), one tensor at a time.
+
 Per group, in the terms calculator.impls.megatron_te_core counts for one layer (T tokens, e the activation bytes):
 attn_norm — the layer's input (the residual stream) when the input norm is a module of its own (MLA's TENorm; the
 TE spec fuses the others into linear_qkv: IdentityOp, skipped); qkv_linear — the attention's input and the QKV
@@ -113,10 +125,72 @@ def offloaded(m, w, d, kind, layer) -> act.LayerActivations:
     return act.LayerActivations(min(norms, layer.norms), min(attention, layer.attention), min(moe_part, layer.mlp))
 
 
-# What the comparison with Megatron-LM's own CI says (validation/published/megatron_ci, group "offload"): the four
-# offloading runs peak 15-21% (1.0-1.4 GB) above this estimate; the reload side of the backward is not all priced
-UNDER_NOTE = ("approximate: Megatron-LM's CI runs with offloading peak 15-21% (1.0-1.4 GB) above this estimate; the "
-              "backward's reloads are not all priced (docs/validation.md, group offload)")
+def saved_twice(m, w, d) -> int:
+    """TE's unfused core attention (UnfusedDotProductAttention: the fused causal softmax saves its output, and with
+    attention dropout 0 torch's dropout returns that same tensor, which the probs·V bmm saves too): two saved tags,
+    two pinned copies, two tensors reloaded — e·b·a·s·s_kv more than the layer offloaded."""
+    if "core_attn" not in w.offload_modules or rc.recomputes(w, "core_attn") or w.attention != "eager":
+        return 0
+    return d.e * d.b * d.a * d.s * d.s_kv if m.dropout == 0 else 0
+
+
+def qkv_back(m, w, d) -> int:
+    """The query, key and value the core attention saved (q, k: e·T·a·d_qk each; the contiguous value e·T·a·d_v):
+    under mla_up_proj the checkpoint discards them in forward (megatron_recompute.mla_up_proj_freed), but the
+    core_attn group copied them to the host first, and its reload brings them back."""
+    if "core_attn" not in w.offload_modules or rc.recomputes(w, "core_attn") or not m.is_mla:
+        return 0
+    return d.e * d.T * d.a * (2 * m.head_size + m.v_head_size) if rc.recomputes(w, "mla_up_proj") else 0
+
+
+def reloaded(m, w, d, moved: int) -> int:
+    """One layer back on the GPU (bulk_reload_group): what it offloaded, plus saved_twice and qkv_back."""
+    return moved + saved_twice(m, w, d) + qkv_back(m, w, d)
+
+
+def forward_attention(m, w, d) -> int:
+    """A layer's forward at its core attention, beyond what the stage counts for the layer once its groups are
+    offloaded: q, k and v (MLA: the up-projection's q and k, its whole kv output, the contiguous value —
+    multi_latent_attention.py; else the fused qkv output), and under TE's unfused attention the scores (the baddbmm
+    output, alive to the function's end) beside the softmax output, 2·e·b·a·s·s_kv."""
+    e, T, a = d.e, d.T, d.a
+    if m.is_mla:
+        qkv = e * T * a * (2 * m.head_size + m.qk_nope_head_dim + 2 * m.v_head_size)
+    else:
+        qkv = e * T * (d.qd + 2 * d.kvd)
+    return qkv + (2 * e * d.b * a * d.s * d.s_kv if w.attention == "eager" else 0)
+
+
+def reload_moment(t, m, w, d, shard, moved_of, flight: float) -> int:
+    """The 1F1B forward beside a reloaded layer, as bytes above the stage's activations (the caller compares it,
+    less the freed loss head, with the loss backward): the next backward chunk's last layer reloaded (the largest
+    kind's `reloaded`) and the forward's attention working set (forward_attention), less the kept margin and the
+    MTP block (both back-propagated by then). Only with more than one micro-batch in flight (flight > 1): a stage
+    that runs each backward right after its forward (the last stage without virtual stages) never pre-reloads,
+    the next chunk has not run its forward yet."""
+    layers = range(shard.first_layer, shard.last_layer)
+    if not w.offload_modules or flight <= 1 or not layers:
+        return 0
+    kinds = {m.layer_kind(i) for i in layers}
+    back = max(reloaded(m, w, d, moved_of(k)) for k in kinds)
+    fwd = forward_attention(m, w, d) if any(k.mixer in ("attention", "mla") for k in kinds) else 0
+    held = sum(x.bytes for x in t.items if x.key in ("activations.offload_kept", "activations.mtp"))
+    return back + fwd - held
+
+
+def reload_line(ws: int, freed: int, loss_ws: int) -> tuple:
+    """The transient line (TermList.add's arguments) when reload_moment's forward beats the loss backward."""
+    return ("transient.offload_reload", "transient", "1F1B forward beside the next backward's reloaded layer",
+            ws - freed, "reloaded layer + forward attention − kept margin − MTP block − loss head",
+            ("{:,} − {:,} B", ws, freed), "megatron-fine-grained-offload",
+            f"exceeds the loss backward's {loss_ws:,} B")
+
+
+# What the comparison with Megatron-LM's own CI says (validation/published/megatron_ci, group "offload"): with the
+# reload moment priced the four offloading runs peak 4.5-7.3% (0.3-0.6 GB) above this estimate (15-21% before)
+UNDER_NOTE = ("approximate: Megatron-LM's CI runs with offloading peak 4.5-7.3% (0.3-0.6 GB) above this estimate; "
+              "the combined 1F1B schedule of EP overlap and part of the per-layer remainder are not priced "
+              "(docs/validation.md, group offload)")
 
 
 def kept_kind(m, w, shard):

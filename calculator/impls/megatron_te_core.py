@@ -33,6 +33,7 @@ from calculator.memory import fp8 as fp8_rules
 from calculator.memory import megatron_core as core
 from calculator.memory import moe_dispatch as moe
 from calculator.impls import megatron_offload as offload
+from calculator.impls.megatron_offload import reload_line  # noqa: F401  (stages/training.py)
 from calculator.impls import megatron_recompute as rc
 from calculator.impls import te_attention, unsplit_block
 from calculator.memory.fp8 import compute_capability
@@ -214,11 +215,14 @@ def layer(m, w, d, kind) -> act.LayerActivations:
     return act.LayerActivations(raw.norms - moved.norms, raw.attention - moved.attention, raw.mlp - moved.mlp)
 
 
-def offload_terms(t, m, w, d, shard, flight: float) -> None:
-    """The offloading lines of a stage (megatron_offload.add_terms): the kept layer and the host copies."""
-    if w.offload_modules and core.applies(w):
-        offload.add_terms(t, m, w, shard, lambda k: offload.offloaded(m, w, d, k, _layer_kept(m, w, d, k)).total,
-                          flight)
+def offload_terms(t, m, w, d, shard, flight: float) -> int:
+    """The offloading lines of a stage (megatron_offload.add_terms): the kept layer and the host copies; returns
+    the 1F1B forward's bytes beside a reloaded layer above the stage's activations (megatron_offload.reload_moment)."""
+    if not (w.offload_modules and core.applies(w)):
+        return 0
+    moved_of = lambda k: offload.offloaded(m, w, d, k, _layer_kept(m, w, d, k)).total  # noqa: E731
+    offload.add_terms(t, m, w, shard, moved_of, flight)
+    return offload.reload_moment(t, m, w, d, shard, moved_of, flight)
 
 
 def _layer_kept(m, w, d, kind) -> act.LayerActivations:

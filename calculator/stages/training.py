@@ -28,7 +28,7 @@ from calculator.allocator import step_plan
 from calculator.core.bounded_cache import get_or_build
 from calculator.stacks.common import (StackContext, StackMemory, backward_peak, backward_point, layer_grad_params,
                                      tied_embedding_extra)
-from calculator.impls.megatron_te_core import offload_terms
+from calculator.impls.megatron_te_core import offload_terms, reload_line
 from calculator.stages.held import fp32_not_upcast, lora_model_states, add_offload, states_of_shard
 from calculator.stages.terms import LONG_LIVED, TermList, add_cublas_workspaces, finish_stage
 
@@ -103,8 +103,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     p = ws.parallel
     flight = in_flight_microbatches(p, shard.stage, m.num_hidden_layers)
     layers = range(shard.first_layer, shard.last_layer)
-    n_moe = shard.moe_layers
-    n_dense = len(layers) - n_moe
+    n_moe, n_dense = shard.moe_layers, len(layers) - shard.moe_layers
     recompute_ws = loss_ws = 0
     dense_l = moe_l = head = None
     stage_kinds = params.stage_kinds(m, shard.first_layer, shard.last_layer)
@@ -218,20 +217,21 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                   ("{} × {:,} B", w.mtp_layers, mtp_layers // w.mtp_layers), "megatron-mtp")
             t.add("logits.mtp_loss", "logits", "MTP losses' saved logits", mtp_loss, "n_mtp × the main loss's saved",
                   ("{} × {:,} B", w.mtp_layers, mtp_loss // w.mtp_layers), "megatron-mtp")
-        offload_terms(t, m, w, d, shard, flight)  # Megatron's fine-grained activation offloading: kept, host
+        reload_ws = offload_terms(t, m, w, d, shard, flight)  # Megatron's fine-grained activation offloading
         head = code.head(m, w, d) if shard.has_head else None
         if head:
             for h in head.saved:
                 t.add(f"logits.{h.key}", "logits", h.label, h.bytes, h.formula, h.substituted, h.source)
             loss_ws = head.transient
-        # Backward peaks either at the loss (logits and their gradients) or, with full recompute, while one layer
-        # is recomputed — by then the loss head's saved tensors are freed.
+        # Backward peaks at the loss; with its head freed, in a recomputed layer or beside a reloaded one (offload)
         freed = t.by_component.get("logits", 0)
         if recompute_ws and recompute_ws - freed > loss_ws:
             t.add("transient.recompute", "transient", "One layer recomputed during backward", recompute_ws - freed,
                   "activations of one layer − the loss head's (freed by then)",
                   ("{:,} − {:,} B", recompute_ws, freed),
                   "hf-checkpointing", f"exceeds the loss backward's {loss_ws:,} B")
+        elif reload_ws - freed > loss_ws:
+            t.add(*reload_line(reload_ws, freed, loss_ws))
         elif loss_ws:
             t.add("transient.loss", "transient", head.transient_label, loss_ws, head.transient_formula,
                   head.transient_substituted, head.transient_source,

@@ -8,10 +8,10 @@ from validation.published import megatron_ci
 # moe's worst: the GB200 aux-loss ep8 run (M0294, +6.2%) — routing imbalance, its H100 twin reads -1.8%; priced
 # with TE's FlashAttention fallback (deterministic Blackwell training with dropout) it went from +4.6% to +6.2%
 BOUNDS = {"dense": (0.8, 1.7), "unfused": (0.3, 0.7), "cp": (0.5, 0.9), "moe": (0.6, 6.2), "fp8": (0.8, 4.0),
-          "mtp": (2.9, 2.9), "mfsdp": (2.4, 6.4), "offload": (17.9, 21.0), "all": (0.7, 21.0)}
+          "mtp": (2.9, 2.9), "mfsdp": (2.4, 6.4), "offload": (6.1, 7.3), "all": (0.7, 7.3)}
 # mtp: its two earlier rows unchanged (+0.73%, +2.83%); M0318 (layernorm + mla_up_proj recompute) reads -2.84%
-# offload: -14.9/-15.3% (MTP), -20.4/-20.9% (no MTP): 1.0-1.4 GB of the runs' step-2 peak the source reading does
-# not explain (the module docstring); "all" takes its worst from them, its median unchanged (0.61%)
+# offload: -6.9/-7.3% (MTP, EP overlap), -4.5/-5.2% (no MTP), from -15/-21% once the 1F1B forward beside the next
+# backward's reloaded layer is priced (impls/megatron_offload.reload_moment); "all" takes its worst from them
 # mfsdp: the dense runs within 1% (-0.85 to -0.95%); its median and worst are the MoE top-2 aux-loss runs (-4.5%,
 # -6.3%: routing imbalance) and the fp32 FP8 DeepSeek proxy (+3.4%, -3.9%), which "all" now takes in
 # mtp: MLA's down projections and latent norms kept whole on every TP rank (TELinear parallel_mode "duplicated",

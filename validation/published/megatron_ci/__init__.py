@@ -57,10 +57,10 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   month, the engine 1.37 GB. M0318 runs --recompute-modules layernorm mla_up_proj mlp moe_act (a layout, 13 MoE
   layers): -2.84% (+12.4% without the mla_up_proj rule, -1.9% without layernorm's; megatron_recompute.py).
 - offload: M0318's model (15 layers, micro-batch 1) offloading all seven modules (impls/megatron_offload.py), with
-  MTP and EP overlap (-15%) and without (-21%). The engine keeps one layer's groups (629 MB: the margin) and 0.2 GB
-  of small tensors beside the states; the runs' step-2 peak sits 2.9 GB (MTP) / 2.8 GB above their after-step
-  allocation, the engine's 1.9 / 1.4 GB. Not priced, not fitted: the backward's reloads (the softmax output, saved
-  twice, comes back twice; an idle chunk pre-reloads the next one's last layer) beside the scores' gradient.
+  MTP and EP overlap (-6.9/-7.3%) and without (-4.5/-5.2%; -15/-21% before): after warmup the reloads run a layer
+  ahead (pre_reload_last_layer), so a 1F1B forward's unfused attention (1 GiB) runs beside the next backward's
+  reloaded layer, its softmax output (saved twice) back twice — 2.4 GiB above the states, the loss backward 1.3.
+  What stays: 0.3 GB (0.09 GB static, after each step), and EP overlap's combined 1F1B schedule, not modelled.
 - mfsdp: Megatron-FSDP (--use-megatron-fsdp, optim_grads_params; calculator/stacks/megatron_fsdp.py): the dense
   GPT (TP 2, fp32 main weights / grads / communication), the MoE one (8 experts, EP 2, top-2 aux loss) and the
   DeepSeek-style proxy (MLA, 3 dense + 5 MoE layers, EP 2, FP8 tensorwise with --fp8-param-gather, unfused
