@@ -102,9 +102,10 @@ def _search(result, values, unit: str, gpu, fit) -> list[str]:
     if safe_b is not None and not full_b.value and not full_s.value:
         out.append("No micro-batch or sequence fits as laid out: the model states alone exceed this GPU.")
     elif safe_b is not None:
-        out.append(f"Largest that fits (80% band / capacity): micro-batch **{safe_b.value:,} / {full_b.value:,}** "
+        batch = "batch" if w.mode == "infer" else "micro-batch"  # generate() runs one batch of sequences
+        out.append(f"Largest that fits (80% band / capacity): {batch} **{safe_b.value:,} / {full_b.value:,}** "
                    f"at {w.seq_len:,} tokens · sequence **{safe_s.value:,} / {full_s.value:,}** tokens at "
-                   f"micro-batch {w.micro_batch}.")
+                   f"{batch} {w.micro_batch}.")
     if fit is not None and fit.verdict != "fits" and result.estimate.mode == "train":
         from dashboard.advice import advice_for
         adv = advice_for(result, values)

@@ -45,6 +45,19 @@ def test_training_answer_gives_the_largest_micro_batch_and_sequence_that_fit():
     assert b100 >= b80 >= 1
 
 
+def test_generate_answer_gives_the_largest_batch_and_sequence_that_fit():
+    """transformers generate() runs one batch of sequences: the answer says "batch", with the engine's searches."""
+    at = run({"mode": "infer", "seq": "8192"})
+    text = _answer(at)
+    w = Workload(gpu=GPU, mode="infer", seq_len=8192)
+    cap = H100.usable_bytes
+    b80, b100 = max_micro_batch(LLAMA, w, cap, safe=True).value, max_micro_batch(LLAMA, w, cap, safe=False).value
+    s80, s100 = max_seq_len(LLAMA, w, cap, safe=True).value, max_seq_len(LLAMA, w, cap, safe=False).value
+    assert (f"batch **{b80:,} / {b100:,}** at 8,192 tokens · sequence **{s80:,} / {s100:,}** tokens at batch 1"
+            in text) and "micro-batch" not in text
+    assert b100 >= b80 >= 1
+
+
 def test_serving_answer_is_concurrency_pool_and_context():
     at = run({"model": "qwen3-32b", "mode": "infer", "eng": "vllm", "gpu": "h200", "seq": "32768"})
     est = estimate(load_model("qwen3-32b").spec, Workload(mode="infer", engine="vllm", gpu="h200", seq_len=32768))
