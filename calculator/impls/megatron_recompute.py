@@ -87,10 +87,10 @@ def mla_up_proj_freed(m, d) -> int:
     the q and kv latents (e·T·(q_lora + kv_lora)) and the rope part of the kv down projection; the up projections
     (TELayerNormColumnParallelLinear with the latent norms fused, gpt_layer_specs.py) save nothing, and the query,
     key and value the core attention saved are freed. Of what calculator.memory.activations.mla_attention_saved
-    counts, that is the latent norms' saved tensors beyond their inputs, the whole kv up-projection output
-    (e·T·a·(d_nope + d_v), whole in Megatron: megatron_te_core.mla_attention_saved) and the concatenated q and k
+    counts, that is the latent norms' saved tensors beyond their inputs, the value's copy (e·T·a·d_v: what Megatron
+    keeps of the kv up-projection output, megatron_te_core.mla_value_copy_change) and the concatenated q and k
     (2·e·T·a·d_qk); the core's scores and its output (the projection's input) stay."""
     e, T, a = d.e, d.T, d.a
     ql, kvl = m.q_lora_rank or 0, m.kv_lora_rank or 0
     latents = (act.rmsnorm_saved(T, ql, e) + e * T * ql if ql else 0) + act.rmsnorm_saved(T, kvl, e) + e * T * kvl
-    return latents - e * T * (ql + kvl) + e * T * a * (m.qk_nope_head_dim + m.v_head_size) + 2 * e * T * a * m.head_size
+    return latents - e * T * (ql + kvl) + e * T * a * m.v_head_size + 2 * e * T * a * m.head_size

@@ -173,18 +173,26 @@ def moe_layer_saved(m, w, d) -> tuple[int, int]:
     return norm, total
 
 
+def mla_value_copy_change(m, w, d) -> int:
+    """Megatron's MLASelfAttention keeps a copy of the value alone (e·T·a·d_v) whatever the micro-batch:
+    qkv_up_proj_and_rope_apply (megatron/core/transformer/multi_latent_attention.py, Megatron-LM adc69dba
+    l.656-780) splits the kv up projection's output into k_no_pe and value; k_no_pe only feeds torch.cat (which
+    saves nothing for backward) and value.contiguous() copies the strided split, so the core attention keeps the
+    copy and the whole output is freed. transformers' eager matmul keeps that copy only at micro-batch > 1; at 1
+    it keeps the whole output (activations.mla_attention_saved): −e·T·a·d_nope there. The unfused (eager) core
+    only: the fused path keeps transformers' count."""
+    return -d.e * d.T * d.a * m.qk_nope_head_dim if w.attention == "eager" and d.b == 1 else 0
+
+
 def mla_attention_saved(m, w, d, hf_attention: int) -> int:
-    """MLA: transformers' MLA tensors (calculator.memory.activations.mla_attention_saved), with TE's unfused core
-    (the softmax output per score, and with dropout its mask and the dropped probabilities) in place of
-    transformers' eager fp32 softmax and its cast."""
+    """MLA: transformers' MLA tensors (calculator.memory.activations.mla_attention_saved) with Megatron's value copy
+    (mla_value_copy_change), and TE's unfused core (the softmax output per score, and with dropout its mask and the
+    dropped probabilities) in place of transformers' eager fp32 softmax and its cast."""
+    kept = hf_attention + mla_value_copy_change(m, w, d)
     if w.attention != "eager" or w.recompute == "selective":
-        return hf_attention
+        return kept
     scores = d.a * d.b * d.s * d.s_kv
-    # transformers' eager matmul copies v out of kv_b_proj's output at micro-batch > 1 and keeps only the copy
-    # (activations.mla_attention_saved); Megatron's MLASelfAttention keeps the whole up-projection output whatever
-    # the micro-batch (the MTP golden row: 0.54% with it, 1.14% without)
-    hf_only = d.e * d.T * d.a * m.qk_nope_head_dim if d.b > 1 else 0
-    return hf_attention + hf_only - (4 + d.e) * scores + scores * (2 * d.e + 1 if m.dropout > 0 else d.e)
+    return kept - (4 + d.e) * scores + scores * (2 * d.e + 1 if m.dropout > 0 else d.e)
 
 
 def mla_fp8_change(m, w, d) -> int:

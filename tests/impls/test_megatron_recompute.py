@@ -87,13 +87,14 @@ def test_layernorm_frees_the_output_and_statistics_of_each_norm_module():
 
 
 def test_mla_up_proj_keeps_only_the_latents():
-    # the checkpoint keeps the q and kv latents (e·T·(192 + 64)); the latent norms' other saved tensors, the whole
-    # kv up-projection output (a·(d_nope + d_v)) and the concatenated q and k (2·a·d_qk) are freed
+    # the checkpoint keeps the q and kv latents (e·T·(192 + 64)); the latent norms' other saved tensors, the value's
+    # copy (a·d_v: all Megatron keeps of the kv up-projection output) and the concatenated q and k (2·a·d_qk) are
+    # freed
     T, e, a = 2048, 2, 8
     base = dict(recompute="selective", recompute_modules=("core_attn",))
     plus = dict(recompute="selective", recompute_modules=("core_attn", "mla_up_proj"))
     latents = sum(act.rmsnorm_saved(T, r, e) + e * T * r - e * T * r for r in (192, 64))
-    freed = latents + e * T * a * (32 + 32) + 2 * e * T * a * 48
+    freed = latents + e * T * a * 32 + 2 * e * T * a * 48
     assert _mla(MLA_ROUTED, **base).attention - _mla(MLA_ROUTED, **plus).attention == freed
     assert _mla(MLA_ROUTED, **base).norms == _mla(MLA_ROUTED, **plus).norms
     assert _layer(ROUTED, **base) == _layer(ROUTED, **plus)  # no MLA, nothing to recompute

@@ -232,3 +232,24 @@ def test_fp8_mla_moe_and_mtp_keep_their_own_quantized_inputs():
     kind = LayerKind("attention", "dense")
     decoder = core.layer(GPT, m8, dd, kind).total - core.layer(GPT, m16, dd, kind).total
     assert layers8 - layers16 == (1 - e) * 2 * 512 * 512 + decoder
+
+
+def test_mla_keeps_a_copy_of_the_value_alone_at_any_micro_batch():
+    """Megatron's qkv_up_proj_and_rope_apply (multi_latent_attention.py, Megatron-LM adc69dba l.656-780) splits the kv
+    up projection's output into k_no_pe, which only feeds torch.cat, and value, copied by .contiguous(): the unfused
+    core keeps e·T·a·d_v whatever the micro-batch. transformers keeps the whole output (d_nope + d_v) at micro-batch
+    1 and the copy above it (activations.mla_attention_saved), so Megatron's count is e·T·a·d_nope lower at 1 and
+    transformers' own at 2."""
+    mla = ModelSpec(hidden_size=1024, num_hidden_layers=4, num_attention_heads=16, intermediate_size=4096,
+                    vocab_size=50257, norm_type="rmsnorm", gated_mlp=True, hidden_act="silu", q_lora_rank=768,
+                    kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=96, head_dim=None,
+                    family="deepseek", model_type="deepseek_v3", dropout=0.0)
+    for b, change in ((1, -2 * 4096 * 16 * 128), (2, 0)):
+        w = Workload(**CORE, micro_batch=b, seq_len=4096, attention="eager")
+        d = _d(mla, w)
+        assert core.mla_value_copy_change(mla, w, d) == change
+        hf = act.mla_attention_saved(d, mla, "eager")
+        scores = 16 * b * 4096 * 4096  # TE's unfused core: the softmax output per score, no dropout
+        assert core.mla_attention_saved(mla, w, d, hf) == hf + change - (4 + 2) * scores + 2 * scores
+    flash = Workload(**CORE, micro_batch=1, seq_len=4096, attention="flash")
+    assert core.mla_value_copy_change(mla, flash, _d(mla, flash)) == 0

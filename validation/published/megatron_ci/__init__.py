@@ -49,13 +49,13 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   H100, 419.26 MB (engine -0.83%), with allocated 9.44 MB below H100 and a peak-over-allocated 12 x 262,144 B (one
   e·T·h_sp per layer) above H100's — a Blackwell-only tensor per layer not yet identified in the sources.
 - mtp: the MoE + MLA + MTP memory-speed run, and its FP8 twin (M0307: the same arguments with --fp8-format hybrid
-  --fp8-recipe tensorwise; commented out of tests/test_utils/recipes/h100/moe.yaml for a hang, its golden file
-  from 2025-10 stays, 8 GPUs by the recipe's spec). Under FP8 the MTP block's linears are cached in FP8 too and
-  MLA's down / up / output projections keep their own quantized inputs (megatron_te_core.mla_fp8_change). What
-  stays: the peak of these runs drifts with routing over the steps (the bf16 test's own goldens read 57.2-60.1 GB
-  for one configuration, step 1 stable at 55.05 GB); at step 1 FP8 saves 1.88 GB against the bf16 run of the same
-  month, the engine 1.37 GB. M0318 runs --recompute-modules layernorm mla_up_proj mlp moe_act (a layout, 13 MoE
-  layers): -2.84% (+12.4% without the mla_up_proj rule, -1.9% without layernorm's; megatron_recompute.py).
+  --fp8-recipe tensorwise; commented out of the h100 moe.yaml recipes for a hang, its 2025-10 golden stays; 8 GPUs).
+  Under FP8 the MTP block's linears are cached in FP8 too and MLA's projections keep their own quantized inputs
+  (mla_fp8_change), MLA a copy of the value alone (M0307 +1.08%, M0273 -0.94%: mla_value_copy_change). What stays:
+  the peak of these runs drifts with routing over the steps (the bf16 test's own goldens read 57.2-60.1 GB for one
+  configuration, step 1 stable at 55.05 GB); at step 1 FP8 saves 1.88 GB against the bf16 run of the same month, the
+  engine 1.37 GB. M0318 runs --recompute-modules layernorm mla_up_proj mlp moe_act (a layout, 13 MoE layers): -2.84%
+  (+12.4% without the mla_up_proj rule, -1.9% without layernorm's).
 - offload: M0318's model (15 layers, micro-batch 1) offloading all seven modules (impls/megatron_offload.py), with
   MTP and EP overlap (-6.9/-7.3%) and without (-4.5/-5.2%; -15/-21% before): after warmup the reloads run a layer
   ahead (pre_reload_last_layer), so a 1F1B forward's unfused attention (1 GiB) runs beside the next backward's
