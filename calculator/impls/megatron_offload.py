@@ -189,7 +189,8 @@ def reload_line(ws: int, freed: int, loss_ws: int) -> tuple:
 # What the comparison with Megatron-LM's own CI says (validation/published/megatron_ci, group "offload"): with the
 # reload moment priced the four offloading runs peak 4.5-7.3% (0.3-0.6 GB) above this estimate (15-21% before)
 UNDER_NOTE = ("approximate: Megatron-LM's CI runs with offloading peak 4.5-7.3% (0.3-0.6 GB) above this estimate; "
-              "the combined 1F1B schedule of EP overlap and part of the per-layer remainder are not priced "
+              "a backward beside the reloaded and the pre-reloaded layer and part of the per-layer remainder "
+              "are not priced "
               "(docs/validation.md, group offload)")
 
 
