@@ -46,7 +46,8 @@ def training_levers(m: ModelSpec | None, w) -> list[Lever]:
     """Levers of a training step (also the trainer of an RL job)."""
     p, out = w.parallel, []
     add = out.append
-    i = RECOMPUTE_ORDER.index(w.recompute)
+    # torchtitan's op-level selective checkpointing replays about what selective does (ranking.RECOMPUTE_COST): full next
+    i = RECOMPUTE_ORDER.index("selective" if w.recompute == "op" else w.recompute)
     for level in RECOMPUTE_ORDER[i + 1:]:
         add(Lever("recompute", f"recompute {w.recompute} → {level}", {"recompute": level}, SAME_JOB,
                   "the forward is replayed in backward: " + ("the attention core (a few % more FLOPs)"

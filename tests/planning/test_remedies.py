@@ -173,3 +173,14 @@ def test_a_config_file_model_travels_in_the_link(capsys, tmp_path):
     assert "model=config" in r["url_query"] and model == load_model("qwen3-8b").spec.model_copy(
         update={"name": model.name})
     assert estimate(model, w).peak_allocated_bytes == r["peak_allocated_bytes"]
+
+
+def test_op_level_checkpointing_is_advised_to_recompute_fully():
+    """torchtitan's op-level selective checkpointing (recompute "op") sits where selective does in the recompute
+    order: its advice offers full recompute, which lowers the peak (a link with rc=op raised in the remedies)."""
+    m = load_model("llama-3.1-8b").spec
+    w = Workload(recompute="op", finetune="lora", gpu="h100-sxm", seq_len=16384, micro_batch=4)
+    adv = advise(m, w)
+    change = [r for r in adv.remedies if r.change == "recompute op → full"]
+    assert len(change) == 1 and change[0].saved_bytes > 0
+    assert not any("→ selective" in r.change for r in adv.remedies)
