@@ -220,6 +220,9 @@ def fuzz_urls(rng: random.Random, n: int, tally: Tally, texts: list[str]) -> lis
             result = state.compute(values)
         except state.InputProblems:
             return "refused", None
+        if result.estimate.mode != "infer":  # what the page's answer box computes beside the estimate: the
+            from dashboard.advice import advice_for  # remedies (dashboard/views/answer.py, advice.py)
+            advice_for(result, values)
         return "ok", result.estimate.to_dict()
 
     for i in range(n):
