@@ -189,8 +189,7 @@ def reload_line(ws: int, freed: int, loss_ws: int) -> tuple:
 # What the comparison with Megatron-LM's own CI says (validation/published/megatron_ci, group "offload"): with the
 # reload moment priced the four offloading runs peak 4.5-7.3% (0.3-0.6 GB) above this estimate (15-21% before)
 UNDER_NOTE = ("approximate: Megatron-LM's CI runs with offloading peak 4.5-7.3% (0.3-0.6 GB) above this estimate; "
-              "a backward beside the reloaded and the pre-reloaded layer and part of the per-layer remainder "
-              "are not priced "
+              "0.1 GB of it static after each step, the rest not yet identified in the sources "
               "(docs/validation.md, group offload)")
 
 

@@ -60,7 +60,7 @@ Groups and what stays approximate (each group's bound in tests/validation/test_m
   MTP and EP overlap (-6.9/-7.3%) and without (-4.5/-5.2%; -15/-21% before): after warmup the reloads run a layer
   ahead (pre_reload_last_layer), so a 1F1B forward's unfused attention (1 GiB) runs beside the next backward's
   reloaded layer, its softmax output (saved twice) back twice — 2.4 GiB above the states, the loss backward 1.3.
-  What stays: 0.3 GB (0.09 GB static, after each step); EP overlap's combined 1F1B keeps no more in flight.
+  What stays: 0.3 GB (0.09 GB static, after each step); the backward moments read stay below the priced one.
 - mfsdp: Megatron-FSDP (--use-megatron-fsdp, optim_grads_params; calculator/stacks/megatron_fsdp.py): the dense
   GPT (TP 2, fp32 main weights / grads / communication), the MoE one (8 experts, EP 2, top-2 aux loss) and the
   DeepSeek-style proxy (MLA, 3 dense + 5 MoE layers, EP 2, FP8 tensorwise with --fp8-param-gather, unfused
