@@ -103,8 +103,10 @@ def _search(result, values, unit: str, gpu, fit) -> list[str]:
         out.append("No micro-batch or sequence fits as laid out: the model states alone exceed this GPU.")
     elif safe_b is not None:
         batch = "batch" if w.mode == "infer" else "micro-batch"  # generate() runs one batch of sequences
+        limit = getattr(m, "max_position_embeddings", None)  # memory allows it; the model was built for less
+        beyond = f" (beyond the model's context of {limit:,})" if limit and full_s.value > limit else ""
         out.append(f"Largest that fits (80% band / capacity): {batch} **{safe_b.value:,} / {full_b.value:,}** "
-                   f"at {w.seq_len:,} tokens · sequence **{safe_s.value:,} / {full_s.value:,}** tokens at "
+                   f"at {w.seq_len:,} tokens · sequence **{safe_s.value:,} / {full_s.value:,}** tokens{beyond} at "
                    f"{batch} {w.micro_batch}.")
     if fit is not None and fit.verdict != "fits" and result.estimate.mode == "train":
         from dashboard.advice import advice_for
