@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -203,10 +204,21 @@ def copy_context(root: Path, dest: Path) -> list[str]:
 
 
 # ---- what the dashboard needs ------------------------------------------------------------------------------------
+_AST_LOCK = threading.Lock()
+
+
+def _parse(text: str, filename: str = "<unknown>") -> ast.AST:
+    """ast.parse one file at a time: CPython 3.11.7's parser keeps its recursion depth in shared state, and two
+    threads parsing at once (tests/deploy/test_docker_context.py traces two contexts in a thread pool) can raise
+    "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905, fixed in later releases)."""
+    with _AST_LOCK:
+        return ast.parse(text, filename=filename)
+
+
 def navigation_pages(app: Path) -> list[str]:
     """The page files app.py registers: the string first argument of every st.Page(...) call."""
     pages = []
-    for node in ast.walk(ast.parse(app.read_text())):
+    for node in ast.walk(_parse(app.read_text())):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Page"
                 and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             pages.append(node.args[0].value)
@@ -228,7 +240,7 @@ def _package_of(path: Path, root: Path) -> list[str]:
 def _imported_names(path: Path, root: Path) -> set[str]:
     """Every dotted module name a file imports (each parent package too), relative imports resolved."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(_parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
