@@ -145,20 +145,15 @@ def layout_kv_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, 
     return total
 
 
-def _stage_layers(layers) -> tuple[int, int] | None:
-    """(start, stop) of a contiguous range of layers, or None (then the sums go layer by layer)."""
-    return (layers.start, max(layers.stop, layers.start)) if isinstance(layers, range) and layers.step == 1 else None
-
-
 def recurrent_state_bytes(m: ModelSpec, layers: range, batch: int, e: float) -> int:
     """What generate() keeps per sequence in the layers whose token mixer is not softmax attention (conv and
     recurrent states: calculator/model/architectures/), whatever the sequence length: Σ_kinds L_kind × state."""
     if m.layer_types is None:
         return 0
-    bounds = _stage_layers(layers)
-    if bounds is not None:
+    kinds = architectures.stage_kinds(m, layers)
+    if kinds is not None:
         total = 0
-        for kind, n, _ in architectures.mixer_layers(m, *bounds):
+        for kind, n, _ in kinds:
             one = architectures.mixer(kind).state_bytes(m, batch, e)
             if type(one) is not int:  # fractional bytes: the layer-by-layer float sum below
                 break
@@ -173,6 +168,13 @@ def recurrent_state_bytes(m: ModelSpec, layers: range, batch: int, e: float) -> 
     return total
 
 
+def mixers_prefill_transient(m: ModelSpec, layers: range, b: int, s: int, e: int) -> int:
+    """The largest prefill transient one layer of `layers` adds to generate()'s attention phase (a kind's
+    prefill_transient, e.g. DSA's indexer scores in transformers; 0 for kinds without one)."""
+    return max((getattr(architectures.mixer(k), "prefill_transient", lambda *a: 0)(m, b, s, e)
+                for k in architectures.stage_mixers(m, layers)), default=0)
+
+
 def extra_kv_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, dtype: str) -> int:
     """What the kinds that run on top of attention cache per token beyond its K/V (DSA's indexer keys), and the whole
     cache of a kind whose cache is not K/V per token (DeepSeek-V4's window + compressed entries), over `layers`
@@ -181,10 +183,10 @@ def extra_kv_bytes(m: ModelSpec, layers: range, batch: int, total_tokens: int, d
     its whole cache."""
     if m.layer_types is None:
         return 0
-    bounds = _stage_layers(layers)
-    if bounds is not None:
+    kinds = architectures.stage_kinds(m, layers)
+    if kinds is not None:
         total = 0
-        for name, n, windowed in architectures.mixer_layers(m, *bounds):
+        for name, n, windowed in kinds:
             kind = architectures.mixer(name)
             per_token = getattr(kind, "kv_bytes_per_token", None)
             if per_token is not None:

@@ -150,9 +150,7 @@ def _stage_parts(m: ModelSpec, job: _Job, shape: _Shape, first_layer: int, last_
         state = inf.recurrent_state_bytes(m, layers, batch, job.e_model)
         prompt_kv = inf.attention_layers(m, layers) * batch * job.seq_len * per_tok + state
         kv += state
-        working = max(shape.mlp, shape.attn + max(
-            (getattr(architectures.mixer(k), "prefill_transient", lambda *a: 0)(m, shape.b, shape.s, shape.e)
-             for k in architectures.stage_mixers(m, layers)), default=0))
+        working = max(shape.mlp, shape.attn + inf.mixers_prefill_transient(m, layers, shape.b, shape.s, shape.e))
     prefill_peak = prompt_kv + working
     decode_peak = kv + shape.decode
     working = int(max(prefill_peak, decode_peak) - kv)

@@ -86,9 +86,9 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     t.add("kv_cache", "kv_cache", f"KV cache ({w.kv_dtype})", kv, formula, subst, src)
     e_model = nbytes(1, w.precision.activations)
     state = inf.recurrent_state_bytes(m, layers, w.micro_batch, e_model)
-    mixers = architectures.stage_mixers(m, layers)
     if state:
-        kinds = {k: n for k, n in mixers.items() if architectures.mixer(k).state_bytes(m, 1, e_model)}
+        kinds = {k: n for k, n in architectures.stage_mixers(m, layers).items()
+                 if architectures.mixer(k).state_bytes(m, 1, e_model)}
         names = " + ".join(architectures.label(k) for k in kinds)
         t.add("kv_cache.state", "kv_cache", f"{names} state (per sequence)", state,
               "b × Σ_kinds L_kind × state bytes per sequence (conv + recurrent)",
@@ -107,8 +107,7 @@ def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         mlp += inf.llm_int8_mlp_extra(d.T, d.e, m.hidden_size, d.f, w.precision.activations == "fp16")
     attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope,
                                        w.attention == "eager" or m.compressed is not None)  # DeepSeek-V4: eager only
-    attn += max((getattr(architectures.mixer(k), "prefill_transient", lambda *a: 0)(m, d.b, d.s, d.e)
-                 for k in mixers), default=0)  # e.g. DSA's indexer scores in transformers
+    attn += inf.mixers_prefill_transient(m, layers, d.b, d.s, d.e)  # e.g. DSA's indexer scores in transformers
     # The prefill peak is at the last layer of the stage, with the whole prompt cached in every layer (sliding
     # layers too: the window is applied at the first decode step); the decode peak is the final cache.
     prompt_kv = n_attn * w.micro_batch * w.seq_len * per_tok + state

@@ -76,12 +76,21 @@ def mixer_layers(m, start: int, stop: int) -> tuple[tuple[str, int, int], ...]:
     return tuple((k, n, windowed) for k, (n, windowed) in counts.items())
 
 
+def stage_kinds(m, layers) -> tuple[tuple[str, int, int], ...] | None:
+    """mixer_layers of `layers` when they are a contiguous range (a pipeline stage), else None: the caller then
+    goes layer by layer."""
+    if isinstance(layers, range) and layers.step == 1:
+        return mixer_layers(m, layers.start, max(layers.stop, layers.start))
+    return None
+
+
 def stage_mixers(m, layers) -> dict[str, int]:
     """{registry kind: number of layers} among `layers` (softmax attention and blocks without a mixer left out)."""
     if m.layer_types is None:
         return {}
-    if isinstance(layers, range) and layers.step == 1:
-        return {k: n for k, n, _ in mixer_layers(m, layers.start, max(layers.stop, layers.start))}
+    kinds = stage_kinds(m, layers)
+    if kinds is not None:
+        return {k: n for k, n, _ in kinds}
     out: dict[str, int] = {}
     for i in layers:
         mixer = m.layer_kind(i).mixer
