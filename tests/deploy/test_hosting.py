@@ -32,6 +32,9 @@ PDF_LABEL = "One-page PDF report"
 UPLOAD_GROWTH_MB = 15.0   # RSS growth allowed over all the uploads (eight 100 MB uploads once kept 800 MB)
 PDF_RSS_BOUND_MB = 600.0  # the server's RSS while 50 reports are built at once (kaleido's Chromiums: 6.3 GB)
 OTHERS, OTHER_THINK_S = 3, 1.0  # visitors changing inputs meanwhile (the issue's: 0.1 s reruns became 0.84 s)
+# reruns each of them makes at least: 3 × 7 = 21, so that the nearest-rank p95 is not simply the slowest one (with 9, a
+# single scheduler stall on a shared 2-core runner failed the bound: p95 = max = 2.2 s against 8 × 260 ms)
+OTHER_MIN_RERUNS = 7
 
 
 @pytest.fixture(scope="module")
@@ -178,9 +181,10 @@ def test_fifty_pdf_reports_at_once_stay_bounded_and_others_stay_quick(server, li
                 await asyncio.sleep(0.1)
 
         async def other(s: Session, i: int):
-            """Another visitor: an input change about every second, until the reports are all in."""
+            """Another visitor: an input change about every second, until the reports are all in (and at least
+            OTHER_MIN_RERUNS of them)."""
             k = 0
-            while not done.is_set() or k < 3:
+            while not done.is_set() or k < OTHER_MIN_RERUNS:
                 key, value = bench_load.CHANGES[(i + k) % len(bench_load.CHANGES)]
                 run = await s.change(key, value)
                 assert not run.errors, run.errors
