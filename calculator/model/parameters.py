@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from calculator.model import architectures, variants, zero_experts
+from calculator.model.architectures.shapes import numel
 from calculator.model.spec import LayerKind, ModelSpec
 
 
@@ -205,16 +206,6 @@ def routed_expert_shapes(m: ModelSpec) -> list[Shape]:
     if m.expert_bias:
         shapes += [(e, width), (e, h)]
     return shapes
-
-
-def numel(shapes: list[Shape]) -> int:
-    total = 0
-    for shape in shapes:
-        n = 1
-        for d in shape:
-            n *= d
-        total += n
-    return total
 
 
 def layer_shapes(m: ModelSpec, i: int) -> dict[str, list[Shape]]:

@@ -7,7 +7,8 @@ A stack module (calculator/stacks/<name>.py) exposes
     memory(ctx) -> StackMemory     gradient lifetime, persistent buffers, buffers at the forward/backward peak
     FP32_KEPT                      a KeptDtype: what it does with the parameters a low-precision model keeps in
                                    fp32 (from_pretrained's _keep_in_fp32_modules_strict), and whether that is modelled
-and may set OFFLOAD_MOVES_GRADIENTS = False when its CPU optimizer offload keeps the gradient buffer on the GPU
+and may set NO_GRAD (a NoGradRule: what it holds for the parameters backward never reaches, e.g. a top-k indexer's;
+default HOLDS_ALL) and OFFLOAD_MOVES_GRADIENTS = False when its CPU optimizer offload keeps the gradient buffer on the GPU
 (Megatron's HybridDeviceOptimizer; calculator.stages.held.add_offload; default True, ZeRO-Offload's).
 """
 from __future__ import annotations
@@ -46,6 +47,8 @@ class StackContext:
     grad_bytes: int  # gradients of this GPU when all are alive (after ZeRO-2/3 sharding)
     grad_dtype: str
     original: object = None  # the workload as given (before states_workload)
+    # gradient bytes of the parameters that never get one, left out of grad_bytes by the stack's NO_GRAD rule
+    no_grad_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,32 @@ def backward_point(sm: StackMemory, activations: int) -> tuple[int, Line | None]
     """(bytes beyond the states, line) of the highest of the stack's backward_points, given the saved activations."""
     return max(((x.bytes + (activations if x.component == "activations" else 0), x) for x in sm.backward_points),
                key=lambda q: q[0], default=(0, None))
+
+
+@dataclass(frozen=True)
+class NoGradRule:
+    """What a stack holds for the parameters backward never reaches (calculator.model.architectures.
+    no_grad_parameters: DSA's and DeepSeek-V4's top-k indexers), `rule` saying why with its source. `grads`: a
+    gradient (slot) for each of them all the same; `states`: optimizer state for each of them."""
+
+    grads: bool
+    states: bool
+    rule: str
+
+
+HOLDS_ALL = NoGradRule(True, True, "flat buffers laid out at set-up cover every trainable parameter, whether or "
+                                   "not backward reaches it (DeepSpeed's partitioned fp32 groups and gradient "
+                                   "partitions, Megatron's ParamAndGradBuffer and distributed optimizer shards)")
+TORCH_OPTIM = NoGradRule(False, False, "a gradient is born when backward reaches its parameter (AccumulateGrad), so "
+                                       "these keep .grad None; torch.optim.AdamW skips a parameter whose grad is None "
+                                       "and creates its state at its first gradient (torch/optim/adamw.py "
+                                       "_init_group: `if p.grad is not None`), so they hold none")
+
+
+def no_grad_rule(stack, w) -> NoGradRule:
+    """The stack's NO_GRAD rule for this workload (a callable of the workload, or a NoGradRule)."""
+    rule = getattr(stack, "NO_GRAD", HOLDS_ALL)
+    return rule(w) if callable(rule) else rule
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,23 @@ reducer.cpp should_rebuild_buckets): there is no first flat bucket to hold.
 """
 from __future__ import annotations
 
-from calculator.stacks.common import KeptDtype, StackContext, StackMemory, fp32_kept, line
+from calculator.stacks.common import TORCH_OPTIM, KeptDtype, NoGradRule, StackContext, StackMemory, fp32_kept, line
 
 NAME = "ddp"
 LABEL = "PyTorch DistributedDataParallel (gradient buckets allocated at wrap time)"
 SOURCE = "ddp-buckets"
 REBUILD_SOURCE = "ddp-rebuild-hold"
+
+
+def NO_GRAD(w) -> NoGradRule:  # noqa: N802 - a stack's NO_GRAD rule, here depending on the workload
+    """DDP's buckets cover every parameter that requires a gradient (Reducer::initialize_buckets), reached or not;
+    with find_unused_parameters=True (HF Trainer without gradient checkpointing) the Reducer leaves a globally unused
+    parameter's .grad None (reducer.cpp finalize_backward / copy_bucket_to_grad), so AdamW gives it no state. With
+    gradient_as_bucket_view the gradients are the buckets, every parameter's included."""
+    return NoGradRule(bool(w.ddp_bucket_view), False, "buckets hold every trainable parameter; " + TORCH_OPTIM.rule
+                      + " (traced: tests/golden_stacks/deepseek-v4-tiny.json, params_without_grad)")
+
+
 FP32_KEPT = KeptDtype(True, "DDP leaves the modules and their dtypes as they are (activations: the one-GPU ones) and "
                             "its Reducer groups parameters into buckets by (dtype, device) "
                             "(torch.distributed._compute_bucket_assignment_by_size, reducer.cpp "
@@ -72,7 +83,8 @@ def first_bucket_held_at_rebuild(grad_bytes: int) -> int:
 def memory(ctx: StackContext) -> StackMemory:
     w = ctx.w
     groups = {"dp": 1} if w.parallel.dp * w.parallel.cp == 1 else {}
-    held = first_bucket_held_at_rebuild(ctx.grad_bytes)
+    bucket_bytes = ctx.grad_bytes + ctx.no_grad_bytes  # every trainable parameter, reached by backward or not
+    held = first_bucket_held_at_rebuild(bucket_bytes)
     rebuild_note = (f"iteration 2 can also hold the first iteration's flat bucket ({held / 1e9:.2f} GB) through its "
                     f"forward and loss backward (NCCL's stash, freed by its watchdog: timing-dependent); "
                     f"--ddp-rebuild-peak counts it. Not under HF Trainer without gradient checkpointing: it passes "
@@ -90,7 +102,7 @@ def memory(ctx: StackContext) -> StackMemory:
                            gradient_note="views into DDP's buckets (gradient_as_bucket_view=True), allocated at wrap; "
                                          + rebuild_note)
     buckets = line("gradients.ddp_buckets", "gradients", f"DDP gradient buckets ({_bucket_dtypes(ctx)})",
-                   ctx.grad_bytes, "N_gpu × b_grad (every trainable parameter in some 25 MiB bucket of its dtype)",
+                   bucket_bytes, "N_gpu × b_grad (every trainable parameter in some 25 MiB bucket of its dtype)",
                    _bucket_text(ctx), SOURCE, "allocated when the model is wrapped; held for the whole run; "
                    + rebuild_note)
     return StackMemory(grads_whole_step=not w.zero_grad_set_to_none, persistent=(buckets,), at_peak=at_peak,
@@ -111,7 +123,7 @@ def _bucket_dtypes(ctx: StackContext) -> str:
 
 def _bucket_text(ctx: StackContext) -> str:
     """The buckets' bytes, split by dtype where the fp32-kept parameters have buckets of their own."""
-    n32 = _kept(ctx)
+    n32, total = _kept(ctx), ctx.grad_bytes + ctx.no_grad_bytes
     if not n32:
-        return f"{ctx.grad_bytes:,} B"
-    return f"{ctx.grad_bytes - 4 * n32:,} B {ctx.grad_dtype} + {n32:,} × 4 B fp32 (the fp32-kept parameters)"
+        return f"{total:,} B"
+    return f"{total - 4 * n32:,} B {ctx.grad_dtype} + {n32:,} × 4 B fp32 (the fp32-kept parameters)"

@@ -13,11 +13,12 @@ temporaries. Measured on an H200: tests/golden_gpu/h200/train_*, trainer_*.
 """
 from __future__ import annotations
 
-from calculator.stacks.common import KeptDtype, StackContext, StackMemory
+from calculator.stacks.common import TORCH_OPTIM, KeptDtype, StackContext, StackMemory
 
 NAME = "hf-trainer"
 LABEL = "HF Trainer / accelerate / plain PyTorch loop on one GPU (gradients freed after each step)"
 SOURCE = "hf-trainer-grads"
+NO_GRAD = TORCH_OPTIM  # the indexers' parameters: no .grad, no AdamW state
 FP32_KEPT = KeptDtype(True, "each parameter keeps its dtype: AccumulateGrad gives it a gradient of that dtype and "
                             "torch.optim.AdamW's exp_avg / exp_avg_sq are zeros_like of it (stages/held.py "
                             "_fp32_kept), held to the CPU-traced goldens tests/golden/deepseek-v4-tiny__*")

@@ -15,11 +15,14 @@ from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import StageShard
 from calculator.model.parameters import count_parameters, model_tensor_shapes
 from calculator.core.result import Term
+from calculator.stacks.common import no_grad_rule
 from calculator.stages.terms import TermList, dtype_bytes_text
 
 
 def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
-    """Weights, master weights, gradients and optimizer state of one GPU; returns (params held, largest tensor)."""
+    """Weights, master weights, gradients and optimizer state of one GPU; returns (params the optimizer steps,
+    largest tensor). w.keeps (grads, states): whether the stack holds a gradient and optimizer state for the
+    parameters backward never reaches (stacks.common.NoGradRule; architectures.no_grad_parameters)."""
     p, prec = w.parallel, w.precision
     dense_group = p.shard_group
     expert_group = max(1, (p.dp * p.cp * p.tp) // (p.ep * p.expert_tp))
@@ -46,18 +49,36 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
         t.add("master_weights", "master_weights", f"Master weights ({prec.master_weights})",
               tr.master_weight_bytes(n_o, prec.master_weights), f"{f_o} × b_master",
               f"{s_o} × {dtype_bytes_text(prec.master_weights)}", src_o)
+    keeps_grads, keeps_states = w.keeps
+    ng, ng_tensors = ((0, 0) if keeps_grads and keeps_states else
+                      architectures.no_grad_parameters(m, shard.first_layer, shard.last_layer))
+
+    def less_no_grad(n: int, f: str, s: str, stage_min: int, label: str) -> tuple[int, str, str]:
+        """n, formula and values without the parameters that get no gradient (this GPU's share of them)."""
+        on = p.zero >= stage_min or (label == "opt" and p.distributed_optimizer)
+        share = -(-ng // dense_group) if on and dense_group > 1 else ng
+        return n - share, f"{f} − N_no_grad", f"{s} − {share:,} (indexers: no gradient)"
+
     n_g, f_g, s_g = sharded(2, "g")
+    if ng and not keeps_grads:
+        n_g, f_g, s_g = less_no_grad(n_g, f_g, s_g, 2, "g")
     t.add("gradients", "gradients", f"Gradients ({prec.grads})", tr.gradient_bytes(n_g, prec.grads),
           f"{f_g} × b_grad", f"{s_g} × {dtype_bytes_text(prec.grads)}", "zero" if p.zero >= 2 else (
               "megatron-memory" if prec.grads == "fp32" and prec.params != "fp32" else "transformer-math"))
     if m.compressed is not None:  # DeepSeek-V4's fp32-kept parameters
-        _fp32_kept(t, m, prec, w.optimizer, shard)
+        _fp32_kept(t, m, prec, w.optimizer, shard, w.keeps)
+    tensors = shard.tensors
+    if ng and not keeps_states:
+        n_o, f_o, s_o = less_no_grad(n_o, f_o, s_o, 1, "opt")
+        tensors -= ng_tensors
     frac = tr.adafactor_factored_fraction(model_tensor_shapes(m)) if w.optimizer == "adafactor" else 1.0
-    opt_bytes = tr.optimizer_state_bytes(n_o, shard.tensors, w.optimizer, prec.optimizer_states, frac)
+    opt_bytes = tr.optimizer_state_bytes(n_o, tensors, w.optimizer, prec.optimizer_states, frac)
     b_opt, o = dtype_bytes_text(prec.optimizer_states), w.optimizer
-    whole = o == "adamw-8bit" and n_o == count_parameters(m).total  # every tensor unsplit on this GPU
+    whole = o == "adamw-8bit" and n_o + (ng if not keeps_states else 0) == count_parameters(m).total  # all unsplit
     if whole:
-        opt_bytes = tr.bnb_adamw8bit_state_bytes(model_tensor_shapes(m))
+        opt_bytes = tr.bnb_adamw8bit_state_bytes(model_tensor_shapes(m)) - (
+            tr.bnb_adamw8bit_state_bytes(architectures.no_grad_shapes(m, 0, m.num_hidden_layers))
+            if ng and not keeps_states else 0)
     if o == "adamw":
         formula, subst, src = ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {b_opt} + 4 B × {shard.tensors}",
                                "torch-adamw")
@@ -66,39 +87,44 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
                                f"{n_o:,} params in {shard.tensors} tensors", "bnb-8bit")
     elif o == "adamw-8bit":
         formula, subst, src = ("2 × (N × 1 B + ⌈N/256⌉ × 4 B) + 4 B × n_tensors",
-                               f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {shard.tensors}", "bnb-8bit")
+                               f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {tensors}", "bnb-8bit")
     elif o in ("sgd-momentum", "lion"):
         formula, subst, src = ("N × b_opt", f"{s_o} × {b_opt}", "sgd" if o == "sgd-momentum" else "lion")
     elif o == "adafactor":
         formula, subst, src = ("N × φ × b_opt + 4 B × n_tensors (φ = factored elements per param)",
-                               f"{s_o} × {frac:.5f} × {b_opt} + 4 B × {shard.tensors}", "adafactor")
+                               f"{s_o} × {frac:.5f} × {b_opt} + 4 B × {tensors}", "adafactor")
     else:  # sgd without momentum, or no optimizer
         formula, subst, src = ("0", "0", "sgd")
     t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer})", opt_bytes, formula, subst, src)
     return n_o, params.largest_tensor(m) // p.tp
 
 
-def _fp32_kept(t: TermList, m: ModelSpec, prec, optimizer: str, shard: StageShard) -> None:
+def _fp32_kept(t: TermList, m: ModelSpec, prec, optimizer: str, shard: StageShard,
+               keeps: tuple[bool, bool] = (True, True)) -> None:
     """The parameters from_pretrained keeps in fp32 in a low-precision model (DeepseekV4PreTrainedModel.
     _keep_in_fp32_modules_strict; architectures.compressed.fp32_parameters, N32) beside the precision's rule:
     their weights are fp32, autograd gives each an fp32 gradient (a gradient has its parameter's dtype), and
     torch.optim.AdamW's exp_avg / exp_avg_sq (zeros_like of the optimized tensor: the fp32 master, or the
-    parameter itself without one) are fp32. Each term is the bytes beyond the precision's own: N32 × (4 − b)."""
-    n32 = architectures.compressed.fp32_parameters(m, range(shard.first_layer, shard.last_layer), shard.has_head)
+    parameter itself without one) are fp32. Each term is the bytes beyond the precision's own: N32 × (4 − b); the
+    gradient and optimizer ones without the CSA indexers' (no gradient) where the stack `keeps` none for them."""
+    layers = range(shard.first_layer, shard.last_layer)
+    n32 = architectures.compressed.fp32_parameters(m, layers, shard.has_head)
+    graded = n32 - architectures.compressed.indexer_fp32_parameters(m, layers)
     opt_dtype = prec.master_weights or prec.params
-    for key, component, dtype, per, label in (
-            ("weights.fp32", "weights", prec.params, 1, "Weights kept in fp32"),
-            ("gradients.fp32", "gradients", prec.grads, 1, "fp32 gradients of the fp32-kept weights"),
+    for key, component, dtype, per, label, n in (
+            ("weights.fp32", "weights", prec.params, 1, "Weights kept in fp32", n32),
+            ("gradients.fp32", "gradients", prec.grads, 1, "fp32 gradients of the fp32-kept weights",
+             n32 if keeps[0] else graded),
             ("optimizer_states.fp32", "optimizer_states", opt_dtype if optimizer in ("adamw", "sgd-momentum", "lion")
              and prec.optimizer_states != "fp32" else "fp32", 2 if optimizer == "adamw" else 1,
-             "fp32 optimizer states of the fp32-kept weights")):
-        extra = per * (4 - nbytes(1, dtype)) * n32
+             "fp32 optimizer states of the fp32-kept weights", n32 if keeps[1] else graded)):
+        extra = per * (4 - nbytes(1, dtype)) * n
         if extra > 0:
-            t.add(key, component, label + f" (DeepSeek-V4, {n32:,} parameters)", int(extra),
-                  f"{per} × N_fp32 × (4 − b)", f"{per} × {n32:,} × (4 − {nbytes(1, dtype):g})", "compressed-attention")
+            t.add(key, component, label + f" (DeepSeek-V4, {n:,} parameters)", int(extra),
+                  f"{per} × N_fp32 × (4 − b)", f"{per} × {n:,} × (4 − {nbytes(1, dtype):g})", "compressed-attention")
 
 
-def fp32_not_upcast(m: ModelSpec, w, shard: StageShard) -> int:
+def fp32_not_upcast(m: ModelSpec, w, shard: StageShard, stack=None) -> int:
     """What the optimizer step's gradient upcast (model_states.optimizer_step_transient) does not allocate for
     DeepSeek-V4's fp32-kept parameters (_fp32_kept): their gradients are fp32 already and .to(fp32) returns them,
     4 × N_fp32 under full fine-tuning with fp32 master weights and low-precision gradients; 0 otherwise."""
@@ -107,16 +133,35 @@ def fp32_not_upcast(m: ModelSpec, w, shard: StageShard) -> int:
             prec.grads == prec.master_weights) or w.parallel.offload_optimizer:
         return 0
     layers = range(shard.first_layer, shard.last_layer)
-    return 4 * architectures.compressed.fp32_parameters(m, layers, shard.has_head)
+    n32 = architectures.compressed.fp32_parameters(m, layers, shard.has_head)
+    if stack is not None and not no_grad_rule(stack, w).states:  # the CSA indexers' are not stepped at all
+        n32 -= architectures.compressed.indexer_fp32_parameters(m, layers)
+    return 4 * n32
 
 
 @lru_cache(maxsize=256)
-def states_of_shard(m: ModelSpec, parallel, precision, optimizer: str, shard: StageShard) -> tuple:
-    """(terms, params held, largest tensor) of _model_states: the same for every batch and sequence, built once."""
+def states_of_shard(m: ModelSpec, parallel, precision, optimizer: str, shard: StageShard,
+                    keeps: tuple[bool, bool] = (True, True)) -> tuple:
+    """(terms, params stepped, largest tensor) of _model_states: the same for every batch and sequence, built once.
+    keeps: the stack's NoGradRule (grads, states)."""
     t = TermList()
-    n_o, largest = _model_states(t, m, SimpleNamespace(parallel=parallel, precision=precision, optimizer=optimizer),
-                                 shard)
+    n_o, largest = _model_states(t, m, SimpleNamespace(parallel=parallel, precision=precision, optimizer=optimizer,
+                                                       keeps=keeps), shard)
     return tuple(t.items), n_o, largest
+
+
+def states_for_stack(m: ModelSpec, stack, w, shard: StageShard) -> tuple:
+    """(terms, params stepped, largest tensor, gradient bytes left out) of full fine-tuning under `stack` (its
+    NoGradRule for the parameters that get no gradient); the last is what those parameters' gradients would be,
+    which a stack's own buffers may still hold (DDP's buckets)."""
+    rule = no_grad_rule(stack, w)
+    terms, n_o, largest = states_of_shard(m, w.parallel, w.precision, w.optimizer, shard, (rule.grads, rule.states))
+    left_out = 0
+    if not rule.grads:
+        every = states_of_shard(m, w.parallel, w.precision, w.optimizer, shard, (True, rule.states))[0]
+        left_out = sum(x.bytes for x in every if x.component == "gradients") - sum(
+            x.bytes for x in terms if x.component == "gradients")
+    return terms, n_o, largest, left_out
 
 
 def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:

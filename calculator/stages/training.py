@@ -29,7 +29,7 @@ from calculator.core.bounded_cache import get_or_build
 from calculator.stacks.common import (StackContext, StackMemory, backward_peak, backward_point, layer_grad_params,
                                      tied_embedding_extra)
 from calculator.impls.megatron_te_core import offload_terms, reload_line
-from calculator.stages.held import fp32_not_upcast, lora_model_states, add_offload, states_of_shard
+from calculator.stages.held import fp32_not_upcast, lora_model_states, add_offload, states_for_stack
 from calculator.stages.terms import LONG_LIVED, TermList, add_cublas_workspaces, finish_stage
 
 
@@ -54,15 +54,15 @@ def _held_for_the_step(m: ModelSpec, shared, shard: StageShard, gpu) -> _Held:
     w, ws = shared.w, shared.ws
     p = ws.parallel
     if w.finetune == "full":
-        terms, n_opt, largest_tensor = states_of_shard(m, p, ws.precision, ws.optimizer, shard)
+        terms, n_opt, largest_tensor, no_grad_bytes = states_for_stack(m, shared.stack, ws, shard)
         t.extend(terms)
     else:
-        n_opt, largest_tensor = lora_model_states(t, m, ws, shard)
+        (n_opt, largest_tensor), no_grad_bytes = lora_model_states(t, m, ws, shard), 0
     if p.offload_optimizer or p.offload_params:
         moves_gradients = getattr(shared.stack, "OFFLOAD_MOVES_GRADIENTS", True)
         add_offload(t, ws, shard, moves_gradients, 1.0 if moves_gradients else w.optimizer_offload_fraction)
     grads = born = t.by_component.get("gradients", 0)
-    sm = shared.stack.memory(StackContext(m, ws, shard, grads, _grad_dtype(ws), original=w))
+    sm = shared.stack.memory(StackContext(m, ws, shard, grads, _grad_dtype(ws), w, no_grad_bytes))
     if sm.grads_whole_step:
         born = 0
         if sm.gradient_note:
@@ -274,7 +274,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
     chunk = min(n_opt, sm.step_chunk or n_opt)  # DeepSpeed ZeRO-3: one sub-group at a time
     step = 0 if (w.activation_model == "textbook" or p.offload_optimizer) else tr.optimizer_step_transient(
         chunk, largest_tensor, ws, upcast_grads=not fp32_adapters,
-        cast_source=nbytes(chunk, _grad_dtype(ws)) if sm.step_flattens else 0) + born - fp32_not_upcast(m, ws, shard)
+        cast_source=nbytes(chunk, _grad_dtype(ws)) if sm.step_flattens else 0) + born - fp32_not_upcast(m, ws, shard, stack)
     t.phases = [(states, states + fwd_bwd), (states, states + step)]
     t.timeline = [("model states", states, states), ("forward: tensors saved", states, states + saved),
                   ("backward: peak", states, states + fwd_bwd), ("optimizer step", states, states + step)]

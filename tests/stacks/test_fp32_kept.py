@@ -18,7 +18,9 @@ from calculator.core.workload import RECIPES
 from calculator.model.architectures import compressed
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.parameters import count_parameters, model_tensor_shapes
+from calculator.memory.parallel import stage_shards
 from calculator.stacks import MODULES, common
+from calculator.stages.held import states_for_stack
 
 TESTS = Path(__file__).resolve().parents[1]
 TRACE = json.loads((TESTS / "golden_stacks" / "deepseek-v4-tiny.json").read_text())
@@ -71,16 +73,32 @@ def test_ddp_replicates_the_one_gpu_states_and_activations():
         k: v for k, v in one.items() if k.startswith(("activations", "logits"))}
 
 
+def _held(stack: str, **update) -> tuple[dict, int]:
+    """({component: bytes} of the model states the stack holds for the step, gradient bytes it leaves out)."""
+    mod = MODULES[stack]
+    ws = mod.states_workload(_workload(stack=stack, **update))
+    m = common.model_as_run(SPEC, mod)
+    terms, _, _, left_out = states_for_stack(m, mod, ws, stage_shards(m, ws.parallel)[0])
+    by: dict[str, int] = {}
+    for t in terms:
+        by[t.component] = by.get(t.component, 0) + t.bytes
+    return by, left_out
+
+
 def test_ddp_leaves_the_indexers_parameters_without_gradients():
     """The CSA indexers' 12 parameters (6 per CSA layer) get no gradient: with find_unused_parameters=True their
     .grad stays None (grads: 184,320 B bf16 and 2,304 B fp32 fewer than the buckets); with gradient checkpointing
-    HF Trainer passes False and DDP raises at the second iteration. The engine counts a gradient for every
-    parameter (as the one-GPU goldens do), an upper bound by those 186,624 B."""
+    HF Trainer passes False and DDP raises at the second iteration. The engine's DDP (NO_GRAD: no .grad, no AdamW
+    state for them, the buckets all of them) holds the traced .grad bytes exactly, 10,605,812 B."""
     ddp = TRACE["ddp"]
     assert ddp["params_without_grad"] == 12
     assert sum(TRACE["params"].values()) - sum(ddp["grads"].values()) == 186_624
     assert TRACE["ddp_checkpointing"]["False"]["error"].startswith("Expected to have finished reduction")
     assert TRACE["ddp_checkpointing"]["True"]["buckets"] == ddp["buckets"]
+    held, left_out = _held("ddp", parallel={"dp": 2})
+    assert held["gradients"] == sum(ddp["grads"].values()) == 10_605_812
+    assert left_out == 186_624
+    assert _terms(_workload(stack="ddp", parallel={"dp": 2}))["gradients.ddp_buckets"] == 10_792_436
 
 
 def _rank0_chunks(shapes) -> int:
@@ -101,7 +119,7 @@ def test_fsdp2_keeps_fp32_shards_and_computes_the_fp32_kept_parameters_in_bf16()
     stacks.model_as_run; tests/model/mappers/test_deepseek_v4_cast.py holds compressed_saved to it). Rank 0 holds
     10,379,020 B of fp32 shards: each parameter's first ⌈dim0 / 2⌉ rows; the engine's ⌈N / 2⌉ × 4 B = 10,379,004 B
     (16 B of per-tensor rounding). Its fp32 gradient shards are 10,193,548 B: the 12 indexer tensors of the two CSA
-    layers get none (185,472 B of shards)."""
+    layers get none (185,472 B of shards); the engine's FSDP2 leaves the same out (NO_GRAD), 16 B of rounding short."""
     assert "uniform original parameter dtype" in TRACE["fsdp2_bf16_model"]
     fsdp = TRACE["fsdp2_accelerate"]
     assert fsdp["attn_hc_fn_dtype_in_forward"] == "torch.bfloat16"
@@ -110,6 +128,9 @@ def test_fsdp2_keeps_fp32_shards_and_computes_the_fp32_kept_parameters_in_bf16()
     assert fsdp["shards"] == {"torch.float32": 4 * _rank0_chunks(shapes)} == {"torch.float32": 10_379_020}
     indexer = compressed.compressor_shapes(SPEC, "compressed_sparse")[-6:]  # kv_proj, gate_proj, position_bias, ...
     assert fsdp["shards"]["torch.float32"] - fsdp["grad_shards"]["torch.float32"] == 4 * 2 * _rank0_chunks(indexer)
+    held, left_out = _held("fsdp2", parallel={"dp": 2})  # ⌈N / 2⌉ − ⌈N_indexers / 2⌉ fp32 gradients: 16 B short
+    assert (held["gradients"], left_out) == (10_193_532, 4 * 2 * _rank0_chunks(indexer)) == (
+        fsdp["grad_shards"]["torch.float32"] - 16, 185_472)
     t = _terms(_workload(stack="fsdp2", parallel={"dp": 2}))
     assert t["weights"] == 4 * -(-TRACE["parameters"] // 2) == 10_379_004
     assert "weights.fp32" not in t and "gradients.fp32" not in t

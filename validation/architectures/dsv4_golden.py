@@ -9,7 +9,9 @@ the two differences from_pretrained makes for this model: the modules of
 DeepseekV4PreTrainedModel._keep_in_fp32_modules_strict (attn_hc, ffn_hc, hc_head, sinks, position_bias, every norm)
 are fp32 in the bf16 model (validation.architectures.measure.fp32_kept), and their gradients are fp32 (autograd
 gives a parameter a gradient of its own dtype; the protocol's other parameters keep bf16 gradients). Every
-parameter has its fp32 master copy and fp32 AdamW states, as in the protocol's "mixed" recipe.
+parameter has its fp32 master copy, as in the protocol's "mixed" recipe; gradients and fp32 AdamW states only the
+parameters a backward reaches (optimizer.build_reached_train_states): not the CSA indexers', whose top-k indices
+carry no gradient, as in a real step.
 
 The model is tiny (4 layers: sliding, CSA, HCA, CSA; hc_mult 4; compress rates 4 and 16; window 16); the sequences
 close CSA and HCA windows (128 tokens: 32 and 8; 200: 50 and 12, 8 tokens left open; 72 at b = 3). Eager attention
@@ -56,16 +58,6 @@ def _build_model(*args, **kwargs):
     return model
 
 
-def _build_train_states(model, recipe: str, opt: str, foreach: bool):
-    """build_train_states, each gradient in its parameter's dtype when that is fp32 (the kept modules)."""
-    _, grads_dtype, master_dtype, _ = optimizer.RECIPES[recipe]
-    params = list(model.parameters())
-    for p in params:
-        p.grad = torch.zeros_like(p, dtype=torch.float32 if p.dtype == torch.float32
-                                  else optimizer.DTYPES[grads_dtype])
-    return optimizer.train_states(params, master_dtype, opt, foreach)
-
-
 _BUILD = models.build_model
 
 
@@ -74,7 +66,8 @@ def _run_case(case) -> dict:
     doc = make_golden.run_case(case)
     doc["notes"] += (" from_pretrained's _keep_in_fp32_modules_strict: attn_hc, ffn_hc, hc_head, sinks, "
                      "position_bias and every norm are fp32, with fp32 gradients (the bf16 ones' rule is the "
-                     "recipe's); every parameter has its fp32 master copy and AdamW states. The CSA indexer's "
+                     "recipe's); every parameter has its fp32 master copy; the CSA indexers' parameters, which backward "
+                     "never reaches, have no gradient and no AdamW state. The CSA indexer's "
                      "scoring graph stays allocated through the step (the backward never reaches it).")
     return doc
 
@@ -92,7 +85,7 @@ def main(argv=None) -> int:
     from validation.trace import accounting
     with mock.patch.dict(make_golden.MODELS, {NAME: DEEPSEEK_V4_TINY}), \
             mock.patch.object(accounting, "build_model", _build_model), \
-            mock.patch.object(accounting, "build_train_states", _build_train_states):
+            mock.patch.object(accounting, "build_train_states", optimizer.build_reached_train_states):
         return make_golden.run_matrix(MATRIX, _run_case, owns, out=args.out, only=args.only,
                                       check=args.check)
 

@@ -30,8 +30,9 @@ Recorded, rank 0's:
 
 --whole writes tests/golden_stacks/deepseek-v4-tiny-cast__*: whole training steps of the same model with every
 parameter bf16 (make_golden's protocol and bf16 build, validation/trace/models.build_model: bf16 gradients, fp32
-master weights and AdamW states, the "mixed" recipe), which is what DeepSpeed's bf16 engine holds and what FSDP2's
-units compute with.
+master weights and AdamW states, the "mixed" recipe; gradients and AdamW states only for the parameters a backward
+reaches, optimizer.build_reached_train_states, as one process of PyTorch holds them), which is what FSDP2's units
+compute with.
 """
 from __future__ import annotations
 
@@ -242,7 +243,9 @@ def whole_steps(check: bool) -> int:
         return doc
 
     matrix = [T(CAST, 1, 128, "eager"), T(CAST, 2, 128, "eager"), T(CAST, 1, 128, "eager", "full")]
-    with mock.patch.dict(make_golden.MODELS, {CAST: DEEPSEEK_V4_TINY}):
+    from validation.trace import accounting, optimizer
+    with mock.patch.dict(make_golden.MODELS, {CAST: DEEPSEEK_V4_TINY}), \
+            mock.patch.object(accounting, "build_train_states", optimizer.build_reached_train_states):
         return make_golden.run_matrix(matrix, run_case, lambda stem: stem.startswith(CAST + "__"), out=OUT.parent,
                                       only=None, check=check)
 

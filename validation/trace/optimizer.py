@@ -41,10 +41,38 @@ def build_train_states(model, recipe: str, optimizer: str, foreach: bool) -> Tra
     return train_states(params, master_dtype, optimizer, foreach)
 
 
+def reached_by_backward(model, tokens: int = 32) -> set[int]:
+    """ids of the parameters a backward reaches: one forward and backward of `tokens` random tokens (labels = inputs)
+    on the model's device, every gradient then dropped. What backward never reaches (a top-k indexer whose output
+    is integer indices) keeps .grad None in a real step, so torch.optim gives it no state either."""
+    from validation.trace.emulation import device_emulation
+    device = next(model.parameters()).device
+    ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(1)).to(device)
+    with device_emulation(device.type):  # on the meta device as the measured step runs
+        model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+    reached = {id(p) for p in model.parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return reached
+
+
+def build_reached_train_states(model, recipe: str, optimizer: str, foreach: bool) -> TrainStates:
+    """build_train_states where only the parameters a backward reaches (reached_by_backward) get a persistent
+    gradient and optimizer state, as in a real step; every parameter keeps its master copy (made at set-up). Each
+    gradient in its parameter's dtype when that is fp32 (a low-precision model's fp32-kept modules), else the
+    recipe's."""
+    _, grads_dtype, master_dtype, _ = RECIPES[recipe]
+    reached = reached_by_backward(model)
+    params = list(model.parameters())
+    for p in params:
+        if id(p) in reached:
+            p.grad = torch.zeros_like(p, dtype=torch.float32 if p.dtype == torch.float32 else DTYPES[grads_dtype])
+    return train_states(params, master_dtype, optimizer, foreach)
+
+
 def train_states(params: list, master_dtype: str | None, optimizer: str, foreach: bool) -> TrainStates:
-    """The rest of protocol step 1 for `params`, whose persistent grads are already set: a master copy in
-    `master_dtype` (None: no master) and an optimizer over the master, or over the params, that has already taken
-    one step with zero gradients."""
+    """The rest of protocol step 1 for `params`, whose persistent grads are already set (None: a parameter backward
+    never reaches): a master copy in `master_dtype` (None: no master) and an optimizer over the master, or over the
+    params, that has already taken one step with zero gradients (no state for a parameter without a gradient)."""
     master = None
     if master_dtype is not None:
         master = []
@@ -58,14 +86,15 @@ def train_states(params: list, master_dtype: str | None, optimizer: str, foreach
     opt = make_optimizer(opt_params, optimizer, foreach)
     # Initialise the optimizer state by taking one step with zero gradients.
     if master is not None:
-        for m in master:
-            m.grad = torch.zeros_like(m)
+        for p, m in zip(params, master):
+            m.grad = torch.zeros_like(m) if p.grad is not None else None
     opt.step()
     if master is not None:
         for m in master:
             m.grad = None
     for p in params:
-        p.grad.zero_()
+        if p.grad is not None:
+            p.grad.zero_()
     return TrainStates(params, master, opt)
 
 
@@ -75,7 +104,7 @@ def optimizer_step(states: TrainStates) -> None:
     grads.  Without: step the params directly.  Grads are then zeroed in place (set_to_none=False)."""
     if states.master is not None:
         for p, m in zip(states.params, states.master):
-            m.grad = p.grad.to(m.dtype)
+            m.grad = p.grad.to(m.dtype) if p.grad is not None else None
         states.optimizer.step()
         with torch.no_grad():
             for p, m in zip(states.params, states.master):
@@ -85,7 +114,8 @@ def optimizer_step(states: TrainStates) -> None:
     else:
         states.optimizer.step()
     for p in states.params:
-        p.grad.zero_()
+        if p.grad is not None:
+            p.grad.zero_()
 
 
 def optimizer_state_tensors(opt) -> list:

@@ -7,6 +7,8 @@ transformers module it mirrors (cited in each). A mixer module says:
                                              (attention_shapes, its saved tensors and KV cache are added)
     shapes(m) -> list[Shape]                 its parameter tensors
     tp_replicated_shapes(m) (optional)       those every tensor-parallel rank keeps whole (the rest split by heads)
+    no_grad_shapes(m) (optional)             those backward never reaches (a top-k indexer's): no gradient, and no
+                                             optimizer state under torch.optim (no_grad_parameters)
     linears(m) -> list[(name, in, out)]      its nn.Linear modules (LoRA targets, the time model)
     state_bytes(m, b, e) -> int              what generate() keeps per layer for b sequences beside (or instead of)
                                              a KV cache, whatever their length (e: the model dtype's bytes)
@@ -32,6 +34,7 @@ from types import ModuleType
 from calculator.model.architectures import (compressed, compressed_saved, dsa, gated_deltanet, gemma_next,
                                             gemma_next_lora, gemma_next_saved, kda, lightning, mamba, mamba_attention,
                                             short_conv)
+from calculator.model.architectures.shapes import numel
 
 MIXERS: dict[str, ModuleType] = {m.NAME: m for m in (gated_deltanet, mamba, mamba_attention, short_conv, kda, lightning,
                                                       dsa, gemma_next)}
@@ -113,3 +116,23 @@ def describe_mixers(m) -> str:
     """The model's kinds of token mixer, e.g. 'Gated DeltaNet and attention'."""
     kinds = sorted({m.layer_kind(i).mixer for i in range(m.num_hidden_layers)} - {"none"}, key=label)
     return " and ".join(label(k) for k in kinds)
+
+
+@lru_cache(maxsize=1024)
+def no_grad_shapes(m, start: int, stop: int) -> tuple[tuple[int, ...], ...]:
+    """The parameter tensors of the layers [start, stop) that never get a gradient: each kind's no_grad_shapes (DSA's
+    indexer, DeepSeek-V4's CSA indexer), once per layer of that kind."""
+    out: list = []
+    for kind, n, _ in mixer_layers(m, start, stop):
+        own = getattr(MIXERS[kind], "no_grad_shapes", None)
+        if own is not None:
+            out += [tuple(x) for x in own(m)] * n
+    return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def no_grad_parameters(m, start: int, stop: int) -> tuple[int, int]:
+    """(parameters, tensors) of no_grad_shapes (TP keeps the indexers whole on every rank). What a stack does with
+    them is its NO_GRAD rule (calculator.stacks.common.NoGradRule)."""
+    shapes = no_grad_shapes(m, start, stop)
+    return numel(shapes), len(shapes)

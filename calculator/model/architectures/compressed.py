@@ -141,9 +141,16 @@ def compressor_shapes(m, name: str) -> list[Shape]:
         return 2 * linear(h, d) + [(r, d), (d,)]
     if name != "compressed_sparse":
         return []
+    return 2 * linear(h, 2 * d) + [(r, 2 * d), (d,)] + indexer_shapes(m)
+
+
+def indexer_shapes(m) -> list[Shape]:
+    """A CSA layer's indexer (DeepseekV4Indexer): its own compressor at index_head_dim (kv_proj, gate_proj h → 2·dI,
+    position_bias (r, 2·dI), kv_norm), q_b_proj (q latent → nI·dI) and scorer.weights_proj (h → nI). It returns
+    top-k indices only, so none of these tensors ever gets a gradient (Kind.no_grad_shapes)."""
+    c, h, r = m.compressed, m.hidden_size, m.compressed.csa_rate
     dI, nI = c.index_head_dim, c.index_n_heads
-    return (2 * linear(h, 2 * d) + [(r, 2 * d), (d,)] + 2 * linear(h, 2 * dI) + [(r, 2 * dI), (dI,)]
-            + linear(c.q_lora_rank, nI * dI) + linear(h, nI))
+    return 2 * linear(h, 2 * dI) + [(r, 2 * dI), (dI,)] + linear(c.q_lora_rank, nI * dI) + linear(h, nI)
 
 
 def tp_replicated_shapes(m, name: str) -> list[Shape]:
@@ -187,6 +194,16 @@ def fp32_parameters(m, layers, with_head: bool) -> int:
         per[name] = hc + 2 * h + c.q_lora_rank + d + m.num_attention_heads + compressor
     total = sum(per[m.layer_kind(i).mixer] for i in layers)
     return total + ((n * n * h + n + 1 if n else 0) + h if with_head else 0)
+
+
+def indexer_fp32_parameters(m, layers) -> int:
+    """Of fp32_parameters, the CSA indexers' (their compressor's position_bias and kv_norm: r·2·dI + dI per CSA
+    layer), which get no gradient (indexer_shapes); 0 when none are kept in fp32."""
+    c = m.compressed
+    if c is None or not c.fp32_kept:
+        return 0
+    csa = sum(m.layer_kind(i).mixer == "compressed_sparse" for i in layers)
+    return csa * (c.csa_rate * 2 * c.index_head_dim + c.index_head_dim)
 
 
 def linears(m, name: str) -> list[tuple[str, int, int]]:
@@ -275,6 +292,10 @@ class Kind:
 
     def tp_replicated_shapes(self, m) -> list[Shape]:
         return tp_replicated_shapes(m, self.NAME)
+
+    def no_grad_shapes(self, m) -> list[Shape]:
+        """A CSA layer's indexer (indexer_shapes); HCA and sliding layers have none."""
+        return indexer_shapes(m) if self.NAME == "compressed_sparse" else []
 
     def linears(self, m) -> list[tuple[str, int, int]]:
         return linears(m, self.NAME)

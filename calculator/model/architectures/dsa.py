@@ -85,6 +85,14 @@ def tp_replicated_shapes(m) -> list[Shape]:
     return shapes(m)
 
 
+def no_grad_shapes(m) -> list[Shape]:
+    """The indexer's tensors that never get a gradient: all of them. What it returns are the top-k key indices
+    (`topk(...).indices`, integers), so backward never reaches its weights: DeepseekV32Indexer / GlmMoeDsaIndexer /
+    MistralLarge4TextIndexer.forward run under @torch.no_grad(), MiniMaxM3VLIndexer feeds only the indices on.
+    Measured after a CPU backward of each type: tests/model/test_no_grad_parameters.py."""
+    return shapes(m)
+
+
 def linears(m) -> list[tuple[str, int, int]]:
     """(module name, in_features, out_features) of the indexer's nn.Linear modules."""
     ix, h = m.indexer, m.hidden_size

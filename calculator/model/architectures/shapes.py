@@ -12,3 +12,14 @@ def linear(n_in: int, n_out: int, bias: bool = False) -> list[Shape]:
 def depthwise_conv1d(channels: int, kernel: int, bias: bool = False) -> list[Shape]:
     """nn.Conv1d(channels, channels, kernel, groups=channels): a weight (channels, 1, kernel) and an optional bias."""
     return [(channels, 1, kernel)] + ([(channels,)] if bias else [])
+
+
+def numel(shapes) -> int:
+    """Elements of all `shapes` together."""
+    total = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    return total

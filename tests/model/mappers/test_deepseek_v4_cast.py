@@ -59,7 +59,7 @@ def test_the_backward_still_peaks_in_hc_heads_input_norm(name):
 @pytest.mark.parametrize("name,rel", [(NONE[0], 1e-5), (NONE[1], 1e-5), (FULL, 1e-4)])
 def test_the_whole_step_peak_is_the_traced_one(name, rel):
     """The one-GPU step of the cast model (bf16 weights and gradients, fp32 master and AdamW states): the engine's
-    peak against the traced one less the model's buffers (not modelled): -0.0007 %, -0.0005 %, -0.008 %."""
+    peak against the traced one less the model's buffers (not modelled): 8 B short, 8 B short, -0.008 %."""
     from validation.trace.compare import workload_for
     g, spec, _, _ = _golden(name)
     est = estimate(spec, workload_for(g), with_fits=False)

@@ -1,0 +1,95 @@
+"""Parameters backward never reaches (calculator.model.architectures.no_grad_parameters: each kind's no_grad_shapes)
+and what each training stack holds for them (calculator.stacks.common.NoGradRule, the stack's NO_GRAD).
+
+A top-k indexer hands the attention integer key indices, so no gradient flows back into it: DSA's (DeepSeek-V3.2,
+GLM-5, Mistral-Large-4, MiniMax-M3) and DeepSeek-V4's CSA indexers. Held to the real models: a tiny model of each type
+built by transformers 5.23 on the CPU, one forward and backward, and the parameters left with .grad None."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from calculator import Workload, estimate  # noqa: E402
+from calculator.core.workload import RECIPES  # noqa: E402
+from calculator.model import architectures  # noqa: E402
+from calculator.memory.parallel import stage_shards  # noqa: E402
+from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
+from calculator.model.parameters import count_parameters  # noqa: E402
+from calculator.model.presets import load_model  # noqa: E402
+from calculator.stacks import MODULES, common  # noqa: E402
+from calculator.stages.held import states_for_stack  # noqa: E402
+from validation.architectures.causal_lm import causal_lm, text_parameters  # noqa: E402
+from tests.model.mappers import test_dsa, test_mistral4  # noqa: E402
+
+torch.set_num_threads(1)
+
+_DSA = {"deepseek_v32": 2, "glm_moe_dsa": 2, "minimax_m3_vl_text": 2, "deepseek_v4": 2}
+CASES = [(t, cfg) for t, cfg in test_dsa.CASES if t in _DSA and cfg]
+CASES += [("mistral_large4_text", test_mistral4.SIZES["mistral_large4_text"])]
+
+
+def _without_grad(model_type: str, cfg: dict) -> tuple[tuple[int, int], object]:
+    """((parameters, tensors) left with .grad None after one backward of the real model, its config)."""
+    if model_type == "mistral_large4_text":
+        _, config = test_mistral4.written_config(model_type)
+    else:
+        config = transformers.CONFIG_MAPPING[model_type](**cfg)
+    torch.manual_seed(0)
+    model = causal_lm(config).float()
+    model.train()
+    ids = torch.randint(0, 100, (1, 23), generator=torch.Generator().manual_seed(0))
+    logging.disable(logging.WARNING)
+    try:
+        model(input_ids=ids, labels=ids).loss.backward()
+    finally:
+        logging.disable(logging.NOTSET)
+    none = [p for p in text_parameters(model) if p.grad is None]
+    return (sum(p.numel() for p in none), len(none)), config
+
+
+@pytest.mark.parametrize("model_type,cfg", CASES, ids=[f"{t}-{i}" for i, (t, _) in enumerate(CASES)])
+def test_the_parameters_without_gradient_are_the_indexers(model_type, cfg):
+    """Exactly the indexers' tensors keep .grad None (the real model), and the engine counts the same parameters
+    and tensors; every other parameter, routed experts included, gets a gradient."""
+    real, config = _without_grad(model_type, cfg)
+    written = config.text_config.to_dict() if model_type == "mistral_large4_text" else config.to_dict()
+    m = spec_from_hf_config(written).spec
+    assert real[0] > 0
+    assert architectures.no_grad_parameters(m, 0, m.num_hidden_layers) == real
+
+
+def test_torch_optim_stacks_hold_no_gradient_or_state_for_them_and_flat_buffers_do():
+    """HF Trainer, DDP and FSDP2 (torch.optim: state at a parameter's first gradient) hold no AdamW state for them,
+    and no gradient (DDP: its buckets still cover them, unless the gradients are the bucket views); DeepSpeed and
+    Megatron lay out flat buffers over every trainable parameter."""
+    w = Workload(mode="train")
+    rules = {name: common.no_grad_rule(mod, w) for name, mod in MODULES.items()}
+    assert {n for n, r in rules.items() if not r.states} == {"hf-trainer", "ddp", "fsdp2"}
+    assert {n for n, r in rules.items() if not r.grads} == {"hf-trainer", "ddp", "fsdp2"}
+    assert common.no_grad_rule(MODULES["ddp"], w.model_copy(update={"ddp_bucket_view": True})).grads
+    assert all(r.rule for r in rules.values())
+
+
+def test_glm5_on_one_gpu_leaves_out_the_indexers_gradients_and_adam_states():
+    """GLM-5 (78 layers, every one indexed; wq_b 2048 → 32·128, wk 6144 → 128, k_norm, weights_proj 6144 → 32) fully
+    fine-tuned on one (imaginary) GPU in pure bf16: gradients 2 B and AdamW states 2 × 2 B (+ a 4 B step per tensor)
+    fewer for each indexer parameter than if every parameter were stepped (DeepSpeed's flat buffers: all of them)."""
+    m = load_model("glm-5").spec
+    n, tensors = architectures.no_grad_parameters(m, 0, m.num_hidden_layers)
+    ix = m.indexer
+    per_layer = m.q_lora_rank * ix.n_heads * ix.head_dim + m.hidden_size * ix.head_dim + 2 * ix.head_dim \
+        + m.hidden_size * ix.n_heads
+    assert (n, tensors) == (m.num_hidden_layers * per_layer, 5 * m.num_hidden_layers)
+    w = Workload(mode="train", precision=RECIPES["pure-bf16"][1], gpu="b200")
+    total = count_parameters(m)
+    states = estimate(m, w, with_fits=False).stages[0].components["optimizer_states"]
+    assert states == 2 * 2 * (total.total - n) + 4 * (total.tensors - tensors)
+    shard = stage_shards(m, w.parallel)[0]
+    for stack, left_out in (("hf-trainer", 2 * n), ("deepspeed", 0)):
+        terms, _, _, dropped = states_for_stack(m, MODULES[stack], w, shard)
+        assert sum(t.bytes for t in terms if t.component == "gradients") == 2 * total.total - left_out
+        assert dropped == left_out
