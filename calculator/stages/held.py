@@ -57,7 +57,7 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
         """n, formula and values without the parameters that get no gradient (this GPU's share of them)."""
         on = p.zero >= stage_min or (label == "opt" and p.distributed_optimizer)
         share = -(-ng // dense_group) if on and dense_group > 1 else ng
-        return n - share, f"{f} − N_no_grad", f"{s} − {share:,} (indexers: no gradient)"
+        return n - share, f"({f} − N_no_grad)", f"({s} − {share:,} indexer parameters without gradient)"
 
     n_g, f_g, s_g = sharded(2, "g")
     if ng and not keeps_grads:
