@@ -21,6 +21,7 @@ reducer.cpp should_rebuild_buckets): there is no first flat bucket to hold.
 """
 from __future__ import annotations
 
+from calculator.model.architectures import no_grad_parameters
 from calculator.stacks.common import TORCH_OPTIM, KeptDtype, NoGradRule, StackContext, StackMemory, fp32_kept, line
 
 NAME = "ddp"
@@ -45,6 +46,21 @@ FP32_KEPT = KeptDtype(True, "DDP leaves the modules and their dtypes as they are
                             "flat tensor of its parameters' dtype: the fp32-kept parameters get fp32 buckets, and the "
                             "buckets hold every parameter at its own dtype's bytes, the gradients term "
                             "(tests/golden_stacks/deepseek-v4-tiny.json)")
+
+
+def warnings(m, w) -> tuple[str, ...]:
+    """Full fine-tuning with gradient checkpointing of a model with parameters backward never reaches (top-k
+    indexers: architectures.no_grad_parameters): HF Trainer then wraps DDP with find_unused_parameters=False
+    (transformers trainer.py: `not model.is_activation_checkpointing`) and DDP raises at the second iteration
+    (traced: tests/golden_stacks/deepseek-v4-tiny.json, ddp_checkpointing)."""
+    if w.mode != "train" or w.finetune != "full" or w.recompute == "none" or getattr(m, "layer_types", None) is None:
+        return ()
+    n, _ = no_grad_parameters(m, 0, m.num_hidden_layers)
+    if not n:
+        return ()
+    return (f"DDP with gradient checkpointing: HF Trainer passes find_unused_parameters=False, and the indexers' "
+            f"{n:,} parameters get no gradient, so DDP raises 'Expected to have finished reduction in the prior "
+            f"iteration' at the second step; set ddp_find_unused_parameters=True (the run priced here)",)
 
 
 def layout_problem(p) -> str:

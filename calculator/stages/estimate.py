@@ -77,6 +77,8 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
                    "flat overhead instead of line items")
     if w.impl != "hf" and w.mode == "train":
         out.extend(impls.warnings(m, w))
+    if w.mode == "train":  # what the stack's own rules say of this model (e.g. DDP and unused parameters)
+        out.extend(getattr(stacks.module(w), "warnings", lambda m, w: ())(m, w))
     if m.compressed is not None and w.mode == "train":  # DeepSeek-V4 training (compressed_saved.py)
         out.append("DeepSeek-V4 training: transformers' eager modules, held to whole-step goldens of a tiny model; "
                    "the model's buffers (hash-routing tid2eid tables, RoPE inv_freq) are not counted")

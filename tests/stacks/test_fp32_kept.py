@@ -15,6 +15,7 @@ import pytest
 
 from calculator import InputError, Workload, estimate
 from calculator.core.workload import RECIPES
+from calculator.model import architectures
 from calculator.model.architectures import compressed
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.parameters import count_parameters, model_tensor_shapes
@@ -192,3 +193,17 @@ def test_every_stack_says_what_it_does_with_fp32_kept_parameters():
     assert {name for name, m in MODULES.items() if m.FP32_KEPT.modelled} == {"hf-trainer", "ddp", "fsdp2", "deepspeed"}
     assert {name for name, m in MODULES.items() if m.FP32_KEPT.casts} == {"fsdp2", "deepspeed"}
     assert all(m.FP32_KEPT.rule for m in MODULES.values())
+
+
+def test_ddp_with_gradient_checkpointing_warns_that_it_raises_without_find_unused_parameters():
+    """The trace's second iteration under find_unused_parameters=False (what HF Trainer passes with gradient
+    checkpointing) raised; the estimate says so, naming the setting, only when recompute is on."""
+    assert TRACE["ddp_checkpointing"]["False"]["error"].startswith("Expected to have finished reduction")
+    on = estimate(SPEC, _workload(stack="ddp", parallel={"dp": 2}, recompute="full"), with_fits=False)
+    off = estimate(SPEC, _workload(stack="ddp", parallel={"dp": 2}), with_fits=False)
+    one = estimate(SPEC, _workload(recompute="full"), with_fits=False)
+    said = [x for x in on.warnings if "find_unused_parameters" in x]
+    n, tensors = architectures.no_grad_parameters(SPEC, 0, SPEC.num_hidden_layers)
+    assert tensors == TRACE["ddp"]["params_without_grad"] == 12
+    assert len(said) == 1 and "ddp_find_unused_parameters=True" in said[0] and f"{n:,} parameters" in said[0]
+    assert not any("find_unused_parameters" in x for x in off.warnings + one.warnings)
