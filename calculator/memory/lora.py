@@ -181,6 +181,25 @@ def layers_adapter_params(m: ModelSpec, rank: int, targets: str, layers) -> tupl
     return params, tensors
 
 
+def no_grad_adapter_params(m: ModelSpec, rank: int, targets: str, layers) -> tuple[int, int]:
+    """(parameters, tensors) of the adapters of `layers` that never get a gradient: those on a linear whose weight is
+    one of its kind's no_grad_shapes (a top-k indexer's: DSA's wq_b / wk / weights_proj under all-linear, MiniMax-M3's
+    q_proj / k_proj): the adapter computes inside what backward never reaches. Σ r·(in + out), 2 tensors each."""
+    counts: dict = {}
+    for i in layers:
+        mixer = m.layer_kind(i).mixer
+        if mixer in architectures.MIXERS and hasattr(architectures.mixer(mixer), "no_grad_shapes"):
+            counts[mixer] = counts.get(mixer, 0) + 1
+    params = tensors = 0
+    for mixer, n in counts.items():
+        frozen = {tuple(x) for x in architectures.mixer(mixer).no_grad_shapes(m)}
+        att = len(attention_linears(m, targets)) if architectures.with_attention(mixer) else 0
+        own = [lin for lin in mixer_linears(m, targets, mixer)[att:] if (lin[2], lin[1]) in frozen]
+        params += n * sum(rank * (i + o) for _, i, o in own)
+        tensors += n * 2 * len(own)
+    return params, tensors
+
+
 def frozen_norm_copy(m: ModelSpec, e: int) -> int:
     """Bytes per element a transformers norm stops saving when its weight is frozen: the normalised copy the weight
     multiply keeps for the weight's gradient — RMSNorm e B; 4 B for the norms that multiply the weight in fp32

@@ -164,13 +164,18 @@ def states_for_stack(m: ModelSpec, stack, w, shard: StageShard) -> tuple:
     return terms, n_o, largest, left_out
 
 
-def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int, int]:
+def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard, stack=None) -> tuple[int, int, int]:
     """LoRA / QLoRA: the frozen base (QLoRA: NF4 linears) plus trainable adapters with their master weights,
-    gradients and optimizer state (Hu et al. 2021; Dettmers et al. 2023)."""
+    gradients and optimizer state (Hu et al. 2021; Dettmers et al. 2023). Adapters backward never reaches (on a
+    top-k indexer's linears: lora.no_grad_adapter_params) get the `stack`'s NoGradRule. Returns (params the
+    optimizer steps, largest adapter tensor, gradient bytes left out: what a stack's buckets still hold)."""
     p, prec = w.parallel, w.precision
     layers = range(shard.first_layer, shard.last_layer)
     lora.check_targets(m, w.lora_targets)  # what PEFT refuses (all-linear on its Mamba types, no target found)
     n_layers, tensors = lora.layers_adapter_params(m, w.lora_rank, w.lora_targets, layers)
+    rule = no_grad_rule(stack, w) if stack is not None else None
+    ng, ng_tensors = (lora.no_grad_adapter_params(m, w.lora_rank, w.lora_targets, layers)
+                      if rule is not None and not (rule.grads and rule.states) else (0, 0))
     if shard.has_embedding:  # adapters outside the layers (Gemma 3n / 4 all-linear), with the embedding's stage
         n_outer, t_outer = lora.outer_adapter_params(m, w.lora_rank, w.lora_targets)
         n_layers, tensors = n_layers + n_outer, tensors + t_outer
@@ -196,18 +201,26 @@ def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[
           f"{n_t:,} × {dtype_bytes_text(a_dtype)}", "lora")
     n_o = -(-n_t // p.shard_group) if (p.zero >= 1 or p.distributed_optimizer) else n_t
     n_g = -(-n_t // p.shard_group) if p.zero >= 2 else n_t
+    no_grad = f" (the indexers' {ng:,} left out: no gradient)" if ng else ""
+    left_out = 0
+    if ng and not rule.grads:
+        n_g -= -(-ng // p.tp)
+        left_out = nbytes(-(-ng // p.tp), g_dtype)
+    if ng and not rule.states:
+        n_o, tensors = n_o - -(-ng // p.tp), tensors - ng_tensors
     if master:
         t.add("master_weights", "master_weights", f"Adapter master weights ({master})",
               nbytes(n_o, master), "N_trainable × b_master", f"{n_o:,} × {dtype_bytes_text(master)}", "mixed-precision")
     t.add("gradients", "gradients", f"Adapter gradients ({g_dtype})", nbytes(n_g, g_dtype),
-          "N_trainable × b_grad", f"{n_g:,} × {dtype_bytes_text(g_dtype)}", "lora")
+          "N_trainable × b_grad", f"{n_g:,} × {dtype_bytes_text(g_dtype)}" + (
+              no_grad if ng and not rule.grads else ""), "lora")
     t.add("optimizer_states", "optimizer_states", f"Optimizer states ({w.optimizer}, adapters only)",
           tr.optimizer_state_bytes(n_o, tensors, w.optimizer, prec.optimizer_states), "per optimizer, N_trainable",
-          f"{n_o:,} trainable params, {tensors} tensors", "lora")
+          f"{n_o:,} trainable params, {tensors} tensors" + (no_grad if ng and not rule.states else ""), "lora")
     firsts = {m.layer_kind(i): i for i in reversed(layers)}  # one layer of each kind (the experts' tensors included)
     largest = max((n for i in firsts.values() for n in lora.layer_adapter_tensors(m, w.lora_rank, w.lora_targets, i)),
                   default=0)
-    return n_o, largest
+    return n_o, largest, left_out
 
 
 def add_offload(t: TermList, w, shard: StageShard, moves_gradients: bool = True, fraction: float = 1.0) -> None:

@@ -57,7 +57,7 @@ def _held_for_the_step(m: ModelSpec, shared, shard: StageShard, gpu) -> _Held:
         terms, n_opt, largest_tensor, no_grad_bytes = states_for_stack(m, shared.stack, ws, shard)
         t.extend(terms)
     else:
-        (n_opt, largest_tensor), no_grad_bytes = lora_model_states(t, m, ws, shard), 0
+        n_opt, largest_tensor, no_grad_bytes = lora_model_states(t, m, ws, shard, shared.stack)
     if p.offload_optimizer or p.offload_params:
         moves_gradients = getattr(shared.stack, "OFFLOAD_MOVES_GRADIENTS", True)
         add_offload(t, ws, shard, moves_gradients, 1.0 if moves_gradients else w.optimizer_offload_fraction)

@@ -93,3 +93,55 @@ def test_glm5_on_one_gpu_leaves_out_the_indexers_gradients_and_adam_states():
         terms, _, _, dropped = states_for_stack(m, MODULES[stack], w, shard)
         assert sum(t.bytes for t in terms if t.component == "gradients") == 2 * total.total - left_out
         assert dropped == left_out
+
+
+LORA_CASES = [("deepseek_v32", "all-linear"), ("glm_moe_dsa", "all-linear"), ("minimax_m3_vl_text", "attention"),
+              ("minimax_m3_vl_text", "qv")]
+
+
+@pytest.mark.parametrize("model_type,targets", LORA_CASES, ids=str)
+def test_adapters_on_an_indexers_linears_get_no_gradient(model_type, targets):
+    """PEFT wraps the indexer's linears too (all-linear: DSA's wq_b, wk, weights_proj; MiniMax-M3's indexer names
+    them q_proj / k_proj, so even qv adapts its q_proj): after a real backward exactly those adapters keep .grad
+    None, as lora.no_grad_adapter_params counts (the adapter computes inside what backward never reaches)."""
+    from calculator.memory import lora
+    from validation.trace import lora_hybrid
+    if model_type == "deepseek_v32":
+        cfg = lora_hybrid.CONFIGS[model_type][1]
+    else:
+        cfg = next(c for t, c in test_dsa.CASES if t == model_type and c)
+    model, config = lora_hybrid.build(model_type, cfg, targets)
+    model.float()
+    model.train()
+    ids = torch.randint(3, 100, (1, 19), generator=torch.Generator().manual_seed(0))
+    model(input_ids=ids, labels=ids).loss.backward()
+    none = [p for p in model.parameters() if p.requires_grad and p.grad is None]
+    m = spec_from_hf_config(config.to_dict()).spec
+    real = (sum(p.numel() for p in none), len(none))
+    assert real[0] > 0
+    assert lora.no_grad_adapter_params(m, lora_hybrid.RANK, targets, range(m.num_hidden_layers)) == real
+
+
+def test_glm5_lora_leaves_the_indexers_adapters_out_of_the_optimizer_on_one_gpu():
+    """GLM-5 LoRA all-linear (fp32 adapters: PEFT's autocast_adapter_dtype) on one GPU: AdamW states for every
+    adapter but the indexers' (2 × 4 B each, + a 4 B step per tensor), their gradients left out too; under DeepSpeed
+    ZeRO-1 (flat fp32 groups) all of them."""
+    from calculator.memory import lora
+    m = load_model("glm-5").spec
+    w = Workload(mode="train", finetune="lora", lora_targets="all-linear", gpu="b200")
+    layers = range(m.num_hidden_layers)
+    n, tensors = lora.layers_adapter_params(m, w.lora_rank, "all-linear", layers)
+    ng, ng_tensors = lora.no_grad_adapter_params(m, w.lora_rank, "all-linear", layers)
+    ix = m.indexer
+    per_layer = w.lora_rank * (m.q_lora_rank + ix.n_heads * ix.head_dim + 2 * m.hidden_size + ix.head_dim + ix.n_heads)
+    assert (ng, ng_tensors) == (m.num_hidden_layers * per_layer, 6 * m.num_hidden_layers)
+    one = estimate(m, w, with_fits=False).stages[0].components
+    assert one["optimizer_states"] == 2 * 4 * (n - ng) + 4 * (tensors - ng_tensors)
+    shard = stage_shards(m, w.parallel)[0]
+    from calculator.stages.terms import TermList
+    from calculator.stages.held import lora_model_states
+    for stack, dropped in (("hf-trainer", 4 * ng), ("deepspeed", 0)):
+        t = TermList()
+        _, _, left_out = lora_model_states(t, m, w, shard, MODULES[stack])
+        assert left_out == dropped
+        assert t.by_component["gradients"] == 4 * n - dropped

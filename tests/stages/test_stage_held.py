@@ -36,7 +36,7 @@ def test_zero_stages_shard_optimizer_then_gradients_then_weights_over_dp():
 def test_lora_trains_only_the_adapters_and_keeps_the_base_frozen():
     w = Workload(finetune="lora", lora_rank=16)
     t = TermList()
-    n_trainable, largest = lora_model_states(t, LLAMA_8B, w, stage_shards(LLAMA_8B, w.parallel)[0])
+    n_trainable, largest, _ = lora_model_states(t, LLAMA_8B, w, stage_shards(LLAMA_8B, w.parallel)[0])
     by = t.by_component
     assert 0 < n_trainable < N_8B // 100
     assert by["gradients"] == 4 * n_trainable  # PEFT keeps the adapters (and their gradients) in fp32
