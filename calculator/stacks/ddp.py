@@ -21,6 +21,7 @@ reducer.cpp should_rebuild_buckets): there is no first flat bucket to hold.
 """
 from __future__ import annotations
 
+from calculator.memory import lora
 from calculator.model.architectures import no_grad_parameters
 from calculator.stacks.common import TORCH_OPTIM, KeptDtype, NoGradRule, StackContext, StackMemory, fp32_kept, line
 
@@ -49,17 +50,22 @@ FP32_KEPT = KeptDtype(True, "DDP leaves the modules and their dtypes as they are
 
 
 def warnings(m, w) -> tuple[str, ...]:
-    """Full fine-tuning with gradient checkpointing of a model with parameters backward never reaches (top-k
-    indexers: architectures.no_grad_parameters): HF Trainer then wraps DDP with find_unused_parameters=False
-    (transformers trainer.py: `not model.is_activation_checkpointing`) and DDP raises at the second iteration
-    (traced: tests/golden_stacks/deepseek-v4-tiny.json, ddp_checkpointing)."""
-    if w.mode != "train" or w.finetune != "full" or w.recompute == "none" or getattr(m, "layer_types", None) is None:
+    """Training with gradient checkpointing where trainable parameters never get a gradient (a top-k indexer's,
+    architectures.no_grad_parameters, or the adapters PEFT puts on its linears, lora.no_grad_adapter_params): HF
+    Trainer then wraps DDP with find_unused_parameters=False (transformers trainer.py: `not
+    model.is_activation_checkpointing`) and DDP raises at the second iteration (traced:
+    tests/golden_stacks/deepseek-v4-tiny.json, ddp_checkpointing)."""
+    if w.mode != "train" or w.recompute == "none" or getattr(m, "layer_types", None) is None:
         return ()
-    n, _ = no_grad_parameters(m, 0, m.num_hidden_layers)
+    layers = range(m.num_hidden_layers)
+    if w.finetune == "full":
+        n, what = no_grad_parameters(m, 0, m.num_hidden_layers)[0], "the indexers'"
+    else:
+        n, what = lora.no_grad_adapter_params(m, w.lora_rank, w.lora_targets, layers)[0], "the indexers' adapters'"
     if not n:
         return ()
-    return (f"DDP with gradient checkpointing: HF Trainer passes find_unused_parameters=False, and the indexers' "
-            f"{n:,} parameters get no gradient, so DDP raises 'Expected to have finished reduction in the prior "
+    return (f"DDP with gradient checkpointing: HF Trainer passes find_unused_parameters=False, and {what} {n:,} "
+            f"parameters get no gradient, so DDP raises 'Expected to have finished reduction in the prior "
             f"iteration' at the second step; set ddp_find_unused_parameters=True (the run priced here)",)
 
 

@@ -145,3 +145,19 @@ def test_glm5_lora_leaves_the_indexers_adapters_out_of_the_optimizer_on_one_gpu(
         _, _, left_out = lora_model_states(t, m, w, shard, MODULES[stack])
         assert left_out == dropped
         assert t.by_component["gradients"] == 4 * n - dropped
+
+
+def test_ddp_with_checkpointing_warns_for_the_indexers_adapters_too():
+    """HF Trainer's find_unused_parameters=False under gradient checkpointing fails on unused adapters as on unused
+    weights: GLM-5 LoRA all-linear under DDP with full recompute warns, naming how many adapter parameters; without
+    recompute, or with targets that leave the indexer alone (attention), it does not."""
+    from calculator.memory import lora
+    m = load_model("glm-5").spec
+    base = dict(mode="train", finetune="lora", gpu="b200", stack="ddp", parallel={"dp": 2})
+    ng = lora.no_grad_adapter_params(m, 16, "all-linear", range(m.num_hidden_layers))[0]
+    said = [x for x in estimate(m, Workload(**base, lora_targets="all-linear", recompute="full"),
+                                with_fits=False).warnings if "find_unused_parameters" in x]
+    assert len(said) == 1 and f"adapters' {ng:,} parameters" in said[0]
+    for update in ({"lora_targets": "all-linear"}, {"lora_targets": "attention", "recompute": "full"}):
+        assert not any("find_unused_parameters" in x
+                       for x in estimate(m, Workload(**base, **update), with_fits=False).warnings)
