@@ -185,13 +185,10 @@ def no_grad_adapter_params(m: ModelSpec, rank: int, targets: str, layers) -> tup
     """(parameters, tensors) of the adapters of `layers` that never get a gradient: those on a linear whose weight is
     one of its kind's no_grad_shapes (a top-k indexer's: DSA's wq_b / wk / weights_proj under all-linear, MiniMax-M3's
     q_proj / k_proj): the adapter computes inside what backward never reaches. Σ r·(in + out), 2 tensors each."""
-    counts: dict = {}
-    for i in layers:
-        mixer = m.layer_kind(i).mixer
-        if mixer in architectures.MIXERS and hasattr(architectures.mixer(mixer), "no_grad_shapes"):
-            counts[mixer] = counts.get(mixer, 0) + 1
     params = tensors = 0
-    for mixer, n in counts.items():
+    for mixer, n in architectures.stage_mixers(m, layers).items():
+        if not hasattr(architectures.mixer(mixer), "no_grad_shapes"):
+            continue
         frozen = {tuple(x) for x in architectures.mixer(mixer).no_grad_shapes(m)}
         att = len(attention_linears(m, targets)) if architectures.with_attention(mixer) else 0
         own = [lin for lin in mixer_linears(m, targets, mixer)[att:] if (lin[2], lin[1]) in frozen]

@@ -93,10 +93,11 @@ class NoGradRule:
 HOLDS_ALL = NoGradRule(True, True, "flat buffers laid out at set-up cover every trainable parameter, whether or "
                                    "not backward reaches it (DeepSpeed's partitioned fp32 groups and gradient "
                                    "partitions, Megatron's ParamAndGradBuffer and distributed optimizer shards)")
+# torch.optim's half of the rule, which FSDP2's states too
+TORCH_OPTIM_STATES = ("torch.optim.AdamW skips a parameter whose grad is None and creates its state at its first "
+                      "gradient (torch/optim/adamw.py _init_group: `if p.grad is not None`), so they hold none")
 TORCH_OPTIM = NoGradRule(False, False, "a gradient is born when backward reaches its parameter (AccumulateGrad), so "
-                                       "these keep .grad None; torch.optim.AdamW skips a parameter whose grad is None "
-                                       "and creates its state at its first gradient (torch/optim/adamw.py "
-                                       "_init_group: `if p.grad is not None`), so they hold none")
+                                       "these keep .grad None; " + TORCH_OPTIM_STATES)
 
 
 def no_grad_rule(stack, w) -> NoGradRule:

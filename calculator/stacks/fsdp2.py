@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from calculator.core.dtypes import nbytes
 from calculator.model.parameters import count_parameters
-from calculator.stacks.common import (TORCH_OPTIM, KeptDtype, NoGradRule, StackContext, StackMemory,
+from calculator.stacks.common import (TORCH_OPTIM_STATES, KeptDtype, NoGradRule, StackContext, StackMemory,
                                       layer_grad_params, line)
 
 NAME = "fsdp2"
@@ -28,7 +28,7 @@ LABEL = "PyTorch FSDP2 fully_shard (fp32 shards as master, bf16 units gathered p
 SOURCE = "fsdp2"
 NO_GRAD = NoGradRule(False, False, "FSDPParamGroup.post_backward reduce-scatters only the parameters whose unsharded "
                                    "gradient exists, so one backward never reaches keeps no sharded gradient; "
-                                   + TORCH_OPTIM.rule.split("; ", 1)[1] + " (traced: tests/golden_stacks/deepseek-v4-tiny.json)")
+                                   + TORCH_OPTIM_STATES + " (traced: tests/golden_stacks/deepseek-v4-tiny.json)")
 FP32_KEPT = KeptDtype(True, "fully_shard asserts one original dtype among a unit's trainable parameters "
                             "(_fsdp_param_group.py FSDPParamGroup._init_mp_dtypes: 'FSDP expects uniform original "
                             "parameter dtype', raised on the bf16 model as loaded), so accelerate upcasts every "

@@ -80,11 +80,11 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
             tr.bnb_adamw8bit_state_bytes(architectures.no_grad_shapes(m, 0, m.num_hidden_layers))
             if ng and not keeps_states else 0)
     if o == "adamw":
-        formula, subst, src = ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {b_opt} + 4 B × {shard.tensors}",
+        formula, subst, src = ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {b_opt} + 4 B × {tensors}",
                                "torch-adamw")
     elif o == "adamw-8bit" and whole:
         formula, subst, src = ("Σ_tensors (2·n + 8·⌈n/256⌉, or 8·n under 4096 elements) + 2 KiB of maps",
-                               f"{n_o:,} params in {shard.tensors} tensors", "bnb-8bit")
+                               f"{n_o:,} params in {tensors} tensors", "bnb-8bit")
     elif o == "adamw-8bit":
         formula, subst, src = ("2 × (N × 1 B + ⌈N/256⌉ × 4 B) + 4 B × n_tensors",
                                f"2 × ({s_o} × 1 B + ⌈{n_o:,}/256⌉ × 4 B) + 4 B × {tensors}", "bnb-8bit")
