@@ -31,7 +31,8 @@ layout with one batch in flight gives 20.2 (+3%), with 0.33's two (async schedul
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 from calculator.core.errors import InputError
 from calculator.engines.vllm_kv import max_in_flight_tokens, sliding_blocks_per_request
@@ -215,15 +216,27 @@ class CompressedGroups:
     full_groups: int = 0
     sliding_groups: int = 0
     read_path: bool = True  # the GPU takes the NVIDIA Hopper / Blackwell path read here
+    described: tuple[str, str] = field(default=("", ""), compare=False)  # (per-layer caches, groups): notes' text
+    widest: int = field(default=0, compare=False)  # bytes_per_block when layout already knows it (stage_block_bytes)
 
     def local(self, g: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:
         return tuple(s for s in g if s.layer in self.layers)
 
-    @property
+    @cached_property
     def bytes_per_block(self) -> int:
         """The widest group's pages on this GPU (block-outermost: every group's block has that stride; stride
         alignment 1 as no DeepSeek-V4 spec sets block_stride_alignment)."""
-        return max(sum(s.page_bytes for s in self.local(g)) for g in self.groups)
+        return self.widest or max(sum(s.page_bytes for s in self.local(g)) for g in self.groups)
+
+    @cached_property
+    def group_heads(self) -> tuple[tuple[CacheSpec, int], ...]:
+        """(a spec standing for a group, how many groups it stands for): a group is cut from one bucket
+        (packed_groups), and a spec's pages read only its bucket (sliding, block size, window), so every layer of a
+        group needs as many blocks, and so do groups of one bucket."""
+        first = {}
+        for g in self.groups:
+            first.setdefault(g[0].bucket, [g[0], 0])[1] += 1
+        return tuple((spec, n) for spec, n in first.values())
 
     @property
     def count(self) -> int:
@@ -235,8 +248,9 @@ class CompressedGroups:
 
     def blocks_per_request(self, max_len: int, block_size: int = 0, mbt: int = 0) -> int:
         """Σ over groups (kv_cache_utils.py get_max_concurrency_for_kv_cache_config; kv_cache_planning.py
-        _max_memory_usage_bytes_from_groups). block_size / mbt: the KVGroups signature (the specs carry their own)."""
-        return sum(self.group_pages(g, max_len) for g in self.groups)
+        _max_memory_usage_bytes_from_groups) of the group's pages, which its first spec gives (group_heads).
+        block_size / mbt: the KVGroups signature (the specs carry their own)."""
+        return sum(n * s.pages(max_len, self.in_flight) for s, n in self.group_heads)
 
     @property
     def token_bytes(self) -> int:
@@ -262,13 +276,28 @@ def layout(m, w, layers: range, gpu, mbt: int) -> CompressedGroups:
                                                "only (get_supported_kernel_block_sizes)")
     ident = f"{gpu.id} {gpu.name}".lower()
     dtype, elem = cache_dtype(w)
-    packed = dtype == "fp8_ds_mla"
-    specs = [s for i in range(m.num_hidden_layers) for s in layer_specs(m, i, ratio_of(m, i), packed, elem)]
-    groups = packed_groups(specs)
+    groups, described = model_groups(m, dtype == "fp8_ds_mla", elem)
     full = sum(1 for g in groups if not g[0].sliding)
-    return CompressedGroups(tuple(groups), frozenset(layers), max_in_flight_tokens(mbt, w.parallel.pp), dtype,
+    return CompressedGroups(groups, frozenset(layers), max_in_flight_tokens(mbt, w.parallel.pp), dtype,
                             full_groups=full, sliding_groups=len(groups) - full,
-                            read_path=any(k in ident for k in NVIDIA_DSV4))
+                            read_path=any(k in ident for k in NVIDIA_DSV4), described=described,
+                            widest=stage_block_bytes(m, dtype == "fp8_ds_mla", elem, layers.start, layers.stop))
+
+
+@lru_cache(maxsize=1024)
+def stage_block_bytes(m, packed: bool, elem: int, first: int, last: int) -> int:
+    """bytes_per_block of the stage holding layers [first, last): the widest group's pages there."""
+    here = range(first, last)
+    return max(sum(s.page_bytes for s in g if s.layer in here) for g in model_groups(m, packed, elem)[0])
+
+
+@lru_cache(maxsize=64)
+def model_groups(m, packed: bool, elem: int) -> tuple[tuple[tuple[CacheSpec, ...], ...], tuple[str, str]]:
+    """The model's global groups, every layer's specs packed, and their description (describe_specs): what a layout
+    reads of the model alone, so a planner's grid builds them once."""
+    specs = [s for i in range(m.num_hidden_layers) for s in layer_specs(m, i, ratio_of(m, i), packed, elem)]
+    groups = tuple(packed_groups(specs))
+    return groups, describe_specs(groups)
 
 
 def ratio_of(m, i: int) -> int:
@@ -283,15 +312,20 @@ def describe_group(g: tuple[CacheSpec, ...]) -> str:
     return f"[{parts}: {sum(s.page_bytes for s in g):,} B a block]"
 
 
+def describe_specs(groups: tuple[tuple[CacheSpec, ...], ...]) -> tuple[str, str]:
+    """(each cache's page a block, each group's contents)."""
+    pages = sorted({(s.role, s.block_size, s.page_bytes) for g in groups for s in g})
+    return (", ".join(f"{r} {p:,} B / {b} tokens" for r, b, p in pages),
+            "; ".join(describe_group(g) for g in groups))
+
+
 def notes(cg: CompressedGroups, max_len: int) -> list[str]:
-    pages = sorted({(s.role, s.block_size, s.page_bytes) for g in cg.groups for s in g})
     off = [] if cg.read_path else [OFF_PATH]
-    each = ", ".join(f"{r} {p:,} B / {b} tokens" for r, b, p in pages)
+    each, described = cg.described if cg.described[0] else describe_specs(cg.groups)
     return [f"DeepSeek-V4 in vLLM 0.33 ({cg.kv_dtype}): per-layer caches {each} (models/deepseek_v4/attention.py, "
             "compressor.py; sparse_swa.py)",
             f"{cg.count} KV-cache groups sharing one pool, block-outermost (kv_cache_planning.py "
-            f"_get_packed_kv_cache_groups): {'; '.join(describe_group(g) for g in cg.groups)}; a block is the widest "
-            f"group, {cg.bytes_per_block:,} B",
+            f"_get_packed_kv_cache_groups): {described}; a block is the widest group, {cg.bytes_per_block:,} B",
             f"a request of {max_len:,} tokens holds {cg.blocks_per_request(max_len):,} blocks (sliding groups by "
             f"window − 1 + {cg.in_flight:,} in-flight tokens: async scheduling, (pp + 1) × max_num_batched_tokens)",
             *off]

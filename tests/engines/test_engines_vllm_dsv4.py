@@ -125,6 +125,19 @@ def test_pipeline_stage_projects_the_global_groups():
     assert cg.bytes_per_block == max(sum(s.page_bytes for s in g if s.layer < 22) for g in cg.groups)
 
 
+def test_a_group_needs_the_blocks_of_any_one_of_its_layers():
+    """UniformTypeKVCacheSpecs.max_memory_usage_pages is the most any layer of a group needs; a group is cut from one
+    bucket (same type, block size and window), so its first spec stands for it (and for its bucket's other groups):
+    the shortcut the planner's grids take equals the per-layer maximum at every length."""
+    for name in ("deepseek-v4-flash", "deepseek-v4-pro"):
+        for pp, layers in ((1, range(0, 61)), (4, range(15, 30))):
+            cg = vc.layout(_spec(name), Workload(mode="infer", engine="vllm", parallel={"pp": pp}),
+                           range(layers.start, min(layers.stop, 43 if "flash" in name else 61)), _Gpu("h200"), 8192)
+            for n in (1, 63, 64, 65, 256, 8191, 100_000, 1 << 20, 13_308_445):
+                assert cg.blocks_per_request(n) == sum(cg.group_pages(g, n) for g in cg.groups)
+            assert cg.bytes_per_block == max(sum(s.page_bytes for s in cg.local(g)) for g in cg.groups)
+
+
 class _Gpu:
     def __init__(self, ident: str):
         self.id = self.name = ident
