@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from calculator.core.errors import InputError
 from calculator.memory import inference as inf
 from calculator.core.dtypes import nbytes
 from calculator.model.spec import ModelSpec
@@ -34,6 +35,59 @@ def rope_cache_bytes(m: ModelSpec) -> int:
         return 0
     rotary = m.qk_rope_head_dim if m.is_mla else m.head_size
     return m.max_position_embeddings * rotary * 2
+
+
+# RoPE types whose max_position_embeddings already counts the scaling, so vLLM does not multiply it by `factor`
+# (vllm 0.33 config/model.py _get_and_verify_max_len); and model types whose length is scaled already (Gemma 3)
+VLLM_UNSCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+def vllm_derived_max_len(m: ModelSpec) -> int | None:
+    """The longest max_model_len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN (config/model.py
+    _get_and_verify_max_len; transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key): the
+    config's length keys, model_max_length taking over when given, × the factor of a RoPE type that scales it
+    (none for Gemma 3); None when the config gives no length (vLLM then takes any max_model_len given)."""
+    derived = m.model_max_length or m.max_position_embeddings
+    if derived is None:
+        return None
+    factor = 1.0
+    if m.rope_sets and "gemma3" not in m.model_type:
+        for kind, f, _ in m.rope_sets:
+            if kind not in VLLM_UNSCALED_ROPE and f is not None:
+                factor = f
+    return int(derived * factor)
+
+
+def sglang_derived_context(m: ModelSpec) -> int | None:
+    """The longest --context-length SGLang accepts without SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN (configs/
+    model_config.py _derive_context_length; utils/hf_transformers/common.py get_context_length): model_max_length
+    before max_position_embeddings, × a flat rope_scaling's factor unless it names original_max_position_embeddings
+    or is llama3 (a nested one has no top-level factor); None when the config gives no length (SGLang: 2048)."""
+    derived = m.model_max_length or m.max_position_embeddings
+    if derived is None:
+        return None
+    factor = 1.0
+    if len(m.rope_sets) == 1 and not m.rope_nested:
+        kind, f, original = m.rope_sets[0]
+        if f is not None and not original and kind != "llama3":
+            factor = f
+    return int(factor * derived)
+
+
+def check_context(given: int | None, derived: int | None, engine: str) -> None:
+    """Refuse a max_model_len above the engine's derived length, as the engine does at start-up."""
+    if given is None or derived is None or given <= derived:
+        return
+    flag, env = (("--max-model-len", "VLLM_ALLOW_LONG_MAX_MODEL_LEN") if engine == "vllm" else
+                 ("--context-length", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"))
+    raise InputError("serving.max_model_len",
+                     f"{given:,} tokens is more than the {derived:,} this model's config allows "
+                     f"(max_position_embeddings / model_max_length and its RoPE scaling): {ENGINE_NAMES[engine]} "
+                     f"refuses to start with {flag} {given} unless {env}=1, as positions past it are untrained. "
+                     f"Set the maximum length to {derived:,} or less")
+
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 1) -> int:

@@ -29,8 +29,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from calculator.engines import sglang_compressed, sglang_gemma, sglang_mimo, states
-from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
-                                       kv_token_bytes, sglang_server)
+from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, device_visible_bytes,
+                                       kv_heads_on_gpu, kv_token_bytes, sglang_derived_context, sglang_server)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
 from calculator.model.spec import ModelSpec
 
@@ -151,14 +151,10 @@ def mamba_slots(m: ModelSpec, w, split, rest: int, ad: int) -> tuple[int, int, s
 
 
 def ssm_context(m: ModelSpec, s) -> tuple[int, str]:
-    """(context length, start error) of an attention-free model: the config's max_position_embeddings, else 2048
-    (get_context_length); a longer --context-length is refused unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
-    (configs/model_config.py _derive_context_length)."""
-    derived = m.max_position_embeddings or DEFAULT_CONTEXT_LEN
-    if s.max_model_len and s.max_model_len > derived:
-        return s.max_model_len, (f"User-specified context_length ({s.max_model_len}) is greater than the derived "
-                                 f"context_length ({derived}). To allow overriding this maximum, set the env var "
-                                 "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    """(context length, start error: none, a longer --context-length is refused as input, common.check_context) of
+    an attention-free model: the config's length (sglang_derived_context), else 2048 (get_context_length)."""
+    derived = sglang_derived_context(m) or DEFAULT_CONTEXT_LEN
+    check_context(s.max_model_len, derived, "sglang")
     return s.max_model_len or derived, ""
 
 
@@ -244,7 +240,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if not (full_cell or swa_cell or split.state):
         from calculator.core.errors import InputError
         raise InputError("engine", "SGLang: a model with neither attention nor state layers is not modelled")
-    configured = s.max_model_len or m.max_position_embeddings or (w.seq_len + w.gen_tokens)
+    derived = sglang_derived_context(m)
+    check_context(s.max_model_len, derived, "sglang")  # SGLang's model config refuses it before any memory
+    configured = s.max_model_len or derived or (w.seq_len + w.gen_tokens)
     if attention_free:  # cell 0: the token allocator holds one context length (DefaultPoolConfigurator)
         configured, ctx_error = ssm_context(m, s)
         tokens = configured

@@ -22,8 +22,8 @@ from calculator.memory import inference as inf
 from calculator.engines import states, vllm_compressed, vllm_kv
 from calculator.core.bounded_cache import get_or_build
 from calculator.core.dtypes import nbytes
-from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, device_visible_bytes, kv_heads_on_gpu,
-                                       kv_token_bytes)
+from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, device_visible_bytes,
+                                       kv_heads_on_gpu, kv_token_bytes, vllm_derived_max_len)
 from calculator.engines.vllm_kv import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, kv_groups, max_model_len_that_fits
 from calculator.model.spec import ModelSpec
 
@@ -149,6 +149,7 @@ def sampler_peak(m: ModelSpec, requests: int, rel: Release) -> int:
 def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     """vLLM's start-up arithmetic for one GPU of pipeline stage `shard`."""
     s, p = w.serving, w.parallel
+    check_context(s.max_model_len, vllm_derived_max_len(m), "vllm")  # before anything: vLLM's config refuses it
     version, rel = release(s.version)
     visible, basis = device_visible_bytes(gpu)
     util = s.memory_fraction if s.memory_fraction is not None else DEFAULT_UTILIZATION
@@ -195,7 +196,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         kv_token = token * len(split.attention) + split.extra_token_bytes
     prefix = s.prefix_caching and (lay is None or not split.state or rel.hybrid_prefix_caching) and not free
     blocks = max(kv_pool, 0) // groups.bytes_per_block
-    model_max = m.max_position_embeddings or (DEFAULT_MAX_MODEL_LEN if free else w.seq_len + w.gen_tokens)
+    model_max = vllm_derived_max_len(m) or (DEFAULT_MAX_MODEL_LEN if free else w.seq_len + w.gen_tokens)
     configured = s.max_model_len or model_max
     per_seq = w.seq_len + w.gen_tokens
     in_flight = vllm_kv.max_in_flight_tokens(mbt, w.parallel.pp) if rel.async_in_flight else mbt

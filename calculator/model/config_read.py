@@ -167,6 +167,23 @@ def partial_rotary_dim(cfg: dict, head_dim: int, default: float) -> int:
     return int(head_dim * default)
 
 
+def context_fields(cfg: dict) -> dict:
+    """config.json's max_position_embeddings (GPT-2's n_positions), model_max_length and RoPE parameter sets (ModelSpec.rope_sets, rope_nested): rope_parameters
+    (transformers 5) or rope_scaling (4.x), one dict, or one per layer type (vllm transformers_utils/config.py
+    iter_rope_parameters: nested when every value is a dict); `type` is the old name of `rope_type`."""
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    if not isinstance(rope, dict):
+        rope = {}
+    nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())
+    sets = []
+    for part in (rope.values() if nested else [rope] if rope else []):
+        kind = get_str(part, "rope_type", "type", default="default")
+        sets.append((kind, get_float(part, "factor", None, 1e-6, 1e6), "original_max_position_embeddings" in part))
+    return {"max_position_embeddings": get_int(cfg, "max_position_embeddings", "n_positions", default=None, hi=1 << 40),
+            "model_max_length": get_int(cfg, "model_max_length", default=None, hi=1 << 40),
+            "rope_sets": tuple(sets), "rope_nested": nested}
+
+
 def get_str(cfg: dict, *keys: str, default: Any = REQUIRED, max_len: int = 100) -> Any:
     """A string field of at most `max_len` characters; `default` when absent or null."""
     key, value = _find(cfg, keys)

@@ -32,7 +32,7 @@ from calculator.model.mappers.mistral import MISTRAL_MAPPERS
 from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
-from calculator.model.config_read import partial_rotary_dim
+from calculator.model.config_read import context_fields, partial_rotary_dim
 from calculator.model.routers import with_router
 from calculator.model.spec import ModelSpec
 from calculator.model.text_towers import TEXT_MODEL_TYPES, text_config
@@ -385,8 +385,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
     fields["model_type"] = model_type
     given = name if isinstance(name, str) and name else cfg.get("_name_or_path")
     fields["name"] = given[:200] if isinstance(given, str) and given else model_type
-    fields.setdefault("max_position_embeddings", get_int(cfg, "max_position_embeddings", "n_positions", default=None,
-                                                         hi=1 << 40))
+    fields.update({k: v for k, v in context_fields(cfg).items() if k not in fields})  # where the mapper gave none
     try:
         spec = ModelSpec(**{k: v for k, v in fields.items() if v is not None or k in ("layer_types",)})
     except ValidationError as exc:

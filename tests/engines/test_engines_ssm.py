@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from calculator import Workload, estimate
+from calculator import InputError, Workload, estimate
 from calculator.engines import sglang, stage_terms
 from calculator.model.hf_config import spec_from_hf_config
 
@@ -95,8 +95,9 @@ def test_sglang_context_length_and_pool_settings():
     short = serve(m, "sglang", serving={"max_model_len": 1024})
     assert (short.kv_pool_tokens, short.max_model_len, short.starts) == (1024, 1023, True)
     # a --context-length above the derived 2048 is refused (model_config.py _derive_context_length)
-    long = serve(m, "sglang", serving={"max_model_len": 4096})
-    assert not long.starts and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in long.start_error
+    with pytest.raises(InputError, match="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1") as refused:
+        serve(m, "sglang", serving={"max_model_len": 4096})
+    assert refused.value.field == "serving.max_model_len" and "2,048 or less" in str(refused.value)
     # a config with a length key: that many tokens
     assert serve(spec(MAMBA2_2_7B, max_position_embeddings=8192), "sglang").kv_pool_tokens == 8192
     fixed = serve(m, "sglang", serving={"max_mamba_cache_size": 30}).states

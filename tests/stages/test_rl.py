@@ -118,11 +118,21 @@ def test_one_cli_call_per_configuration(capsys):
 
 def test_peak_allocated_is_the_highest_phase_allocated_not_the_phase_with_the_highest_total():
     """benchmarks/fuzz.py found doubling the micro-batch lowered peak_allocated_bytes: at b = 16 the training
-    phase has the highest total (its fragmentation) but the rollout's KV pool allocates more."""
+    phase has the highest total (its fragmentation) but the rollout's KV pool allocates more (GPT-2's 1,024
+    positions: prompt + response within them, as the rollout engine requires)."""
     spec = load_model("gpt2").spec
-    w = dict(mode="rl", seq_len=32768, gen_tokens=4096, optimizer="sgd-momentum", attention="eager",
-             activation_model="fujii", gpu="h100-sxm")
-    small, big = (estimate(spec, Workload(micro_batch=b, **w)) for b in (8, 16))
+    w = dict(mode="rl", optimizer="sgd-momentum", attention="eager", activation_model="fujii", gpu="h100-sxm",
+             rl={"prompt_len": 256, "response_len": 768})
+    small, big = (estimate(spec, Workload(micro_batch=b, **w)) for b in (64, 128))
+    assert small.rl.peak_phase == "rollout"
     assert big.rl.peak_phase == "training" and big.total_bytes > small.total_bytes
     rollout_allocated = small.peak_allocated_bytes
     assert big.peak_allocated_bytes >= rollout_allocated
+
+
+def test_rollout_longer_than_the_model_is_refused_naming_the_rl_lengths():
+    """The rollout engine's max_model_len is prompt + response; past the model's 1,024 positions it refuses."""
+    with pytest.raises(InputError) as refused:
+        estimate(load_model("gpt2").spec, Workload(mode="rl", gpu="h100-sxm", rl={"prompt_len": 512,
+                                                                                  "response_len": 1024}))
+    assert refused.value.field == "rl.response_len" and "1,536 tokens is more than the 1,024" in str(refused.value)

@@ -1,0 +1,84 @@
+"""The longest context each serving engine accepts from a config (calculator/engines/common.py): vLLM 0.33's
+_get_and_verify_max_len and SGLang 0.5's _derive_context_length. A longer max_model_len is refused as input, naming
+the field, before any memory is priced; without one, the engine's default is that length."""
+from __future__ import annotations
+
+import pytest
+
+from calculator import InputError, Workload, estimate
+from calculator.engines.common import sglang_derived_context, vllm_derived_max_len
+from calculator.model.hf_config import spec_from_hf_config
+from calculator.model.presets import load_model
+
+SMALL_LLAMA = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 4,
+               "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000,
+               "max_position_embeddings": 4096}
+
+
+def _spec(**fields):
+    return spec_from_hf_config({**SMALL_LLAMA, **fields}).spec
+
+
+def _serve(m, engine: str, max_model_len: int | None = None):
+    serving = {"max_model_len": max_model_len} if max_model_len else {}
+    return estimate(m, Workload(mode="infer", engine=engine, gpu="h200", serving=serving)).serving
+
+
+@pytest.mark.parametrize("rope, vllm, sglang", [
+    (None, 4096, 4096),
+    # linear / dynamic: the factor scales the length in both engines
+    ({"type": "linear", "factor": 4.0}, 16384, 16384),
+    ({"rope_type": "dynamic", "factor": 2.0}, 8192, 8192),
+    # YaRN: vLLM takes max_position_embeddings as already scaled; SGLang too when the original length is named
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}, 4096, 4096),
+    ({"rope_type": "yarn", "factor": 4.0}, 4096, 16384),
+    # Llama 3's scaling is counted in max_position_embeddings by both
+    ({"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 512, "low_freq_factor": 1.0,
+      "high_freq_factor": 4.0}, 4096, 4096),
+])
+def test_derived_length_by_rope_scaling(rope, vllm, sglang):
+    m = _spec(**({"rope_scaling": rope} if rope else {}))
+    assert (vllm_derived_max_len(m), sglang_derived_context(m)) == (vllm, sglang)
+    # without --max-model-len the engine serves that length
+    assert _serve(m, "vllm").configured_max_model_len == vllm
+    assert _serve(m, "sglang").configured_max_model_len == sglang
+
+
+def test_model_max_length_takes_over():
+    """Command-R style: model_max_length above max_position_embeddings is the length both accept."""
+    m = _spec(model_max_length=16384)
+    assert vllm_derived_max_len(m) == sglang_derived_context(m) == 16384
+    assert _serve(m, "vllm", 16384).configured_max_model_len == 16384
+
+
+def test_nested_rope_parameters():
+    """Per-layer-type RoPE (transformers 5 nested rope_parameters): vLLM scales by a linear set's factor except for
+    Gemma 3, whose max_position_embeddings is scaled already; SGLang sees no top-level factor."""
+    nested = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
+    m = _spec(rope_parameters=nested)
+    assert m.rope_nested and (vllm_derived_max_len(m), sglang_derived_context(m)) == (32768, 4096)
+    gemma = load_model("gemma-3-1b").spec.model_copy(update={"rope_sets": (("linear", 8.0, False),)})
+    assert vllm_derived_max_len(gemma) == gemma.max_position_embeddings
+
+
+@pytest.mark.parametrize("engine, flag, env", [("vllm", "--max-model-len", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
+                                               ("sglang", "--context-length",
+                                                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")])
+def test_a_longer_max_model_len_is_refused_naming_the_field(engine, flag, env):
+    m = load_model("llama-3.1-8b").spec  # llama3 RoPE: 131,072 in both
+    assert _serve(m, engine, 131_072).configured_max_model_len == 131_072
+    with pytest.raises(InputError) as refused:
+        _serve(m, engine, 262_144)
+    err = refused.value
+    assert err.field == "serving.max_model_len"
+    assert flag in err.message and env in err.message and "131,072 or less" in err.message
+
+
+def test_deepseek_v4_past_its_million_tokens_is_refused_by_vllm():
+    """Fuzz seed 37 #796: 13.3M tokens on DeepSeek-V4-Pro, which vLLM refuses (YaRN: 1,048,576 already scaled)."""
+    m = load_model("deepseek-v4-pro").spec
+    assert vllm_derived_max_len(m) == 1_048_576
+    with pytest.raises(InputError, match="serving.max_model_len"):
+        estimate(m, Workload(mode="infer", engine="vllm", gpu="h200", parallel={"tp": 8},
+                             serving={"max_model_len": 13_308_445}))
