@@ -62,12 +62,15 @@ def sglang_derived_context(m: ModelSpec) -> int | None:
     """The longest --context-length SGLang accepts without SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN (configs/
     model_config.py _derive_context_length; utils/hf_transformers/common.py get_context_length): model_max_length
     before max_position_embeddings, × a flat rope_scaling's factor unless it names original_max_position_embeddings
-    or is llama3 (a nested one has no top-level factor); None when the config gives no length (SGLang: 2048)."""
+    or is llama3; None when the config gives no length (SGLang: 2048). A nested one has no top-level factor, and
+    transformers 5 (SGLang 0.5.23 pins 5.19) nests it per layer type for the models that alternate sliding and
+    full attention (Gemma 3, OLMo 3, MiMo-V2, ...: their configuration classes' rope standardisation)."""
     derived = m.model_max_length or m.max_position_embeddings
     if derived is None:
         return None
     factor = 1.0
-    if len(m.rope_sets) == 1 and not m.rope_nested:
+    per_type = m.rope_nested or len(set(m.layer_types or ())) > 1
+    if len(m.rope_sets) == 1 and not per_type:
         kind, f, original = m.rope_sets[0]
         if f is not None and not original and kind != "llama3":
             factor = f

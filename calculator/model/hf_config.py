@@ -65,7 +65,7 @@ class MappedConfig:
 GEMMA3_TEXT_DEFAULTS = {
     "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
-    "tie_word_embeddings": True, "attention_bias": False, "sliding_window": 4096,
+    "tie_word_embeddings": True, "attention_bias": False, "sliding_window": 4096, "max_position_embeddings": 131_072,
 }
 
 # Defaults of transformers' Llama4TextConfig (models/llama4/configuration_llama4.py).
@@ -179,7 +179,8 @@ def _map_gemma2(cfg: dict) -> dict:
 def _map_gemma3(cfg: dict) -> dict:
     cfg = _with_defaults(cfg, GEMMA3_TEXT_DEFAULTS)
     f = _map_gemma2(cfg)
-    f.update(qk_norm=True, attn_logit_softcapping=None, final_logit_softcapping=None)
+    f.update(qk_norm=True, attn_logit_softcapping=None, final_logit_softcapping=None,
+             max_position_embeddings=get_int(cfg, "max_position_embeddings", hi=1 << 40))
     n = f["num_hidden_layers"]
     window = get_window(cfg)
     if cfg.get("layer_types") is None and window:

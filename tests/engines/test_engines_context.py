@@ -62,6 +62,26 @@ def test_nested_rope_parameters():
     assert vllm_derived_max_len(gemma) == gemma.max_position_embeddings
 
 
+def test_gemma3_multimodal_serves_its_class_default_length():
+    """The Hub's Gemma-3 4B/12B/27B configs leave max_position_embeddings to Gemma3TextConfig (131,072 in the real
+    class) and write a flat linear ×8 rope_scaling, which transformers 5 (SGLang pins 5.19) nests per layer type:
+    neither engine multiplies it, so both serve 131,072 tokens by default; vLLM on one H100 cannot hold a request
+    of that length for the 27B (it names the longest that fits), SGLang starts with a pool below it."""
+    from transformers import Gemma3TextConfig
+    for name in ("gemma-3-4b", "gemma-3-12b", "gemma-3-27b"):
+        m = load_model(name).spec
+        assert m.max_position_embeddings == Gemma3TextConfig().max_position_embeddings == 131_072
+        assert m.rope_sets == (("linear", 8.0, False),) and not m.rope_nested
+        assert vllm_derived_max_len(m) == sglang_derived_context(m) == 131_072
+    w = dict(mode="infer", gpu="h100-sxm")
+    big = load_model("gemma-3-27b").spec
+    vllm = estimate(big, Workload(engine="vllm", **w)).serving
+    assert vllm.configured_max_model_len == 131_072 and not vllm.starts and 100_000 < vllm.max_model_len < 131_072
+    assert "estimated maximum model length is" in vllm.start_error
+    sglang = estimate(big, Workload(engine="sglang", **w)).serving
+    assert sglang.configured_max_model_len == 131_072 and sglang.starts
+
+
 @pytest.mark.parametrize("engine, flag, env", [("vllm", "--max-model-len", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
                                                ("sglang", "--context-length",
                                                 "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")])
