@@ -26,15 +26,32 @@ def device_visible_bytes(gpu) -> tuple[int, str]:
                                                    "measured on H100/H200; no figure of this GPU)")
 
 
-def rope_cache_bytes(m: ModelSpec) -> int:
-    """RoPE cos/sin cache both engines keep on the GPU: max_position × rotary_dim in the model dtype
-    (vllm/model_executor/layers/rotary_embedding/base.py: cos_sin_cache [max_position, rotary_dim];
-    sglang/srt/layers/rotary_embedding.py likewise). Learned position embeddings have none, nor a model without
-    RoPE (VariantSpec.rope False: vLLM's OlmoHybridAttention builds no rotary_emb when rope_theta is None)."""
+def rope_cache_bytes(m: ModelSpec, engine: str = "vllm") -> int:
+    """RoPE cos/sin caches both engines keep on the GPU, rows × rotary_dim in the model dtype, one per distinct
+    rotary embedding (vllm/model_executor/layers/rotary_embedding/__init__.py get_rope keeps one per parameter set;
+    base.py: cos_sin_cache [rows, rotary_dim]; sglang/srt/layers/rotary_embedding likewise): rope_cache_rows. Learned
+    position embeddings have none, nor a model without RoPE (VariantSpec.rope False: vLLM's OlmoHybridAttention
+    builds no rotary_emb when rope_theta is None)."""
     if m.learned_position_embeddings or not m.max_position_embeddings or (m.variant is not None and not m.variant.rope):
         return 0
     rotary = m.qk_rope_head_dim if m.is_mla else m.head_size
-    return m.max_position_embeddings * rotary * 2
+    return sum(rope_cache_rows(m, engine)) * rotary * 2
+
+
+def rope_cache_rows(m: ModelSpec, engine: str) -> tuple[int, ...]:
+    """Rows of each cache: max_position_embeddings, × the factor for linear and dynamic-NTK scaling, whose caches
+    span the scaled length (linear_scaling_rope.py, dynamic_ntk_scaling_rope.py: max_position_embeddings ×
+    scaling_factor). Gemma 3 builds two: its sliding layers' (rope_local_base_freq, default) and its full layers'
+    (the config's set) — vLLM gemma3.py takes each layer type's rope_parameters, SGLang gemma3_causal.py passes
+    rope_type "default" to both."""
+    n = m.max_position_embeddings or 0
+    scaled = n
+    for kind, factor, _ in m.rope_sets[:1] if not m.rope_nested else ():
+        if kind in ("linear", "dynamic") and factor:
+            scaled = int(n * factor)
+    if "gemma3" in m.model_type and m.sliding_window:
+        return (n, scaled if engine == "vllm" else n)
+    return (scaled,)
 
 
 # RoPE types whose max_position_embeddings already counts the scaling, so vLLM does not multiply it by `factor`
@@ -110,7 +127,7 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
         layers = count_parameters(m).layers[shard.first_layer:shard.last_layer]
         attn = sum(-(-(layer.attention - layer.tp_replicated) // w.parallel.tp) for layer in layers)  # replicated: whole
         total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)
-    return total + rope_cache_bytes(m)  # one cos/sin cache per process, shared by its layers
+    return total + rope_cache_bytes(m, w.engine)  # cos/sin caches per process, shared by the layers
 
 
 def kv_token_bytes(m: ModelSpec, kv_heads: int, kv_dtype: str) -> int:

@@ -102,3 +102,19 @@ def test_deepseek_v4_past_its_million_tokens_is_refused_by_vllm():
     with pytest.raises(InputError, match="serving.max_model_len"):
         estimate(m, Workload(mode="infer", engine="vllm", gpu="h200", parallel={"tp": 8},
                              serving={"max_model_len": 13_308_445}))
+
+
+def test_rope_caches_span_the_scaled_length_one_per_rotary_embedding():
+    """cos/sin caches of rows × rotary_dim bf16 values: linear scaling spans max_position × factor rows
+    (linear_scaling_rope.py); Gemma 3 keeps a cache for its sliding layers and one for its full layers, the latter
+    linear ×8 in vLLM (gemma3.py: each layer type's rope_parameters) and default in SGLang (gemma3_causal.py)."""
+    from calculator.engines.common import rope_cache_bytes
+    llama = load_model("llama-3.1-8b").spec  # llama3 scaling: max_position_embeddings rows
+    assert rope_cache_bytes(llama, "vllm") == rope_cache_bytes(llama, "sglang") == 131_072 * 128 * 2
+    linear = _spec(rope_scaling={"type": "linear", "factor": 4.0})  # head 64
+    assert rope_cache_bytes(linear, "vllm") == rope_cache_bytes(linear, "sglang") == 4 * 4096 * 64 * 2
+    gemma = load_model("gemma-3-27b").spec  # head 128
+    assert rope_cache_bytes(gemma, "vllm") == (131_072 + 8 * 131_072) * 128 * 2  # 288 MiB
+    assert rope_cache_bytes(gemma, "sglang") == 2 * 131_072 * 128 * 2
+    small = load_model("gemma-3-1b").spec  # nested, both default: two caches of its 32,768 positions, head 256
+    assert rope_cache_bytes(small, "vllm") == rope_cache_bytes(small, "sglang") == 2 * 32_768 * 256 * 2
