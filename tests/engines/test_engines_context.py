@@ -106,13 +106,15 @@ def test_deepseek_v4_past_its_million_tokens_is_refused_by_vllm():
 
 def test_rope_caches_span_the_scaled_length_one_per_rotary_embedding():
     """cos/sin caches of rows × rotary_dim bf16 values: linear scaling spans max_position × factor rows
-    (linear_scaling_rope.py); Gemma 3 keeps a cache for its sliding layers and one for its full layers, the latter
+    (linear_scaling_rope.py), dynamic NTK too in SGLang only; Gemma 3 keeps a cache for its sliding layers and one for its full layers, the latter
     linear ×8 in vLLM (gemma3.py: each layer type's rope_parameters) and default in SGLang (gemma3_causal.py)."""
     from calculator.engines.common import rope_cache_bytes
     llama = load_model("llama-3.1-8b").spec  # llama3 scaling: max_position_embeddings rows
     assert rope_cache_bytes(llama, "vllm") == rope_cache_bytes(llama, "sglang") == 131_072 * 128 * 2
     linear = _spec(rope_scaling={"type": "linear", "factor": 4.0})  # head 64
     assert rope_cache_bytes(linear, "vllm") == rope_cache_bytes(linear, "sglang") == 4 * 4096 * 64 * 2
+    dynamic = _spec(rope_scaling={"rope_type": "dynamic", "factor": 2.0})  # vLLM 0.33 keeps max_position rows
+    assert (rope_cache_bytes(dynamic, "vllm"), rope_cache_bytes(dynamic, "sglang")) == (4096 * 128, 2 * 4096 * 128)
     gemma = load_model("gemma-3-27b").spec  # head 128
     assert rope_cache_bytes(gemma, "vllm") == (131_072 + 8 * 131_072) * 128 * 2  # 288 MiB
     assert rope_cache_bytes(gemma, "sglang") == 2 * 131_072 * 128 * 2
