@@ -110,6 +110,13 @@ def check_context(given: int | None, derived: int | None, engine: str) -> None:
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
+def check_engine_context(m: ModelSpec, w) -> None:
+    """check_context for the workload's serving engine, if any (the planner asks it once before its layouts)."""
+    if w.mode == "infer" and w.engine in ENGINE_NAMES:
+        derived = vllm_derived_max_len(m) if w.engine == "vllm" else sglang_derived_context(m)
+        check_context(w.serving.max_model_len, derived, w.engine)
+
+
 def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 1) -> int:
     """Weights one GPU loads: quantized decoder linears (routed experts in expert_weight_dtype when given) and the
     rest in the params dtype, as calculator.memory.inference prices them, plus the RoPE cache. SGLang's DP attention

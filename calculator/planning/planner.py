@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from calculator.core.errors import InputError
+from calculator.engines.common import check_engine_context
 from calculator.stages.estimate import estimate
 from calculator.core.fit import SAFE_FRACTION
 from calculator.model.spec import ModelSpec
@@ -227,6 +228,7 @@ def plans_for(m: ModelSpec, w: Workload, gpus: int, capacity_bytes: int, max_tp:
         raise InputError("gpus", "the number of GPUs must be at least 1")
     rank = _check(w, rank, timing)
     check_plannable(m)
+    check_engine_context(m, w)  # a length the engine refuses is refused once, not layout by layout
     layouts = list(layouts_of(m, w, gpus, max_tp, max_micro_batch, search, _batch(w, global_batch)))
     plans = evaluate(m, w, layouts, capacity_bytes, include_unfit, global_batch=_batch(w, global_batch))
     return _finish(m, w, plans, limit, rank, timing, _batch(w, global_batch), _concurrency(concurrency))
@@ -252,6 +254,7 @@ def fewest_gpus(m: ModelSpec, w: Workload, capacity_bytes: int, max_gpus: int = 
     calculator.planning.grid.candidate_counts), ranked by `rank`."""
     rank = _check(w, rank, timing)
     check_plannable(m)
+    check_engine_context(m, w)  # a length the engine refuses is refused once, not layout by layout
     gb = _batch(w, global_batch)
     found = _fewest(m, w, capacity_bytes, max_gpus, max_tp, max_micro_batch, search, global_batch=gb)
     return _finish(m, w, found, limit, rank, timing, gb, _concurrency(concurrency)) if found else []

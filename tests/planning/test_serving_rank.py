@@ -97,6 +97,20 @@ def test_concurrency_is_checked_and_printed(capsys):
         plans_for(QWEN32, W32K, 8, H100, concurrency=0)
 
 
+
+def test_a_length_the_engine_refuses_is_refused_once_not_as_no_fit(capsys):
+    """Qwen3-32B's 40,960 positions: a longer --max-model-len is the input's fault, not the GPUs' (the planner
+    would otherwise try every layout and say none fits)."""
+    args = ["plan", "--model", "qwen3-32b", "--mode", "infer", "--engine", "sglang", "--max-model-len", "65536",
+            "--gpu", "h100-sxm", "--gpus", "8"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "serving.max_model_len" in err and "40,960 or less" in err and "fits" not in err
+    w = W32K.model_copy(update={"serving": W32K.serving.model_copy(update={"max_model_len": 65536})})
+    with pytest.raises(InputError, match="serving.max_model_len"):
+        plans_for(QWEN32, w, 8, H100)
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 @pytest.mark.parametrize("name, gpus", [("qwen3-32b", 16), ("deepseek-v3", 16), ("qwen3-next-80b-a3b", 8)])
 def test_serving_grid_in_two_passes_equals_estimate_time(engine, name, gpus):
