@@ -162,7 +162,8 @@ class ServingConfig(HashedOnce):
 
     # vLLM gpu_memory_utilization (0.9) / SGLang mem_fraction_static (its rule by GPU memory and TP)
     memory_fraction: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
-    # None: the model's max_position_embeddings
+    # None: the model's length as the engine derives it (engines.common: max_position_embeddings, model_max_length,
+    # RoPE scaling); a longer one is refused, as the engines refuse it
     max_model_len: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
     # SGLang: chunked_prefill_size
     max_num_batched_tokens: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
