@@ -110,11 +110,33 @@ def check_context(given: int | None, derived: int | None, engine: str) -> None:
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
+def check_request_length(w, configured: int, engine: str) -> None:
+    """Refuse a request the engine rejects at its length: vLLM a prompt longer than max_model_len
+    (v1/engine/input_processor.py _validate_prompt_len; a longer prompt + output has its output clamped to
+    max_model_len − prompt instead, entrypoints/serve/utils/api_utils.py get_max_tokens); SGLang a prompt of
+    context_len tokens or more, or prompt + max_new_tokens above it (managers/tokenizer_manager.py
+    _validate_one_request, validate_total_tokens on, no auto-truncation by default)."""
+    if engine == "vllm":
+        bad, what = w.seq_len > configured, f"a prompt of {w.seq_len:,} tokens"
+    else:
+        bad = w.seq_len >= configured or w.seq_len + w.gen_tokens > configured
+        what = f"a request of {w.seq_len:,} prompt + {w.gen_tokens:,} generated tokens"
+    if not bad:
+        return
+    given = w.serving.max_model_len is not None
+    raise InputError("seq_len", f"{ENGINE_NAMES[engine]} rejects {what} with max_model_len {configured:,}"
+                                f"{' (set by you)' if given else ' (the most the model config allows)'}: shorten "
+                                "the prompt" + (" or the generated tokens" if engine == "sglang" else "")
+                                + (", or raise the maximum length" if given else ""))
+
 def check_engine_context(m: ModelSpec, w) -> None:
-    """check_context for the workload's serving engine, if any (the planner asks it once before its layouts)."""
+    """check_context and check_request_length for the workload's serving engine, if any (the planner asks them
+    once before its layouts)."""
     if w.mode == "infer" and w.engine in ENGINE_NAMES:
         derived = vllm_derived_max_len(m) if w.engine == "vllm" else sglang_derived_context(m)
         check_context(w.serving.max_model_len, derived, w.engine)
+        if w.serving.max_model_len or derived:
+            check_request_length(w, w.serving.max_model_len or derived, w.engine)
 
 
 def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 1) -> int:
@@ -210,7 +232,7 @@ class Serving:
     block_size: int
     kv_pool_blocks: int
     kv_pool_tokens: int
-    tokens_per_seq: int  # --seq + --gen
+    tokens_per_seq: int  # --seq + --gen (vLLM: at most max_model_len, its output clamped)
     max_concurrent_seqs: float  # sequences of tokens_per_seq the pool holds at once (per engine replica)
     configured_max_model_len: int
     max_model_len: int  # the largest max_model_len the engine starts with

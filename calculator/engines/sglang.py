@@ -29,8 +29,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from calculator.engines import sglang_compressed, sglang_gemma, sglang_mimo, states
-from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, device_visible_bytes,
-                                       kv_heads_on_gpu, kv_token_bytes, sglang_derived_context, sglang_server)
+from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, check_request_length,
+                                       device_visible_bytes, kv_heads_on_gpu, kv_token_bytes, sglang_derived_context,
+                                       sglang_server)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
 from calculator.model.spec import ModelSpec
 
@@ -255,6 +256,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         tokens = max(rest, 0) // (full_cell or swa_cell)
     page = DSA_PAGE_SIZE if split.indexed else PAGE_SIZE
     tokens = tokens // page * page
+    check_request_length(w, configured, "sglang")
     per_seq = w.seq_len + w.gen_tokens
     window = m.sliding_window or 0
     if mimo is not None:  # resolve_max_num_reqs caps the running requests; compute_swa_request_cap their swa tokens

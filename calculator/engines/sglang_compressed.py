@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calculator.core.errors import InputError
-from calculator.engines.common import GiB, Serving, sglang_server
+from calculator.engines.common import GiB, Serving, check_request_length, sglang_server
 from calculator.engines.sglang_gemma import swa_floor_error
 from calculator.engines.sglang_mimo import swa_tokens_per_request
 from calculator.engines.vllm_compressed import ratio_of  # a layer's compress ratio (0: the window alone)
@@ -291,6 +291,7 @@ def serving(m, w, layers: range, available: int, frac: float, base: dict) -> Ser
     starts = not error
     per_seq = w.seq_len + w.gen_tokens
     configured = s.max_model_len or m.max_position_embeddings or per_seq
+    check_request_length(w, configured, "sglang")
     held = round_up(per_seq, PAGE)  # the full pool is allocated by 256-token pages
     swa_hold = swa_tokens_per_request(held, m.compressed.window, PAGE)
     concurrency = float(min(pools.full / held, pools.swa / swa_hold, pools.running)) if starts else 0.0

@@ -22,8 +22,8 @@ from calculator.memory import inference as inf
 from calculator.engines import states, vllm_compressed, vllm_kv
 from calculator.core.bounded_cache import get_or_build
 from calculator.core.dtypes import nbytes
-from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, device_visible_bytes,
-                                       kv_heads_on_gpu, kv_token_bytes, vllm_derived_max_len)
+from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, check_request_length,
+                                       device_visible_bytes, kv_heads_on_gpu, kv_token_bytes, vllm_derived_max_len)
 from calculator.engines.vllm_kv import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, kv_groups, max_model_len_that_fits
 from calculator.model.spec import ModelSpec
 
@@ -198,7 +198,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     blocks = max(kv_pool, 0) // groups.bytes_per_block
     model_max = vllm_derived_max_len(m) or (DEFAULT_MAX_MODEL_LEN if free else w.seq_len + w.gen_tokens)
     configured = s.max_model_len or model_max
-    per_seq = w.seq_len + w.gen_tokens
+    check_request_length(w, configured, "vllm")
+    per_seq = min(w.seq_len + w.gen_tokens, configured)  # a longer request's output is clamped (get_max_tokens)
     in_flight = vllm_kv.max_in_flight_tokens(mbt, w.parallel.pp) if rel.async_in_flight else mbt
     per_req = groups.blocks_per_request(configured, block, in_flight)
     concurrency = blocks / per_req if per_req else 0.0

@@ -137,7 +137,7 @@ def _rollout_workload(w):
                     weight_dtype=w.weight_dtype, expert_weight_dtype=w.expert_weight_dtype,
                     parallel=Parallelism(tp=rl.rollout_tp),
                     serving=ServingConfig(memory_fraction=rl.memory_fraction,
-                                          max_model_len=rl.prompt_len + rl.response_len),
+                                          max_model_len=max(rl.prompt_len, 1) + rl.response_len),
                     overheads=w.overheads)
 
 

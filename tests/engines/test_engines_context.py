@@ -21,7 +21,7 @@ def _spec(**fields):
 
 def _serve(m, engine: str, max_model_len: int | None = None):
     serving = {"max_model_len": max_model_len} if max_model_len else {}
-    return estimate(m, Workload(mode="infer", engine=engine, gpu="h200", serving=serving)).serving
+    return estimate(m, Workload(mode="infer", engine=engine, gpu="h200", seq_len=1024, serving=serving)).serving
 
 
 @pytest.mark.parametrize("rope, vllm, sglang", [
@@ -120,3 +120,21 @@ def test_rope_caches_span_the_scaled_length_one_per_rotary_embedding():
     assert rope_cache_bytes(gemma, "sglang") == 2 * 131_072 * 128 * 2
     small = load_model("gemma-3-1b").spec  # nested, both default: two caches of its 32,768 positions, head 256
     assert rope_cache_bytes(small, "vllm") == rope_cache_bytes(small, "sglang") == 2 * 32_768 * 256 * 2
+
+
+def test_requests_longer_than_the_served_length():
+    """vLLM rejects a prompt past max_model_len and clamps a longer output to what is left (get_max_tokens), so the
+    sequence it holds is max_model_len long; SGLang rejects a prompt of the whole context and a prompt + output past
+    it (_validate_one_request)."""
+    m = _spec()  # 4,096 positions
+    def serve(engine, seq, gen):
+        return estimate(m, Workload(mode="infer", engine=engine, gpu="h200", seq_len=seq, gen_tokens=gen)).serving
+    with pytest.raises(InputError, match="vLLM rejects a prompt of 4,097 tokens") as refused:
+        serve("vllm", 4097, 0)
+    assert refused.value.field == "seq_len" and "the most the model config allows" in refused.value.message
+    clamped, exact = serve("vllm", 4000, 500), serve("vllm", 4000, 96)
+    assert clamped.tokens_per_seq == exact.tokens_per_seq == 4096 and clamped.max_concurrent_seqs == exact.max_concurrent_seqs
+    assert serve("sglang", 4095, 1).starts
+    for seq, gen in ((4096, 0), (4000, 97)):
+        with pytest.raises(InputError, match="SGLang rejects a request"):
+            serve("sglang", seq, gen)

@@ -92,8 +92,11 @@ def test_sglang_serves_mamba1_on_the_full_rank_layout(model_type, arch):
 
 def test_sglang_context_length_and_pool_settings():
     m = spec(MAMBA2_2_7B)
-    short = serve(m, "sglang", serving={"max_model_len": 1024})
+    short = serve(m, "sglang", seq=512, serving={"max_model_len": 1024})
     assert (short.kv_pool_tokens, short.max_model_len, short.starts) == (1024, 1023, True)
+    # a prompt of the whole context is rejected (tokenizer_manager.py _validate_one_request)
+    with pytest.raises(InputError, match="SGLang rejects a request of 1,024 prompt"):
+        serve(m, "sglang", serving={"max_model_len": 1024})
     # a --context-length above the derived 2048 is refused (model_config.py _derive_context_length)
     with pytest.raises(InputError, match="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1") as refused:
         serve(m, "sglang", serving={"max_model_len": 4096})
