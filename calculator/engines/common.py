@@ -41,9 +41,10 @@ def rope_cache_bytes(m: ModelSpec, engine: str = "vllm") -> int:
 def rope_cache_rows(m: ModelSpec, engine: str) -> tuple[int, ...]:
     """Rows of each cache: max_position_embeddings, × the factor for linear scaling, whose cache spans the scaled
     length (both engines' linear_scaling_rope.py / base.py: max_position_embeddings × scaling_factor), and for
-    dynamic NTK in SGLang (rope_variant.py; vLLM 0.33's dynamic_ntk_scaling_rope.py keeps max_position rows). Gemma 3 builds two: its sliding layers' (rope_local_base_freq, default) and its full layers'
-    (the config's set) — vLLM gemma3.py takes each layer type's rope_parameters, SGLang gemma3_causal.py passes
-    rope_type "default" to both."""
+    dynamic NTK in SGLang (rope_variant.py; vLLM 0.33's dynamic_ntk_scaling_rope.py keeps max_position rows).
+    Gemma 3 builds two: its sliding layers' (rope_local_base_freq, default) and its full layers' (the config's set)
+    — vLLM gemma3.py takes each layer type's rope_parameters, SGLang gemma3_causal.py passes rope_type "default" to
+    both."""
     n = m.max_position_embeddings or 0
     scaled = n
     for kind, factor, _ in m.rope_sets[:1] if not m.rope_nested else ():

@@ -86,6 +86,11 @@ def _warnings(m: ModelSpec, w) -> tuple[str, ...]:
         out.append("DeepSeek-V4: parameters and cache are held to transformers; the prefill / decode working set is "
                    "the engine's generic eager layer (transformers runs V4 with eager attention only), not traced for "
                    "compressed attention and its hc_mult residual streams")
+    tokens = w.seq_len + (w.gen_tokens if w.mode == "infer" else 0)
+    if m.learned_position_embeddings and tokens > m.learned_position_embeddings and w.engine == "hf":
+        out.append(f"{tokens:,} tokens is past this model's {m.learned_position_embeddings:,} learned positions: "
+                   "transformers fails in the position-embedding lookup (an index out of range) before any of this "
+                   "memory is used; the figures are for a model with that many positions")
     if w.attention == "eager" and w.seq_len >= 8192:
         out.append("eager attention at long sequence: the a·b·s² scores dominate; FlashAttention avoids them")
     return tuple(out)

@@ -106,8 +106,9 @@ def test_deepseek_v4_past_its_million_tokens_is_refused_by_vllm():
 
 def test_rope_caches_span_the_scaled_length_one_per_rotary_embedding():
     """cos/sin caches of rows × rotary_dim bf16 values: linear scaling spans max_position × factor rows
-    (linear_scaling_rope.py), dynamic NTK too in SGLang only; Gemma 3 keeps a cache for its sliding layers and one for its full layers, the latter
-    linear ×8 in vLLM (gemma3.py: each layer type's rope_parameters) and default in SGLang (gemma3_causal.py)."""
+    (linear_scaling_rope.py), dynamic NTK too in SGLang only; Gemma 3 keeps a cache for its sliding layers and one
+    for its full layers, the latter linear ×8 in vLLM (gemma3.py: each layer type's rope_parameters) and default in
+    SGLang (gemma3_causal.py)."""
     from calculator.engines.common import rope_cache_bytes
     llama = load_model("llama-3.1-8b").spec  # llama3 scaling: max_position_embeddings rows
     assert rope_cache_bytes(llama, "vllm") == rope_cache_bytes(llama, "sglang") == 131_072 * 128 * 2
@@ -133,7 +134,8 @@ def test_requests_longer_than_the_served_length():
         serve("vllm", 4097, 0)
     assert refused.value.field == "seq_len" and "the most the model config allows" in refused.value.message
     clamped, exact = serve("vllm", 4000, 500), serve("vllm", 4000, 96)
-    assert clamped.tokens_per_seq == exact.tokens_per_seq == 4096 and clamped.max_concurrent_seqs == exact.max_concurrent_seqs
+    assert clamped.tokens_per_seq == exact.tokens_per_seq == 4096
+    assert clamped.max_concurrent_seqs == exact.max_concurrent_seqs
     assert serve("sglang", 4095, 1).starts
     for seq, gen in ((4096, 0), (4000, 97)):
         with pytest.raises(InputError, match="SGLang rejects a request"):

@@ -211,3 +211,16 @@ def test_parameter_offload_needs_zero3_and_keeps_only_the_gathered_units(llama8b
                  with_fits=False)
     assert e.components["weights"] == 0 and e.components["sharding_buffers"] > 0
     assert e.peak.host_bytes == pytest.approx(LLAMA8B * 16 / 8, rel=0.001)  # 2 + 2 + 4 + 8 B/param over 8 ranks
+
+
+def test_a_sequence_past_learned_positions_is_flagged():
+    """GPT-2's 1,024 learned positions (wpe): transformers indexes them by position, so a longer sequence fails
+    before the memory priced here is used; the estimate says so (training counts the sequence, generate() the prompt
+    and the generated tokens)."""
+    gpt2 = load_model("gpt2").spec
+    def flagged(**kw):
+        return any("learned positions" in x for x in estimate(gpt2, Workload(gpu="h100-sxm", **kw)).warnings)
+    assert flagged(seq_len=1025) and not flagged(seq_len=1024)
+    assert flagged(mode="infer", seq_len=1000, gen_tokens=25) and not flagged(mode="infer", seq_len=1000, gen_tokens=24)
+    llama = load_model("llama-3.2-1b").spec  # RoPE: no table to run past
+    assert not any("learned positions" in x for x in estimate(llama, Workload(seq_len=200_000, gpu="h200")).warnings)
