@@ -41,15 +41,18 @@ def rope_cache_bytes(m: ModelSpec, engine: str = "vllm") -> int:
 def rope_cache_rows(m: ModelSpec, engine: str) -> tuple[int, ...]:
     """Rows of each cache: max_position_embeddings, × the factor for linear scaling, whose cache spans the scaled
     length (both engines' linear_scaling_rope.py / base.py: max_position_embeddings × scaling_factor), and for
-    dynamic NTK in SGLang (rope_variant.py; vLLM 0.33's dynamic_ntk_scaling_rope.py keeps max_position rows).
+    dynamic NTK in SGLang (rope_variant.py; vLLM 0.33's dynamic_ntk_scaling_rope.py keeps max_position rows); YaRN
+    builds its cache over original_max_position_embeddings × factor (yarn_scaling_rope.py / yarn.py).
     Gemma 3 builds two: its sliding layers' (rope_local_base_freq, default) and its full layers' (the config's set)
     — vLLM gemma3.py takes each layer type's rope_parameters, SGLang gemma3_causal.py passes rope_type "default" to
     both."""
     n = m.max_position_embeddings or 0
     scaled = n
-    for kind, factor, _ in m.rope_sets[:1] if not m.rope_nested else ():
+    for kind, factor, original in m.rope_sets[:1] if not m.rope_nested else ():
         if factor and (kind == "linear" or (kind == "dynamic" and engine == "sglang")):
             scaled = int(n * factor)
+        elif factor and original and kind in ("yarn", "deepseek_yarn"):  # original × factor (yarn.py, both)
+            scaled = int(original * factor)
     if "gemma3" in m.model_type and m.sliding_window:
         return (n, scaled if engine == "vllm" else n)
     return (scaled,)

@@ -168,9 +168,10 @@ def partial_rotary_dim(cfg: dict, head_dim: int, default: float) -> int:
 
 
 def context_fields(cfg: dict) -> dict:
-    """config.json's max_position_embeddings (GPT-2's n_positions), model_max_length and RoPE parameter sets (ModelSpec.rope_sets, rope_nested): rope_parameters
-    (transformers 5) or rope_scaling (4.x), one dict, or one per layer type (vllm transformers_utils/config.py
-    iter_rope_parameters: nested when every value is a dict); `type` is the old name of `rope_type`."""
+    """config.json's max_position_embeddings (GPT-2's n_positions), model_max_length and RoPE parameter sets
+    (ModelSpec.rope_sets, rope_nested): rope_parameters (transformers 5) or rope_scaling (4.x), one dict, or one per
+    layer type (vllm transformers_utils/config.py iter_rope_parameters: nested when every value is a dict); `type`
+    is the old name of `rope_type`."""
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
     if not isinstance(rope, dict):
         rope = {}
@@ -178,7 +179,8 @@ def context_fields(cfg: dict) -> dict:
     sets = []
     for part in (rope.values() if nested else [rope] if rope else []):
         kind = get_str(part, "rope_type", "type", default="default")
-        sets.append((kind, get_float(part, "factor", None, 1e-6, 1e6), "original_max_position_embeddings" in part))
+        sets.append((kind, get_float(part, "factor", None, 1e-6, 1e6),
+                     get_int(part, "original_max_position_embeddings", default=None, hi=1 << 40)))
     return {"max_position_embeddings": get_int(cfg, "max_position_embeddings", "n_positions", default=None, hi=1 << 40),
             "model_max_length": get_int(cfg, "model_max_length", default=None, hi=1 << 40),
             "rope_sets": tuple(sets), "rope_nested": nested}

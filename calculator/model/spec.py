@@ -180,10 +180,10 @@ class ModelSpec(HashedOnce):
     # take it as the default max_model_len and size their RoPE cos/sin cache by it. None: not given.
     max_position_embeddings: int | None = Field(default=None, gt=0)
     # What the engines also read to derive the longest context they accept (calculator.engines.common.
-    # derived_context): config.json's model_max_length, and each RoPE parameter set as (rope_type, factor, whether it
-    # names original_max_position_embeddings), one per layer type when rope_parameters is nested (rope_nested).
+    # derived_context): config.json's model_max_length, and each RoPE parameter set as (rope_type, factor, its
+    # original_max_position_embeddings), one per layer type when rope_parameters is nested (rope_nested).
     model_max_length: int | None = Field(default=None, gt=0)
-    rope_sets: tuple[tuple[str, float | None, bool], ...] = ()
+    rope_sets: tuple[tuple[str, float | None, int | None], ...] = ()
     rope_nested: bool = False
 
     @model_validator(mode="after")

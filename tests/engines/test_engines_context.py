@@ -58,7 +58,7 @@ def test_nested_rope_parameters():
               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
     m = _spec(rope_parameters=nested)
     assert m.rope_nested and (vllm_derived_max_len(m), sglang_derived_context(m)) == (32768, 4096)
-    gemma = load_model("gemma-3-1b").spec.model_copy(update={"rope_sets": (("linear", 8.0, False),)})
+    gemma = load_model("gemma-3-1b").spec.model_copy(update={"rope_sets": (("linear", 8.0, None),)})
     assert vllm_derived_max_len(gemma) == gemma.max_position_embeddings
 
 
@@ -71,7 +71,7 @@ def test_gemma3_multimodal_serves_its_class_default_length():
     for name in ("gemma-3-4b", "gemma-3-12b", "gemma-3-27b"):
         m = load_model(name).spec
         assert m.max_position_embeddings == Gemma3TextConfig().max_position_embeddings == 131_072
-        assert m.rope_sets == (("linear", 8.0, False),) and not m.rope_nested
+        assert m.rope_sets == (("linear", 8.0, None),) and not m.rope_nested
         assert vllm_derived_max_len(m) == sglang_derived_context(m) == 131_072
     w = dict(mode="infer", gpu="h100-sxm")
     big = load_model("gemma-3-27b").spec
@@ -116,6 +116,12 @@ def test_rope_caches_span_the_scaled_length_one_per_rotary_embedding():
     assert rope_cache_bytes(linear, "vllm") == rope_cache_bytes(linear, "sglang") == 4 * 4096 * 64 * 2
     dynamic = _spec(rope_scaling={"rope_type": "dynamic", "factor": 2.0})  # vLLM 0.33 keeps max_position rows
     assert (rope_cache_bytes(dynamic, "vllm"), rope_cache_bytes(dynamic, "sglang")) == (4096 * 128, 2 * 4096 * 128)
+    # YaRN spans original × factor: Qwen2.5's long-context recipe (factor 4 over its 32,768) is 4× max_position
+    qwen = _spec(max_position_embeddings=32768, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                               "original_max_position_embeddings": 32768})
+    assert rope_cache_bytes(qwen, "vllm") == rope_cache_bytes(qwen, "sglang") == 131_072 * 64 * 2
+    ds = load_model("deepseek-v3").spec  # 4,096 × 40: its max_position_embeddings, 64 rotary channels (MLA)
+    assert rope_cache_bytes(ds, "vllm") == 163_840 * 64 * 2
     gemma = load_model("gemma-3-27b").spec  # head 128
     assert rope_cache_bytes(gemma, "vllm") == (131_072 + 8 * 131_072) * 128 * 2  # 288 MiB
     assert rope_cache_bytes(gemma, "sglang") == 2 * 131_072 * 128 * 2
