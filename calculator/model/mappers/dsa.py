@@ -276,6 +276,9 @@ def map_deepseek_v4(cfg: dict) -> dict:
     cfg = {**V4_DEFAULTS, **cfg}
     f = common_fields({**cfg, "intermediate_size": cfg.get("moe_intermediate_size")})
     n, a, d = f["num_hidden_layers"], f["num_attention_heads"], f["head_dim"]
+    if d is None:  # DeepseekV4Config is a strict dataclass: head_dim: int = 512, so null fails to load
+        raise ConfigError("head_dim: DeepSeek-V4 needs a whole number here (DeepseekV4Config: 512 by default; "
+                          "null is refused by its strict type check): give the checkpoint's head_dim or leave it out")
     rates = cfg.get("compress_rates") if isinstance(cfg.get("compress_rates"), dict) else {}
     rates = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128, **rates}
     groups = get_int(cfg, "o_groups", hi=B.MAX_HEADS)

@@ -74,6 +74,18 @@ def test_legacy_fields_map_as_the_configuration_class_folds_them():
         spec_from_hf_config({**raw, "compress_ratios": [4, 0, 64, 4, 128]})
 
 
+
+def test_a_null_head_dim_is_refused_as_the_strict_configuration_class_refuses_it():
+    """benchmarks/fuzz.py seed 61: "head_dim": null reached heads × head_dim as a TypeError. DeepseekV4Config is a
+    strict dataclass (head_dim: int = 512), so the real class refuses it too."""
+    from huggingface_hub.errors import StrictDataclassFieldValidationError
+    raw = json.loads(PRESET.read_text())
+    with pytest.raises(StrictDataclassFieldValidationError):
+        _config({**raw, "head_dim": None})
+    with pytest.raises(ConfigError, match="head_dim"):
+        spec_from_hf_config({**raw, "head_dim": None})
+
+
 def test_hyper_connections_sit_in_every_layer_and_before_the_final_norm():
     """attn_hc and ffn_hc in every layer, hc_head beside the final norm: 2·((2 + n)·n·(n·h + 1) + 3) per layer."""
     cfg, _ = written("deepseek_v4", **V4_A)
