@@ -35,7 +35,12 @@ def rope_cache_bytes(m: ModelSpec, engine: str = "vllm") -> int:
     if m.learned_position_embeddings or not m.max_position_embeddings or (m.variant is not None and not m.variant.rope):
         return 0
     rotary = m.qk_rope_head_dim if m.is_mla else m.head_size
-    return sum(rope_cache_rows(m, engine)) * rotary * 2
+    rows = rope_cache_rows(m, engine)
+    if m.gemma_next is not None and len(rows) == 2:  # Gemma 3n / 4: each layer type's cache spans its own head dim
+        widths = [next((d for d, t in zip(m.gemma_next.head_dims, m.layer_types or ()) if t == kind), rotary)
+                  for kind in ("sliding_attention", "full_attention")]
+        return (rows[0] * widths[0] + rows[1] * widths[1]) * 2
+    return sum(rows) * rotary * 2
 
 
 def rope_cache_rows(m: ModelSpec, engine: str) -> tuple[int, ...]:
@@ -45,7 +50,8 @@ def rope_cache_rows(m: ModelSpec, engine: str) -> tuple[int, ...]:
     builds its cache over original_max_position_embeddings × factor (yarn_scaling_rope.py / yarn.py).
     Gemma 3 builds two: its sliding layers' (rope_local_base_freq, default) and its full layers' (the config's set)
     — vLLM gemma3.py takes each layer type's rope_parameters, SGLang gemma3_causal.py passes rope_type "default" to
-    both."""
+    both; Gemma 3n and 4 likewise, each over its layer type's head dim (Gemma 4's global proportional RoPE rotates
+    its whole 512-wide head: vLLM gemma4_rope.py, SGLang rope_variant.py Gemma4RotaryEmbedding)."""
     n = m.max_position_embeddings or 0
     scaled = n
     for kind, factor, original in m.rope_sets[:1] if not m.rope_nested else ():
@@ -53,7 +59,7 @@ def rope_cache_rows(m: ModelSpec, engine: str) -> tuple[int, ...]:
             scaled = int(n * factor)
         elif factor and original and kind in ("yarn", "deepseek_yarn"):  # original × factor (yarn.py, both)
             scaled = int(original * factor)
-    if "gemma3" in m.model_type and m.sliding_window:
+    if ("gemma3" in m.model_type or m.gemma_next is not None) and m.sliding_window:
         return (n, scaled if engine == "vllm" else n)
     return (scaled,)
 

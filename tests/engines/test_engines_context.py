@@ -125,6 +125,8 @@ def test_rope_caches_span_the_scaled_length_one_per_rotary_embedding():
     gemma = load_model("gemma-3-27b").spec  # head 128
     assert rope_cache_bytes(gemma, "vllm") == (131_072 + 8 * 131_072) * 128 * 2  # 288 MiB
     assert rope_cache_bytes(gemma, "sglang") == 2 * 131_072 * 128 * 2
+    g4 = load_model("gemma-4-26b-a4b").spec  # sliding layers' head 256, global layers' 512 (proportional, whole head)
+    assert rope_cache_bytes(g4, "vllm") == rope_cache_bytes(g4, "sglang") == 262_144 * (256 + 512) * 2
     small = load_model("gemma-3-1b").spec  # nested, both default: two caches of its 32,768 positions, head 256
     assert rope_cache_bytes(small, "vllm") == rope_cache_bytes(small, "sglang") == 2 * 32_768 * 256 * 2
 
