@@ -64,7 +64,15 @@ def test_more_batch_or_sequence_never_lowers_memory(model, w, field):
     if a is None or b is None:
         return
     assert b.peak_allocated_bytes >= a.peak_allocated_bytes
-    assert b.total_bytes >= a.total_bytes
+    # the total less the caching allocator's fragmentation: what the replay leaves unused in its segments is not
+    # monotone in the batch (Qwen3-30B-A3B, full recompute, no optimizer, micro-batch 1 -> 2 at 256 tokens: 648 MB
+    # -> 65 MB, the rest of the total equal to the byte), everything else is
+    assert _unfragmented(b) >= _unfragmented(a)
+
+
+def _unfragmented(e) -> int:
+    stage = max(e.stages, key=lambda s: s.total_bytes)
+    return stage.total_bytes - sum(t.bytes for t in stage.terms if t.component == "fragmentation")
 
 
 @given(st.sampled_from(MODELS), workloads, st.integers(0, 2))
