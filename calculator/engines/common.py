@@ -54,7 +54,8 @@ def rope_cache_rows(m: ModelSpec, engine: str) -> tuple[int, ...]:
     its whole 512-wide head: vLLM gemma4_rope.py, SGLang rope_variant.py Gemma4RotaryEmbedding)."""
     n = m.max_position_embeddings or 0
     scaled = n
-    for kind, factor, original in m.rope_sets[:1] if not m.rope_nested else ():
+    if m.rope_sets and not m.rope_nested:  # one flat set
+        kind, factor, original = m.rope_sets[0]
         if factor and (kind == "linear" or (kind == "dynamic" and engine == "sglang")):
             scaled = int(n * factor)
         elif factor and original and kind in ("yarn", "deepseek_yarn"):  # original × factor (yarn.py, both)
@@ -104,6 +105,11 @@ def sglang_derived_context(m: ModelSpec) -> int | None:
     return int(factor * derived)
 
 
+def derived_context(m: ModelSpec, engine: str) -> int | None:
+    """The longest max_model_len `engine` (vllm / sglang) accepts from the model's config."""
+    return vllm_derived_max_len(m) if engine == "vllm" else sglang_derived_context(m)
+
+
 def check_context(given: int | None, derived: int | None, engine: str) -> None:
     """Refuse a max_model_len above the engine's derived length, as the engine does at start-up."""
     if given is None or derived is None or given <= derived:
@@ -139,11 +145,12 @@ def check_request_length(w, configured: int, engine: str) -> None:
                                 "the prompt" + (" or the generated tokens" if engine == "sglang" else "")
                                 + (", or raise the maximum length" if given else ""))
 
+
 def check_engine_context(m: ModelSpec, w) -> None:
     """check_context and check_request_length for the workload's serving engine, if any (the planner asks them
     once before its layouts)."""
     if w.mode == "infer" and w.engine in ENGINE_NAMES:
-        derived = vllm_derived_max_len(m) if w.engine == "vllm" else sglang_derived_context(m)
+        derived = derived_context(m, w.engine)
         check_context(w.serving.max_model_len, derived, w.engine)
         if w.serving.max_model_len or derived:
             check_request_length(w, w.serving.max_model_len or derived, w.engine)

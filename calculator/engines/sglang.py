@@ -151,14 +151,6 @@ def mamba_slots(m: ModelSpec, w, split, rest: int, ad: int) -> tuple[int, int, s
     return per_req, max(k, 0), *dts, f"mamba_full_memory_ratio {r:g}: ⌊(rest × r / (1 + r) − slot) / slot⌋"
 
 
-def ssm_context(m: ModelSpec, s) -> tuple[int, str]:
-    """(context length, start error: none, a longer --context-length is refused as input, common.check_context) of
-    an attention-free model: the config's length (sglang_derived_context), else 2048 (get_context_length)."""
-    derived = sglang_derived_context(m) or DEFAULT_CONTEXT_LEN
-    check_context(s.max_model_len, derived, "sglang")
-    return s.max_model_len or derived, ""
-
-
 def ssm_start_error(slots: int, per_req: int, rest: int, frac: float) -> str:
     """An attention-free model's start failures, in SGLang's order: no state slot (_handle_max_mamba_cache
     RuntimeError), then nothing left after the state pool (_profile_available_bytes ValueError)."""
@@ -241,11 +233,11 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if not (full_cell or swa_cell or split.state):
         from calculator.core.errors import InputError
         raise InputError("engine", "SGLang: a model with neither attention nor state layers is not modelled")
-    derived = sglang_derived_context(m)
+    # the config's length (get_context_length: 2048 without one, which an attention-free model's pool is sized by)
+    derived = sglang_derived_context(m) or (DEFAULT_CONTEXT_LEN if attention_free else None)
     check_context(s.max_model_len, derived, "sglang")  # SGLang's model config refuses it before any memory
     configured = s.max_model_len or derived or (w.seq_len + w.gen_tokens)
     if attention_free:  # cell 0: the token allocator holds one context length (DefaultPoolConfigurator)
-        configured, ctx_error = ssm_context(m, s)
         tokens = configured
     elif mimo is not None:  # the pool configurator SGLang picks for it (sglang_mimo.pool_tokens)
         tokens, swa_tokens, mimo_error, mimo_rule = sglang_mimo.pool_tokens(
@@ -280,7 +272,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         error = sglang_gemma.swa_start_error(m, tokens, SWA_FULL_TOKENS_RATIO, page)
         starts = not error
     if attention_free:
-        error = ctx_error or ssm_start_error(slots, per_req, rest, frac)
+        error = ssm_start_error(slots, per_req, rest, frac)
         starts = not error
     if split.state:
         ratio, why = mamba_ratio(m, s)

@@ -31,7 +31,7 @@ layout with one batch in flight gives 20.2 (+3%), with 0.33's two (async schedul
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from calculator.core.errors import InputError
@@ -212,21 +212,17 @@ class CompressedGroups:
     layers: frozenset[int]  # this GPU's layers
     in_flight: int
     kv_dtype: str  # vLLM's cache dtype string (fp8_ds_mla)
+    # the widest group's pages on this GPU (block-outermost: every group's block has that stride; stride alignment 1
+    # as no DeepSeek-V4 spec sets block_stride_alignment): stage_block_bytes
+    bytes_per_block: int
+    described: tuple[str, str]  # (per-layer caches, groups): notes' text (describe_specs)
     block_size: int = MLA_BLOCK
     full_groups: int = 0
     sliding_groups: int = 0
     read_path: bool = True  # the GPU takes the NVIDIA Hopper / Blackwell path read here
-    described: tuple[str, str] = field(default=("", ""), compare=False)  # (per-layer caches, groups): notes' text
-    widest: int = field(default=0, compare=False)  # bytes_per_block when layout already knows it (stage_block_bytes)
 
     def local(self, g: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:
         return tuple(s for s in g if s.layer in self.layers)
-
-    @cached_property
-    def bytes_per_block(self) -> int:
-        """The widest group's pages on this GPU (block-outermost: every group's block has that stride; stride
-        alignment 1 as no DeepSeek-V4 spec sets block_stride_alignment)."""
-        return self.widest or max(sum(s.page_bytes for s in self.local(g)) for g in self.groups)
 
     @cached_property
     def group_heads(self) -> tuple[tuple[CacheSpec, int], ...]:
@@ -276,12 +272,13 @@ def layout(m, w, layers: range, gpu, mbt: int) -> CompressedGroups:
                                                "only (get_supported_kernel_block_sizes)")
     ident = f"{gpu.id} {gpu.name}".lower()
     dtype, elem = cache_dtype(w)
-    groups, described = model_groups(m, dtype == "fp8_ds_mla", elem)
+    packed = dtype == "fp8_ds_mla"
+    groups, described = model_groups(m, packed, elem)
     full = sum(1 for g in groups if not g[0].sliding)
     return CompressedGroups(groups, frozenset(layers), max_in_flight_tokens(mbt, w.parallel.pp), dtype,
+                            stage_block_bytes(m, packed, elem, layers.start, layers.stop), described,
                             full_groups=full, sliding_groups=len(groups) - full,
-                            read_path=any(k in ident for k in NVIDIA_DSV4), described=described,
-                            widest=stage_block_bytes(m, dtype == "fp8_ds_mla", elem, layers.start, layers.stop))
+                            read_path=any(k in ident for k in NVIDIA_DSV4))
 
 
 @lru_cache(maxsize=1024)
@@ -321,7 +318,7 @@ def describe_specs(groups: tuple[tuple[CacheSpec, ...], ...]) -> tuple[str, str]
 
 def notes(cg: CompressedGroups, max_len: int) -> list[str]:
     off = [] if cg.read_path else [OFF_PATH]
-    each, described = cg.described if cg.described[0] else describe_specs(cg.groups)
+    each, described = cg.described
     return [f"DeepSeek-V4 in vLLM 0.33 ({cg.kv_dtype}): per-layer caches {each} (models/deepseek_v4/attention.py, "
             "compressor.py; sparse_swa.py)",
             f"{cg.count} KV-cache groups sharing one pool, block-outermost (kv_cache_planning.py "

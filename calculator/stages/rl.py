@@ -113,12 +113,17 @@ def _prefixed(terms, prefix: str, label_prefix: str) -> list[Term]:
     return [t._replace(key=f"{prefix}.{t.key}", label=f"{label_prefix}{t.label}") for t in terms]
 
 
-def _check_rollout_length(m: ModelSpec, rl, tokens: int) -> None:
-    """The rollout engine serves max_model_len = prompt + response, which it refuses past the model's length
-    (calculator.engines.common.check_context); verl asserts it first (workers/rollout/vllm_rollout: "model context
-    length should be greater than total sequence length")."""
-    from calculator.engines.common import ENGINE_NAMES, sglang_derived_context, vllm_derived_max_len
-    limit = (vllm_derived_max_len if rl.rollout_engine == "vllm" else sglang_derived_context)(m)
+def _rollout_length(rl) -> int:
+    """The rollout engine's max_model_len: prompt + response (a prompt of at least one token)."""
+    return max(rl.prompt_len, 1) + rl.response_len
+
+
+def _check_rollout_length(m: ModelSpec, rl) -> None:
+    """The rollout engine refuses its max_model_len past the model's length (calculator.engines.common.
+    check_context); verl asserts it first (workers/rollout/vllm_rollout: "model context length should be greater
+    than total sequence length")."""
+    from calculator.engines.common import ENGINE_NAMES, derived_context
+    limit, tokens = derived_context(m, rl.rollout_engine), _rollout_length(rl)
     if limit is not None and tokens > limit:
         raise InputError("rl.response_len", f"prompt {rl.prompt_len:,} + response {rl.response_len:,} = {tokens:,} "
                                             f"tokens is more than the {limit:,} this model's config allows, which "
@@ -137,7 +142,7 @@ def _rollout_workload(w):
                     weight_dtype=w.weight_dtype, expert_weight_dtype=w.expert_weight_dtype,
                     parallel=Parallelism(tp=rl.rollout_tp),
                     serving=ServingConfig(memory_fraction=rl.memory_fraction,
-                                          max_model_len=max(rl.prompt_len, 1) + rl.response_len),
+                                          max_model_len=_rollout_length(rl)),
                     overheads=w.overheads)
 
 
@@ -163,7 +168,7 @@ def estimate_rl(m: ModelSpec, w, estimate_fn, gpu, with_fits: bool = True):
         raise InputError("gpu", "RL post-training sizes the rollout engine's pool from the GPU's memory: pick a "
                                 "GPU (--gpu)")
     tokens = rl.prompt_len + rl.response_len
-    _check_rollout_length(m, rl, tokens)
+    _check_rollout_length(m, rl)
     w_train = w.model_copy(update={"mode": "train", "seq_len": tokens, "engine": "hf"})
     train = estimate_fn(m, w_train, with_fits=False)
     trainer_gpus = p.world_size
