@@ -61,7 +61,7 @@ def _built(cfg):
         return T.AutoModelForImageTextToText.from_config(cfg)
 
 
-DEFAULTS = [T.Qwen2_5_VLConfig, T.Qwen3VLConfig, T.Qwen3VLMoeConfig, T.Qwen3_5Config, T.Qwen3_5MoeConfig,
+DEFAULTS = [T.Qwen2VLConfig, T.Qwen2_5_VLConfig, T.Qwen3VLConfig, T.Qwen3VLMoeConfig, T.Qwen3_5Config, T.Qwen3_5MoeConfig,
             T.Gemma3Config, T.Mistral3Config]
 
 
@@ -132,15 +132,16 @@ def _img(h, w):
     return np.zeros((h, w, 3), dtype=np.uint8)
 
 
-@pytest.mark.parametrize("qwen", ["qwen3_5", "qwen2_5_vl"])
+@pytest.mark.parametrize("qwen", ["qwen3_5", "qwen2_5_vl", "qwen2_vl"])
 def test_qwen_patches_and_tokens_equal_the_image_processors(qwen):
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
     if qwen == "qwen3_5":  # Qwen/Qwen3.5-*'s preprocessor_config.json
         v = spec_from_hf_config(_raw("qwen3.5-27b")).spec.vision
         proc = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2,
                                         size={"shortest_edge": 65536, "longest_edge": 16777216})
-    else:  # Qwen/Qwen2.5-VL-*-Instruct's
-        v, _ = vision_from_config(T.Qwen2_5_VLConfig().to_dict(), 8192)
+    else:  # Qwen/Qwen2.5-VL-*-Instruct's and Qwen/Qwen2-VL-*-Instruct's
+        config = T.Qwen2_5_VLConfig() if qwen == "qwen2_5_vl" else T.Qwen2VLConfig()
+        v, _ = vision_from_config(config.to_dict(), 8192)
         proc = Qwen2VLImageProcessorPil(min_pixels=3136, max_pixels=12845056)
     for h, w in SIZES:
         t, gh, gw = (int(x) for x in proc(images=[_img(h, w)], return_tensors="np")["image_grid_thw"][0])
@@ -238,6 +239,14 @@ def test_an_unreadable_vision_config_keeps_the_text_model_and_says_why():
     mapped = spec_from_hf_config(raw)
     assert mapped.spec.vision is None and mapped.spec.hidden_size == 5120
     assert "vision tower ignored (hidden_size: must be a whole number" in mapped.warnings[0]
+
+
+def test_a_qwen2_vl_tower_with_another_activation_is_left_out_naming_it():
+    raw = T.Qwen2VLConfig(vision_config=dict(hidden_act="gelu")).to_dict()
+    v, warning = vision_from_config(raw, 3584)
+    assert v is None
+    assert warning.endswith("vision tower ignored (hidden_act: a Qwen2-VL tower with 'gelu' is not mapped "
+                            "(quick_gelu is))")
 
 
 def test_the_language_models_parameter_count_leaves_the_tower_out():

@@ -83,6 +83,20 @@ def test_qwen3_vision_blocks_and_tower(outer, images, px, impl):
 
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("images, px", [(1, 32), (2, 32), (1, 48)])
+def test_qwen2_vl_blocks_and_tower(images, px, impl):
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel
+    cfg = T.Qwen2VLVisionConfig(embed_dim=48, mlp_ratio=2, depth=3, num_heads=4, patch_size=4, hidden_size=40)
+    v = vision_from_config({"model_type": "qwen2_vl", "vision_config": cfg.to_dict()}, 40)[0].model_copy(
+        update=ROOMY)
+    g = px // 4
+    pixels, grid = torch.randn(images * g * g, 3 * 2 * 16), torch.tensor([[1, g, g]] * images)
+    by = _trace({"visual": Qwen2VisionTransformerPretrainedModel._from_config(cfg)},
+                lambda t: t["visual"](pixels.bfloat16(), grid_thw=grid).pooler_output.sum(), impl)
+    _check(v, by, "tower.visual.blocks.", images, px, impl, (g * g,) * images)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("images, px", [(1, 32), (2, 32), (1, 48)])
 def test_qwen2_5_vl_windowed_and_full_blocks_and_tower(images, px, impl):
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
     cfg = T.Qwen2_5_VLVisionConfig(hidden_size=48, intermediate_size=104, depth=3, num_heads=4, patch_size=4,

@@ -20,6 +20,9 @@ QWEN2_5_VISION = {  # models/qwen2_5_vl/configuration_qwen2_5_vl.py Qwen2_5_VLVi
     "depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
     "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 112,
     "out_hidden_size": 3584, "fullatt_block_indexes": [7, 15, 23, 31]}
+QWEN2_VISION = {  # models/qwen2_vl/configuration_qwen2_vl.py Qwen2VLVisionConfig (hidden_size: the merger's output)
+    "depth": 32, "embed_dim": 1280, "hidden_size": 3584, "hidden_act": "quick_gelu", "mlp_ratio": 4,
+    "num_heads": 16, "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
 QWEN3_VISION = {  # models/qwen3_vl/configuration_qwen3_vl.py Qwen3VLVisionConfig (Qwen3.5's: no DeepStack)
     "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
     "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
@@ -49,11 +52,11 @@ LARGE4_ABSENT_VISION = {  # MistralLarge4Config.sub_configs_defaults (models/mis
 # Image processor pixel bounds the checkpoints ship (preprocessor_config.json "min_pixels"/"max_pixels", or
 # "size": {"shortest_edge", "longest_edge"}), read by Qwen2VLImageProcessor's smart_resize
 # (models/qwen2_vl/image_processing_pil_qwen2_vl.py). Qwen/Qwen2.5-VL-*-Instruct: 3,136 … 12,845,056 (the class
-# default max is 1,003,520); Qwen/Qwen3-VL-*, Qwen/Qwen3.5-* and Qwen/Qwen3.6-*: 65,536 … 16,777,216.
+# default max is 1,003,520), and Qwen/Qwen2-VL-*-Instruct the same; Qwen/Qwen3-VL-*, Qwen/Qwen3.5-* and Qwen/Qwen3.6-*: 65,536 … 16,777,216.
 QWEN2_5_PIXELS = (3136, 12_845_056)
 QWEN3_PIXELS = (65_536, 16_777_216)
 
-KINDS = {"qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
+KINDS = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
          "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
          "gemma4": "gemma4", "mistral_large4": "pixtral"}  # Mistral-Large-4: Mistral 3's tower and projector
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
@@ -79,6 +82,24 @@ def _qwen(v: dict, outer: str) -> dict:
         f["window_size"] = get_int(v, "window_size", hi=1 << 16)
         f["full_attention_blocks"] = tuple(get_int_list(v, "fullatt_block_indexes", lo=0, hi=depth - 1) or ())
     return dict(f, min_pixels=lo, max_pixels=hi)
+
+
+def _qwen2(v: dict) -> dict:
+    """Qwen2VLVisionConfig: embed_dim is the tower's width, hidden_size the merger's output (the language model's),
+    the MLP int(embed_dim · mlp_ratio) wide. Only QuickGELU (what every Qwen2-VL checkpoint sets) is mapped: the
+    bytes its blocks save depend on the activation."""
+    v = {**QWEN2_VISION, **v}
+    if v.get("hidden_act") != "quick_gelu":
+        raise ConfigError(f"hidden_act: a Qwen2-VL tower with {str(v.get('hidden_act'))[:40]!r} is not mapped "
+                          "(quick_gelu is)")
+    width = get_int(v, "embed_dim", hi=B.MAX_HIDDEN)
+    lo, hi = QWEN2_5_PIXELS
+    return dict(hidden_size=width, intermediate_size=int(width * get_float(v, "mlp_ratio", 4.0, 1e-3, 1024.0)),
+                num_layers=get_int(v, "depth", hi=B.MAX_LAYERS), num_heads=get_int(v, "num_heads", hi=B.MAX_HEADS),
+                patch_size=get_int(v, "patch_size", hi=4096), num_channels=get_int(v, "in_channels", hi=64),
+                temporal_patch_size=get_int(v, "temporal_patch_size", hi=64),
+                spatial_merge_size=get_int(v, "spatial_merge_size", hi=64),
+                out_hidden_size=get_int(v, "hidden_size", hi=B.MAX_HIDDEN), min_pixels=lo, max_pixels=hi)
 
 
 def _layers_heads(v: dict) -> dict:
@@ -170,6 +191,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
         kind = KINDS[outer]
         if kind in ("qwen2_5_vl", "qwen3_vl"):
             f = _qwen(v or {}, outer)
+        elif kind == "qwen2_vl":
+            f = _qwen2(v or {})
         elif kind == "siglip":
             f = _siglip(v or {}, cfg, text_hidden)
         elif kind == "llama4":

@@ -9,6 +9,7 @@ activation dtype; N: patches in the call; hv, fv, a: the tower's hidden and MLP 
     SigLIP / Llama 4    2·LN(hv) + 3e·N·hv (q/k/v, o and fc1 inputs) + 3e·N·hv (q, k, v) + 2e·N·fv (GELU in, out)
     Qwen3-VL / Qwen3.5  2·LN(hv) + 3e·N·hv + 3e·N·hv (the fused qkv output, kept whole by v) + 2e·N·hv (rotated
                         q, k) + 2e·N·fv
+    Qwen2-VL            2·LN(hv) + 3e·N·hv + 3e·N·hv + 2e·N·hv + 3e·N·fv (QuickGELU: fc1 out, its sigmoid, fc2 in)
     Qwen2.5-VL          2·RMS(hv) + 2e·N·hv + 3e·N·hv + 2e·N·hv + e·N·hv (proj input) + 4e·N·fv (SwiGLU)
     Pixtral             2·RMS(hv) + 3e·N·hv + 3e·N·hv + 4e·N·fv (SwiGLU)
     Gemma 4             4·G(hv) + q_norm, k_norm: 2·(8·N·hv + 8·N·a + 4·d) + v_norm (no weight): 4·N·hv + 8·N·a
@@ -33,7 +34,7 @@ as ONE sequence with a block-diagonal mask ((ΣN)² scores; flash attends per im
 """
 from __future__ import annotations
 
-from calculator.model.vision.spec import VisionSpec
+from calculator.model.vision.spec import QWEN_KINDS, VisionSpec
 from calculator.model.vision.tokens import image_tokens, qwen_windows, square_grid
 
 CUDA_LN_STATS = 8  # nn.LayerNorm's fp32 mean and rstd per row on CUDA
@@ -76,12 +77,14 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
         core = sum(4 * a * g for g in groups)
         if k == "gemma4" and attention == "sdpa":
             core += sum(e * g * g for g in groups)  # the float copy of the boolean padding mask, per call
-        if k in ("qwen2_5_vl", "qwen3_vl") and attention == "sdpa":
+        if k in QWEN_KINDS and attention == "sdpa":
             core += e * n * hv  # the per-image (or per-window) outputs torch.cat'ed into a new tensor
     if k == "qwen2_5_vl":
         return 2 * _rms(n, hv, e) + 8 * e * n * hv + 4 * e * n * fv + core
     if k == "qwen3_vl":
         return 2 * _ln(n, hv, e, ln_stats) + 8 * e * n * hv + 2 * e * n * fv + core
+    if k == "qwen2_vl":  # Qwen3-VL's attention; QuickGELU keeps fc1's output and its sigmoid, fc2 the product
+        return 2 * _ln(n, hv, e, ln_stats) + 8 * e * n * hv + 3 * e * n * fv + core
     if k == "pixtral":
         return 2 * _rms(n, hv, e) + 6 * e * n * hv + 4 * e * n * fv + core
     if k == "gemma4":
@@ -93,7 +96,7 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
 def _rope(v: VisionSpec, n: int, e: int) -> int:
     """The rotary cos and sin the first block saves (shared by the others): fp32 in the Qwen towers, the model
     dtype in Pixtral's; Llama 4's complex frequencies are a buffer-derived constant the trace does not count."""
-    if v.kind in ("qwen2_5_vl", "qwen3_vl"):
+    if v.kind in QWEN_KINDS:
         return 2 * 4 * n * v.head_dim
     return 2 * e * n * v.head_dim if v.kind in ("pixtral", "gemma4") else 0
 
@@ -107,8 +110,10 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
     n = images * sum(per_image)  # encoder tokens of the call
     m_tok = images * merged  # projector output tokens
     k = v.kind
-    if k in ("qwen2_5_vl", "qwen3_vl"):
+    if k in QWEN_KINDS:
         x = e * n * c * v.temporal_patch_size * p * p + _rope(v, n, e) + 3 * e * n * hv  # conv input; merger MLP
+        if k == "qwen2_vl":  # the merger's LayerNorm ln_q
+            return x + _ln(n, hv, e, ln_stats)
         if k == "qwen2_5_vl":  # window_index and its inverse (int64 per merged unit); RMSNorm ln_q
             return x + 16 * (n // v.spatial_merge_size ** 2) + _rms(n, hv, e)
         x += 48 * n + _ln(n, hv, e, ln_stats)  # 4 bilinear position indices (int64) and weights (fp32) per patch
@@ -151,15 +156,15 @@ def forward_peak_bytes(v: VisionSpec, images: int, px: int, e: int, attention: s
     copy plus, per phase, q, k, v and the attention output (Qwen: the fp32 rotary copies of q and k, Gemma 4: its
     norms' fp32 copies; Gemma 4 eager / SDPA: its padding mask, n² per image in the model dtype; eager: the
     scores and their softmax over each group; Pixtral eager / SDPA: its (ΣN)² mask) or the MLP's hidden tensors
-    (gated: 3·fv, else 2·fv). An estimate of the live tensors, not a trace: it only matters under eager attention,
-    where the scores dominate."""
+    (gated or QuickGELU: 3·fv, else 2·fv). An estimate of the live tensors, not a trace: it only matters under eager
+    attention, where the scores dominate."""
     it = image_tokens(v, px, px)
     sequences = it.sequences * images
     n, hv, fv, a, k = sum(sequences), v.hidden_size, v.intermediate_size, v.num_heads, v.kind
     grids = (square_grid(v, px),) * images if k == "qwen2_5_vl" else ()
     block = v.full_attention_blocks[0] if k == "qwen2_5_vl" and v.full_attention_blocks else 0
     groups = attention_groups(v, grids, sequences, block, attention)
-    attn = 6 * e * n * hv + (8 * n * hv if k in ("qwen2_5_vl", "qwen3_vl", "gemma4") else 0)
+    attn = 6 * e * n * hv + (8 * n * hv if k in QWEN_KINDS + ("gemma4",) else 0)
     if attention == "eager":
         attn += sum((2 * e if k == "llama4" else 4 + e) * a * g * g for g in groups)
     else:
@@ -168,5 +173,5 @@ def forward_peak_bytes(v: VisionSpec, images: int, px: int, e: int, attention: s
         attn += e * n * n
     if k == "gemma4" and attention != "flash":  # the padding mask, as a float tensor per image
         attn += sum(e * g * g for g in groups)
-    mlp = 2 * e * n * hv + (3 if k in ("qwen2_5_vl", "pixtral", "gemma4") else 2) * e * n * fv
+    mlp = 2 * e * n * hv + (3 if k in ("qwen2_vl", "qwen2_5_vl", "pixtral", "gemma4") else 2) * e * n * fv
     return 4 * n * v.num_channels * v.temporal_patch_size * v.patch_size ** 2 + max(attn, mlp)

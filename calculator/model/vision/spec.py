@@ -1,7 +1,9 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of six encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of seven encoder kinds, each mirroring a transformers 5.23 module:
 
+    qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
+                                                           QuickGELU MLP with biases, full attention, merger)
     qwen2_5_vl  models/qwen2_5_vl/modeling_qwen2_5_vl.py   Qwen2_5_VisionTransformerPretrainedModel (RMSNorm,
                                                            SwiGLU with biases, windowed attention, merger)
     qwen3_vl    models/qwen3_vl/modeling_qwen3_vl.py       Qwen3VLVisionModel (LayerNorm, GELU MLP, learned +
@@ -29,8 +31,9 @@ from pydantic import ConfigDict, Field, model_validator
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
-Kind = Literal["qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "pixtral", "gemma4"]
+Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "pixtral", "gemma4"]
 
+QWEN_KINDS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")  # dynamic resolution, Conv3d patches, merger
 _PX = 1 << 16  # largest image side or patch the engine takes (pixels)
 
 
@@ -78,7 +81,7 @@ class VisionSpec(HashedOnce):
     def _check(self) -> "VisionSpec":
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})")
-        if self.kind not in ("qwen2_5_vl", "qwen3_vl", "gemma4") and self.image_size < self.patch_size:
+        if self.kind not in QWEN_KINDS + ("gemma4",) and self.image_size < self.patch_size:
             raise ValueError(f"image_size ({self.image_size}) must be at least patch_size ({self.patch_size})")
         if self.kind == "gemma4" and (self.head_dim % 4 or not self.tokens_per_image):
             raise ValueError("a Gemma 4 tower needs a head_dim divisible by 4 (its axial rotary splits it in four) "

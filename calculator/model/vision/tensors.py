@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from calculator.model.vision.spec import VisionSpec
+from calculator.model.vision.spec import QWEN_KINDS, VisionSpec
 
 
 class Tensor(NamedTuple):
@@ -77,16 +77,18 @@ def _block(v: VisionSpec, i: int) -> list[Tensor]:
     p = f"blocks.{i}"
     if k == "gemma4":
         return _gemma4_block(v, p)
-    if k in ("qwen2_5_vl", "qwen3_vl"):  # fused qkv with bias, proj with bias
-        t = _norm(f"{p}.norm1", hv, "tower", k == "qwen3_vl") + _norm(f"{p}.norm2", hv, "tower", k == "qwen3_vl")
+    if k in QWEN_KINDS:  # fused qkv with bias, proj with bias; LayerNorms (Qwen2.5-VL: RMSNorms)
+        ln = k != "qwen2_5_vl"
+        t = _norm(f"{p}.norm1", hv, "tower", ln) + _norm(f"{p}.norm2", hv, "tower", ln)
         t += _linear(f"{p}.attn.qkv", 3 * hv, hv, "tower", "qv", True) + _linear(f"{p}.attn.proj", hv, hv, "tower",
                                                                                   "attn", True)
         if k == "qwen2_5_vl":  # Qwen2_5_VLMLP: gate, up, down, all with bias
             return t + _linear(f"{p}.mlp.gate_proj", fv, hv, "tower", "mlp", True) + _linear(
                 f"{p}.mlp.up_proj", fv, hv, "tower", "mlp", True) + _linear(f"{p}.mlp.down_proj", hv, fv, "tower",
                                                                             "mlp", True)
-        return t + _linear(f"{p}.mlp.linear_fc1", fv, hv, "tower", "mlp", True) + _linear(
-            f"{p}.mlp.linear_fc2", hv, fv, "tower", "mlp", True)
+        fc = "fc" if k == "qwen2_vl" else "linear_fc"  # VisionMlp fc1 / fc2; Qwen3VLVisionMLP linear_fc1 / 2
+        return t + _linear(f"{p}.mlp.{fc}1", fv, hv, "tower", "mlp", True) + _linear(
+            f"{p}.mlp.{fc}2", hv, fv, "tower", "mlp", True)
     bias = k != "pixtral"
     t = _norm(f"{p}.norm1", hv, "tower", bias) + _norm(f"{p}.norm2", hv, "tower", bias)
     for proj, role in (("q", "qv"), ("k", "attn"), ("v", "qv"), ("o", "attn")):
@@ -101,7 +103,7 @@ def _block(v: VisionSpec, i: int) -> list[Tensor]:
 
 def _embeddings(v: VisionSpec) -> list[Tensor]:
     hv, c, p, k = v.hidden_size, v.num_channels, v.patch_size, v.kind
-    if k in ("qwen2_5_vl", "qwen3_vl"):  # Conv3d over (temporal_patch_size, P, P); Qwen3 adds a bias and positions
+    if k in QWEN_KINDS:  # Conv3d over (temporal_patch_size, P, P); Qwen3 adds a bias and positions
         t = [Tensor("patch_embed.proj.weight", (hv, c, v.temporal_patch_size, p, p), "tower", "")]
         if k == "qwen3_vl":
             t += [Tensor("patch_embed.proj.bias", (hv,), "tower", ""),
@@ -125,6 +127,10 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
 def _after(v: VisionSpec) -> list[Tensor]:
     """What follows the blocks: final norms, heads, adapters and the projector."""
     hv, fv, out, k = v.hidden_size, v.intermediate_size, v.out_hidden_size, v.kind
+    if k == "qwen2_vl":  # PatchMerger: ln_q (LayerNorm), mlp = Linear(hm, hm), GELU, Linear(hm, out)
+        hm = v.merged_width
+        return (_norm("merger.ln_q", hv, "projector", True) + _linear("merger.mlp.0", hm, hm, "projector", "mlp", True)
+                + _linear("merger.mlp.2", out, hm, "projector", "mlp", True))
     if k in ("qwen2_5_vl", "qwen3_vl"):
         hm = v.merged_width
         mlp = lambda name: (_linear(f"{name}.fc1", hm, hm, "projector", "mlp", True)  # noqa: E731

@@ -2,7 +2,7 @@
 transformers 5.23 image processors and processors compute them (ported in our own words; tests/model/test_vision.py
 runs the real PIL processors where they run without torchvision).
 
-    Qwen2.5-VL / Qwen3-VL / Qwen3.5  qwen2_vl/image_processing_pil_qwen2_vl.py smart_resize: each side rounded to a
+    Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Qwen3.5  qwen2_vl/image_processing_pil_qwen2_vl.py smart_resize: each side rounded to a
         multiple of P·m, scaled down (floor) into max_pixels or up (ceil) into min_pixels; N = (H'/P)·(W'/P)
         patches of C·temporal·P² values (a still image is repeated to 2 frames: grid_t = 1); the merger turns
         each m×m group into one token: N/m², plus <|vision_start|> and <|vision_end|> (processing_qwen2_vl.py).
@@ -32,7 +32,7 @@ import math
 from functools import lru_cache
 from typing import NamedTuple
 
-from calculator.model.vision.spec import VisionSpec
+from calculator.model.vision.spec import QWEN_KINDS, VisionSpec
 
 
 class ImageTokens(NamedTuple):
@@ -92,7 +92,7 @@ def gemma4_size(h: int, w: int, patch: int, max_patches: int, k: int) -> tuple[i
 def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
     """Patches and language-model tokens of one image of `height` × `width` pixels."""
     p, m, k = v.patch_size, v.spatial_merge_size, v.kind
-    if k in ("qwen2_5_vl", "qwen3_vl"):
+    if k in QWEN_KINDS:
         hh, ww = smart_resize(height, width, p * m, v.min_pixels, v.max_pixels)
         n = (hh // p) * (ww // p)
         return ImageTokens((n,), n // (m * m), n // (m * m) + 2)
