@@ -61,8 +61,8 @@ def _built(cfg):
         return T.AutoModelForImageTextToText.from_config(cfg)
 
 
-DEFAULTS = [T.Qwen2VLConfig, T.Qwen2_5_VLConfig, T.Qwen3VLConfig, T.Qwen3VLMoeConfig, T.Qwen3_5Config, T.Qwen3_5MoeConfig,
-            T.Gemma3Config, T.Mistral3Config]
+DEFAULTS = [T.Qwen2VLConfig, T.Glm4vConfig, T.Glm4vMoeConfig, T.Glm46VConfig, T.GlmgaConfig, T.Qwen2_5_VLConfig,
+            T.Qwen3VLConfig, T.Qwen3VLMoeConfig, T.Qwen3_5Config, T.Qwen3_5MoeConfig, T.Gemma3Config, T.Mistral3Config]
 
 
 @pytest.mark.parametrize("config_class", DEFAULTS, ids=lambda c: c.model_type)
@@ -241,12 +241,25 @@ def test_an_unreadable_vision_config_keeps_the_text_model_and_says_why():
     assert "vision tower ignored (hidden_size: must be a whole number" in mapped.warnings[0]
 
 
-def test_a_qwen2_vl_tower_with_another_activation_is_left_out_naming_it():
-    raw = T.Qwen2VLConfig(vision_config=dict(hidden_act="gelu")).to_dict()
+def test_glm4v_patches_and_tokens_equal_its_image_processor():
+    from transformers.models.glm4v.image_processing_pil_glm4v import Glm4vImageProcessorPil
+    v, _ = vision_from_config(T.Glm4vConfig().to_dict(), 4096)
+    proc = Glm4vImageProcessorPil(size={"shortest_edge": 12544, "longest_edge": 9633792})  # zai-org's checkpoints
+    for h, w in SIZES:
+        t, gh, gw = (int(x) for x in proc(images=[_img(h, w)], return_tensors="np")["image_grid_thw"][0])
+        got = image_tokens(v, h, w)
+        assert (got.patches, got.merged, got.lm_tokens) == (t * gh * gw, t * gh * gw // 4, t * gh * gw // 4 + 2)
+    assert image_tokens(v, 6000, 6000).merged == 6084 <= 6144  # the 9,633,792-pixel bound: ≤ 6,144 tokens
+
+
+@pytest.mark.parametrize("config_class, name, mapped", [(T.Qwen2VLConfig, "Qwen2-VL", "quick_gelu"),
+                                                         (T.Glm4vConfig, "GLM-4V", "silu")])
+def test_a_tower_with_another_activation_is_left_out_naming_it(config_class, name, mapped):
+    raw = config_class(vision_config=dict(hidden_act="gelu")).to_dict()
     v, warning = vision_from_config(raw, 3584)
     assert v is None
-    assert warning.endswith("vision tower ignored (hidden_act: a Qwen2-VL tower with 'gelu' is not mapped "
-                            "(quick_gelu is))")
+    assert warning.endswith(f"vision tower ignored (hidden_act: a {name} tower with 'gelu' is not mapped "
+                            f"({mapped} is))")
 
 
 def test_the_language_models_parameter_count_leaves_the_tower_out():

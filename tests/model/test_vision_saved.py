@@ -96,6 +96,24 @@ def test_qwen2_vl_blocks_and_tower(images, px, impl):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("outer", ["glm4v", "glm4v_moe"])
+@pytest.mark.parametrize("images, px", [(1, 32), (2, 32), (1, 48)])
+def test_glm4v_blocks_and_tower_with_downsample_and_merger(outer, images, px, impl):
+    from transformers.models.glm4v.modeling_glm4v import Glm4vVisionModel
+    from transformers.models.glm4v_moe.modeling_glm4v_moe import Glm4vMoeVisionModel
+    kw = dict(hidden_size=48, depth=3, num_heads=4, patch_size=4, image_size=32, out_hidden_size=40,
+              intermediate_size=56, attention_bias=True)
+    cfg, cls = ((T.Glm4vVisionConfig(**kw), Glm4vVisionModel) if outer == "glm4v"
+                else (T.Glm4vMoeVisionConfig(**kw), Glm4vMoeVisionModel))
+    v = vision_from_config({"model_type": outer, "vision_config": cfg.to_dict()}, 40)[0].model_copy(update=ROOMY)
+    g = px // 4
+    pixels, grid = torch.randn(images * g * g, 3 * 2 * 16), torch.tensor([[1, g, g]] * images)
+    by = _trace({"visual": cls._from_config(cfg)},
+                lambda t: t["visual"](pixels.bfloat16(), grid_thw=grid).pooler_output.sum(), impl)
+    _check(v, by, "tower.visual.blocks.", images, px, impl, (g * g,) * images)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("images, px", [(1, 32), (2, 32), (1, 48)])
 def test_qwen2_5_vl_windowed_and_full_blocks_and_tower(images, px, impl):
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel

@@ -23,6 +23,10 @@ QWEN2_5_VISION = {  # models/qwen2_5_vl/configuration_qwen2_5_vl.py Qwen2_5_VLVi
 QWEN2_VISION = {  # models/qwen2_vl/configuration_qwen2_vl.py Qwen2VLVisionConfig (hidden_size: the merger's output)
     "depth": 32, "embed_dim": 1280, "hidden_size": 3584, "hidden_act": "quick_gelu", "mlp_ratio": 4,
     "num_heads": 16, "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+GLM4V_VISION = {  # models/glm4v/configuration_glm4v.py Glm4vVisionConfig (= Glm4vMoeVisionConfig)
+    "depth": 24, "hidden_size": 1536, "hidden_act": "silu", "attention_bias": False, "num_heads": 12,
+    "in_channels": 3, "image_size": 336, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+    "out_hidden_size": 4096, "intermediate_size": 13696}
 QWEN3_VISION = {  # models/qwen3_vl/configuration_qwen3_vl.py Qwen3VLVisionConfig (Qwen3.5's: no DeepStack)
     "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
     "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
@@ -52,11 +56,18 @@ LARGE4_ABSENT_VISION = {  # MistralLarge4Config.sub_configs_defaults (models/mis
 # Image processor pixel bounds the checkpoints ship (preprocessor_config.json "min_pixels"/"max_pixels", or
 # "size": {"shortest_edge", "longest_edge"}), read by Qwen2VLImageProcessor's smart_resize
 # (models/qwen2_vl/image_processing_pil_qwen2_vl.py). Qwen/Qwen2.5-VL-*-Instruct: 3,136 … 12,845,056 (the class
-# default max is 1,003,520), and Qwen/Qwen2-VL-*-Instruct the same; Qwen/Qwen3-VL-*, Qwen/Qwen3.5-* and Qwen/Qwen3.6-*: 65,536 … 16,777,216.
+# default max is 1,003,520), and Qwen/Qwen2-VL-*-Instruct the same; Qwen/Qwen3-VL-*, Qwen/Qwen3.5-* and
+# Qwen/Qwen3.6-*: 65,536 … 16,777,216.
 QWEN2_5_PIXELS = (3136, 12_845_056)
+# GLM's Glm4vImageProcessor (image_processing_pil_glm4v.py smart_resize) weighs an image as 2 frames × H × W against
+# size {"shortest_edge", "longest_edge"}; zai-org's checkpoints ship 12,544 … 9,633,792 (GLM-OCR's
+# preprocessor_config.json at 2e85a628 as quoted verbatim in a test of an indexed repository; 9,633,792 =
+# 14²·2²·2·6,144: at most 6,144 image tokens), where the class default is 12,544 … 11,760,000
+GLM4V_PIXELS = (12_544, 9_633_792)
 QWEN3_PIXELS = (65_536, 16_777_216)
 
-KINDS = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
+KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v": "glm4v", "glmga": "glm4v",
+         "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
          "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
          "gemma4": "gemma4", "mistral_large4": "pixtral"}  # Mistral-Large-4: Mistral 3's tower and projector
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
@@ -69,7 +80,8 @@ def _qwen(v: dict, outer: str) -> dict:
     f = dict(hidden_size=get_int(v, "hidden_size", hi=B.MAX_HIDDEN),
              intermediate_size=get_int(v, "intermediate_size", hi=B.MAX_FFN), num_layers=depth,
              num_heads=get_int(v, "num_heads", hi=B.MAX_HEADS), patch_size=get_int(v, "patch_size", hi=4096),
-             num_channels=get_int(v, "in_channels", hi=64), temporal_patch_size=get_int(v, "temporal_patch_size", hi=64),
+             num_channels=get_int(v, "in_channels", hi=64),
+             temporal_patch_size=get_int(v, "temporal_patch_size", hi=64),
              spatial_merge_size=get_int(v, "spatial_merge_size", hi=64),
              out_hidden_size=get_int(v, "out_hidden_size", hi=B.MAX_HIDDEN))
     if qwen3:
@@ -100,6 +112,25 @@ def _qwen2(v: dict) -> dict:
                 temporal_patch_size=get_int(v, "temporal_patch_size", hi=64),
                 spatial_merge_size=get_int(v, "spatial_merge_size", hi=64),
                 out_hidden_size=get_int(v, "hidden_size", hi=B.MAX_HIDDEN), min_pixels=lo, max_pixels=hi)
+
+
+def _glm4v(v: dict) -> dict:
+    """Glm4vVisionConfig: the blocks' SwiGLU is out_hidden_size wide (Glm4VisionMlp), intermediate_size is the
+    merger's; the learned position table is (image_size / P)² rows. Only SiLU (every GLM-4.xV checkpoint's) is
+    mapped."""
+    v = {**GLM4V_VISION, **v}
+    if v.get("hidden_act") != "silu":
+        raise ConfigError(f"hidden_act: a GLM-4V tower with {str(v.get('hidden_act'))[:40]!r} is not mapped (silu is)")
+    f = _layers_heads({**v, "num_hidden_layers": v.get("depth"), "num_attention_heads": v.get("num_heads"),
+                       "num_channels": v.get("in_channels"), "intermediate_size": v.get("out_hidden_size")})
+    out = get_int(v, "out_hidden_size", hi=B.MAX_HIDDEN)
+    lo, hi = GLM4V_PIXELS
+    f.update(num_position_embeddings=(f.pop("image_size") // f["patch_size"]) ** 2, out_hidden_size=out,
+             temporal_patch_size=get_int(v, "temporal_patch_size", hi=64),
+             spatial_merge_size=get_int(v, "spatial_merge_size", hi=64),
+             merger_intermediate_size=get_int(v, "intermediate_size", hi=B.MAX_FFN),
+             attention_bias=get_bool(v, "attention_bias", False), min_pixels=lo, max_pixels=hi)
+    return f
 
 
 def _layers_heads(v: dict) -> dict:
@@ -193,6 +224,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _qwen(v or {}, outer)
         elif kind == "qwen2_vl":
             f = _qwen2(v or {})
+        elif kind == "glm4v":
+            f = _glm4v(v or {})
         elif kind == "siglip":
             f = _siglip(v or {}, cfg, text_hidden)
         elif kind == "llama4":

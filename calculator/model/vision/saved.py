@@ -11,6 +11,7 @@ activation dtype; N: patches in the call; hv, fv, a: the tower's hidden and MLP 
                         q, k) + 2e·N·fv
     Qwen2-VL            2·LN(hv) + 3e·N·hv + 3e·N·hv + 2e·N·hv + 3e·N·fv (QuickGELU: fc1 out, its sigmoid, fc2 in)
     Qwen2.5-VL          2·RMS(hv) + 2e·N·hv + 3e·N·hv + 2e·N·hv + e·N·hv (proj input) + 4e·N·fv (SwiGLU)
+    GLM-4V              as Qwen2.5-VL (its SwiGLU fv = out_hidden_size wide)
     Pixtral             2·RMS(hv) + 3e·N·hv + 3e·N·hv + 4e·N·fv (SwiGLU)
     Gemma 4             4·G(hv) + q_norm, k_norm: 2·(8·N·hv + 8·N·a + 4·d) + v_norm (no weight): 4·N·hv + 8·N·a
                         + 3e·N·hv (q/k/v, o and gate/up inputs) + 3e·N·hv (rotated q, k; v) + 4e·N·fv (GELU-tanh
@@ -77,9 +78,9 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
         core = sum(4 * a * g for g in groups)
         if k == "gemma4" and attention == "sdpa":
             core += sum(e * g * g for g in groups)  # the float copy of the boolean padding mask, per call
-        if k in QWEN_KINDS and attention == "sdpa":
+        if k in QWEN_KINDS + ("glm4v",) and attention == "sdpa":
             core += e * n * hv  # the per-image (or per-window) outputs torch.cat'ed into a new tensor
-    if k == "qwen2_5_vl":
+    if k in ("qwen2_5_vl", "glm4v"):  # GLM-4V's block: Qwen2.5-VL's without the biases (fv = out_hidden_size)
         return 2 * _rms(n, hv, e) + 8 * e * n * hv + 4 * e * n * fv + core
     if k == "qwen3_vl":
         return 2 * _ln(n, hv, e, ln_stats) + 8 * e * n * hv + 2 * e * n * fv + core
@@ -96,7 +97,7 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
 def _rope(v: VisionSpec, n: int, e: int) -> int:
     """The rotary cos and sin the first block saves (shared by the others): fp32 in the Qwen towers, the model
     dtype in Pixtral's; Llama 4's complex frequencies are a buffer-derived constant the trace does not count."""
-    if v.kind in QWEN_KINDS:
+    if v.kind in QWEN_KINDS + ("glm4v",):
         return 2 * 4 * n * v.head_dim
     return 2 * e * n * v.head_dim if v.kind in ("pixtral", "gemma4") else 0
 
@@ -110,6 +111,13 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
     n = images * sum(per_image)  # encoder tokens of the call
     m_tok = images * merged  # projector output tokens
     k = v.kind
+    if k == "glm4v":  # conv input, post_conv_layernorm, the rotary tables; the position table's fp32 copy and the
+        # sampling grid grid_sample keeps (fp32, 2 per patch); post_layernorm, the downsample's input; the merger: proj,
+        # post_projection_norm and GELU inputs, gate/up input, SiLU input and output, up output, down input
+        o, ctx = v.out_hidden_size, v.merger_intermediate_size
+        return e * n * c * v.temporal_patch_size * p * p + 2 * _rms(n, hv, e) + _rope(v, n, e) + \
+            4 * v.num_position_embeddings * hv + 8 * n + e * n * hv + 4 * e * m_tok * o + ln_stats * m_tok + \
+            4 * e * m_tok * ctx
     if k in QWEN_KINDS:
         x = e * n * c * v.temporal_patch_size * p * p + _rope(v, n, e) + 3 * e * n * hv  # conv input; merger MLP
         if k == "qwen2_vl":  # the merger's LayerNorm ln_q
@@ -164,7 +172,7 @@ def forward_peak_bytes(v: VisionSpec, images: int, px: int, e: int, attention: s
     grids = (square_grid(v, px),) * images if k == "qwen2_5_vl" else ()
     block = v.full_attention_blocks[0] if k == "qwen2_5_vl" and v.full_attention_blocks else 0
     groups = attention_groups(v, grids, sequences, block, attention)
-    attn = 6 * e * n * hv + (8 * n * hv if k in QWEN_KINDS + ("gemma4",) else 0)
+    attn = 6 * e * n * hv + (8 * n * hv if k in QWEN_KINDS + ("glm4v", "gemma4") else 0)
     if attention == "eager":
         attn += sum((2 * e if k == "llama4" else 4 + e) * a * g * g for g in groups)
     else:
@@ -173,5 +181,5 @@ def forward_peak_bytes(v: VisionSpec, images: int, px: int, e: int, attention: s
         attn += e * n * n
     if k == "gemma4" and attention != "flash":  # the padding mask, as a float tensor per image
         attn += sum(e * g * g for g in groups)
-    mlp = 2 * e * n * hv + (3 if k in ("qwen2_vl", "qwen2_5_vl", "pixtral", "gemma4") else 2) * e * n * fv
+    mlp = 2 * e * n * hv + (3 if k in ("qwen2_vl", "qwen2_5_vl", "glm4v", "pixtral", "gemma4") else 2) * e * n * fv
     return 4 * n * v.num_channels * v.temporal_patch_size * v.patch_size ** 2 + max(attn, mlp)

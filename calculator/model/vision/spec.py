@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of seven encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of eight encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -9,6 +9,10 @@ One spec describes one of seven encoder kinds, each mirroring a transformers 5.2
     qwen3_vl    models/qwen3_vl/modeling_qwen3_vl.py       Qwen3VLVisionModel (LayerNorm, GELU MLP, learned +
                 models/qwen3_5/modeling_qwen3_5.py         rotary positions, merger, DeepStack mergers in
                                                            qwen3_vl / qwen3_vl_moe only); Qwen3_5VisionModel
+    glm4v       models/glm4v/modeling_glm4v.py             Glm4vVisionModel (Conv3d patches, RMSNorm, learned
+                models/glm4v_moe/modeling_glm4v_moe.py     positions resampled bicubically, SwiGLU blocks as
+                                                           wide as the output, Conv2d downsample, gated merger;
+                                                           GLM-4.1V / 4.5V / 4.6V)
     siglip      models/siglip/modeling_siglip.py           SiglipVisionModel + Gemma3MultiModalProjector
                 models/gemma3/modeling_gemma3.py           (average pool to mm_tokens_per_image, RMSNorm, matmul)
     llama4      models/llama4/modeling_llama4.py           Llama4VisionModel (unfold patches, CLS, pixel-shuffle
@@ -31,7 +35,7 @@ from pydantic import ConfigDict, Field, model_validator
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
-Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "pixtral", "gemma4"]
+Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "llama4", "pixtral", "gemma4"]
 
 QWEN_KINDS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")  # dynamic resolution, Conv3d patches, merger
 _PX = 1 << 16  # largest image side or patch the engine takes (pixels)
@@ -58,12 +62,15 @@ class VisionSpec(HashedOnce):
     out_hidden_size: int = Field(gt=0, le=B.MAX_HIDDEN, strict=True)
     # SigLIP / Llama 4: the side every image (tile) is resized to; Pixtral: the processor's longest edge
     image_size: int = Field(default=0, ge=0, le=_PX, strict=True)
-    # Qwen3-VL / Qwen3.5 num_position_embeddings; Gemma 4 position_embedding_size (rows per axis of its table)
+    # Qwen3-VL / Qwen3.5 num_position_embeddings, GLM-4V (image_size / P)²; Gemma 4 position_embedding_size (rows
+    # per axis of its table)
     num_position_embeddings: int = Field(default=0, ge=0, le=B.MAX_POSITIONS, strict=True)
     deepstack_layers: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen3-VL DeepStack mergers
     window_size: int = Field(default=0, ge=0, le=_PX, strict=True)  # Qwen2.5-VL attention window (pixels)
     full_attention_blocks: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen2.5-VL
     use_head: bool = False  # SigLIP's attention-pooling head (False in Gemma 3)
+    attention_bias: bool = False  # GLM-4V's qkv bias (the Qwen towers' fused qkv always has one)
+    merger_intermediate_size: int = Field(default=0, ge=0, le=B.MAX_FFN, strict=True)  # GLM-4V's gated merger
     # Gemma 3 mm_tokens_per_image; Gemma 4 the image processor's max_soft_tokens (its patch budget / k²)
     tokens_per_image: int = Field(default=0, ge=0, le=_PX * _PX, strict=True)
     projector_input_dim: int = Field(default=0, ge=0, le=B.MAX_HIDDEN, strict=True)  # Llama 4 adapter
@@ -81,7 +88,7 @@ class VisionSpec(HashedOnce):
     def _check(self) -> "VisionSpec":
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})")
-        if self.kind not in QWEN_KINDS + ("gemma4",) and self.image_size < self.patch_size:
+        if self.kind not in QWEN_KINDS + ("glm4v", "gemma4") and self.image_size < self.patch_size:
             raise ValueError(f"image_size ({self.image_size}) must be at least patch_size ({self.patch_size})")
         if self.kind == "gemma4" and (self.head_dim % 4 or not self.tokens_per_image):
             raise ValueError("a Gemma 4 tower needs a head_dim divisible by 4 (its axial rotary splits it in four) "

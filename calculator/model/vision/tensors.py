@@ -71,12 +71,26 @@ def _gemma4_block(v: VisionSpec, p: str) -> list[Tensor]:
     return t
 
 
+def _glm4v_block(v: VisionSpec, p: str) -> list[Tensor]:
+    """Glm4vVisionBlock: two Glm4vRMSNorms, qkv (bias per attention_bias) and a bias-free proj, Glm4VisionMlp's
+    bias-free gate / up / down (fv = out_hidden_size)."""
+    hv, fv = v.hidden_size, v.intermediate_size
+    t = _norm(f"{p}.norm1", hv, "tower", False) + _norm(f"{p}.norm2", hv, "tower", False)
+    t += _linear(f"{p}.attn.qkv", 3 * hv, hv, "tower", "qv", v.attention_bias)
+    t += _linear(f"{p}.attn.proj", hv, hv, "tower", "attn", False)
+    for proj, out, inp in (("gate", fv, hv), ("up", fv, hv), ("down", hv, fv)):
+        t += _linear(f"{p}.mlp.{proj}_proj", out, inp, "tower", "mlp", False)
+    return t
+
+
 def _block(v: VisionSpec, i: int) -> list[Tensor]:
     """One encoder block's tensors."""
     hv, fv, k = v.hidden_size, v.intermediate_size, v.kind
     p = f"blocks.{i}"
     if k == "gemma4":
         return _gemma4_block(v, p)
+    if k == "glm4v":
+        return _glm4v_block(v, p)
     if k in QWEN_KINDS:  # fused qkv with bias, proj with bias; LayerNorms (Qwen2.5-VL: RMSNorms)
         ln = k != "qwen2_5_vl"
         t = _norm(f"{p}.norm1", hv, "tower", ln) + _norm(f"{p}.norm2", hv, "tower", ln)
@@ -109,6 +123,10 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
             t += [Tensor("patch_embed.proj.bias", (hv,), "tower", ""),
                   Tensor("pos_embed.weight", (v.num_position_embeddings, hv), "tower", "")]
         return t
+    if k == "glm4v":  # Conv3d with bias, post_conv_layernorm (RMSNorm), the learned (image_size / P)² positions
+        return ([Tensor("patch_embed.proj.weight", (hv, c, v.temporal_patch_size, p, p), "tower", ""),
+                 Tensor("patch_embed.proj.bias", (hv,), "tower", "")] + _norm("post_conv_layernorm", hv, "tower", False)
+                + [Tensor("embeddings.position_embedding.weight", (v.num_position_embeddings, hv), "tower", "")])
     if k == "siglip":  # Conv2d with bias, a learned position per patch of the fixed image size
         return [Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
                 Tensor("embeddings.patch_embedding.bias", (hv,), "tower", ""),
@@ -127,6 +145,16 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
 def _after(v: VisionSpec) -> list[Tensor]:
     """What follows the blocks: final norms, heads, adapters and the projector."""
     hv, fv, out, k = v.hidden_size, v.intermediate_size, v.out_hidden_size, v.kind
+    if k == "glm4v":  # post_layernorm, the m×m Conv2d downsample (tower); Glm4vVisionPatchMerger (projector): proj,
+        # post_projection_norm (LayerNorm), gate / up / down to and from merger_intermediate_size, no biases
+        m, ctx = v.spatial_merge_size, v.merger_intermediate_size
+        t = _norm("post_layernorm", hv, "tower", False) + [Tensor("downsample.weight", (out, hv, m, m), "tower", ""),
+                                                           Tensor("downsample.bias", (out,), "tower", "")]
+        t += _linear("merger.proj", out, out, "projector", "mlp", False) + _norm("merger.post_projection_norm", out,
+                                                                                  "projector", True)
+        for proj, o, inp in (("gate", ctx, out), ("up", ctx, out), ("down", out, ctx)):
+            t += _linear(f"merger.{proj}_proj", o, inp, "projector", "mlp", False)
+        return t
     if k == "qwen2_vl":  # PatchMerger: ln_q (LayerNorm), mlp = Linear(hm, hm), GELU, Linear(hm, out)
         hm = v.merged_width
         return (_norm("merger.ln_q", hv, "projector", True) + _linear("merger.mlp.0", hm, hm, "projector", "mlp", True)

@@ -2,10 +2,14 @@
 transformers 5.23 image processors and processors compute them (ported in our own words; tests/model/test_vision.py
 runs the real PIL processors where they run without torchvision).
 
-    Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Qwen3.5  qwen2_vl/image_processing_pil_qwen2_vl.py smart_resize: each side rounded to a
-        multiple of P·m, scaled down (floor) into max_pixels or up (ceil) into min_pixels; N = (H'/P)·(W'/P)
-        patches of C·temporal·P² values (a still image is repeated to 2 frames: grid_t = 1); the merger turns
-        each m×m group into one token: N/m², plus <|vision_start|> and <|vision_end|> (processing_qwen2_vl.py).
+    Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Qwen3.5  qwen2_vl/image_processing_pil_qwen2_vl.py smart_resize: each side
+        rounded to a multiple of P·m, scaled down (floor) into max_pixels or up (ceil) into min_pixels;
+        N = (H'/P)·(W'/P) patches of C·temporal·P² values (a still image is repeated to 2 frames: grid_t = 1); the
+        merger turns each m×m group into one token: N/m², plus <|vision_start|> and <|vision_end|>
+        (processing_qwen2_vl.py).
+    GLM-4.1V / 4.5V / 4.6V  glm4v/image_processing_pil_glm4v.py smart_resize: as Qwen's, a side under P·m scaled up
+        first and the area counted over 2 frames; the processor wraps the N/m² <|image|> tokens in
+        <|begin_of_image|> … <|end_of_image|> (processing_glm4v.py).
     Gemma 3  image_processing_pil_gemma3.py: every image resized to image_size² (pan-and-scan off, the default):
         N = (image_size/P)² = 4096; Gemma3MultiModalProjector average-pools to mm_tokens_per_image = 256;
         processing_gemma3.py writes "\\n\\n<start_of_image>" + 256 × <image_soft_token> + "<end_of_image>\\n\\n"
@@ -58,6 +62,24 @@ def smart_resize(h: int, w: int, factor: int, min_pixels: int, max_pixels: int) 
     return hb, wb
 
 
+def glm_smart_resize(h: int, w: int, factor: int, min_pixels: int, max_pixels: int,
+                     frames: int = 2) -> tuple[int, int]:
+    """Glm4vImageProcessor's resize (glm4v/image_processing_pil_glm4v.py smart_resize, num_frames = temporal_factor
+    = 2 for a still image): a side below `factor` scaled up first, the area of 2 frames brought into bounds."""
+    if h < factor or w < factor:
+        scale = max(factor / h, factor / w)
+        h, w = int(h * scale), int(w * scale)
+    hb, wb = round(h / factor) * factor, round(w / factor) * factor
+    if frames * hb * wb > max_pixels:
+        beta = math.sqrt(frames * h * w / max_pixels)
+        hb = max(factor, math.floor(h / beta / factor) * factor)
+        wb = max(factor, math.floor(w / beta / factor) * factor)
+    elif frames * hb * wb < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * h * w))
+        hb, wb = math.ceil(h * beta / factor) * factor, math.ceil(w * beta / factor) * factor
+    return hb, wb
+
+
 def llama4_canvas(h: int, w: int, tile: int, max_tiles: int) -> tuple[int, int]:
     """(rows, cols) of tiles get_best_fit picks for an h × w image (resize_to_max_canvas False)."""
     options = [(a, n // a) for n in range(max_tiles, 0, -1) for a in range(1, n + 1) if n % a == 0]
@@ -92,8 +114,9 @@ def gemma4_size(h: int, w: int, patch: int, max_patches: int, k: int) -> tuple[i
 def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
     """Patches and language-model tokens of one image of `height` × `width` pixels."""
     p, m, k = v.patch_size, v.spatial_merge_size, v.kind
-    if k in QWEN_KINDS:
-        hh, ww = smart_resize(height, width, p * m, v.min_pixels, v.max_pixels)
+    if k in QWEN_KINDS + ("glm4v",):
+        resize = glm_smart_resize if k == "glm4v" else smart_resize
+        hh, ww = resize(height, width, p * m, v.min_pixels, v.max_pixels)
         n = (hh // p) * (ww // p)
         return ImageTokens((n,), n // (m * m), n // (m * m) + 2)
     if k == "siglip":
