@@ -49,6 +49,7 @@ FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "max_model_len": ("serving", "max_model_len"), "max_num_batched_tokens": ("serving", "max_num_batched_tokens"),
     "max_num_seqs": ("serving", "max_num_seqs"), "block_size": ("serving", "block_size"),
     "prefix_caching": ("serving", "prefix_caching"), "cuda_graphs": ("serving", "cuda_graphs"),
+    "language_model_only": ("serving", "language_model_only"),
     "attention_dp": ("serving", "attention_dp"), "engine_version": ("serving", "version"),
     "expert_weight_dtype": ("expert_weight_dtype",),
     # vision-language models (calculator/stages/vision.py)
@@ -303,6 +304,7 @@ def _serving_flags(p: argparse.ArgumentParser) -> None:
         g.add_argument(f"--{flag}", type=int)
     _on_off(g, "prefix-caching", "prefix caching (default on)")
     _on_off(g, "cuda-graphs", "CUDA graphs (default on; --no-cuda-graphs = --enforce-eager)")
+    _on_off(g, "language-model-only", "a vision-language model's tower not loaded (default: both engines load it)")
     g.add_argument("--engine-version", help="engine release whose rules apply (vLLM 0.33 or 0.11; SGLang 0.5.23)")
     g.add_argument("--expert-weight-dtype", choices=DTYPES, help="routed experts' weight dtype (e.g. fp4: MXFP4)")
 

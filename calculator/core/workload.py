@@ -173,6 +173,9 @@ class ServingConfig(HashedOnce):
     block_size: int | None = Field(default=None, gt=0, le=B.MAX_TOKENS, strict=True)
     prefix_caching: bool = True
     cuda_graphs: bool = True
+    # vLLM / SGLang --language-model-only (vLLM also: --limit-mm-per-prompt 0 for every modality): a vision-language
+    # model's tower is not loaded; by default both engines load it (calculator/engines/towers.py)
+    language_model_only: bool = False
     # SGLang --enable-dp-attention --dp-size: attention TP = tp / this
     attention_dp: int = Field(default=1, ge=1, le=B.MAX_DEGREE, strict=True)
     # engine release whose rules apply (None: the newest modelled)

@@ -58,7 +58,8 @@ def stage_terms(sv: Serving, context: int) -> tuple[Term, ...]:
                    if sv.engine == "vllm" else "forward working set at chunked_prefill_size")
     terms = [
         Term("weights", "weights", "Weights (as the engine loads them)", sv.weights_bytes,
-             "quantized linears + other params + RoPE cos/sin cache", _gib_text(sv.weights_bytes), src),
+             "quantized linears + other params + RoPE cos/sin cache (+ a VLM's vision tower on the first stage)",
+             _gib_text(sv.weights_bytes), src),
         Term("activations.profile", "activations", act_label, sv.activation_peak_bytes, act_formula,
              ("{:,} tokens, {:,} sequences", sv.max_num_batched_tokens, sv.max_num_seqs), src),
         Term("kv_cache", "kv_cache", f"KV pool ({sv.kv_pool_tokens:,} tokens)", sv.kv_pool_bytes, kv_formula,
@@ -173,7 +174,8 @@ def budgets(m, w, shards, gpu) -> tuple[list[Serving], int]:
         sv = of_shard.get(seen)
         if sv is None:
             # the weights read the shard's parameter counts (and with DP attention its layers)
-            counts = (sh.total, sh.layer_linear, sh.experts) + ((sh.first_layer, sh.last_layer) if ad > 1 else ())
+            counts = (sh.total, sh.layer_linear, sh.experts, sh.has_embedding) + (
+                (sh.first_layer, sh.last_layer) if ad > 1 else ())
             weights = weights_of.get(counts)
             if weights is None:
                 weights = weights_of[counts] = engine_weight_bytes(m, w, sh, ad)

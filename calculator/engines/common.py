@@ -9,6 +9,7 @@ from calculator.memory import inference as inf
 from calculator.core.dtypes import nbytes
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import StageShard, kv_heads_per_rank
+from calculator.engines import towers
 
 GiB = 2**30
 # cudaMemGetInfo's total is below nvidia-smi's memory.total: 0.47 GiB on H100 (vLLM logs, 79.18 of 79.65 GiB),
@@ -173,7 +174,8 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
         layers = count_parameters(m).layers[shard.first_layer:shard.last_layer]
         attn = sum(-(-(layer.attention - layer.tp_replicated) // w.parallel.tp) for layer in layers)  # replicated: whole
         total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)
-    return total + rope_cache_bytes(m, w.engine)  # cos/sin caches per process, shared by the layers
+    # cos/sin caches per process, shared by the layers; a vision-language model's tower on the first stage
+    return total + rope_cache_bytes(m, w.engine) + towers.tower_weight_bytes(m, w, shard)
 
 
 def kv_token_bytes(m: ModelSpec, kv_heads: int, kv_dtype: str) -> int:

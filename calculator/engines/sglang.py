@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from calculator.engines import sglang_compressed, sglang_gemma, sglang_mimo, states
+from calculator.engines import sglang_compressed, sglang_gemma, sglang_mimo, states, towers
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, check_request_length,
                                        device_visible_bytes, kv_heads_on_gpu, kv_token_bytes, sglang_derived_context,
                                        sglang_server)
@@ -205,6 +205,9 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     else:
         frac, rule = mem_fraction_rule(gpu_mib, server_tp, p.pp, chunked, max_bs, m.is_mla, server_dp,
                                        s.cuda_graphs)
+        if m.vision is not None and not s.language_model_only:  # a multimodal model's headroom (towers.py)
+            factor, why = towers.sglang_vlm_factor(m)
+            frac, rule = frac * factor, f"{rule} {why}"
     multi = server_tp > 1 or p.pp > 1
     rel = RELEASES["0.33"]
     nccl = rel.non_torch_multi - rel.non_torch_tp1 if multi else 0
@@ -289,6 +292,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                                     f"max_num_reqs={running}: raise --mem-fraction-static or set "
                                     "--max-mamba-cache-size")
     graphs, activation, notes = overheads(m, w, max_bs, chunked, device, frac, rule, multi)
+    notes += (towers.tower_note(m, w, shard),)
     largest = min(configured, tokens - 1) if starts else 0  # a request's input is capped below the pool
     if hooked is not None:
         notes += (hooked.note,)

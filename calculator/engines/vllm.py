@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from calculator.memory import activations as act
 from calculator.memory import inference as inf
-from calculator.engines import states, vllm_compressed, vllm_kv
+from calculator.engines import states, towers, vllm_compressed, vllm_kv
 from calculator.core.bounded_cache import get_or_build
 from calculator.core.dtypes import nbytes
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, check_request_length,
@@ -219,7 +219,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if lay is not None and split.state and not rel.hybrid_prefix_caching:  # older: num_blocks // groups × block
         pool_tokens = blocks // groups.count * block
     notes = [f"device total {visible / GiB:.2f} GiB ({basis})",
-             f"sampler warm-up: {rel.sampler_basis}", NON_TORCH_BASIS]
+             f"sampler warm-up: {rel.sampler_basis}", NON_TORCH_BASIS, towers.tower_note(m, w, shard)]
     if graphs and not rel.cudagraphs_in_budget:
         notes.append(f"vLLM {version} captures CUDA graphs after sizing the pool: their ~{graphs / GiB:.2f} GiB "
                      "come out of the (1 − gpu_memory_utilization) headroom")
@@ -246,7 +246,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         visible, requested, weights, act_peak, non_torch, graphs, max(kv_pool, 0), kv_pool, kv_token, block,
         blocks, pool_tokens, per_seq, blocks / seq_blocks if seq_blocks else 0.0, configured,
         largest, starts, error, mbt, max_seqs, prefix, len(sizes) + len(full_sizes), bool(in_budget),
-        {"tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "kv_heads_per_gpu": kv_heads_on_gpu(m, w)}, tuple(notes),
+        {"tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "kv_heads_per_gpu": kv_heads_on_gpu(m, w)},
+        tuple(n for n in notes if n),
         state_pool(lay, blocks, seq_blocks, max_seqs) if lay is not None and split.state else None)
 
 

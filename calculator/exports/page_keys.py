@@ -1,7 +1,6 @@
-"""The calculator page's URL format (docs/url-format.md: short keys never renamed, defaults frozen for v=1 and left
-out of a link, MB = 10^6 bytes, the engine's ids as values): every URL key with its input kind, default, label and
-accepted values, and the option lists from the engine. The dashboard draws its inputs from this table; the CLI and
-the remedies write links in it (page_link.py). No streamlit here; the engine is imported lazily, inside functions."""
+"""The calculator page's URL format (docs/url-format.md: keys never renamed, defaults frozen for v=1 and left out of
+a link, MB = 10^6 B, the engine's ids as values): every key's input kind, default, label and values. The dashboard
+draws its inputs from it; the CLI and remedies write links in it (page_link.py). No streamlit; lazy engine imports."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -302,6 +301,8 @@ PARAMS: tuple[Param, ...] = (
        help="auto = the newest modelled (vLLM 0.33, SGLang 0.5.23); vLLM 0.11 is the release llm-d measured"),
     _p("pfx", "bool", True, "Prefix caching", "serving", fields=("serving.prefix_caching",)),
     _p("cg", "bool", True, "CUDA graphs", "serving", fields=("serving.cuda_graphs",)),
+    _p("lmo", "bool", False, "Language model only", "serving", fields=("serving.language_model_only",),
+       help="--language-model-only: a vision-language model's tower is not loaded (both engines load it)"),
     # ---- RL post-training (calculator/stages/rl.py) ------------------------------------------------------------------
     _p("rlb", "int", 32, "Rollout batch size (prompts)", "rl", lo=1, hi=1_000_000,
        fields=("rl.rollout_batch_size", "rl"), short="Rollout batch"),

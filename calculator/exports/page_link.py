@@ -81,6 +81,7 @@ def workload_values(w) -> dict[str, Any]:
         "eng": w.engine, "mfr": sv.memory_fraction, "mml": _zero_if_none(sv.max_model_len),
         "mbt": _zero_if_none(sv.max_num_batched_tokens), "mns": _zero_if_none(sv.max_num_seqs),
         "bsz": _zero_if_none(sv.block_size), "pfx": sv.prefix_caching, "cg": sv.cuda_graphs, "adp": sv.attention_dp,
+        "lmo": sv.language_model_only,
         "ever": sv.version or AUTO,
         "rlb": rl.rollout_batch_size, "rln": rl.samples_per_prompt, "rlp": rl.prompt_len, "rlr": rl.response_len,
         "rle": rl.rollout_engine, "rltp": rl.rollout_tp, "rlc": rl.colocate, "rlg": _zero_if_none(rl.rollout_gpus),

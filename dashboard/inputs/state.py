@@ -231,7 +231,8 @@ def build_workload(values: Mapping[str, Any]):
         memory_fraction=None if v["mfr"] is None else float(v["mfr"]), max_model_len=_none_if_zero(v["mml"]),
         max_num_batched_tokens=_none_if_zero(v["mbt"]), max_num_seqs=_none_if_zero(v["mns"]),
         block_size=_none_if_zero(v["bsz"]), prefix_caching=bool(v["pfx"]), cuda_graphs=bool(v["cg"]),
-        attention_dp=int(v["adp"]), version=None if v["ever"] == AUTO else v["ever"]), "serving.", "eng")
+        attention_dp=int(v["adp"]), version=None if v["ever"] == AUTO else v["ever"],
+        language_model_only=bool(v["lmo"])), "serving.", "eng")
     rl = attempt(lambda: RLConfig(
         rollout_batch_size=int(v["rlb"]), samples_per_prompt=int(v["rln"]), prompt_len=int(v["rlp"]),
         response_len=int(v["rlr"]), rollout_engine=v["rle"], rollout_tp=int(v["rltp"]), colocate=bool(v["rlc"]),

@@ -37,6 +37,7 @@ def sidebar_serving(values: Mapping[str, Any], problems) -> None:
     row = st.container(horizontal=True, gap="small")
     field("pfx", problems, disabled=not engine, container=row)
     field("cg", problems, disabled=not engine, container=row)
+    field("lmo", problems, disabled=not engine, container=row)
 
 
 def sidebar_rl(values: Mapping[str, Any], problems) -> None:

@@ -239,4 +239,5 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
         return None, head + f"vision tower ignored ({str(exc).splitlines()[0][:200]})"
     n = vision_parameters(spec)
     return spec, head + (f"its vision tower ({kind}: {n.tower:,} + projector {n.projector:,} parameters, not in "
-                         f"the model's count) is priced when the workload has images")
+                         f"the model's count) is priced when the workload has images, and whenever vLLM or SGLang "
+                         f"serve it (both load it)")
