@@ -64,6 +64,8 @@ def arguments(m, w, notes: Notes) -> list[str]:
         a.append("--disable-radix-cache")
     if not w.serving.cuda_graphs:
         a += ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
+    if w.serving.language_model_only:  # a vision-language model's tower not loaded (calculator/engines/towers.py)
+        a.append("--language-model-only")
     if w.serving.version and w.serving.version != "0.5.23":
         notes.add(f"the estimate follows SGLang {w.serving.version}; the flags were checked against 0.5.23")
     return [str(x) for x in a]

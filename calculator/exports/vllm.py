@@ -4,7 +4,7 @@ Flags, read in the vllm 0.33.0 wheel (vllm/engine/arg_utils.py EngineArgs.add_cl
 config field): --tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size, --enable-expert-parallel
 (ParallelConfig, vllm/config/parallel.py), --gpu-memory-utilization, --block-size, --kv-cache-dtype,
 --[no-]enable-prefix-caching (CacheConfig, vllm/config/cache.py), --max-model-len, --dtype, --quantization,
---enforce-eager (ModelConfig, vllm/config/model.py), --max-num-batched-tokens, --max-num-seqs (SchedulerConfig,
+--enforce-eager, --language-model-only (ModelConfig, vllm/config/model.py), --max-num-batched-tokens, --max-num-seqs (SchedulerConfig,
 vllm/config/scheduler.py). The model is `vllm serve`'s positional argument. The wheel is CUDA-only (336 MB), so
 tests parse the exported line with a parser rebuilt from tests/data/exports/vllm_flags.json
 (validation/exports/flags.py read those definitions from the wheel's source).
@@ -73,6 +73,8 @@ def arguments(m, w, notes: Notes) -> list[str]:
         a.append("--no-enable-prefix-caching")
     if not w.serving.cuda_graphs:
         a.append("--enforce-eager")
+    if w.serving.language_model_only:  # a vision-language model's tower not loaded (calculator/engines/towers.py)
+        a.append("--language-model-only")
     if w.serving.version and not w.serving.version.startswith("0.33"):
         notes.add(f"the estimate follows vLLM {w.serving.version}; the flags were checked against 0.33.0")
     if w.attention != "flash":

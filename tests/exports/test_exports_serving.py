@@ -92,3 +92,17 @@ def test_llm_int8_is_the_bitsandbytes_method():
     w = Workload(mode="infer", weight_dtype="int8", quant_method="llm-int8")
     assert parsed(vllm_args(export(model("qwen2.5-7b"), w, "vllm").text), "quantization") == "bitsandbytes"
     assert parsed(sglang_args(export(model("qwen2.5-7b"), w, "sglang").text), "quantization") == "bitsandbytes"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_language_model_only_is_written_for_both_engines(engine):
+    """serving.language_model_only (a vision-language model's tower not loaded) is each engine's
+    --language-model-only, parsed with the flag definitions of its release."""
+    from calculator import Workload
+    w = Workload(mode="infer", engine=engine, serving={"language_model_only": True})
+    text = export(model("qwen3-vl-8b"), w, engine).text
+    ns = (vllm_args if engine == "vllm" else sglang_args)(text)
+    assert parsed(ns, "language_model_only") is True
+    default = (vllm_args if engine == "vllm" else sglang_args)(
+        export(model("qwen3-vl-8b"), Workload(mode="infer", engine=engine), engine).text)
+    assert parsed(default, "language_model_only") is None
