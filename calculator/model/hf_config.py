@@ -32,6 +32,7 @@ from calculator.model.mappers.mistral import MISTRAL_MAPPERS
 from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
+from calculator.model.mappers.vlm_text import VLM_REFUSED, VLM_SAME_BLOCKS, VLM_TEXT_MAPPERS
 from calculator.model.config_read import context_fields, partial_rotary_dim
 from calculator.model.routers import with_router
 from calculator.model.spec import ModelSpec
@@ -315,21 +316,19 @@ MAPPERS = {
     "gemma2": _map_gemma2, "gemma3": _map_gemma3, "gemma3_text": _map_gemma3, "phi3": _map_phi3, "gpt2": _map_gpt2,
     "gpt_neox": _map_gpt_neox, "deepseek_v2": _map_deepseek, "deepseek_v3": _map_deepseek, "gpt_oss": _map_gpt_oss,
     "olmo2": _map_olmo2, "llama4": _map_llama4, "llama4_text": _map_llama4, "kimi_k2": _map_deepseek,
-    # Qwen VLMs' text towers: Qwen2 / Qwen3 / Qwen3-MoE blocks with multimodal RoPE (models/qwen2_5_vl, qwen3_vl,
-    # qwen3_vl_moe modeling_*.py *TextModel); an outer type maps its text_config (Qwen2.5-VL's Hub files: the top level)
-    "qwen2_5_vl_text": _map_qwen2, "qwen3_vl_text": _map_qwen3, "qwen3_vl_moe_text": _map_qwen3_moe,
-    "qwen2_5_vl": _map_qwen2, "qwen3_vl": _map_qwen3, "qwen3_vl_moe": _map_qwen3_moe,
 }
 MAPPERS.update(ARCH_MAPPERS)
 # issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)
 FAMILY_MAPPERS = {**HYBRID_MAPPERS, **SSM_MAPPERS, **LINEAR_MAPPERS, **DSA_MAPPERS, **VARIANT_MAPPERS,
                   **GEMMA_NEXT_MAPPERS, **REMOTE_MAPPERS,  # Gemma 3n / 4 (gemma_next.py); remote code (remote.py)
                   **LONGCAT_MAPPERS,  # LongCat-Flash: two engine layers per block (longcat.py)
-                  **MISTRAL_MAPPERS}  # Mistral-Small-4 / Large-4 (MLA, DSA; mistral.py)
+                  **MISTRAL_MAPPERS,  # Mistral-Small-4 / Large-4 (MLA, DSA; mistral.py)
+                  **VLM_TEXT_MAPPERS}  # vision-language models' text towers (vlm_text.py)
 MAPPERS.update(FAMILY_MAPPERS)
+MAPPERS.update({t: MAPPERS[same] for t, same in VLM_SAME_BLOCKS.items()})  # VLM text towers of a mapped type's blocks
 # model types whose mapper refuses them, naming what the engine lacks (weights shared across layers, compressed
 # attention, hyper-connections, ...): known, but not supported
-REFUSED_MODEL_TYPES = frozenset({"zamba2", "inkling_text", "inkling2_text", *DSA_REFUSED})
+REFUSED_MODEL_TYPES = frozenset({"zamba2", "inkling_text", "inkling2_text", *DSA_REFUSED, *VLM_REFUSED})
 SUPPORTED_MODEL_TYPES = tuple(sorted(t for t in MAPPERS if t not in REFUSED_MODEL_TYPES))
 
 

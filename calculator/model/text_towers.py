@@ -9,16 +9,19 @@ from calculator.model.config_read import get_str
 from calculator.model.mappers.gemma_next import GEMMA_NEXT_TEXT_TYPES
 from calculator.model.mappers.hybrid import HYBRID_TEXT_TYPES
 from calculator.model.mappers.mistral import MISTRAL_TEXT_TYPES
+from calculator.model.mappers.vlm_text import OUTER_TIE_DEFAULTS, VLM_TEXT_TYPES
 
 # The text model type inside a multimodal config whose text_config omits its own model_type.
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen2_5_vl": "qwen2_5_vl_text",
-                    "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text", **HYBRID_TEXT_TYPES,
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", **VLM_TEXT_TYPES, **HYBRID_TEXT_TYPES,
                     **GEMMA_NEXT_TEXT_TYPES, **MISTRAL_TEXT_TYPES}
 
 # VLMs whose only causal LM is the outer *ForConditionalGeneration: the outer tie_word_embeddings ties its lm_head
 # (transformers modeling_utils.PreTrainedModel.get_expanded_tied_weights_keys reads self.config), whatever the
 # text_config says (Qwen3VLMoeTextConfig defaults it to True, Qwen3VLMoeConfig to False)
-OUTER_TIES_HEAD = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "mistral_large4"})
+OUTER_TIES_HEAD = frozenset({"mistral3", "mistral_large4", *VLM_TEXT_TYPES})
+# ... and those whose configuration class also ties it when the text_config says so (the BC rule of Qwen2VLConfig,
+# Glm4vConfig, GlmOcrConfig, Glm4vMoeConfig __post_init__: pre-v5 saves kept tie_word_embeddings in text_config)
+TEXT_TIE_FORWARDED = frozenset({"qwen2_vl", "qwen2_5_vl", "glm4v", "glm_ocr", "glm4v_moe"})
 
 # fields of the outer config that apply to the text model
 OUTER_KEYS = ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config", "_name_or_path")
@@ -35,4 +38,8 @@ def text_config(cfg: dict) -> dict:
     outer = {k: cfg[k] for k in OUTER_KEYS if k in cfg and k not in text}
     if outer_type in OUTER_TIES_HEAD and "tie_word_embeddings" in cfg:
         outer["tie_word_embeddings"] = cfg["tie_word_embeddings"]
+    elif outer_type in OUTER_TIE_DEFAULTS:
+        outer["tie_word_embeddings"] = OUTER_TIE_DEFAULTS[outer_type]
+    if outer_type in TEXT_TIE_FORWARDED and text.get("tie_word_embeddings") is True:
+        outer["tie_word_embeddings"] = True
     return {**text, **missing, **outer}

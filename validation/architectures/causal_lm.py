@@ -1,15 +1,17 @@
 """The real causal LM transformers builds for a config: AutoModelForCausalLM, or, for the vision-language types
-whose only causal LM is their *ForConditionalGeneration (Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE: transformers 5.23
-registers no *ForCausalLM for their text models), that model, driven by input_ids alone (its vision tower idle).
-Its text parameters are the model's without the tower (`model.visual`), which the engine prices apart."""
+whose only causal LM is their *ForConditionalGeneration (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE, GLM-4.1V /
+4.5V / 4.6V, GLM-OCR, Qwen2.5-Omni's thinker: transformers 5.23 registers no *ForCausalLM for their text models),
+that model, driven by input_ids alone (its towers idle). Its text parameters are the model's without the towers
+(`model.visual`, TOWER_PREFIXES), which the engine prices apart or leaves out."""
 from __future__ import annotations
 
 import torch
 import transformers
 
-IMAGE_TEXT_ONLY = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "mistral_large4"})
+IMAGE_TEXT_ONLY = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "mistral_large4",
+                             "glm4v", "glm46v", "glmga", "glm_ocr", "glm4v_moe", "qwen2_5_omni_thinker"})
 # a Mistral-3-style model's vision tower and projector (models/mistral_large4 MistralLarge4Model)
-TOWER_PREFIXES = frozenset({"vision_tower", "multi_modal_projector"})
+TOWER_PREFIXES = frozenset({"vision_tower", "multi_modal_projector", "audio_tower"})  # Qwen2.5-Omni's audio tower
 # causal LMs transformers 5.23 leaves out of AutoModelForCausalLM's table (models/auto/modeling_auto.py)
 UNLISTED_CAUSAL_LM = {"mistral4": "Mistral4ForCausalLM"}
 

@@ -10,6 +10,7 @@ transformers modeling file it mirrors and held to the real model's parameter cou
     gpt_style      the older GPT-style variant layouts (GPT-J, GPT-Neo, BLOOM, MPT, OPT, XGLM, BioGPT, Persimmon)
     remote         remote-code types (trust_remote_code) whose block is the engine's layer (qwen v1)
     longcat        LongCat-Flash, each block two engine layers (MLA + MoE beside a dense MLP, MLA + dense MLP)
+    vlm_text       vision-language models' text towers (Qwen2-VL, GLM-4.1V / 4.5V / 4.6V, GLM-OCR, Qwen2.5-Omni)
 
 calculator.model.hf_config dispatches a model_type to one of them. Adding a model type is a mapper here plus, at
 most, one new kind in calculator.model.architectures.

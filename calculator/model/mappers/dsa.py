@@ -16,7 +16,7 @@ from calculator.core import bounds as B
 from calculator.model.architectures.compressed import CompressedSpec
 from calculator.model.architectures.dsa import IndexerSpec
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_int,
-                                          get_int_list, get_str)
+                                          get_int_list, get_str, partial_rotary_dim)
 
 # Defaults of the configuration classes for the fields a real config.json may leave out
 # (models/<type>/configuration_<type>.py).
@@ -171,7 +171,9 @@ def map_glm4_moe(cfg: dict) -> dict:
     """GLM-4.5 / 4.6 (models/glm4_moe/modeling_glm4_moe.py): GQA whose head_dim is the config's or
     hidden_size // num_attention_heads (Glm4MoeAttention), biases on q, k, v only (o_proj never), optional per-head
     q/k RMSNorm (use_qk_norm); DeepseekV3-style MoE (fp32 router) from layer first_k_dense_replace on. Its
-    num_nextn_predict_layers MTP layers are built only by generate(use_mtp=True) (ModelSpec.mtp_layers)."""
+    num_nextn_predict_layers MTP layers are built only by generate(use_mtp=True) (ModelSpec.mtp_layers). Its
+    apply_rotary_pos_emb rotates head_dim · partial_rotary_factor channels (Glm4MoeConfig: 0.5) and returns
+    torch.cat([rotated, pass-through]) (rope_concat), its cos / sin tables that wide."""
     cfg = {**GLM4_MOE_DEFAULTS, **cfg}
     f = common_fields(cfg)
     n, h, heads = f["num_hidden_layers"], f["hidden_size"], f["num_attention_heads"]
@@ -186,7 +188,7 @@ def map_glm4_moe(cfg: dict) -> dict:
              moe_intermediate_size=get_int(cfg, "moe_intermediate_size", hi=B.MAX_FFN),
              num_shared_experts=get_int(cfg, "n_shared_experts", lo=0, hi=B.MAX_SHARED_EXPERTS),
              first_k_dense_layers=min(get_int(cfg, "first_k_dense_replace", lo=0, hi=B.MAX_LAYERS), n),
-             mtp_layers=_mtp(cfg))
+             mtp_layers=_mtp(cfg), rope_concat=True, rotary_dim=partial_rotary_dim(cfg, f["head_dim"], 0.5))
     return f
 
 

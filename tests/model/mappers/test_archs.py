@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from calculator.model.hf_config import FAMILY_MAPPERS, SUPPORTED_MODEL_TYPES, spec_from_hf_config  # noqa: E402
+from calculator.model.mappers.vlm_text import VLM_TEXT_MAPPERS  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from tests.model.mappers.counts import real_counts  # noqa: E402
 
@@ -65,7 +66,26 @@ QWEN3_TOWER = dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, o
 VL = {"qwen2_5_vl": ("qwen2_5_vl_text", dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2,
                                              out_hidden_size=64, fullatt_block_indexes=[2])),
       "qwen3_vl": ("qwen3_vl_text", QWEN3_TOWER), "qwen3_vl_moe": ("qwen3_vl_moe_text", QWEN3_TOWER)}
-VL_TEXT = {text: outer for outer, (text, _) in VL.items()}
+# Qwen2-VL (its sections as Qwen2.5-VL's) and the GLM VLMs (calculator/model/mappers/vlm_text.py): GLM's multimodal
+# RoPE splits head_dim · partial_rotary_factor / 2 frequencies (4 at these sizes) into mrope_section; GLM-4.5V's three
+# layers have each kind at a layer >= 1
+GLM_ROPE = dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=0.5, mrope_section=[1, 1, 2])
+SIZES.update(qwen2_vl_text=SIZES["qwen2_5_vl_text"], glm4v_text=dict(BASE, rope_parameters=GLM_ROPE),
+             glm_ocr_text=dict(BASE, rope_parameters=GLM_ROPE),
+             glm4v_moe_text=dict(BASE, num_hidden_layers=3, rope_parameters=GLM_ROPE, n_routed_experts=4,
+                                 n_shared_experts=1, first_k_dense_replace=2, **MOE))
+GLM_TOWER = dict(depth=1, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, image_size=28)
+VL.update(qwen2_vl=("qwen2_vl_text", dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2)),
+          glm4v=("glm4v_text", GLM_TOWER), glm46v=("glm4v_text", GLM_TOWER), glmga=("glm4v_text", GLM_TOWER),
+          glm_ocr=("glm_ocr_text", GLM_TOWER), glm4v_moe=("glm4v_moe_text", GLM_TOWER))
+# Qwen2.5-Omni's thinker: Qwen2.5-VL's tower and an audio tower beside it (both left out of the text parameters)
+SIZES["qwen2_5_omni_text"] = SIZES["qwen2_5_vl_text"]
+VL["qwen2_5_omni_thinker"] = ("qwen2_5_omni_text", dict(VL["qwen2_5_vl"][1], depth=1, fullatt_block_indexes=[0]))
+OTHER_TOWERS = {"qwen2_5_omni_thinker": dict(audio_config=dict(encoder_layers=1, encoder_attention_heads=2, d_model=32,
+                                                               encoder_ffn_dim=48, output_dim=64))}
+VL_TEXT: dict[str, str] = {}
+for _outer, (_text, _) in VL.items():  # a text type shared by several outer types is built in the first
+    VL_TEXT.setdefault(_text, _outer)
 
 VARIANTS = [
     ("gpt_bigcode", {"multi_query": False}), ("falcon", {"multi_query": False}),
@@ -82,6 +102,11 @@ VARIANTS = [
     ("qwen3_next", {"full_attention_interval": 2, "decoder_sparse_step": 2}), ("qwen3_next", {"mlp_only_layers": [1]}),
     ("qwen3_next", {"layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention"]}),
     ("qwen3_5_text", {"attention_bias": True}), ("qwen3_5_moe_text", {"full_attention_interval": 1}),
+    ("glm4v_text", {"tie_word_embeddings": True}), ("glm4v", {"num_key_value_heads": 4}),
+    ("glm_ocr_text", {"head_dim": 32, "rope_parameters": dict(GLM_ROPE, mrope_section=[2, 3, 3])}),
+    ("glm4v_moe_text", {"n_shared_experts": 2, "attention_bias": False, "first_k_dense_replace": 1}),
+    ("glm4v_moe", {"tie_word_embeddings": True, "n_group": 2, "topk_group": 1}),
+    ("qwen2_vl_text", {"tie_word_embeddings": True}), ("qwen2_5_omni_text", {"tie_word_embeddings": False}),
 ]
 
 
@@ -99,12 +124,13 @@ def written_config(model_type: str, **overrides) -> tuple[dict, object]:
     if model_type in VL:
         text, tower = VL[model_type]
         config = transformers.AutoConfig.for_model(model_type, text_config={**SIZES[text], **overrides},
-                                                   vision_config=tower)
+                                                   vision_config=tower, **OTHER_TOWERS.get(model_type, {}))
         return config.to_dict(), config
     if model_type in VL_TEXT:
         text = transformers.AutoConfig.for_model(model_type, **{**SIZES[model_type], **overrides})
         outer = transformers.AutoConfig.for_model(VL_TEXT[model_type], text_config=text.to_dict(),
                                                   vision_config=VL[VL_TEXT[model_type]][1],
+                                                  **OTHER_TOWERS.get(VL_TEXT[model_type], {}),
                                                   tie_word_embeddings=text.to_dict().get("tie_word_embeddings", False))
         return text.to_dict(), outer
     sizes = SIZES.get(MULTIMODAL.get(model_type, model_type), BASE)
@@ -116,10 +142,10 @@ def written_config(model_type: str, **overrides) -> tuple[dict, object]:
 
 
 # issue 21's families are held to the real models by their own test modules (tests/model/test_hf_<family>.py);
-# Qwen's Gated DeltaNet hybrids stay here
+# Qwen's Gated DeltaNet hybrids and the vision-language text towers (vlm_text.py) stay here
 TYPES_HERE = [t for t in SUPPORTED_MODEL_TYPES
-              if t not in FAMILY_MAPPERS or t in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
-                                                 "qwen3_5_moe_text")]
+              if t not in FAMILY_MAPPERS or t in VLM_TEXT_MAPPERS
+              or t in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")]
 
 
 @pytest.mark.parametrize("model_type", TYPES_HERE)
@@ -153,3 +179,49 @@ def test_new_architectures_say_their_activations_are_not_traced():
     mapped = spec_from_hf_config(written_config("falcon")[0])
     assert any("not traced" in w for w in mapped.warnings)
     assert spec_from_hf_config(written_config("llama")[0]).warnings == ()
+
+
+def test_qwen2_vl_as_the_hub_writes_it_flat_maps_its_top_level():
+    """Qwen2-VL-*-Instruct's config.json keeps the text fields at the top level (Qwen2VLConfig.__post_init__ pops
+    them into its text_config): the same text model and head."""
+    _quiet()
+    text = {k: v for k, v in written_config("qwen2_vl_text")[0].items() if k not in ("model_type", "architectures")}
+    flat = dict(text, model_type="qwen2_vl", vision_config=VL["qwen2_vl"][1], tie_word_embeddings=False)
+    config = transformers.Qwen2VLConfig(**{k: v for k, v in flat.items() if k != "model_type"})
+    spec = spec_from_hf_config(flat).spec
+    assert spec.model_type == "qwen2_vl" and spec.vision is not None
+    counts = count_parameters(spec)
+    assert (counts.total, counts.tensors) == real_counts(config)
+
+
+@pytest.mark.parametrize("outer", ["glm4v", "glm_ocr", "glm4v_moe", "qwen2_vl"])
+def test_a_pre_v5_text_config_that_ties_the_head_ties_it(outer):
+    """Glm4vConfig / GlmOcrConfig / Glm4vMoeConfig / Qwen2VLConfig.__post_init__ tie the head when text_config says
+    tie_word_embeddings although the outer config says false (pre-v5 saves kept it there)."""
+    written, config = written_config(outer)
+    text = dict(written["text_config"], tie_word_embeddings=True)
+    written = dict(written, tie_word_embeddings=False, text_config=text)
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in written.items() if k != "_name_or_path"})
+    assert config.tie_word_embeddings and spec_from_hf_config(written).spec.tie_word_embeddings
+    counts = count_parameters(spec_from_hf_config(written).spec)
+    assert (counts.total, counts.tensors) == real_counts(config)
+
+
+def test_qwen2_5_omni_thinker_ties_the_head_by_its_own_default():
+    """Qwen2_5OmniTextConfig defaults tie_word_embeddings to True, Qwen2_5OmniThinkerConfig to False, and the thinker's
+    lm_head ties by the thinker's: a config.json without the outer field has an untied head."""
+    written, config = written_config("qwen2_5_omni_thinker")
+    written = {k: v for k, v in written.items() if k != "tie_word_embeddings"}
+    assert written["text_config"]["tie_word_embeddings"] is True and not config.tie_word_embeddings
+    spec = spec_from_hf_config(written).spec
+    counts = count_parameters(spec)
+    assert not spec.tie_word_embeddings and (counts.total, counts.tensors) == real_counts(config)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_omni_moe_thinker", "qwen3_omni_moe_text"])
+def test_qwen3_omni_moe_is_refused_naming_its_expert_loop(model_type):
+    from calculator.model.config_read import ConfigError
+    config = transformers.AutoConfig.for_model("qwen3_omni_moe_thinker")
+    written = config.to_dict() if model_type.endswith("thinker") else config.text_config.to_dict()
+    with pytest.raises(ConfigError, match="per-expert loop"):
+        spec_from_hf_config(written)
