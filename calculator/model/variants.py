@@ -252,8 +252,8 @@ def attention_extra(v: VariantSpec, T: int, s: int, qd: int, a: int, e: int, rop
         out += rope_variants.per_call_rope_saved(v.per_call_rope, s, v.rotary_dim or rope_dim, e)
     if v.fp32_rope:
         out += 8 * s * rope_dim
-    elif v.interleaved_rope:
-        out += 2 * e * s * rope_dim
+    elif v.interleaved_rope:  # as wide as the rotated channels (GLM: head_dim · partial_rotary_factor)
+        out += 2 * e * s * (v.rotary_dim or rope_dim)
     return out
 
 

@@ -256,12 +256,15 @@ def _map_qk_norm_llama(cfg: dict) -> dict:
 def _map_glm(cfg: dict) -> dict:
     """GLM / GLM-4 (models/glm/modeling_glm.py, models/glm4/modeling_glm4.py): q/k/v biased per attention_bias,
     o_proj without bias, one fused gate_up_proj (2f × h); GLM-4 adds post_self_attn_layernorm and
-    post_mlp_layernorm (four RMSNorms per layer)."""
+    post_mlp_layernorm (four RMSNorms per layer). apply_rotary_pos_emb repeat_interleaves half of cos and sin in
+    every layer (each layer keeps its own copies) and rotates head_dim · partial_rotary_factor channels (default 0.5),
+    concatenating the rest back (rope_concat)."""
     model_type = get_str(cfg, "model_type")
     f = common_fields(cfg)
+    rotary = partial_rotary_dim(cfg, f["head_dim"] or f["hidden_size"] // f["num_attention_heads"], 0.5)
     f.update(qkv_bias=get_bool(cfg, "attention_bias", True), o_bias=False, fused_gate_up=True,
              hidden_act=get_str(cfg, "hidden_act", default="silu"), norms_per_layer=4 if model_type == "glm4" else 2,
-             _warnings=_untraced(model_type, "Llama"))
+             rope_concat=True, rotary_dim=rotary, variant=VariantSpec(interleaved_rope=True, rotary_dim=rotary))
     return f
 
 
