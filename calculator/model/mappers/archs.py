@@ -239,8 +239,9 @@ def _map_plain_mlp(cfg: dict) -> dict:
     f = llama_like_fields(cfg)
     f.update(gated_mlp=False, hidden_act=get_str(cfg, "hidden_act", default="relu2"),
              _warnings=_untraced(model_type, "Llama (plain MLP)"))
-    if model_type == "nemotron":
-        f["norm_type"] = "layernorm"
+    if model_type == "nemotron":  # apply_rotary_pos_emb: head_dim · partial_rotary_factor (0.5), then torch.cat
+        head_dim = f["head_dim"] or f["hidden_size"] // f["num_attention_heads"]
+        f.update(norm_type="layernorm", rope_concat=True, rotary_dim=partial_rotary_dim(cfg, head_dim, 0.5))
     return f
 
 

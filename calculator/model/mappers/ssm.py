@@ -211,6 +211,9 @@ def map_bamba(cfg: dict) -> dict:
     f.update(mamba=_mamba2_prefixed(cfg, _width(cfg, "mamba_expand", f["hidden_size"]), in_proj_bias=bias,
                                     out_proj_bias=bias), mlp_bias=get_bool(cfg, "mlp_bias", False),
              layer_types=tuple("full_attention" if i in attn else "mamba" for i in range(n)))
+    head_dim = f.get("head_dim") or f["hidden_size"] // f["num_attention_heads"]
+    # BambaConfig hard-codes partial_rotary_factor 0.5; apply_rotary_pos_emb concatenates the pass-through half
+    f.update(rope_concat=True, rotary_dim=head_dim // 2)
     return f
 
 
