@@ -81,18 +81,23 @@ def test_qwen3_vision_blocks_and_tower(outer, images, px, impl):
     assert sum(by.values()) == sum(tower_saved_bytes(v, images, px, E, impl, CPU_LN_STATS))
 
 
+def _check_grid_tower(outer, cfg, cls, images, px, impl):
+    """A tower fed a Qwen-style grid (patches of 3 × 2 × 4 × 4 values, one t × h × w row per image): every block
+    attends over its image; block 1 and the whole tower with its projector against the trace."""
+    v = vision_from_config({"model_type": outer, "vision_config": cfg.to_dict()}, 40)[0].model_copy(update=ROOMY)
+    g = px // 4
+    pixels, grid = torch.randn(images * g * g, 3 * 2 * 16), torch.tensor([[1, g, g]] * images)
+    by = _trace({"visual": cls._from_config(cfg)},
+                lambda t: t["visual"](pixels.bfloat16(), grid_thw=grid).pooler_output.sum(), impl)
+    _check(v, by, "tower.visual.blocks.", images, px, impl, (g * g,) * images)
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("images, px", [(1, 32), (2, 32), (1, 48)])
 def test_qwen2_vl_blocks_and_tower(images, px, impl):
     from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel
     cfg = T.Qwen2VLVisionConfig(embed_dim=48, mlp_ratio=2, depth=3, num_heads=4, patch_size=4, hidden_size=40)
-    v = vision_from_config({"model_type": "qwen2_vl", "vision_config": cfg.to_dict()}, 40)[0].model_copy(
-        update=ROOMY)
-    g = px // 4
-    pixels, grid = torch.randn(images * g * g, 3 * 2 * 16), torch.tensor([[1, g, g]] * images)
-    by = _trace({"visual": Qwen2VisionTransformerPretrainedModel._from_config(cfg)},
-                lambda t: t["visual"](pixels.bfloat16(), grid_thw=grid).pooler_output.sum(), impl)
-    _check(v, by, "tower.visual.blocks.", images, px, impl, (g * g,) * images)
+    _check_grid_tower("qwen2_vl", cfg, Qwen2VisionTransformerPretrainedModel, images, px, impl)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -105,12 +110,7 @@ def test_glm4v_blocks_and_tower_with_downsample_and_merger(outer, images, px, im
               intermediate_size=56, attention_bias=True)
     cfg, cls = ((T.Glm4vVisionConfig(**kw), Glm4vVisionModel) if outer == "glm4v"
                 else (T.Glm4vMoeVisionConfig(**kw), Glm4vMoeVisionModel))
-    v = vision_from_config({"model_type": outer, "vision_config": cfg.to_dict()}, 40)[0].model_copy(update=ROOMY)
-    g = px // 4
-    pixels, grid = torch.randn(images * g * g, 3 * 2 * 16), torch.tensor([[1, g, g]] * images)
-    by = _trace({"visual": cls._from_config(cfg)},
-                lambda t: t["visual"](pixels.bfloat16(), grid_thw=grid).pooler_output.sum(), impl)
-    _check(v, by, "tower.visual.blocks.", images, px, impl, (g * g,) * images)
+    _check_grid_tower(outer, cfg, cls, images, px, impl)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
