@@ -175,7 +175,7 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
         attn = sum(-(-(layer.attention - layer.tp_replicated) // w.parallel.tp) for layer in layers)  # replicated: whole
         total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)
     # cos/sin caches per process, shared by the layers; a vision-language model's tower on the first stage
-    return total + rope_cache_bytes(m, w.engine) + towers.tower_weight_bytes(m, w, shard)
+    return total + rope_cache_bytes(m, w.engine) + towers.tower_weight_bytes(m, w, shard, attention_tp(w))
 
 
 def kv_token_bytes(m: ModelSpec, kv_heads: int, kv_dtype: str) -> int:

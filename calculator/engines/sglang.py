@@ -292,7 +292,7 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
                                     f"max_num_reqs={running}: raise --mem-fraction-static or set "
                                     "--max-mamba-cache-size")
     graphs, activation, notes = overheads(m, w, max_bs, chunked, device, frac, rule, multi)
-    notes += (towers.tower_note(m, w, shard),)
+    notes += (towers.tower_note(m, w, shard, attention_tp(w)),)
     largest = min(configured, tokens - 1) if starts else 0  # a request's input is capped below the pool
     if hooked is not None:
         notes += (hooked.note,)

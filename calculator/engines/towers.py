@@ -19,12 +19,16 @@ Not counted: vLLM's profile run also runs the encoder on a dummy batch of the la
 makes and keeps its outputs through the language model's dummy forward (v1/worker/gpu_model_runner.py profile_run);
 that working set is left out (the serving notes say so).
 
-May import: calculator.model, calculator.core (calculator.engines.common adds the weights to every budget's).
+May import: calculator.model, calculator.core (calculator.engines.common adds the weights to every budget's and
+gives the tower's TP group, attention_tp).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from calculator.core.dtypes import nbytes
 from calculator.model.spec import ModelSpec
+from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision import vision_tensors
 
 VIT_L_LAYERS, VIT_L_HIDDEN = 24, 1024  # SGLang's baseline tower (ViT-L/14)
@@ -35,21 +39,18 @@ def loads_tower(m: ModelSpec, w, shard) -> bool:
     return m.vision is not None and not w.serving.language_model_only and shard.has_embedding
 
 
-def tower_weight_elements(m: ModelSpec, tp: int) -> int:
+@lru_cache(maxsize=64)
+def tower_weight_elements(v: VisionSpec, tp: int) -> int:
     """Elements of the tower and projector on one TP rank: nn.Linear weights split over `tp`, the rest whole."""
-    return sum(-(-t.numel // tp) if t.role else t.numel for t in vision_tensors(m.vision))
+    return sum(-(-t.numel // tp) if t.role else t.numel for t in vision_tensors(v))
 
 
-def _tp(w) -> int:
-    """The tower's TP group: the layout's TP (SGLang under DP attention: the attention TP group, tp / dp)."""
-    return max(1, w.parallel.tp // w.serving.attention_dp)
-
-
-def tower_weight_bytes(m: ModelSpec, w, shard) -> int:
-    """Bytes of the tower and projector one GPU loads (0 where it loads none), in the model dtype."""
+def tower_weight_bytes(m: ModelSpec, w, shard, tp: int) -> int:
+    """Bytes of the tower and projector one GPU loads (0 where it loads none), in the model dtype, over the tower's
+    TP group `tp` (common.attention_tp: the layout's TP; SGLang under DP attention, the attention TP group)."""
     if not loads_tower(m, w, shard):
         return 0
-    return nbytes(tower_weight_elements(m, _tp(w)), w.precision.params)
+    return nbytes(tower_weight_elements(m.vision, tp), w.precision.params)
 
 
 def sglang_vlm_factor(m: ModelSpec) -> tuple[float, str]:
@@ -64,11 +65,11 @@ def sglang_vlm_factor(m: ModelSpec) -> tuple[float, str]:
                     f"(24 × 1024²) − 1), 0.8, 1.05))")
 
 
-def tower_note(m: ModelSpec, w, shard) -> str:
+def tower_note(m: ModelSpec, w, shard, tp: int) -> str:
     """The serving note of a GPU that loads the tower ('' otherwise)."""
     if not loads_tower(m, w, shard):
         return ""
-    n = tower_weight_elements(m, _tp(w))
+    n = tower_weight_elements(m.vision, tp)
     text = (f"vision tower and projector loaded ({n:,} parameters on this GPU, its linears split over TP; "
             f"--language-model-only leaves it out)")
     if w.engine == "vllm":

@@ -219,7 +219,8 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     if lay is not None and split.state and not rel.hybrid_prefix_caching:  # older: num_blocks // groups × block
         pool_tokens = blocks // groups.count * block
     notes = [f"device total {visible / GiB:.2f} GiB ({basis})",
-             f"sampler warm-up: {rel.sampler_basis}", NON_TORCH_BASIS, towers.tower_note(m, w, shard)]
+             f"sampler warm-up: {rel.sampler_basis}", NON_TORCH_BASIS,
+             towers.tower_note(m, w, shard, attention_tp(w))]
     if graphs and not rel.cudagraphs_in_budget:
         notes.append(f"vLLM {version} captures CUDA graphs after sizing the pool: their ~{graphs / GiB:.2f} GiB "
                      "come out of the (1 − gpu_memory_utilization) headroom")
