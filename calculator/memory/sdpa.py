@@ -4,7 +4,12 @@ which kernel runs, and what a mask adds to what a layer keeps for backward.
 Without a mask SDPA runs its FlashAttention kernel with `is_causal` and keeps what FlashAttention-2 keeps (q, k, v
 unexpanded with `enable_gqa`, the output, an fp32 logsumexp): the "flash" terms. A mask is needed when
 - the batch is padded (an attention_mask with zeros: transformers 5 masking_utils.sdpa_mask cannot drop it), or
-- a sliding-window layer is shorter than the sequence (Gemma-3's 512-token local layers at s = 4096);
+- a sliding-window layer is shorter than the sequence (Gemma-3's 512-token local layers at s = 4096), or
+- the batch has images and the model ORs their bidirectional blocks into the causal mask (token_type_ids turned
+  into block_sequence_ids: masking_utils.create_causal_mask sets allow_is_causal_skip = False, so sdpa_mask always
+  materialises it): every layer of Gemma 3 (modeling_gemma3.py create_masks_for_vision_model) and PaliGemma
+  (modeling_paligemma.py PaliGemmaModel.forward, the image + prefix block), Gemma 4's sliding layers with
+  use_bidirectional_attention "vision" (modeling_gemma4.py create_masks_for_vision_model; VisionSpec.image_block_mask);
 then (transformers integrations/sdpa_attention.py) GQA k and v are repeated to every query head (`use_gqa_in_sdpa`
 needs no mask) and SDPA, which cannot run FlashAttention with a mask (aten/src/ATen/native/transformers/cuda/
 sdp_utils.cpp), runs the memory-efficient kernel, which saves the mask converted to an additive bias in the query
@@ -20,28 +25,44 @@ from __future__ import annotations
 from calculator.model.spec import ModelSpec
 
 
+def image_masked(m: ModelSpec, w, i: int) -> bool:
+    """Whether layer i gets the image-block mask: the batch has images and the model ORs their blocks into the
+    layer's mask (VisionSpec.masks_layer)."""
+    return bool(w.images_per_sample and m.vision is not None and m.vision.masks_layer(m.layer_is_sliding(i)))
+
+
+def layer_masked(m: ModelSpec, w, i: int) -> bool:
+    """Whether layer i's SDPA call gets a mask: a padded batch, a sliding window shorter than the keys, or the
+    images' blocks."""
+    return w.attention == "sdpa" and (
+        w.padded_batch or (m.layer_is_sliding(i) and bool(m.sliding_window) and m.sliding_window < w.seq_len)
+        or image_masked(m, w, i))
+
+
 def masked_layers(m: ModelSpec, w, layers: range) -> int:
-    """Decoder layers of `layers` whose SDPA call gets a mask: every layer of a padded batch, else the
-    sliding-window layers whose window is shorter than the keys they attend over."""
+    """Decoder layers of `layers` whose SDPA call gets a mask (layer_masked)."""
     if w.attention != "sdpa":
         return 0
     if w.padded_batch:
         return len(layers)
-    if not m.sliding_window or m.sliding_window >= w.seq_len:
-        return 0
-    return sum(1 for i in layers if m.layer_is_sliding(i))
+    return sum(1 for i in layers if layer_masked(m, w, i))
 
 
 def mask_tensors(m: ModelSpec, w, layers: range) -> int:
     """Distinct 4-D boolean masks transformers builds for `layers` (one per attention type that needs one: the
-    sliding-window mask, the full one of a padded batch): with full recompute each is an input of every
-    checkpointed layer, saved once."""
-    if not masked_layers(m, w, layers):
-        return 0
-    short_window = bool(m.sliding_window and m.sliding_window < w.seq_len)
-    sliding = any(m.layer_is_sliding(i) for i in layers) and (w.padded_batch or short_window)
-    full = w.padded_batch and any(not m.layer_is_sliding(i) for i in layers)
-    return int(sliding) + int(full)
+    sliding-window mask, the full one of a padded batch or with images): with full recompute each is an input of
+    every checkpointed layer, saved once."""
+    kinds = {m.layer_is_sliding(i) for i in layers if layer_masked(m, w, i)}
+    return len(kinds)
+
+
+def mask_reason(m: ModelSpec, w) -> str:
+    """Why SDPA gets a mask, for the term's note."""
+    if w.padded_batch:
+        return "padded batch"
+    if w.images_per_sample and m.vision is not None and m.vision.image_block_mask != "none":
+        return f"images' bidirectional blocks ({m.vision.image_block_mask} layers)"
+    return f"sliding-window layers ({m.sliding_window:,} < {w.seq_len:,})"
 
 
 def mask_bytes(d) -> int:

@@ -127,7 +127,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
         # PEFT without checkpointing: the first layer's input does not require grad, so its first norm saves nothing
         first_discount = int(flight * code.first_layer_without_input_grad(m, d)) if (
             lora_ft and w.recompute not in ("full", "op") and shard.has_embedding) else 0
-        masked = sdpa.masked_layers(m, w, layers)  # SDPA layers with a padding or sliding-window mask
+        masked = sdpa.masked_layers(m, w, layers)  # SDPA layers with a padding, sliding-window or image mask
         if hybrid:  # layers of several mixer kinds (calculator/stages/kinds.py)
             recompute_ws = kinds.layer_terms(t, m, w, d, shared, stage_kinds, flight, first_discount,
                                              _hybrid_sources(w, p))
@@ -202,7 +202,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
             t.add("activations.sdpa_mask", "activations", "SDPA with a mask: bias and repeated k/v per masked layer",
                   int(flight * masked * per), "m_inflight × L_masked × (e·b·s·s + e·T·2·(qd − kvd) if repeated)",
                   ("{:g} × {} × {:,} B", flight, masked, per), "sdpa-mask",
-                  "padded batch" if w.padded_batch else f"sliding-window layers ({m.sliding_window:,} < {w.seq_len:,})")
+                  sdpa.mask_reason(m, w))
         if w.finetune == "full" and autocast.applies(w):
             head_w = -(-m.vocab_size * m.hidden_size // p.tp) if shard.has_head else 0
             copies = autocast.weight_copy_bytes(shard.layer_linear, head_w, d.e)

@@ -38,7 +38,8 @@ def lm_workload(m: ModelSpec, w):
     if m.vision is None:
         raise InputError("images_per_sample", f"{m.name} has no vision tower the engine reads (a mapped "
                                               f"vision-language config: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, "
-                                              f"GLM-4.1V/4.5V/4.6V, Gemma 3, Gemma 4, Llama 4, Mistral 3); set "
+                                              f"GLM-4.1V/4.5V/4.6V, Gemma 3, Gemma 4, PaliGemma, Llama 4, "
+                                              f"Mistral 3); set "
                                               f"images_per_sample to 0")
     return _lengthened(m, w)
 

@@ -44,3 +44,85 @@ def test_full_recompute_keeps_each_mask_once_and_recomputes_the_bias():
     assert sdpa.mask_tensors(m, w.model_copy(update={"padded_batch": True}), range(26)) == 2
     e = estimate(m, w, with_fits=False)
     assert next(t for t in e.terms if t.key == "activations.mask").bytes == 2 * 4096 * 4096
+
+
+def _layers_given_a_mask(model, inputs) -> list[bool]:
+    """Which decoder layers of a real transformers model receive a 4-D mask (not None) in one forward."""
+    seen: dict[int, bool] = {}
+    layers = model.model.language_model.layers
+    for i, layer in enumerate(layers):
+        layer.self_attn.register_forward_pre_hook(
+            lambda mod, args, kwargs, i=i: seen.__setitem__(i, kwargs.get("attention_mask") is not None),
+            with_kwargs=True)
+    model(**inputs)
+    return [seen[i] for i in range(len(layers))]
+
+
+def _engine_masks(raw: dict, text_tokens: int, px: int) -> list[bool]:
+    from calculator.model.hf_config import spec_from_hf_config
+    from calculator.stages.vision import lm_workload
+    m = spec_from_hf_config(raw).spec
+    w = lm_workload(m, Workload(attention="sdpa", seq_len=text_tokens, images_per_sample=1, image_size=px))
+    return [sdpa.layer_masked(m, w, i) for i in range(m.num_hidden_layers)]
+
+
+def test_images_give_gemma3_and_paligemma_a_mask_on_every_layer_as_transformers_builds_it():
+    """Gemma 3 and PaliGemma OR the images' bidirectional blocks (token_type_ids) into the causal mask, so SDPA gets
+    a 4-D mask on every layer (the masked kernel, its bias and repeated k/v, as a padded batch), where the same
+    sequence of text alone gets none: the real models on the CPU, layer by layer, against the engine's rule."""
+    torch = __import__("pytest").importorskip("torch")
+    T = __import__("pytest").importorskip("transformers")
+    text = dict(hidden_size=32, vocab_size=300, intermediate_size=16, num_attention_heads=4, head_dim=8)
+    cfg = T.Gemma3Config(vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                            num_attention_heads=2, image_size=32, patch_size=8, vision_use_head=False),
+                         text_config=dict(text, num_hidden_layers=4, num_key_value_heads=2, sliding_window=64,
+                                          layer_types=["sliding_attention", "full_attention"] * 2),
+                         mm_tokens_per_image=4, image_token_index=299, boi_token_index=297, eoi_token_index=298)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = T.Gemma3ForConditionalGeneration(cfg).eval()
+    ids = torch.tensor([[1, 297] + [299] * 4 + [298] + list(range(5, 22))])  # 4 soft tokens + 4 markers + 20 text
+    with torch.no_grad():
+        assert _layers_given_a_mask(model, dict(input_ids=ids, pixel_values=torch.randn(1, 3, 32, 32),
+                                                token_type_ids=(ids == 299).long())) == [True] * 4
+        assert _layers_given_a_mask(model, dict(input_ids=ids[:, 7:])) == [False] * 4
+    assert _engine_masks(cfg.to_dict(), 20, 32) == [True] * 4 and _engine_masks(cfg.to_dict(), 20, 32) != \
+        [sdpa.layer_masked(load_model("gemma-3-4b").spec, Workload(attention="sdpa", seq_len=28), i) for i in range(4)]
+
+    pg = T.PaliGemmaConfig(vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                              num_attention_heads=2, image_size=16, patch_size=8),
+                           text_config=dict(text, model_type="gemma", num_hidden_layers=2, num_key_value_heads=1),
+                           projection_dim=32, hidden_size=32, image_token_index=299)
+    pg._attn_implementation = "sdpa"
+    model = T.PaliGemmaForConditionalGeneration(pg).eval()
+    ids = torch.tensor([[299] * 4 + [2] + list(range(5, 12))])  # image, bos, prefix; then the suffix
+    with torch.no_grad():
+        assert _layers_given_a_mask(model, dict(input_ids=ids, pixel_values=torch.randn(1, 3, 16, 16),
+                                                token_type_ids=torch.tensor([[0] * 8 + [1] * 4]))) == [True] * 2
+    assert _engine_masks(pg.to_dict(), 8, 16) == [True] * 2
+
+
+def test_image_masks_are_priced_like_a_padded_batch_under_sdpa_only():
+    """With images, Gemma 3's every layer keeps the masked kernel's bias and repeated k/v under SDPA (34 layers of
+    Gemma-3-4B: 260 image tokens join 1,024 of text); Gemma 4 with use_bidirectional_attention "vision" only its
+    sliding layers (create_masks_for_vision_model leaves the full ones causal); FlashAttention-2 and eager unchanged."""
+    m = load_model("gemma-3-4b").spec
+    kw = {"micro_batch": 1, "seq_len": 1024, "images_per_sample": 1}
+    s = 1024 + 260
+    w = Workload(attention="sdpa", **kw)
+    from calculator.stages.vision import lm_workload
+    d = act.dims(m, lm_workload(m, w))
+    assert (d.s, sdpa.masked_layers(m, lm_workload(m, w), range(34))) == (s, 34)
+    extra = sdpa.masked_layer_extra(d, m, False)
+    assert extra == 2 * s * s + 2 * s * 2 * (8 - 4) * 256  # bias e·b·s² + k, v repeated from 4 heads to 8 (d 256)
+    sdpa_on = estimate(m, Workload(gpu="h200", attention="sdpa", **kw), with_fits=False)
+    flash = estimate(m, Workload(gpu="h200", attention="flash", **kw), with_fits=False)
+    assert sdpa_on.components["activations"] - flash.components["activations"] == 34 * extra
+    assert "images' bidirectional blocks (all layers)" in next(t for t in sdpa_on.terms
+                                                               if t.key == "activations.sdpa_mask").note
+    g4 = load_model("gemma-4-26b-a4b").spec
+    w4 = lm_workload(g4, Workload(attention="sdpa", seq_len=256, images_per_sample=1))
+    assert [sdpa.layer_masked(g4, w4, i) for i in range(g4.num_hidden_layers)] == \
+        [g4.layer_is_sliding(i) for i in range(g4.num_hidden_layers)]
+    assert sdpa.mask_tensors(g4, w4, range(g4.num_hidden_layers)) == 1
+    assert not any(sdpa.layer_masked(g4, w4.model_copy(update={"images_per_sample": 0}), i) for i in range(30))

@@ -22,6 +22,7 @@ transformers = pytest.importorskip("transformers")
 logging.getLogger("transformers").setLevel(logging.ERROR)
 
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
+from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.presets import MODELS_DIR  # noqa: E402
 from calculator.model.vision import image_tokens, vision_from_config, vision_parameters  # noqa: E402
 from calculator.model.vision.tokens import llama4_canvas  # noqa: E402
@@ -62,7 +63,8 @@ def _built(cfg):
 
 
 DEFAULTS = [T.Qwen2VLConfig, T.Glm4vConfig, T.Glm4vMoeConfig, T.Glm46VConfig, T.GlmgaConfig, T.Qwen2_5_VLConfig,
-            T.Qwen3VLConfig, T.Qwen3VLMoeConfig, T.Qwen3_5Config, T.Qwen3_5MoeConfig, T.Gemma3Config, T.Mistral3Config]
+            T.Qwen3VLConfig, T.Qwen3VLMoeConfig, T.Qwen3_5Config, T.Qwen3_5MoeConfig, T.Gemma3Config, T.Mistral3Config,
+            T.PaliGemmaConfig]
 
 
 @pytest.mark.parametrize("config_class", DEFAULTS, ids=lambda c: c.model_type)
@@ -162,6 +164,28 @@ def test_gemma3_resizes_every_image_to_896_and_pools_to_256_tokens():
     assert r'f"\n\n{tokenizer.boi_token}{image_tokens_expanded}{tokenizer.eoi_token}\n\n"' in source
 
 
+def test_paligemma_2_at_448_px_has_the_real_tower_projector_and_tokens():
+    """A PaliGemma 2 (Gemma 2 text, 448 px) config: the real model's tower and projector, and (448 / 14)² = 1,024
+    patches, each one <image> token, as the SigLIP image processor resizes any image to image_size²."""
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+    cfg = T.PaliGemmaConfig(vision_config=dict(image_size=448, patch_size=14),
+                            text_config=dict(model_type="gemma2", hidden_size=2304, num_hidden_layers=2,
+                                             intermediate_size=9216, num_attention_heads=8, num_key_value_heads=4,
+                                             head_dim=256, vocab_size=257216), projection_dim=2304, hidden_size=2304)
+    raw = cfg.to_dict()
+    spec = spec_from_hf_config(raw).spec
+    v = spec.vision
+    assert (spec.hidden_size, spec.num_hidden_layers, v.out_hidden_size) == (2304, 2, 2304)
+    got, real = vision_parameters(v), _built(cfg)
+    assert (got.tower, got.projector) == _real_parts(real)
+    assert count_parameters(spec).total == _count(real) - got.tower - got.projector  # the text model, head tied
+    proc = SiglipImageProcessorPil(size={"height": 448, "width": 448})
+    for h, w in SIZES[:4]:
+        px = proc(images=[_img(h, w)], return_tensors="np")["pixel_values"]
+        assert image_tokens(v, h, w).patches == (px.shape[-1] // 14) * (px.shape[-2] // 14) == 1024
+    assert image_tokens(v, 300, 500).lm_tokens == image_tokens(v, 300, 500).merged == 1024
+
+
 def test_mistral3_patches_and_tokens_equal_the_pixtral_processors():
     from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
     v, _ = vision_from_config(T.Mistral3Config().to_dict(), 5120)  # patch 14, merge 2, longest edge 1540
@@ -228,9 +252,9 @@ def test_llama4_tiles_follow_its_best_fit_and_tokens_its_prompt_layout():
 # ---- what the mapping keeps and what it leaves out ---------------------------------------------------------
 def test_a_text_only_config_has_no_tower_and_an_unmapped_multimodal_one_says_so():
     assert spec_from_hf_config(_raw("gemma-3-1b")).spec.vision is None
-    raw = {"model_type": "paligemma", "text_config": {**_raw("gemma-3-1b")}, "vision_config": {"hidden_size": 8}}
+    raw = {"model_type": "llava", "text_config": {**_raw("gemma-3-1b")}, "vision_config": {"hidden_size": 8}}
     _, warning = vision_from_config(raw, 1152)
-    assert warning == "multimodal 'paligemma' config: using its text_config; vision tower ignored"
+    assert warning == "multimodal 'llava' config: using its text_config; vision tower ignored"
 
 
 def test_an_unreadable_vision_config_keeps_the_text_model_and_says_why():

@@ -149,6 +149,23 @@ def test_gemma3_siglip_blocks_and_tower_with_projector(images, side, tokens, imp
     _check(v, by, "tower.vision.encoder.layers.", images, side, impl, ((side // 8) ** 2,) * images)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("images, side", [(1, 64), (2, 64), (1, 96)])
+def test_paligemma_siglip_blocks_and_tower_with_its_linear_projector(images, side, impl):
+    from transformers.models.paligemma.modeling_paligemma import PaliGemmaMultiModalProjector
+    cfg = T.PaliGemmaConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                               num_attention_heads=4, image_size=side, patch_size=8),
+                            text_config=dict(TEXT, model_type="gemma"), projection_dim=40, hidden_size=40)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    assert (v.kind, v.image_block_mask, v.tokens_per_image) == ("paligemma", "all", (side // 8) ** 2)
+    pixels = torch.randn(images, 3, side, side)
+    by = _trace({"vision": T.SiglipVisionModel._from_config(cfg.vision_config),
+                 "projector": PaliGemmaMultiModalProjector(cfg)},
+                lambda t: t["projector"](t["vision"](pixel_values=pixels.bfloat16()).last_hidden_state).float().sum(),
+                impl)
+    _check(v, by, "tower.vision.encoder.layers.", images, side, impl, ((side // 8) ** 2,) * images)
+
+
 @pytest.mark.filterwarnings("ignore:Casting complex values")  # .to(bfloat16) of its complex rotary buffer
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("tile, px", [(64, 64), (64, 128), (96, 96)])

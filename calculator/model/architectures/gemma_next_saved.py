@@ -54,7 +54,9 @@ def attention_core_saved(d, w, a: int, hd: int, kv: int, reuse: bool, masked: bo
 
 def _masked(m, w, i: int) -> bool:
     """Whether layer i's SDPA call gets a mask (calculator.memory.sdpa.masked_layers)."""
-    return w.attention == "sdpa" and (w.padded_batch or (m.layer_is_sliding(i) and m.sliding_window < w.seq_len))
+    sliding = m.layer_is_sliding(i)
+    images = bool(w.images_per_sample and m.vision is not None and m.vision.masks_layer(sliding))
+    return w.attention == "sdpa" and (w.padded_batch or (sliding and m.sliding_window < w.seq_len) or images)
 
 
 def attention_saved(m, w, d, i: int) -> int:

@@ -34,6 +34,10 @@ QWEN3_VISION = {  # models/qwen3_vl/configuration_qwen3_vl.py Qwen3VLVisionConfi
 SIGLIP_VISION = {  # models/siglip/configuration_siglip.py SiglipVisionConfig
     "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
     "num_channels": 3, "image_size": 224, "patch_size": 16, "vision_use_head": True}
+PALIGEMMA_VISION = {  # models/paligemma/configuration_paligemma.py PaliGemmaConfig.sub_configs_defaults
+    **SIGLIP_VISION, "intermediate_size": 4096, "hidden_size": 1152, "patch_size": 14, "image_size": 224,
+    "num_hidden_layers": 27, "num_attention_heads": 16, "vision_use_head": False}
+PALIGEMMA_PROJECTION_DIM = 2048  # PaliGemmaConfig.projection_dim
 LLAMA4_VISION = {  # models/llama4/configuration_llama4.py Llama4VisionConfig
     "hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_attention_heads": 16,
     "num_channels": 3, "image_size": 448, "patch_size": 14, "vision_output_dim": 7680, "pixel_shuffle_ratio": 0.5,
@@ -68,9 +72,19 @@ QWEN3_PIXELS = (65_536, 16_777_216)
 
 KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v": "glm4v", "glmga": "glm4v",
          "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
-         "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
-         "gemma4": "gemma4", "mistral_large4": "pixtral"}  # Mistral-Large-4: Mistral 3's tower and projector
+         "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "paligemma": "paligemma", "llama4": "llama4",
+         "mistral3": "pixtral", "gemma4": "gemma4", "mistral_large4": "pixtral"}  # Mistral-Large-4: Mistral 3's tower and projector
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
+# Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
+# projector's width), so that field does not mean the file is flat
+OUTER_HIDDEN_TYPES = frozenset({"paligemma"})
+
+
+def is_nested(cfg: dict) -> bool:
+    """Whether a multimodal config holds its text model in text_config (else it is written flat, as Qwen2.5-VL's
+    Hub files are)."""
+    return isinstance(cfg.get("text_config"), dict) and (
+        "hidden_size" not in cfg or cfg.get("model_type") in OUTER_HIDDEN_TYPES)
 
 
 def _qwen(v: dict, outer: str) -> dict:
@@ -146,7 +160,21 @@ def _siglip(v: dict, cfg: dict, text_hidden: int) -> dict:
     v = {**SIGLIP_VISION, **v}
     f = _layers_heads(v)
     f.update(use_head=get_bool(v, "vision_use_head", True), out_hidden_size=text_hidden,
-             tokens_per_image=get_int(cfg, "mm_tokens_per_image", default=256, hi=1 << 24))
+             tokens_per_image=get_int(cfg, "mm_tokens_per_image", default=256, hi=1 << 24),
+             image_block_mask="all")  # Gemma3Model: create_masks_for_vision_model (full and sliding: OR blocks)
+    return f
+
+
+def _paligemma(v: dict, cfg: dict) -> dict:
+    """PaliGemma 1 / 2: a SigLIP tower without its head and PaliGemmaMultiModalProjector, Linear(hv, projection_dim)
+    with a bias; (image_size / P)² tokens per image (PaliGemmaConfig: text_config.num_image_tokens); every layer of
+    the language model gets the prefix mask (PaliGemmaModel.forward: block_sequence_ids from token_type_ids, the
+    image and prefix tokens attending to each other, the suffix causally)."""
+    v = {**PALIGEMMA_VISION, **v}
+    f = _layers_heads(v)
+    f.update(use_head=get_bool(v, "vision_use_head", False),
+             out_hidden_size=get_int(cfg, "projection_dim", default=PALIGEMMA_PROJECTION_DIM, hi=B.MAX_HIDDEN),
+             tokens_per_image=(f["image_size"] // f["patch_size"]) ** 2, image_block_mask="all")
     return f
 
 
@@ -191,14 +219,17 @@ def _gemma4(v: dict, cfg: dict, text_hidden: int) -> dict:
                                                                           hi=1 << 16), hi=1 << 16)
     if soft not in GEMMA4_SOFT_TOKENS:
         raise ConfigError(f"max soft tokens per image ({soft}) must be one of {GEMMA4_SOFT_TOKENS}")
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(v, "pooling_kernel_size", hi=64),
-             num_position_embeddings=get_int(v, "position_embedding_size", hi=B.MAX_POSITIONS), tokens_per_image=soft)
+             num_position_embeddings=get_int(v, "position_embedding_size", hi=B.MAX_POSITIONS), tokens_per_image=soft,
+             # Gemma4Model: with use_bidirectional_attention "vision", create_masks_for_vision_model ORs the image
+             # blocks into the sliding layers' mask only
+             image_block_mask="sliding" if text.get("use_bidirectional_attention") == "vision" else "none")
     return f
 
 
 def _is_multimodal(cfg: dict) -> bool:
-    return isinstance(cfg.get("vision_config"), dict) or (
-        isinstance(cfg.get("text_config"), dict) and "hidden_size" not in cfg)
+    return isinstance(cfg.get("vision_config"), dict) or is_nested(cfg)
 
 
 def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, str | None]:
@@ -208,7 +239,7 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
     if not isinstance(cfg, dict) or not _is_multimodal(cfg):
         return None, None
     outer = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None
-    nested = isinstance(cfg.get("text_config"), dict) and "hidden_size" not in cfg
+    nested = is_nested(cfg)
     head = f"multimodal {outer[:60]!r} config: " + ("using its text_config; " if nested else "") \
         if outer else "multimodal config: "
     if outer not in VISION_TYPES:
@@ -228,6 +259,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _glm4v(v or {})
         elif kind == "siglip":
             f = _siglip(v or {}, cfg, text_hidden)
+        elif kind == "paligemma":
+            f = _paligemma(v or {}, cfg)
         elif kind == "llama4":
             f = _llama4(v or {}, text_hidden)
         elif kind == "gemma4":

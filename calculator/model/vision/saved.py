@@ -129,6 +129,8 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
     if k == "siglip":  # conv input, post_layernorm, the pool's input, Gemma RMSNorm (fp32 in/out, rstd, 1 + w), matmul
         return e * n * c * p * p + _ln(n, hv, e, ln_stats) + e * n * hv + 8 * m_tok * hv + 4 * m_tok + 4 * hv + \
             e * m_tok * hv
+    if k == "paligemma":  # conv input, post_layernorm, the projector linear's input
+        return e * n * c * p * p + _ln(n, hv, e, ln_stats) + e * n * hv
     if k == "gemma4":  # Gemma4VisionModel: input_proj's input, x/y positions (int64) and the padding mask, the rotary
         # tables; the pooler's fp32 one-hot weights (budget × max_soft_tokens per image) and its output mask;
         # std_scale.float(); embed_vision's weightless RMSNorm (fp32 input, 2 fp32 per row) and its linear's input

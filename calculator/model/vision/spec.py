@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of eight encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of nine encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -15,6 +15,8 @@ One spec describes one of eight encoder kinds, each mirroring a transformers 5.2
                                                            GLM-4.1V / 4.5V / 4.6V)
     siglip      models/siglip/modeling_siglip.py           SiglipVisionModel + Gemma3MultiModalProjector
                 models/gemma3/modeling_gemma3.py           (average pool to mm_tokens_per_image, RMSNorm, matmul)
+    paligemma   models/siglip/modeling_siglip.py           SiglipVisionModel + PaliGemmaMultiModalProjector
+                models/paligemma/modeling_paligemma.py     (one linear with a bias to projection_dim)
     llama4      models/llama4/modeling_llama4.py           Llama4VisionModel (unfold patches, CLS, pixel-shuffle
                                                            adapter) + Llama4MultiModalProjector
     pixtral     models/pixtral/modeling_pixtral.py         PixtralVisionModel + Mistral3MultiModalProjector
@@ -35,7 +37,12 @@ from pydantic import ConfigDict, Field, model_validator
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
-Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "llama4", "pixtral", "gemma4"]
+Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4"]
+# Decoder layers that get transformers' bidirectional image-block mask when a batch has images (token_type_ids
+# become block_sequence_ids, masking_utils.blockwise_overlay): none, every layer (Gemma 3, PaliGemma), or the
+# sliding-window ones (Gemma 4 with use_bidirectional_attention "vision")
+BlockMask = Literal["none", "all", "sliding"]
+FIXED_SIZE_KINDS = ("siglip", "paligemma", "llama4")  # every image (tile) resized to image_size²
 
 QWEN_KINDS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")  # dynamic resolution, Conv3d patches, merger
 _PX = 1 << 16  # largest image side or patch the engine takes (pixels)
@@ -68,7 +75,8 @@ class VisionSpec(HashedOnce):
     deepstack_layers: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen3-VL DeepStack mergers
     window_size: int = Field(default=0, ge=0, le=_PX, strict=True)  # Qwen2.5-VL attention window (pixels)
     full_attention_blocks: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen2.5-VL
-    use_head: bool = False  # SigLIP's attention-pooling head (False in Gemma 3)
+    use_head: bool = False  # SigLIP's attention-pooling head (False in Gemma 3 and PaliGemma)
+    image_block_mask: BlockMask = "none"
     attention_bias: bool = False  # GLM-4V's qkv bias (the Qwen towers' fused qkv always has one)
     merger_intermediate_size: int = Field(default=0, ge=0, le=B.MAX_FFN, strict=True)  # GLM-4V's gated merger
     # Gemma 3 mm_tokens_per_image; Gemma 4 the image processor's max_soft_tokens (its patch budget / k²)
@@ -110,4 +118,8 @@ class VisionSpec(HashedOnce):
         Llama 4's tile), else 1024 px (our choice for dynamic-resolution families: a typical photo or screenshot
         after the client's downscale; Pixtral's class default longest edge is also 1024; Gemma 4 rescales any image
         to its patch budget)."""
-        return self.image_size if self.kind in ("siglip", "llama4") else 1024
+        return self.image_size if self.kind in FIXED_SIZE_KINDS else 1024
+
+    def masks_layer(self, sliding: bool) -> bool:
+        """Whether a decoder layer (sliding-window or not) gets the image-block mask when the batch has images."""
+        return self.image_block_mask == "all" or (self.image_block_mask == "sliding" and sliding)

@@ -127,7 +127,7 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
         return ([Tensor("patch_embed.proj.weight", (hv, c, v.temporal_patch_size, p, p), "tower", ""),
                  Tensor("patch_embed.proj.bias", (hv,), "tower", "")] + _norm("post_conv_layernorm", hv, "tower", False)
                 + [Tensor("embeddings.position_embedding.weight", (v.num_position_embeddings, hv), "tower", "")])
-    if k == "siglip":  # Conv2d with bias, a learned position per patch of the fixed image size
+    if k in ("siglip", "paligemma"):  # Conv2d with bias, a learned position per patch of the fixed image size
         return [Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
                 Tensor("embeddings.patch_embedding.bias", (hv,), "tower", ""),
                 Tensor("embeddings.position_embedding.weight", ((v.image_size // p) ** 2, hv), "tower", "")]
@@ -167,7 +167,7 @@ def _after(v: VisionSpec) -> list[Tensor]:
         for i in v.deepstack_layers:  # Qwen3VLVisionPatchMerger(use_postshuffle_norm=True): LayerNorm(hv·m²)
             t += _norm(f"deepstack_merger_list.{i}.norm", hm, "projector", True) + mlp(f"deepstack_merger_list.{i}")
         return t
-    if k == "siglip":
+    if k in ("siglip", "paligemma"):
         t = _norm("post_layernorm", hv, "tower", True)
         if v.use_head:  # SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention, LayerNorm, MLP
             t += [Tensor("head.probe", (1, 1, hv), "tower", ""),
@@ -176,6 +176,8 @@ def _after(v: VisionSpec) -> list[Tensor]:
             t += _linear("head.attention.out_proj", hv, hv, "tower", "attn", True) + _norm(
                 "head.layernorm", hv, "tower", True) + _linear("head.mlp.fc1", fv, hv, "tower", "mlp", True) + \
                 _linear("head.mlp.fc2", hv, fv, "tower", "mlp", True)
+        if k == "paligemma":  # PaliGemmaMultiModalProjector: nn.Linear(hv, projection_dim, bias=True)
+            return t + _linear("multi_modal_projector.linear", out, hv, "projector", "mlp", True)
         return t + [Tensor("multi_modal_projector.mm_input_projection_weight", (hv, out), "projector", ""),
                     Tensor("multi_modal_projector.mm_soft_emb_norm.weight", (hv,), "projector", "")]
     if k == "llama4":  # layernorm_post, the pixel-shuffle adapter (Llama4VisionMLP2, no biases), the projector

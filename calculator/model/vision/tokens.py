@@ -14,6 +14,9 @@ runs the real PIL processors where they run without torchvision).
         N = (image_size/P)² = 4096; Gemma3MultiModalProjector average-pools to mm_tokens_per_image = 256;
         processing_gemma3.py writes "\\n\\n<start_of_image>" + 256 × <image_soft_token> + "<end_of_image>\\n\\n"
         (each "\\n\\n" one token): 260 tokens.
+    PaliGemma 1 / 2  siglip/image_processing_pil_siglip.py: every image resized to image_size² (224, 448 or 896);
+        N = (image_size/P)² patches, each one token (no pooling); processing_paligemma.py build_string_from_input
+        writes image_seq_length × <image> before the bos and the prefix: N tokens.
     Llama 4  image_processing_llama4.py get_best_fit over canvases of a×b tiles (a·b ≤ max_patches = 16) of
         image_size² (336²): the smallest upscale, else the least downscale, ties to the smallest area; a global tile
         is added when a·b > 1; each tile is one encoder sequence of (336/14)² + 1 (CLS) = 577; pixel shuffle
@@ -121,6 +124,8 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         return ImageTokens((n,), n // (m * m), n // (m * m) + 2)
     if k == "siglip":
         return ImageTokens(((v.image_size // p) ** 2,), v.tokens_per_image, v.tokens_per_image + 4)
+    if k == "paligemma":  # PaliGemmaProcessor: image_seq_length × <image> before the bos and the prefix, no markers
+        return ImageTokens((v.tokens_per_image,), v.tokens_per_image, v.tokens_per_image)
     if k == "llama4":
         a, b = llama4_canvas(height, width, v.image_size, v.max_tiles)
         tiles = a * b + (1 if a * b > 1 else 0)
