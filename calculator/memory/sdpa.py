@@ -89,12 +89,16 @@ def output_copy(d, m: ModelSpec, w) -> int:
     """o_proj's own copy of the attention output when q reaches a FlashAttention kernel contiguous in (b, a, s, d)
     (ModelSpec.rope_concat), e·T·qd beside the output the kernel keeps. The kernel allocates its output like q
     (PyTorch's _scaled_dot_product_flash_attention: empty_like(query), torch/_meta_registrations.py; the CPU kernel
-    too, traced; flash-attn's mha_fwd: empty_like(q)), so transformers' attn_output.transpose(1, 2).contiguous()
-    (integrations/sdpa_attention.py) or .reshape (flash) copies it. None under eager (its matmul output is always
-    copied: the o_proj input counted anyway), selective recompute (the kernel's output is recomputed), or a padded
-    batch (SDPA's efficient kernel writes (b, s, a, d), meta__efficient_attention_forward; flash_attention_2
-    unpads into new tensors)."""
+    too, traced; flash-attn 2.8.3's mha_fwd: empty_like(q), csrc/flash_attn/flash_api.cpp), so transformers'
+    attn_output.transpose(1, 2).contiguous() (integrations/sdpa_attention.py) or .reshape (flash) copies it. None
+    under eager (its matmul output is always copied: the o_proj input counted anyway), selective recompute (the
+    kernel's output is recomputed), a padded batch (SDPA's efficient kernel writes (b, s, a, d),
+    meta__efficient_attention_forward; flash_attention_2 unpads into new tensors), or a LoRA that leaves o_proj
+    frozen (lora_targets qv: a frozen linear keeps no input, so the copy dies after o_proj; traced,
+    tests/golden phi-3-mini-4k lora-qv flash)."""
     if not m.rope_concat or w.attention == "eager" or w.recompute == "selective" or w.padded_batch:
+        return 0
+    if w.finetune != "full" and w.lora_targets == "qv":
         return 0
     return d.e * d.T * d.qd
 
@@ -110,8 +114,8 @@ def mla_output_copy(d, m: ModelSpec, w) -> int:
     (integrations/sdpa_attention.py) copies it. The efficient kernel writes (b, s, a, d) (meta__efficient_attention_
     forward), which the transpose makes contiguous without a copy."""
     if (not m.is_mla or w.attention != "sdpa" or w.recompute == "selective" or w.padded_batch
-            or m.head_size != m.v_head_size):
-        return 0
+            or m.head_size != m.v_head_size or (w.finetune != "full" and w.lora_targets == "qv")):
+        return 0  # a LoRA that leaves o_proj frozen keeps no copy (output_copy)
     return d.e * d.T * d.a * m.v_head_size
 
 

@@ -74,8 +74,7 @@ LLAMA4_TEXT_DEFAULTS = {
     "vocab_size": 202_048, "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
     "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
     "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "attention_chunk_size": 8192,
-    "no_rope_layer_interval": 4, "tie_word_embeddings": False, "attention_bias": False,
-}
+    "no_rope_layer_interval": 4, "tie_word_embeddings": False, "attention_bias": False}
 
 
 def _with_defaults(cfg: dict, defaults: dict) -> dict:
@@ -191,9 +190,11 @@ def _map_gemma3(cfg: dict) -> dict:
     return f
 
 
-def _map_phi3(cfg: dict) -> dict:
+def _map_phi3(cfg: dict) -> dict:  # apply_rotary_pos_emb: torch.cat([rotated, pass-through]), even at factor 1.0
     f = common_fields(cfg)
-    f.update(family="phi3", fused_qkv=True, fused_gate_up=True, hidden_act=get_str(cfg, "hidden_act", default="silu"))
+    head_dim = f["head_dim"] or f["hidden_size"] // f["num_attention_heads"]
+    f.update(family="phi3", fused_qkv=True, fused_gate_up=True, hidden_act=get_str(cfg, "hidden_act", default="silu"),
+             rope_concat=True, rotary_dim=partial_rotary_dim(cfg, head_dim, 1.0))
     sliding_fields(cfg, f)
     return f
 

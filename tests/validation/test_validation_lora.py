@@ -171,6 +171,9 @@ def layer_bytes(x: dict, first: bool) -> int:
     norms = n_norms * norm - (norm if first else 0) + e * T * h * (attn_reader + mlp_reader)
     if x["mt"] == "phi3":  # fused qkv output (v is a view) + rotary q and k
         qkv = e * T * (qd + 2 * kvd) + e * T * (qd + kvd)
+        # flash: Phi3's torch.cat RoPE leaves q contiguous in (b, a, s, d), flash-attn allocates its output like q,
+        # and o_proj's adapter keeps the reshape's copy beside it (a frozen o_proj keeps nothing)
+        o_in += e * T * qd if (not x["eager"] and "o" in A) else 0
         mlp = e * T * 2 * f + e * T * f + e * T * f * ("down" in A)  # gate_up output, silu, product
     else:
         if x["eager"]:  # q, repeat_kv-expanded k and v; q is not saved when k does not require grad

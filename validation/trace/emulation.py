@@ -51,7 +51,9 @@ def _math_attention(q, k, v, scale, causal, window, softcap):
 class FlashAttention2Emu(torch.autograd.Function):
     """Memory-faithful stand-in for ``flash_attn.flash_attn_func`` (flash-attn 2.x, ``flash_api.cpp``).
 
-    Forward allocates exactly what ``mha_fwd`` allocates — ``out`` (b, s, h, d) contiguous, ``softmax_lse`` fp32
+    Forward allocates exactly what ``mha_fwd`` allocates — ``out = torch::empty_like(q)`` (flash-attn 2.8.3
+    csrc/flash_attn/flash_api.cpp: laid out like q, so a q that transformers transposed from a contiguous
+    (b, h, s, d) tensor, as a torch.cat RoPE leaves it, gives an output its reshape must copy), ``softmax_lse`` fp32
     (b, h, s), ``rng_state`` int64[2] — and saves exactly what ``FlashAttnFunc`` saves: q, k, v as given
     (unexpanded under GQA), out, softmax_lse, rng_state.  The values are computed by a math path whose
     intermediates are not recorded (the real kernel keeps them in SRAM).
@@ -68,7 +70,10 @@ class FlashAttention2Emu(torch.autograd.Function):
         b, sq, h, d = q.shape
         with untracked():
             o_math, lse_math = _math_attention(q, k, v, scale, causal, window, softcap)
-        out = torch.empty((b, sq, h, v.shape[-1]), dtype=q.dtype, device=q.device)
+        if v.shape[-1] == d:  # mha_fwd checks v's head size against q's
+            out = torch.empty_like(q)
+        else:
+            out = torch.empty((b, sq, h, v.shape[-1]), dtype=q.dtype, device=q.device)
         lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
         rng_state = torch.empty((2,), dtype=torch.int64, device=q.device)
         with untracked():
