@@ -18,11 +18,18 @@ UNLISTED_CAUSAL_LM = {"mistral4": "Mistral4ForCausalLM"}
 
 def causal_lm(config, **kwargs):
     """The model transformers builds for `config` (kwargs: from_config's, e.g. dtype, attn_implementation)."""
-    if config.model_type in IMAGE_TEXT_ONLY:
+    if config.model_type in IMAGE_TEXT_ONLY or _image_text_only(config.model_type):
         return transformers.AutoModelForImageTextToText.from_config(config, **kwargs)
     if config.model_type in UNLISTED_CAUSAL_LM:
         return getattr(transformers, UNLISTED_CAUSAL_LM[config.model_type])._from_config(config, **kwargs)
     return transformers.AutoModelForCausalLM.from_config(config, **kwargs)
+
+
+def _image_text_only(model_type: str) -> bool:
+    """A multimodal type transformers 5.23 registers for image-text-to-text and not as a causal LM."""
+    from transformers.models.auto import modeling_auto as auto
+    return (model_type in auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+            and model_type not in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
 def text_parameters(model) -> list[torch.nn.Parameter]:

@@ -9,11 +9,15 @@ VLM_SAME_BLOCKS names the text towers whose decoder layer, norms, MLP, attention
 already mapped type's own modules, calculator.model.hf_config mapping them with that type's mapper; VLM_TEXT_MAPPERS
 holds those that differ, each saying how.
 
+The groups vlm_text_a, vlm_text_b and vlm_text_c add more text towers (and decoder types) in tables of their own,
+merged here (VLM_GROUP_TYPES: the types they add).
+
 May import: calculator.core, calculator.model.config_read, variants and the other mappers modules.
 """
 from __future__ import annotations
 
 from calculator.model.config_read import ConfigError, common_fields, get_str, partial_rotary_dim
+from calculator.model.mappers import vlm_text_a, vlm_text_b, vlm_text_c
 from calculator.model.mappers.dsa import map_glm4_moe
 
 # Text towers that are an already mapped type's decoder, read with its mapper (calculator.model.hf_config):
@@ -104,3 +108,12 @@ VLM_TEXT_TYPES = {"qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", 
 # the outer class's tie_word_embeddings default where its text class's differs (Qwen2_5OmniThinkerConfig: False,
 # Qwen2_5OmniTextConfig: True): a config.json that leaves the outer one out ties the head by the outer default
 OUTER_TIE_DEFAULTS = {"qwen2_5_omni_thinker": False, "qwen3_omni_moe_thinker": False}
+
+_GROUPS = (vlm_text_a, vlm_text_b, vlm_text_c)
+for _g in _GROUPS:
+    VLM_TEXT_MAPPERS.update(_g.MAPPERS)
+    VLM_SAME_BLOCKS.update(_g.SAME_BLOCKS)
+    VLM_TEXT_TYPES.update(_g.TEXT_TYPES)
+    OUTER_TIE_DEFAULTS.update(_g.TIE_DEFAULTS)
+VLM_REFUSED = VLM_REFUSED.union(*(_g.REFUSED for _g in _GROUPS))
+VLM_GROUP_TYPES = frozenset(t for _g in _GROUPS for t in (*_g.MAPPERS, *_g.SAME_BLOCKS))

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from calculator.model.hf_config import FAMILY_MAPPERS, SUPPORTED_MODEL_TYPES, spec_from_hf_config  # noqa: E402
-from calculator.model.mappers.vlm_text import VLM_TEXT_MAPPERS  # noqa: E402
+from calculator.model.mappers.vlm_text import VLM_GROUP_TYPES, VLM_TEXT_MAPPERS  # noqa: E402
 from calculator.model.parameters import count_parameters  # noqa: E402
 from tests.model.mappers.counts import real_counts  # noqa: E402
 
@@ -144,8 +144,9 @@ def written_config(model_type: str, **overrides) -> tuple[dict, object]:
 # issue 21's families are held to the real models by their own test modules (tests/model/test_hf_<family>.py);
 # Qwen's Gated DeltaNet hybrids and the vision-language text towers (vlm_text.py) stay here
 TYPES_HERE = [t for t in SUPPORTED_MODEL_TYPES
-              if t not in FAMILY_MAPPERS or t in VLM_TEXT_MAPPERS
-              or t in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")]
+              if (t not in FAMILY_MAPPERS or t in VLM_TEXT_MAPPERS
+                  or t in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"))
+              and t not in VLM_GROUP_TYPES]  # groups a-c: tests/model/mappers/test_vlm_text_{a,b,c}.py
 
 
 @pytest.mark.parametrize("model_type", TYPES_HERE)
