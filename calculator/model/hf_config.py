@@ -246,8 +246,8 @@ def _map_deepseek(cfg: dict) -> dict:
                  num_shared_experts=get_int(cfg, "n_shared_experts", default=0, lo=0, hi=B.MAX_SHARED_EXPERTS),
                  first_k_dense_layers=get_int(cfg, "first_k_dense_replace", default=0, lo=0, hi=f["num_hidden_layers"]))
         f.update(router_group_fields(cfg, experts))
-        if get_str(cfg, "model_type") == "deepseek_v2":  # its router never renormalises (DEEPSEEK_V2_VARIANT)
-            f["variant"] = DEEPSEEK_V2_VARIANT
+        if get_str(cfg, "model_type") == "deepseek_v2" or not get_bool(cfg, "norm_topk_prob", True):
+            f["variant"] = DEEPSEEK_V2_VARIANT  # V2's router never renormalises, V3's only with norm_topk_prob
     return f
 
 

@@ -226,3 +226,19 @@ def test_qwen3_omni_moe_is_refused_naming_its_expert_loop(model_type):
     written = config.to_dict() if model_type.endswith("thinker") else config.text_config.to_dict()
     with pytest.raises(ConfigError, match="per-expert loop"):
         spec_from_hf_config(written)
+
+
+def test_deepseek_v3_without_norm_topk_prob_keeps_no_renormalisation():
+    """DeepseekV3MoE.route_tokens_to_experts divides the top-k weights by their sum only with norm_topk_prob: a MoE
+    layer traced on the CPU then saves 4·T·k + 4·T bytes less (T = 32, k = 2: 384 B), as the engine says."""
+    from validation.architectures import measure as M
+    from validation.architectures.sources import Source
+    got = {}
+    for renorm in (True, False):
+        written, config = written_config("deepseek_v3", norm_topk_prob=renorm)
+        src = Source("deepseek_v3", written, config, "test_archs")
+        spec, _ = M.spec_of(src)
+        row = M.activations(src, spec, "eager")["mla+moe"]
+        assert row["engine"] == row["measured"]
+        got[renorm] = row["measured"]
+    assert got[True] - got[False] == 4 * 32 * 2 + 4 * 32
