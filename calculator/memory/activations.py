@@ -188,8 +188,9 @@ def moe_saved(d: Dims, m: ModelSpec, etp: int, ep: int = 1) -> int:
     k, T, E = m.num_experts_per_tok, d.T, m.num_experts
     S = T * k
     f = m.expert_intermediate_size // etp
-    if m.variant is not None:  # hook (issue 21): a variant's router bookkeeping
-        return variants.moe_saved(m.variant, T, k, E, f, d.h, d.e, ep)
+    if m.variant is not None:  # hook (issue 21): a variant's router bookkeeping, a norm after the block (A.X-K1)
+        post = norm_saved(m, T, d.h_sp, d.e) if m.variant.moe_post_norm else 0
+        return variants.moe_saved(m.variant, T, k, E, f, d.h, d.e, ep) + post
     clamped = m.hidden_act == "swiglu_oai" or m.family == "gpt_oss"
     glu = clamped_swiglu_saved(S, f, d.e) if clamped else 4 * d.e * S * f
     if m.family == "gpt_oss":  # the softmax is over the top-k only
@@ -245,8 +246,7 @@ class LayerActivations(NamedTuple):
 
 
 def softmax_attention_saved(m: ModelSpec, w: Workload, d: Dims) -> int:
-    """What one layer's softmax attention (MHA/GQA/MQA, MLA) saves for backward beyond its input, exact model, no
-    recompute (or selective)."""
+    """What one layer's softmax attention (MHA/GQA/MQA, MLA) saves beyond its input, exact model, no recompute."""
     e, T = d.e, d.T
     selective = w.recompute == "selective"
     eager = w.attention == "eager" and not selective

@@ -4,7 +4,8 @@ which kernel runs, and what a mask adds to what a layer keeps for backward.
 Without a mask SDPA runs its FlashAttention kernel with `is_causal` and keeps what FlashAttention-2 keeps (q, k, v
 unexpanded with `enable_gqa`, the output, an fp32 logsumexp): the "flash" terms. A mask is needed when
 - the batch is padded (an attention_mask with zeros: transformers 5 masking_utils.sdpa_mask cannot drop it), or
-- a sliding-window layer is shorter than the sequence (Gemma-3's 512-token local layers at s = 4096), or
+- a sliding-window layer's window is not longer than the keys (Gemma-3's 512-token local layers at s = 4096;
+  masking_utils._ignore_causal_mask_sdpa keeps the mask whenever kv_length >= the window: at s = W too), or
 - the batch has images and the model ORs their bidirectional blocks into the causal mask (token_type_ids turned
   into block_sequence_ids: masking_utils.create_causal_mask sets allow_is_causal_skip = False, so sdpa_mask always
   materialises it): every layer of Gemma 3 (modeling_gemma3.py create_masks_for_vision_model) and PaliGemma
@@ -32,10 +33,10 @@ def image_masked(m: ModelSpec, w, i: int) -> bool:
 
 
 def layer_masked(m: ModelSpec, w, i: int) -> bool:
-    """Whether layer i's SDPA call gets a mask: a padded batch, a sliding window shorter than the keys, or the
+    """Whether layer i's SDPA call gets a mask: a padded batch, a sliding window no longer than the keys, or the
     images' blocks."""
     return w.attention == "sdpa" and (
-        w.padded_batch or (m.layer_is_sliding(i) and bool(m.sliding_window) and m.sliding_window < w.seq_len)
+        w.padded_batch or (m.layer_is_sliding(i) and bool(m.sliding_window) and m.sliding_window <= w.seq_len)
         or image_masked(m, w, i))
 
 
@@ -62,7 +63,7 @@ def mask_reason(m: ModelSpec, w) -> str:
         return "padded batch"
     if w.images_per_sample and m.vision is not None and m.vision.image_block_mask != "none":
         return f"images' bidirectional blocks ({m.vision.image_block_mask} layers)"
-    return f"sliding-window layers ({m.sliding_window:,} < {w.seq_len:,})"
+    return f"sliding-window layers ({m.sliding_window:,} ≤ {w.seq_len:,})"
 
 
 def mask_bytes(d) -> int:

@@ -128,6 +128,7 @@ class VariantSpec(HashedOnce):
     # the experts run one by one on their gathered tokens (DBRX's DbrxExperts loop), not transformers' grouped_mm
     expert_loop: bool = False
     router_clamp: bool = False  # the sum is clamped first (one more fp32 row)
+    moe_post_norm: bool = False  # a norm on the MoE block's output (A.X-K1's post_mlp_layernorm): its saved copies
     router_fp32_input: bool = False  # the router reads x.float(): an fp32 copy of its input
     router_fp32_weight_copy: bool = False  # ... and weight.float() of a model-dtype weight
     fp32_routing_weights: bool = True  # the experts receive fp32 routing weights (else the model dtype)
@@ -156,8 +157,7 @@ def untrained_parameters(m) -> int:
 
 
 def fp32_parameters(m) -> int:
-    """Parameters that stay fp32 in a bf16 model (ERNIE-4.5-MoE's router, HunYuan-MoE's wg, `_keep_in_fp32_modules`):
-    4 bytes each."""
+    """Parameters that stay fp32 in a bf16 model (ERNIE-4.5-MoE's router, HunYuan-MoE's wg, keep_in_fp32): 4 B each."""
     v = m.variant
     return v.fp32_per_moe_layer * m.moe_layer_count + v.fp32_per_layer * m.num_hidden_layers if v is not None else 0
 

@@ -33,8 +33,29 @@ def test_sliding_window_layers_shorter_than_the_sequence_take_the_masked_kernel(
     kw = {"micro_batch": 2, "seq_len": 4096}
     assert _saved("gemma-3-1b", **kw, attention="sdpa") - _saved("gemma-3-1b", **kw, attention="flash") == \
         22 * 2 * 2 * 4096 * 4096
-    # a window as long as the sequence needs no mask
-    assert sdpa.masked_layers(m, w.model_copy(update={"seq_len": 512}), range(26)) == 0
+    # a window longer than the sequence needs no mask; one as long as it still gets one (test below)
+    assert sdpa.masked_layers(m, w.model_copy(update={"seq_len": 511}), range(26)) == 0
+    assert sdpa.masked_layers(m, w.model_copy(update={"seq_len": 512}), range(26)) == 22
+
+
+def test_a_window_as_long_as_the_sequence_still_gets_its_mask_as_transformers_builds_it():
+    """masking_utils._ignore_causal_mask_sdpa drops the sliding mask only while kv_length < the window: the real
+    Gemma-3 text model on the CPU hands its sliding layers a 4-D mask at s = W and none at s = W - 1, as the
+    engine says."""
+    torch = __import__("pytest").importorskip("torch")
+    T = __import__("pytest").importorskip("transformers")
+    from calculator.model.hf_config import spec_from_hf_config
+    cfg = T.Gemma3TextConfig(hidden_size=32, vocab_size=300, intermediate_size=16, num_attention_heads=4, head_dim=8,
+                             num_hidden_layers=2, num_key_value_heads=2, sliding_window=16,
+                             layer_types=["sliding_attention", "full_attention"])
+    cfg._attn_implementation = "sdpa"
+    model = T.Gemma3ForCausalLM(cfg).eval()
+    m = spec_from_hf_config(cfg.to_dict()).spec
+    for s, expected in ((16, [True, False]), (15, [False, False])):
+        with torch.no_grad():
+            assert _layers_given_a_mask(model, dict(input_ids=torch.arange(5, 5 + s)[None])) == expected
+        w = Workload(attention="sdpa", seq_len=s)
+        assert [sdpa.layer_masked(m, w, i) for i in range(2)] == expected
 
 
 def test_full_recompute_keeps_each_mask_once_and_recomputes_the_bias():
@@ -49,7 +70,8 @@ def test_full_recompute_keeps_each_mask_once_and_recomputes_the_bias():
 def _layers_given_a_mask(model, inputs) -> list[bool]:
     """Which decoder layers of a real transformers model receive a 4-D mask (not None) in one forward."""
     seen: dict[int, bool] = {}
-    layers = model.model.language_model.layers
+    inner = model.model
+    layers = inner.language_model.layers if hasattr(inner, "language_model") else inner.layers
     for i, layer in enumerate(layers):
         layer.self_attn.register_forward_pre_hook(
             lambda mod, args, kwargs, i=i: seen.__setitem__(i, kwargs.get("attention_mask") is not None),

@@ -12,6 +12,9 @@ IMAGE_TEXT_ONLY = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe
                              "glm4v", "glm46v", "glmga", "glm_ocr", "glm4v_moe", "qwen2_5_omni_thinker"})
 # a Mistral-3-style model's vision tower and projector (models/mistral_large4 MistralLarge4Model)
 TOWER_PREFIXES = frozenset({"vision_tower", "multi_modal_projector", "audio_tower"})  # Qwen2.5-Omni's audio tower
+TOWER_PREFIXES |= {"projector", "vision_model", "image_newline", "view_separator",  # mappers/vlm_ocr.py's VLMs
+                   "layerwise_projectors", "spatial_projectors", "density_router"}
+TOWER_PREFIXES |= {"vision_adapter", "vision_projection"}  # Muse-Glimmer (vlm_more)
 # causal LMs transformers 5.23 leaves out of AutoModelForCausalLM's table (models/auto/modeling_auto.py)
 UNLISTED_CAUSAL_LM = {"mistral4": "Mistral4ForCausalLM"}
 

@@ -56,7 +56,7 @@ def _masked(m, w, i: int) -> bool:
     """Whether layer i's SDPA call gets a mask (calculator.memory.sdpa.masked_layers)."""
     sliding = m.layer_is_sliding(i)
     images = bool(w.images_per_sample and m.vision is not None and m.vision.masks_layer(sliding))
-    return w.attention == "sdpa" and (w.padded_batch or (sliding and m.sliding_window < w.seq_len) or images)
+    return w.attention == "sdpa" and (w.padded_batch or (sliding and m.sliding_window <= w.seq_len) or images)
 
 
 def attention_saved(m, w, d, i: int) -> int:

@@ -8,6 +8,9 @@ tensor counts, its cache and its saved activations by tests/model/mappers/test_d
 DeepSeek-V4 (map_deepseek_v4) is compressed attention (calculator/model/architectures/compressed.py) with
 hyper-connections, held to the real model by tests/model/mappers/test_deepseek_v4.py.
 
+A.X-K1 (map_axk1) is DeepSeek-V3's MLA and MoE with a norm after the MoE block, held to the real model by
+tests/model/mappers/test_axk1_and_refusals.py.
+
 Refused, each naming what the engine lacks: hy_v4, axk2 and dots3_note_text (DSA_REFUSED).
 """
 from __future__ import annotations
@@ -16,7 +19,8 @@ from calculator.core import bounds as B
 from calculator.model.architectures.compressed import CompressedSpec
 from calculator.model.architectures.dsa import IndexerSpec
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_int,
-                                          get_int_list, get_str, partial_rotary_dim)
+                                          get_int_list, get_str, partial_rotary_dim, router_group_fields)
+from calculator.model.variants import VariantSpec
 
 # Defaults of the configuration classes for the fields a real config.json may leave out
 # (models/<type>/configuration_<type>.py).
@@ -60,7 +64,7 @@ def mlp_types(cfg: dict, n: int, default: list[str]) -> tuple[str, ...]:
     return tuple("moe" if t == "sparse" else "dense" for t in types)
 
 
-def _moe_fields(cfg: dict, f: dict, ffn_types: tuple[str, ...]) -> dict:
+def moe_fields(cfg: dict, f: dict, ffn_types: tuple[str, ...]) -> dict:
     """DeepseekV3MoE and its copies: a router of n_routed_experts (its fp32 e_score_correction_bias is a buffer),
     fused routed experts of moe_intermediate_size, n_shared_experts shared experts side by side in one MLP of
     n_shared_experts × moe_intermediate_size."""
@@ -75,7 +79,7 @@ def _moe_fields(cfg: dict, f: dict, ffn_types: tuple[str, ...]) -> dict:
     return f
 
 
-def _mla_fields(cfg: dict, need_q_lora: bool) -> dict:
+def mla_fields(cfg: dict, need_q_lora: bool) -> dict:
     """DeepSeek-V3's MLA (q-LoRA or a plain q_proj, kv latent, nope/rope heads), as DeepseekV3Config names it; the
     config's head_dim (written as qk_rope_head_dim, for the rotary class only) is not a head width here."""
     f = common_fields(cfg)
@@ -109,12 +113,12 @@ def _dsa_model(cfg: dict, defaults: dict) -> tuple[dict, dict]:
     """What DeepSeek-V3.2 and GLM-5 share: MLA with q-LoRA, the lightning indexer, mlp_layer_types (default: the
     first first_k_dense_replace layers dense)."""
     cfg = {**defaults, **cfg}
-    f = _mla_fields(cfg, need_q_lora=True)
+    f = mla_fields(cfg, need_q_lora=True)
     n = f["num_hidden_layers"]
     dense = min(get_int(cfg, "first_k_dense_replace", lo=0, hi=B.MAX_LAYERS), n)
     ffn = mlp_types(cfg, n, ["dense"] * dense + ["sparse"] * (n - dense))
     f.update(ffn_types=ffn, indexer=_deepseek_indexer(cfg), mtp_layers=_mtp(cfg))
-    return cfg, _moe_fields(cfg, f, ffn)
+    return cfg, moe_fields(cfg, f, ffn)
 
 
 def map_deepseek_v32(cfg: dict) -> dict:
@@ -160,11 +164,11 @@ def map_glm4_moe_lite(cfg: dict) -> dict:
     """GLM-4.7-Flash (models/glm4_moe_lite/modeling_glm4_moe_lite.py): DeepSeek-V3's MLA (q_lora_rank null: one
     q_proj), no indexer; mlp_layer_types, default one dense layer then MoE (first_k_dense_replace is not read)."""
     cfg = {**GLM_LITE_DEFAULTS, **cfg}
-    f = _mla_fields(cfg, need_q_lora=False)
+    f = mla_fields(cfg, need_q_lora=False)
     n = f["num_hidden_layers"]
     ffn = mlp_types(cfg, n, ["dense"] + ["sparse"] * (n - 1))
     f.update(ffn_types=ffn, mtp_layers=_mtp(cfg))
-    return _moe_fields(cfg, f, ffn)
+    return moe_fields(cfg, f, ffn)
 
 
 def map_glm4_moe(cfg: dict) -> dict:
@@ -313,6 +317,47 @@ def _refuse(model_type: str, lacks: str):
     return refuse
 
 
+# AXK1Config (models/axk1/configuration_axk1.py): the defaults of the fields a config.json may leave out
+AXK1_DEFAULTS = dict(vocab_size=163840, hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
+                     num_hidden_layers=61, num_attention_heads=64, n_shared_experts=1, n_routed_experts=192,
+                     kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, qk_nope_head_dim=128,
+                     n_group=8, topk_group=4, num_experts_per_tok=8)
+
+
+def _axk1_mlp_types(cfg: dict, n: int) -> list[str]:
+    """AXK1Config.__post_init__'s default mlp_layer_types, from the legacy first_k_dense_replace (1) and
+    moe_layer_freq (1): layer i is sparse when i >= first_k_dense_replace and i % moe_layer_freq == 0."""
+    first = get_int(cfg, "first_k_dense_replace", default=1, lo=0, hi=B.MAX_LAYERS)
+    freq = get_int(cfg, "moe_layer_freq", default=1, lo=1, hi=B.MAX_LAYERS)
+    return ["sparse" if i >= first and i % freq == 0 else "dense" for i in range(n)]
+
+
+def map_axk1(cfg: dict) -> dict:
+    """A.X-K1 (models/axk1/modeling_axk1.py AXK1DecoderLayer, AXK1Attention, AXK1MoE): DeepSeek-V3's layer
+    (deepseek_v3: MLA, a grouped sigmoid router with an e_score_correction_bias buffer, fused experts of
+    moe_intermediate_size and n_shared_experts shared ones) with three differences: AXK1Attention always builds the
+    q-LoRA path (q_a_proj, q_a_layernorm, q_b_proj; q_lora_rank may not be null); each layer's MLP is read from
+    mlp_layer_types ("sparse" or "dense", as Glm4MoeLiteDecoderLayer does; first_k_dense_replace is only the
+    legacy default); and AXK1MoE ends in one more RMSNorm of hidden_size, post_mlp_layernorm, on the sum of the
+    routed and shared experts (one weight per MoE layer: VariantSpec.moe_tensors; its saved fp32 input, normalised
+    copy and rsqrt, 4·T·h + e·T·h + 4·T per MoE layer: VariantSpec.moe_post_norm). Its router is DeepSeek-V3's:
+    fp32 copies of its input and weight, renormalised per norm_topk_prob. No MTP layers (AXK1Config has none)."""
+    cfg = {**AXK1_DEFAULTS, **cfg}
+    f = mla_fields(cfg, need_q_lora=False)
+    if f["q_lora_rank"] is None:
+        raise ConfigError("q_lora_rank: A.X-K1 always builds the q-LoRA path (AXK1Attention: q_a_proj, "
+                          "q_a_layernorm, q_b_proj); give q_lora_rank")
+    n = f["num_hidden_layers"]
+    ffn = mlp_types(cfg, n, _axk1_mlp_types(cfg, n))
+    f["ffn_types"] = ffn
+    f = moe_fields(cfg, f, ffn)
+    if "moe" in ffn:
+        f.update(router_group_fields(cfg, f["num_experts"]))
+        f["variant"] = VariantSpec(moe_tensors=((f["hidden_size"],),), moe_post_norm=True, router_fp32_input=True,
+                                   router_fp32_weight_copy=True, router_renorm=get_bool(cfg, "norm_topk_prob", True))
+    return f
+
+
 DSA_REFUSED = {
     "hy_v4": "hyper-connections of HY-V4's kind (models/hy_v4/modeling_hy_v4.py HYV4HyperConnection: 2 × hc_mult "
              "mixes and no comb matrix; ModelSpec.hc_mult is DeepSeek-V4's mHC), nor MLA with a per-head sigmoid "
@@ -327,5 +372,6 @@ DSA_REFUSED = {
 DSA_MAPPERS: dict = {
     "deepseek_v32": map_deepseek_v32, "glm_moe_dsa": map_glm_moe_dsa, "glm4_moe": map_glm4_moe,
     "glm4_moe_lite": map_glm4_moe_lite, "minimax_m3_vl_text": map_minimax_m3, "deepseek_v4": map_deepseek_v4,
+    "axk1": map_axk1,
     **{t: _refuse(t, lacks) for t, lacks in DSA_REFUSED.items()},
 }

@@ -9,7 +9,7 @@ VLM_SAME_BLOCKS names the text towers whose decoder layer, norms, MLP, attention
 already mapped type's own modules, calculator.model.hf_config mapping them with that type's mapper; VLM_TEXT_MAPPERS
 holds those that differ, each saying how.
 
-The groups vlm_text_a, vlm_text_b and vlm_text_c add more text towers (and decoder types) in tables of their own,
+vlm_ocr (document, OCR and edge VLMs) and vlm_more (more VLMs, and refusals) add text towers in tables of their own,
 merged here (VLM_GROUP_TYPES: the types they add).
 
 May import: calculator.core, calculator.model.config_read, variants and the other mappers modules.
@@ -17,7 +17,7 @@ May import: calculator.core, calculator.model.config_read, variants and the othe
 from __future__ import annotations
 
 from calculator.model.config_read import ConfigError, common_fields, get_str, partial_rotary_dim
-from calculator.model.mappers import vlm_text_a, vlm_text_b, vlm_text_c
+from calculator.model.mappers import vlm_more, vlm_ocr
 from calculator.model.mappers.dsa import map_glm4_moe
 
 # Text towers that are an already mapped type's decoder, read with its mapper (calculator.model.hf_config):
@@ -109,7 +109,7 @@ VLM_TEXT_TYPES = {"qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", 
 # Qwen2_5OmniTextConfig: True): a config.json that leaves the outer one out ties the head by the outer default
 OUTER_TIE_DEFAULTS = {"qwen2_5_omni_thinker": False, "qwen3_omni_moe_thinker": False}
 
-_GROUPS = (vlm_text_a, vlm_text_b, vlm_text_c)
+_GROUPS = (vlm_ocr, vlm_more)
 for _g in _GROUPS:
     VLM_TEXT_MAPPERS.update(_g.MAPPERS)
     VLM_SAME_BLOCKS.update(_g.SAME_BLOCKS)

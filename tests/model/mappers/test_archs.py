@@ -146,7 +146,7 @@ def written_config(model_type: str, **overrides) -> tuple[dict, object]:
 TYPES_HERE = [t for t in SUPPORTED_MODEL_TYPES
               if (t not in FAMILY_MAPPERS or t in VLM_TEXT_MAPPERS
                   or t in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"))
-              and t not in VLM_GROUP_TYPES]  # groups a-c: tests/model/mappers/test_vlm_text_{a,b,c}.py
+              and t not in VLM_GROUP_TYPES]  # tests/model/mappers/test_vlm_ocr.py, test_vlm_more.py
 
 
 @pytest.mark.parametrize("model_type", TYPES_HERE)

@@ -1,0 +1,216 @@
+"""Text towers of more vision-language models (issue 21), each mapped from the transformers 5.23 modeling file it
+mirrors (cited per mapper): Emu3 (emu3, emu3_text_model), Molmo2 (molmo2, molmo2_text) and Muse-Glimmer
+(muse_glimmer, muse_glimmer_text); and refused, each naming what the engine lacks: Chameleon, Muse-Spark,
+ERNIE-4.5-VL-MoE, GLM-5-Next, Qwen4-Exp (qwen4_exp, qwen4_exp_text) and Step-3.7 (step3p7, its text model step3p5).
+calculator.model.mappers.vlm_text merges these tables into its own; tests/model/mappers/test_vlm_more.py holds each
+type to the real model's parameter and tensor counts (validation/architectures: one traced layer's saved
+activations and the cache), tests/model/mappers/test_axk1_and_refusals.py the Qwen4-Exp and Step-3.7 refusals.
+
+MAPPERS: model_type -> mapper (cfg dict -> ModelSpec fields); SAME_BLOCKS: model_type -> an already mapped type whose
+mapper reads it unchanged; TEXT_TYPES: outer multimodal type -> the text model_type its text_config holds (when the
+text_config omits model_type); TIE_DEFAULTS: outer type -> its configuration class's tie_word_embeddings default
+where the text class's differs; REFUSED: types mapped only to refuse them with the reason.
+
+May import: calculator.core, calculator.model.config_read, calculator.model.variants (VariantSpec, as the package
+allows) and the other mappers modules (not vlm_text).
+"""
+from __future__ import annotations
+
+from calculator.core import bounds as B
+from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_float, get_int, get_int_list,
+                                          get_str, get_window, llama_like_fields, sliding_fields)
+from calculator.model.variants import VariantSpec
+
+
+def map_emu3_text(cfg: dict) -> dict:
+    """Emu3's language model (models/emu3/modeling_emu3.py Emu3TextModel / Emu3ForCausalLM, the text_config of
+    Emu3ForConditionalGeneration): Llama's attention, MLP, RMSNorms and RoPE (Emu3Attention is LlamaAttention, q/k/v/o
+    biased per attention_bias, head_dim = hidden_size // num_attention_heads), except that Emu3DecoderLayer drops out
+    both residual branches with nn.Dropout(attention_dropout) (Emu3TextConfig default 0.1), the attention
+    probabilities dropping out by the same rate in training: GPT-2's residual and attention dropout
+    (ModelSpec.dropout), without an embedding dropout (LlamaModel has none: VariantSpec.embedding_dropout)."""
+    f = llama_like_fields(cfg)
+    drop = get_float(cfg, "attention_dropout", 0.1, 0.0, 0.99)
+    if drop:
+        f.update(dropout=drop, variant=VariantSpec(embedding_dropout=False))
+    return f
+
+
+MOLMO2_QK_NORMS = ("qwen3", "olmo")
+
+
+MOLMO2_SDPA_WARNING = ("molmo2: Molmo2Model requires mm_token_type_ids in training and then always builds a 4-D "
+                       "mask (block_sequence_ids), text-only batches too: under SDPA every layer repeats k / v to "
+                       "the query heads and keeps the mask as a bias, which the calculator prices only for a padded "
+                       "batch (set the workload's padded batch to include them); eager attention is unaffected")
+
+
+def map_molmo2_text(cfg: dict) -> dict:
+    """Molmo2's language model (models/molmo2/modeling_molmo2.py Molmo2TextModel, inside
+    Molmo2ForConditionalGeneration): Qwen3's layer (Molmo2Attention: q/k/v biased per attention_bias, o_proj never;
+    head_dim default 128; Llama-style RMSNorms; bias-free SwiGLU Molmo2MLP) whose q/k RMSNorms are per head
+    (qk_norm_type "qwen3") or over the whole projection as OLMo-2's (qk_norm_type "olmo", VariantSpec.qk_norm_layout
+    "full_width"); norm_after moves each layer's two norms onto the sublayer outputs (post-norm, as OLMo-2's: the
+    same tensors and, per norm, the same saved copies). Molmo2ForConditionalGeneration declares no tied weights: its
+    lm_head is never tied. Its embedding has vocab_size + additional_vocab_size rows where lm_head has vocab_size:
+    only additional_vocab_size 0 is a ModelSpec (one vocab_size for both). Layers outside rope_scaling_layers rotate
+    with an unscaled copy of the cos / sin tables (a second shared table, 2·s·head_dim more: warned). In training
+    its SDPA layers always get a mask (MOLMO2_SDPA_WARNING)."""
+    f = common_fields(cfg)
+    extra = get_int(cfg, "additional_vocab_size", default=128, lo=0, hi=B.MAX_VOCAB)
+    if extra:
+        raise ConfigError(f"additional_vocab_size: Molmo2's embedding has vocab_size + additional_vocab_size "
+                          f"({f['vocab_size']} + {extra}) rows where its lm_head has vocab_size; the calculator "
+                          f"has one vocab_size for both (an embedding wider than the head is not modelled)")
+    qk = get_str(cfg, "qk_norm_type", default="qwen3")
+    if qk not in MOLMO2_QK_NORMS:
+        raise ConfigError(f"qk_norm_type: Molmo2Attention knows {', '.join(MOLMO2_QK_NORMS)}, got {qk!r}")
+    f.update(head_dim=get_int(cfg, "head_dim", default=128, hi=B.MAX_HEAD_DIM),
+             qkv_bias=get_bool(cfg, "attention_bias", False), o_bias=False, qk_norm=True,
+             hidden_act=get_str(cfg, "hidden_act", default="silu"), tie_word_embeddings=False)
+    if qk == "olmo":
+        f["variant"] = VariantSpec(qk_norm_layout="full_width")
+    n = f["num_hidden_layers"]
+    f["_warnings"] = [MOLMO2_SDPA_WARNING]
+    scaled = get_int_list(cfg, "rope_scaling_layers", lo=0, hi=B.MAX_LAYERS)
+    if scaled is not None and 0 < len(set(scaled) & set(range(n))) < n:
+        f["_warnings"].append("molmo2: layers inside and outside rope_scaling_layers rotate with two cos / sin "
+                              "tables (Molmo2TextModel rotary_emb and rotary_emb_unscaled); the saved activations "
+                              "count one (2·s·head_dim elements fewer)")
+    return f
+
+
+# MuseGlimmerTextConfig.__post_init__: full attention on every 4th layer counted back from the last, sliding elsewhere
+def _glimmer_full(n: int, i: int) -> bool:
+    return (n - 1 - i) % 4 == 0
+
+
+GLIMMER_WARNING = ("muse_glimmer: parameters, cache and each layer's saved activations follow transformers; the "
+                   "weightless RMSNorm on the token embeddings (MuseGlimmerTextNormedEmbedding.embed_norm) keeps "
+                   "4·T·h + 8·T bytes the calculator leaves out (about one norm of one layer), and its q/k norms "
+                   "keep 4 B more per head and token than priced (Gemma-4's pow(·, -0.5) keeps its input)")
+
+
+def map_muse_glimmer_text(cfg: dict) -> dict:
+    """Muse-Glimmer's language model (models/muse_glimmer/modeling_muse_glimmer.py MuseGlimmerTextModel, inside
+    MuseGlimmerForConditionalGeneration): Gemma-2's layer (MuseGlimmerTextDecoderLayer: four zero-centred
+    Gemma2RMSNorms, Gemma2MLP of hidden_activation) with AFMoE's attention (MuseGlimmerTextAttention: bias-free
+    q/k/v/o and a sigmoid output gate gate_proj, heads·head_dim × h, VariantSpec.attention_gate "sigmoid"), but
+    without q/k weights: one weightless RMSNorm (Gemma4RMSNorm with_scale=False) normalises q and k per head
+    (VariantSpec.qk_norm_layout "none"), q then scaled by qk_scale_factor (a scalar: nothing kept); no attention
+    soft-capping; the final logits scaled by output_multiplier (a scalar) before Gemma-2's tanh cap
+    (final_logit_softcapping, default 20). Layers slide per layer_types (default: full on every 4th counted back
+    from the last, those without RoPE: layer_rope_theta 0, which keeps nothing per layer); no embedding scale.
+    Differences not priced (GLIMMER_WARNING): the embedding's weightless RMSNorm and 4 B per q/k row."""
+    f = common_fields(cfg)
+    n, h, a = f["num_hidden_layers"], f["hidden_size"], f["num_attention_heads"]
+    f.update(family="gemma", head_dim=get_int(cfg, "head_dim", default=128, hi=B.MAX_HEAD_DIM), norms_per_layer=4,
+             hidden_act=get_str(cfg, "hidden_activation", "hidden_act", default="silu"), qk_norm=True,
+             final_logit_softcapping=get_float(cfg, "final_logit_softcapping", 20.0, 1e-6, 1e9),
+             variant=VariantSpec(attention_tensors=((a * f["head_dim"], h),), attention_gate="sigmoid",
+                                 qk_norm_layout="none"),
+             _warnings=[GLIMMER_WARNING])
+    if cfg.get("layer_types") is None and get_window(cfg):
+        cfg = {**cfg, "layer_types": ["full_attention" if _glimmer_full(n, i) else "sliding_attention"
+                                      for i in range(n)]}
+    sliding_fields(cfg, f)
+    return f
+
+
+def refuse_chameleon(cfg: dict) -> dict:
+    """Chameleon (models/chameleon/modeling_chameleon.py ChameleonModel): Llama's layer but its q/k norms are
+    ChameleonLayerNorm of shape (heads, head_dim): F.layer_norm over each head without affine, then a weight and a
+    bias per head and channel (two (heads, head_dim) tensors each); the calculator's q/k norms are RMSNorms per head
+    or over the projection, Phi's / Persimmon's LayerNorm of head_dim, or StableLM's one module per head, none of
+    which holds or saves these (swin_norm also reorders the layer's norms after the sublayers)."""
+    raise ConfigError("model_type: Chameleon cannot be described exactly yet: the calculator has no q/k LayerNorm "
+                      "with a weight and a bias per head and channel (ChameleonLayerNorm over (heads, head_dim))")
+
+
+def refuse_muse_spark(cfg: dict) -> dict:
+    """Muse-Spark's language model (models/muse_spark/modeling_muse_spark.py MuseSparkTextModel): Muse-Glimmer's
+    attention plus a weightless o_norm, learned residual gates (MuseSparkResidualGate: alpha·residual +
+    beta·branch from a per-channel sigmoid, fp32) after both sublayers, and an MoE (MuseSparkMoE) that projects
+    hidden_size down to moe_hidden_size (pre_expert_proj, pre_expert_norm), runs a per-expert loop with a
+    post-expert norm (MuseSparkExperts) and projects back up (post_expert_proj)."""
+    raise ConfigError("model_type: Muse-Spark cannot be described exactly yet: the calculator has no learned "
+                      "residual gates (MuseSparkResidualGate) and no MoE run at a projected width "
+                      "(MuseSparkMoE: pre_expert_proj / post_expert_proj around a per-expert loop with a "
+                      "post-expert norm)")
+
+
+def refuse_ernie4_5_vl_moe(cfg: dict) -> dict:
+    """ERNIE-4.5-VL-MoE's language model (models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py
+    Ernie4_5_VLMoeTextModel): ERNIE-4.5-MoE's layer, but every sparse layer (Ernie4_5_VLMoeMoeBlock) holds two routed
+    expert sets, each with its own router and moe_statics: text experts of moe_intermediate_size[0] and vision
+    experts of moe_intermediate_size[1] that only image / video tokens reach (moe_mm_token_type_ids); the
+    calculator's MoE layer has one routed expert set."""
+    raise ConfigError("model_type: ERNIE-4.5-VL-MoE cannot be described exactly yet: the calculator has no "
+                      "modality-isolated experts (Ernie4_5_VLMoeMoeBlock: text and vision routed expert sets, "
+                      "each with its own router, in one layer)")
+
+
+def refuse_glm5_next(cfg: dict) -> dict:
+    """GLM-5-Next's language model (models/glm5_next/modeling_glm5_next.py Glm5NextTextModel): GLM-5's DSA attention
+    and KDA linear attention (Glm5NextTextLinearAttention) inside DeepSeek-V4's hyper-connections (attn_hc, ffn_hc
+    of hc_mult streams), but the streams collapse by an unweighted mean (Glm5NextTextHyperHead: no parameters)
+    where the calculator's hc_mult prices DeepSeek-V4's weighted hc_head, and layers whose indexer_types entry is
+    "shared" have no indexer and reuse the previous layer's top-k indices."""
+    raise ConfigError("model_type: GLM-5-Next cannot be described exactly yet: the calculator has no "
+                      "hyper-connections without DeepSeek-V4's weighted hc_head (Glm5NextTextHyperHead: an "
+                      "unweighted mean) and no DSA layers sharing the previous layer's top-k (indexer_types "
+                      "\"shared\")")
+
+
+def refuse_qwen4_exp(cfg: dict) -> dict:
+    """Qwen4-Exp (models/qwen4_exp/modeling_qwen4_exp.py Qwen4ExpTextDecoderLayer) wraps Qwen3.5-MoE's Gated
+    DeltaNet / attention and Qwen3-Next's MoE in parts the engine has no layer for: every layer's attention and MLP
+    read and write hc_count residual streams through Qwen4ExpTextGatedResidual (a grouped RMSNorm over the streams,
+    a low-rank sigmoid input mixer and per-stream injection weights; the model's hyper_connection_mixer collapses
+    them), ModelSpec.hc_mult being DeepSeek-V4's mHC only; its indexed_attention layers select tokens with the QSA
+    indexer (Qwen4ExpTextQSAIndexer: mean-pooled key blocks scored per query), not DeepSeek's lightning indexer; and
+    the ple_layer_ids layers add hashed n-gram per-layer embeddings with a dilated convolution (Qwen4ExpTextPLELayer).
+    """
+    raise ConfigError("model_type: Qwen4-Exp cannot be described exactly yet: the calculator has no gated-residual "
+                      "hyper-connections (Qwen4ExpTextGatedResidual: hc_count streams mixed by a low-rank input "
+                      "mixer; its hc_mult is DeepSeek-V4's mHC only), no QSA indexer (Qwen4ExpTextQSAIndexer: "
+                      "mean-pooled key blocks) and no hashed n-gram per-layer embeddings (Qwen4ExpTextPLELayer)")
+
+
+def refuse_step3p7(cfg: dict) -> dict:
+    """Step-3.7's text model (models/step3p7/modeling_step3p7.py Step3p7TextModel, model_type step3p5): Laguna-like
+    attention (zero-centred q/k norms, a per-head sigmoid g_proj gate) and MiniMax-M3's sigmoid router with an
+    e_score_correction_bias buffer, but its Step3p7Experts is no use_experts_implementation module: a Python loop over
+    the experts hit, each gathering its tokens and running F.linear on its slice of gate_up_proj / down_proj before
+    index_add_ (the engine's one expert loop, VariantSpec.expert_loop, is DBRX's with DBRX's softmax router); and
+    every MLP (dense, shared expert, experts) clamps act(gate) and up (swiglu_limits; +inf when unset, still two
+    clamps that keep two more intermediate-wide tensors than the engine's SwiGLU). Its sliding layers may also have
+    their own query heads (num_sliding_attention_heads) and each layer type its own partial rotary factor."""
+    raise ConfigError("model_type: Step-3.7 (step3p5 text model) cannot be described exactly yet: the calculator "
+                      "has no per-expert loop (Step3p7Experts) behind a sigmoid router with a correction bias (its "
+                      "one expert loop is DBRX's), and no SwiGLU clamps on act(gate) and up (Step3p7MLP / "
+                      "Step3p7Experts, swiglu_limits)")
+
+
+MAPPERS: dict = {
+    "emu3": map_emu3_text, "emu3_text_model": map_emu3_text,
+    "molmo2": map_molmo2_text, "molmo2_text": map_molmo2_text,
+    "muse_glimmer": map_muse_glimmer_text, "muse_glimmer_text": map_muse_glimmer_text,
+    "chameleon": refuse_chameleon, "muse_spark": refuse_muse_spark, "muse_spark_text": refuse_muse_spark,
+    "ernie4_5_vl_moe": refuse_ernie4_5_vl_moe, "ernie4_5_vl_moe_text": refuse_ernie4_5_vl_moe,
+    "glm5_next": refuse_glm5_next, "glm5_next_text": refuse_glm5_next,
+    "qwen4_exp": refuse_qwen4_exp, "qwen4_exp_text": refuse_qwen4_exp, "step3p7": refuse_step3p7,
+    "step3p5": refuse_step3p7,
+}
+SAME_BLOCKS: dict[str, str] = {}
+TEXT_TYPES: dict[str, str] = {"emu3": "emu3_text_model", "molmo2": "molmo2_text", "muse_glimmer": "muse_glimmer_text",
+                              "muse_spark": "muse_spark_text", "ernie4_5_vl_moe": "ernie4_5_vl_moe_text",
+                              "glm5_next": "glm5_next_text",
+                              # Qwen4ExpConfig / Step3p7Config (Step3p7Config.__post_init__ pops the Hub's one)
+                              "qwen4_exp": "qwen4_exp_text", "step3p7": "step3p5"}
+# MuseGlimmerConfig has no tie_word_embeddings field: its lm_head ties by the outer config's (False unless written),
+# whatever the text_config says
+TIE_DEFAULTS: dict[str, bool] = {"muse_glimmer": False}
+REFUSED: frozenset[str] = frozenset({"chameleon", "muse_spark", "muse_spark_text", "ernie4_5_vl_moe",
+                                     "ernie4_5_vl_moe_text", "glm5_next", "glm5_next_text", "qwen4_exp",
+                                     "qwen4_exp_text", "step3p7", "step3p5"})
