@@ -1,4 +1,5 @@
-"""Issue 21's older GPT-style layouts (GPT-J / CodeGen, GPT-Neo, BLOOM, MPT, OPT, XGLM / BioGPT, Persimmon),
+"""Issue 21's older GPT-style layouts (GPT-J / CodeGen, GPT-Neo, BLOOM, MPT, OPT, XGLM / BioGPT, Persimmon, CTRL,
+GPT-NeoX-Japanese; OpenAI GPT refused),
 registered in calculator.model.mappers.variants.VARIANT_MAPPERS: LayerNorms with biases, plain fc1 / fc2 MLPs, learned
 or ALiBi positions, dropout in training. Each config.json is read with its transformers 5.23 configuration class's
 defaults and field names; each mapper cites the modeling file it mirrors; tests/model/mappers/test_variants.py holds
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 from calculator.core import bounds as B
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_float, get_int,
-                                          get_str)
-from calculator.model.mappers.variants_more import act_name, untraced
+                                          get_str, partial_rotary_dim)
+from calculator.model.mappers.variants_more import act_name, refuse, untraced
 from calculator.model.variants import VariantSpec
 
 
@@ -141,10 +142,11 @@ def map_xglm(cfg: dict) -> dict:
     learned with an offset of 2. Both drop out the embeddings, after attention and fc2 (dropout / hidden_dropout_prob),
     the attention probabilities (attention_dropout / attention_probs_dropout_prob) and the activation
     (activation_dropout); their eager softmax runs in the model dtype (bf16; XGLM upcasts fp16 only), and XGLM's
-    XGLMAttention clamps the masked scores (torch.max(scores, finfo.min))."""
+    XGLMAttention clamps the masked scores (torch.max(scores, finfo.min)). Neither rotates q and k: no RoPE tables
+    (XGLM: rope False; BioGPT's learned positions already say so)."""
     model_type = get_str(cfg, "model_type")
     bio = model_type == "biogpt"
-    variant = VariantSpec(eager_softmax="model", score_clamp=not bio, activation_dropout=get_float(
+    variant = VariantSpec(eager_softmax="model", score_clamp=not bio, rope=bio, activation_dropout=get_float(
         cfg, "activation_dropout", 0.0, 0.0, 0.999) > 0, attention_dropout=get_float(
         cfg, "attention_probs_dropout_prob" if bio else "attention_dropout", 0.1, 0.0, 0.999) > 0)
     positions = get_int(cfg, "max_position_embeddings", default=1024 if bio else 2048, hi=B.MAX_POSITIONS - 2)
@@ -179,7 +181,56 @@ def map_persimmon(cfg: dict) -> dict:
     return f
 
 
+def map_ctrl(cfg: dict) -> dict:
+    """CTRL (models/ctrl/modeling_ctrl.py, CTRLLMHeadModel / CTRLModel / EncoderLayer): the XGLM layout without its
+    score clamp or extra dropouts. Pre-LN blocks (layernorm1 / layernorm2 with a bias, a final layernorm), biased
+    Wq / Wk / Wv and dense, a biased ReLU MLP of dff, an LM head with a bias whose weight is tied to `w`; the
+    sinusoidal positions are a non-persistent buffer indexed without grad (no parameter, no RoPE tables). Its
+    eager_attention_forward runs the softmax in the model dtype, and MultiHeadAttention passes dropout=0.0: no
+    attention dropout whatever the config; dropout1 / dropout2 (resid_pdrop) after attention and the MLP, embd_pdrop
+    on the embeddings' sum."""
+    h = get_int(cfg, "n_embd", "hidden_size", hi=B.MAX_HIDDEN)
+    variant = VariantSpec(lm_head_bias=True, eager_softmax="model", attention_dropout=False, rope=False,
+                          embedding_dropout=get_float(cfg, "embd_pdrop", 0.1, 0.0, 0.999) > 0)
+    return _gpt(cfg, ("n_embd", "hidden_size"), ("n_layer", "num_hidden_layers"), ("n_head", "num_attention_heads"),
+                intermediate_size=get_int(cfg, "dff", default=8192, hi=B.MAX_FFN), qkv_bias=True, o_bias=True,
+                hidden_act="relu", tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True),
+                dropout=get_float(cfg, "resid_pdrop", 0.1, 0.0, 0.999), variant=variant)
+
+
+def map_gpt_neox_japanese(cfg: dict) -> dict:
+    """GPT-NeoX-Japanese (models/gpt_neox_japanese/modeling_gpt_neox_japanese.py, GPTNeoXJapaneseForCausalLM /
+    GPTNeoXJapaneseLayer / GPTNeoXJapaneseAttention): GPT-NeoX's fused query_key_value (here bias-free) and partial
+    rotary (head_size · partial_rotary_factor, default 1.0; q and k leave it as torch.cat(rot, pass).contiguous():
+    rope_concat), but sequential residuals (no use_parallel_residual), a bias-free dense and a bias-free MLP of
+    int(hidden_size · intermediate_multiple_size), LayerNorms with a bias, tied embed_out. Only the last layer's
+    attention holds a dense_bias (hidden_size,) Parameter, counted outside the layers (VariantSpec.outer_tensors).
+    Its own _attn is eager only: baddbmm on the q / k copies, a model-dtype softmax, attention_dropout on the
+    probabilities, torch.matmul with v (a view of the fused output, copied); hidden_dropout after attention and MLP
+    (bias_dropout_add), no embedding dropout."""
+    h = get_int(cfg, "hidden_size", hi=B.MAX_HIDDEN)
+    f = _gpt(cfg, ("hidden_size",), ("num_hidden_layers",), ("num_attention_heads",),
+             intermediate_size=int(h * get_float(cfg, "intermediate_multiple_size", 4.0, 0.0, B.MAX_FFN / h)),
+             mlp_bias=False, fused_qkv=True, rope_concat=True, hidden_act=act_name(cfg, "gelu"),
+             tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True),
+             dropout=get_float(cfg, "hidden_dropout", 0.0, 0.0, 0.999),
+             variant=VariantSpec(outer_tensors=((h,),), eager_softmax="model", embedding_dropout=False,
+                                 attention_dropout=get_float(cfg, "attention_dropout", 0.1, 0.0, 0.999) > 0))
+    f["rotary_dim"] = partial_rotary_dim(cfg, h // f["num_attention_heads"], 1.0)
+    if f["intermediate_size"] < 1:
+        raise ConfigError("intermediate_multiple_size: hidden_size times it must be at least 1")
+    f["_warnings"] = ["gpt_neox_japanese: transformers' GPTNeoXJapaneseAttention runs its own eager attention only "
+                      "(no sdpa or flash path): its saved activations are those of attention eager"]
+    return f
+
+
 GPT_STYLE_MAPPERS: dict = {
     "gptj": map_gptj, "codegen": map_gptj, "gpt_neo": map_gpt_neo, "bloom": map_bloom, "mpt": map_mpt, "opt": map_opt,
-    "xglm": map_xglm, "biogpt": map_xglm, "persimmon": map_persimmon,
+    "xglm": map_xglm, "biogpt": map_xglm, "persimmon": map_persimmon, "ctrl": map_ctrl,
+    "gpt_neox_japanese": map_gpt_neox_japanese,
+    # models/openai/modeling_openai.py (OpenAIGPTLMHeadModel): its post-LN Block keeps the tensors a pre-LN one
+    # does (traced: exact with GPT-2's eager core), but the model's edges do not fit the engine
+    "openai-gpt": refuse("openai-gpt", "OpenAIGPTModel ends on the last block's ln_2 with no final LayerNorm (the "
+                         "engine always counts one) and its Attention takes no past key values, so it has no KV "
+                         "cache (the engine always prices one)"),
 }

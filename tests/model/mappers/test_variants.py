@@ -65,6 +65,11 @@ SIZES: dict[str, dict] = {
     "jetmoe": dict(S, kv_channels=16, num_local_experts=4, num_experts_per_tok=2), "doge": S,
     "zaya": dict(S, head_dim=16, num_experts=4, moe_intermediate_size=40, router_hidden_size=32),
     "mimo_v2_flash": dict(MOE, num_hidden_layers=6, head_dim=24, v_head_dim=16, n_routed_experts=8, sliding_window=8),
+    "ctrl": dict(n_embd=64, n_head=4, n_layer=2, vocab_size=101, dff=96, n_positions=128),
+    # three layers: only the last one's attention holds dense_bias
+    "gpt_neox_japanese": dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=3, vocab_size=101,
+                              max_position_embeddings=128),
+    "openai-gpt": dict(n_embd=64, n_head=4, n_layer=2, vocab_size=101, n_positions=128),
 }
 SIZES["cohere_compass"] = SIZES["cohere_compass_text"]
 # one variant per type: the switches that add or remove tensors
@@ -102,8 +107,10 @@ VARIANTS = [
     ("flint", dict(mlp_only_layers=[0], decoder_sparse_step=2, attention_bias=True)),
     ("beam", dict(attention_bias=True, mlp_layer_types=["dense", "sparse", "dense", "sparse"])),
     ("dbrx", dict(ffn_config=dict(moe_num_experts=3, moe_top_k=1, ffn_hidden_size=24))),
+    ("ctrl", dict(tie_word_embeddings=False)),
+    ("gpt_neox_japanese", dict(tie_word_embeddings=False, intermediate_multiple_size=2, rotary_pct=0.5)),
 ]
-REFUSED = ("jetmoe", "doge", "zaya")
+REFUSED = ("jetmoe", "doge", "zaya", "openai-gpt")
 
 
 def written_config(model_type: str, **overrides) -> tuple[dict, object]:
@@ -138,6 +145,12 @@ def test_a_type_the_engine_cannot_describe_is_refused_with_what_it_lacks(model_t
     real_counts(config)  # transformers builds it
     with pytest.raises(ConfigError, match="cannot be computed exactly yet: .*the engine"):
         spec_from_hf_config(written)
+
+
+@pytest.mark.parametrize("model_type,lacks", [("openai-gpt", "no final LayerNorm.*no KV cache")])
+def test_a_refusal_names_the_missing_piece(model_type, lacks):
+    with pytest.raises(ConfigError, match=f"^model_type: '{model_type}' cannot be computed exactly yet: .*{lacks}"):
+        spec_from_hf_config(written_config(model_type)[0])
 
 
 @pytest.mark.parametrize("model_type,overrides,field", [
@@ -269,3 +282,10 @@ def test_one_layers_saved_activations_are_what_the_real_layer_saves(shape, model
     if "layernorm_stats" in cpu_only:
         expected["norms"] += 4 * T * m.norms_per_layer
     assert engine._asdict() == expected
+
+
+def test_xglm_keeps_no_rope_tables():
+    """XGLM's positions are a sinusoidal buffer added to the embeddings (XGLMSinusoidalPositionalEmbedding): no
+    layer rotates q and k, so no cos / sin tables are saved (the engine counted 2·s·head_dim·e once per model)."""
+    spec = spec_from_hf_config(written_config("xglm")[0]).spec
+    assert not spec.variant.rope and act.rotary_saved(spec, act.dims(spec, Workload(seq_len=16, micro_batch=2))) == 0
