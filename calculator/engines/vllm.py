@@ -22,6 +22,7 @@ from calculator.memory import inference as inf
 from calculator.engines import states, towers, vllm_compressed, vllm_kv
 from calculator.core.bounded_cache import get_or_build
 from calculator.core.dtypes import nbytes
+from calculator.core.errors import InputError
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, check_request_length,
                                        device_visible_bytes, kv_heads_on_gpu, kv_token_bytes, vllm_derived_max_len)
 from calculator.engines.vllm_kv import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, kv_groups, max_model_len_that_fits
@@ -195,6 +196,10 @@ def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
         block, groups = lay.block_size, lay.groups
         kv_token = token * len(split.attention) + split.extra_token_bytes
     prefix = s.prefix_caching and (lay is None or not split.state or rel.hybrid_prefix_caching) and not free
+    if groups.bytes_per_block <= 0:  # e.g. a pipeline stage of Nemotron-H's MLP-only layers: nothing to cache
+        raise InputError("pp", f"vLLM: pipeline stage with layers {layers.start}-{layers.stop - 1} holds no "
+                               "attention or state layer, so it has no KV cache to size; pick a pipeline size "
+                               "whose every stage holds one")
     blocks = max(kv_pool, 0) // groups.bytes_per_block
     model_max = vllm_derived_max_len(m) or (DEFAULT_MAX_MODEL_LEN if free else w.seq_len + w.gen_tokens)
     configured = s.max_model_len or model_max

@@ -202,3 +202,15 @@ def test_nemotron_h_state_in_fp32_and_padded_state_groups():
     assert lay.block_size == 16 * math.ceil(lay.state_page / (16 * lay.token_bytes))  # no GDN: alignment 16
     sv = serve(m).serving
     assert sv.states.slot_bytes == 4 * g.bytes_per_block and sv.kv_bytes_per_token == 6 * lay.token_bytes
+
+
+def test_a_pipeline_stage_with_nothing_to_cache_is_refused_by_name():
+    """Nemotron-H-56B at PP 118: a stage holding one MLP-only layer has neither attention nor a state, so vLLM has
+    no KV cache to size on it (it divided by a zero block size); the refusal names the stage, as SGLang's names the
+    missing layers. PP 59 (two layers a stage, each with a Mamba or attention layer) still computes."""
+    m = load_model("nemotron-h-56b").spec
+    w = Workload(mode="infer", engine="vllm", gpu="h200", seq_len=1024, parallel={"pp": 118})
+    with pytest.raises(InputError, match="pipeline stage with layers 1-1 holds no attention or state layer"):
+        estimate(m, w, with_fits=False)
+    assert estimate(m, w.model_copy(update={"parallel": w.parallel.model_copy(update={"pp": 59})}),
+                    with_fits=False).serving.kv_pool_blocks > 0
