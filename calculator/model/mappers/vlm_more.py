@@ -104,7 +104,8 @@ def map_muse_glimmer_text(cfg: dict) -> dict:
     Differences not priced (GLIMMER_WARNING): the embedding's weightless RMSNorm and 4 B per q/k row."""
     f = common_fields(cfg)
     n, h, a = f["num_hidden_layers"], f["hidden_size"], f["num_attention_heads"]
-    f.update(family="gemma", head_dim=get_int(cfg, "head_dim", default=128, hi=B.MAX_HEAD_DIM), norms_per_layer=4,
+    f["head_dim"] = get_int(cfg, "head_dim", default=128, hi=B.MAX_HEAD_DIM)
+    f.update(family="gemma", norms_per_layer=4,
              hidden_act=get_str(cfg, "hidden_activation", "hidden_act", default="silu"), qk_norm=True,
              final_logit_softcapping=get_float(cfg, "final_logit_softcapping", 20.0, 1e-6, 1e9),
              variant=VariantSpec(attention_tensors=((a * f["head_dim"], h),), attention_gate="sigmoid",

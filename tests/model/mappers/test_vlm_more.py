@@ -175,3 +175,12 @@ def test_muse_glimmer_ties_its_head_by_the_outer_config(outer_tie):
     written = config.to_dict()
     assert spec_from_hf_config(written).spec.tie_word_embeddings is bool(outer_tie)
     assert engine_counts(written) == real_counts(config)
+
+
+def test_muse_glimmer_with_head_dim_null_takes_its_default():
+    """A config.json writing "head_dim": null means MuseGlimmerTextConfig's default, 128, for the heads and for the
+    output gate's width alike (the fuzz's seed 107 found the gate read before the default was applied)."""
+    written, _ = written_config("muse_glimmer_text")
+    spec = spec_from_hf_config(dict(written, head_dim=None)).spec
+    gate = spec.variant.attention_tensors[0]
+    assert spec.head_size == 128 and gate == (spec.num_attention_heads * 128, spec.hidden_size)
