@@ -193,7 +193,38 @@ def refuse_step3p7(cfg: dict) -> dict:
                       "Step3p7Experts, swiglu_limits)")
 
 
+# transformers 5.23 types the engine knows but cannot describe yet, each with what it lacks (a refusal that says why,
+# where an unknown type only lists the supported ones)
+NOT_MODELLED = {
+    "recurrent_gemma": "RG-LRU recurrent blocks (models/recurrent_gemma RecurrentGemmaRecurrentBlock: a gated linear "
+                       "recurrence behind a causal conv1d) between its local-attention layers",
+    "rwkv": "RWKV time-mixing and channel-mixing blocks (models/rwkv RwkvSelfAttention's WKV recurrence)",
+    "xlstm": "xLSTM's mLSTM blocks (models/xlstm: a matrix-memory recurrence with exponential gating)",
+    "zamba": "shared transformer blocks re-applied between Mamba layers over the hidden state concatenated with the "
+             "embeddings (models/zamba ZambaAttentionDecoderLayer)",
+    "hrm_text": "HRM's hierarchical recurrence (models/hrm_text HrmTextModel: its layer stacks re-run for H_cycles × "
+                "L_cycles iterations, only the last ones under autograd)",
+    "blt": "a byte-level local encoder and decoder with cross-attention around a patch-level global transformer "
+           "(models/blt BltModel)",
+    "cpmant": "CPM-Ant's segment and relative position bias inside every attention (models/cpmant "
+              "CpmAntSegmentPositionEmbedding)",
+    "mllama_text_model": "Llama 3.2 Vision's cross-attention layers (models/mllama MllamaCrossAttentionDecoderLayer: "
+                         "K/V over the vision tokens, tanh gates) nor its tiled vision encoder",
+    "idefics": "IDEFICS's gated cross-attention layers and perceiver resampler (models/idefics "
+               "IdeficsGatedCrossAttentionLayer)",
+    "git": "GIT's BERT-style decoder (post-LayerNorm, learned positions) over image tokens with a bidirectional image / "
+           "causal text mask (models/git GitModel)",
+}
+
+
+def _not_modelled(t: str):
+    def refuse(cfg: dict) -> dict:
+        raise ConfigError(f"model_type: '{t}' cannot be described exactly yet: the calculator has no {NOT_MODELLED[t]}")
+    return refuse
+
+
 MAPPERS: dict = {
+    **{t: _not_modelled(t) for t in NOT_MODELLED},
     "emu3": map_emu3_text, "emu3_text_model": map_emu3_text,
     "molmo2": map_molmo2_text, "molmo2_text": map_molmo2_text,
     "muse_glimmer": map_muse_glimmer_text, "muse_glimmer_text": map_muse_glimmer_text,
@@ -212,6 +243,6 @@ TEXT_TYPES: dict[str, str] = {"emu3": "emu3_text_model", "molmo2": "molmo2_text"
 # MuseGlimmerConfig has no tie_word_embeddings field: its lm_head ties by the outer config's (False unless written),
 # whatever the text_config says
 TIE_DEFAULTS: dict[str, bool] = {"muse_glimmer": False}
-REFUSED: frozenset[str] = frozenset({"chameleon", "muse_spark", "muse_spark_text", "ernie4_5_vl_moe",
+REFUSED: frozenset[str] = frozenset({*NOT_MODELLED, "chameleon", "muse_spark", "muse_spark_text", "ernie4_5_vl_moe",
                                      "ernie4_5_vl_moe_text", "glm5_next", "glm5_next_text", "qwen4_exp",
                                      "qwen4_exp_text", "step3p7", "step3p5"})
