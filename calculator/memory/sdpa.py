@@ -26,34 +26,20 @@ from __future__ import annotations
 from calculator.model.spec import ModelSpec
 
 
-def image_masked(m: ModelSpec, w, i: int) -> bool:
-    """Whether layer i gets the image-block mask: the batch has images and the model ORs their blocks into the
-    layer's mask (VisionSpec.masks_layer)."""
-    return bool(w.images_per_sample and m.vision is not None and m.vision.masks_layer(m.layer_is_sliding(i)))
-
-
-def layer_masked(m: ModelSpec, w, i: int) -> bool:
-    """Whether layer i's SDPA call gets a mask: a padded batch, a sliding window no longer than the keys, or the
-    images' blocks."""
-    return w.attention == "sdpa" and (
-        w.padded_batch or (m.layer_is_sliding(i) and bool(m.sliding_window) and m.sliding_window <= w.seq_len)
-        or image_masked(m, w, i))
-
-
 def masked_layers(m: ModelSpec, w, layers: range) -> int:
-    """Decoder layers of `layers` whose SDPA call gets a mask (layer_masked)."""
+    """Decoder layers of `layers` whose SDPA call gets a mask (ModelSpec.sdpa_mask_on)."""
     if w.attention != "sdpa":
         return 0
     if w.padded_batch:
         return len(layers)
-    return sum(1 for i in layers if layer_masked(m, w, i))
+    return sum(1 for i in layers if m.sdpa_mask_on(i, w))
 
 
 def mask_tensors(m: ModelSpec, w, layers: range) -> int:
     """Distinct 4-D boolean masks transformers builds for `layers` (one per attention type that needs one: the
     sliding-window mask, the full one of a padded batch or with images): with full recompute each is an input of
     every checkpointed layer, saved once."""
-    kinds = {m.layer_is_sliding(i) for i in layers if layer_masked(m, w, i)}
+    kinds = {m.layer_is_sliding(i) for i in layers if m.sdpa_mask_on(i, w)}
     return len(kinds)
 
 
@@ -97,11 +83,15 @@ def output_copy(d, m: ModelSpec, w) -> int:
     meta__efficient_attention_forward; flash_attention_2 unpads into new tensors), or a LoRA that leaves o_proj
     frozen (lora_targets qv: a frozen linear keeps no input, so the copy dies after o_proj; traced,
     tests/golden phi-3-mini-4k lora-qv flash)."""
-    if not m.rope_concat or w.attention == "eager" or w.recompute == "selective" or w.padded_batch:
-        return 0
-    if w.finetune != "full" and w.lora_targets == "qv":
+    if not m.rope_concat or w.attention == "eager" or w.recompute == "selective" or w.padded_batch or \
+            _o_proj_frozen(w):
         return 0
     return d.e * d.T * d.qd
+
+
+def _o_proj_frozen(w) -> bool:
+    """A LoRA of q and v only: o_proj's weight and adapters never need its input, so nothing keeps the copy."""
+    return w.finetune != "full" and w.lora_targets == "qv"
 
 
 def mla_output_copy(d, m: ModelSpec, w) -> int:
@@ -115,8 +105,8 @@ def mla_output_copy(d, m: ModelSpec, w) -> int:
     (integrations/sdpa_attention.py) copies it. The efficient kernel writes (b, s, a, d) (meta__efficient_attention_
     forward), which the transpose makes contiguous without a copy."""
     if (not m.is_mla or w.attention != "sdpa" or w.recompute == "selective" or w.padded_batch
-            or m.head_size != m.v_head_size or (w.finetune != "full" and w.lora_targets == "qv")):
-        return 0  # a LoRA that leaves o_proj frozen keeps no copy (output_copy)
+            or m.head_size != m.v_head_size or _o_proj_frozen(w)):
+        return 0
     return d.e * d.T * d.a * m.v_head_size
 
 

@@ -295,6 +295,15 @@ class ModelSpec(HashedOnce):
             return self.layer_types[i] == "sliding_attention"
         return self.sliding_window is not None
 
+    def sdpa_mask_on(self, i: int, w) -> bool:
+        """Whether transformers hands layer i's SDPA call a 4-D mask under workload `w` (calculator.memory.sdpa
+        prices it): a padded batch, a sliding window no longer than the keys (masking_utils keeps it once
+        kv_length >= W), or the images' bidirectional blocks (VisionSpec.masks_layer)."""
+        sliding = self.layer_is_sliding(i)
+        return w.attention == "sdpa" and (
+            w.padded_batch or (sliding and bool(self.sliding_window) and self.sliding_window <= w.seq_len)
+            or bool(w.images_per_sample and self.vision is not None and self.vision.masks_layer(sliding)))
+
     @property
     def moe_layer_count(self) -> int:
         return _moe_layer_count(self)

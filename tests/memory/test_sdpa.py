@@ -55,7 +55,7 @@ def test_a_window_as_long_as_the_sequence_still_gets_its_mask_as_transformers_bu
         with torch.no_grad():
             assert _layers_given_a_mask(model, dict(input_ids=torch.arange(5, 5 + s)[None])) == expected
         w = Workload(attention="sdpa", seq_len=s)
-        assert [sdpa.layer_masked(m, w, i) for i in range(2)] == expected
+        assert [m.sdpa_mask_on(i, w) for i in range(2)] == expected
 
 
 def test_full_recompute_keeps_each_mask_once_and_recomputes_the_bias():
@@ -85,7 +85,7 @@ def _engine_masks(raw: dict, text_tokens: int, px: int) -> list[bool]:
     from calculator.stages.vision import lm_workload
     m = spec_from_hf_config(raw).spec
     w = lm_workload(m, Workload(attention="sdpa", seq_len=text_tokens, images_per_sample=1, image_size=px))
-    return [sdpa.layer_masked(m, w, i) for i in range(m.num_hidden_layers)]
+    return [m.sdpa_mask_on(i, w) for i in range(m.num_hidden_layers)]
 
 
 def test_images_give_gemma3_and_paligemma_a_mask_on_every_layer_as_transformers_builds_it():
@@ -109,7 +109,7 @@ def test_images_give_gemma3_and_paligemma_a_mask_on_every_layer_as_transformers_
                                                 token_type_ids=(ids == 299).long())) == [True] * 4
         assert _layers_given_a_mask(model, dict(input_ids=ids[:, 7:])) == [False] * 4
     assert _engine_masks(cfg.to_dict(), 20, 32) == [True] * 4 and _engine_masks(cfg.to_dict(), 20, 32) != \
-        [sdpa.layer_masked(load_model("gemma-3-4b").spec, Workload(attention="sdpa", seq_len=28), i) for i in range(4)]
+        [load_model("gemma-3-4b").spec.sdpa_mask_on(i, Workload(attention="sdpa", seq_len=28)) for i in range(4)]
 
     pg = T.PaliGemmaConfig(vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                                               num_attention_heads=2, image_size=16, patch_size=8),
@@ -144,7 +144,7 @@ def test_image_masks_are_priced_like_a_padded_batch_under_sdpa_only():
                                                                if t.key == "activations.sdpa_mask").note
     g4 = load_model("gemma-4-26b-a4b").spec
     w4 = lm_workload(g4, Workload(attention="sdpa", seq_len=256, images_per_sample=1))
-    assert [sdpa.layer_masked(g4, w4, i) for i in range(g4.num_hidden_layers)] == \
+    assert [g4.sdpa_mask_on(i, w4) for i in range(g4.num_hidden_layers)] == \
         [g4.layer_is_sliding(i) for i in range(g4.num_hidden_layers)]
     assert sdpa.mask_tensors(g4, w4, range(g4.num_hidden_layers)) == 1
-    assert not any(sdpa.layer_masked(g4, w4.model_copy(update={"images_per_sample": 0}), i) for i in range(30))
+    assert not any(g4.sdpa_mask_on(i, w4.model_copy(update={"images_per_sample": 0})) for i in range(30))

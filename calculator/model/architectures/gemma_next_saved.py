@@ -52,13 +52,6 @@ def attention_core_saved(d, w, a: int, hd: int, kv: int, reuse: bool, masked: bo
     return 2 * e * T * qd + 2 * e * T * k + (0 if selective else 4 * a * T)
 
 
-def _masked(m, w, i: int) -> bool:
-    """Whether layer i's SDPA call gets a mask (calculator.memory.sdpa.masked_layers)."""
-    sliding = m.layer_is_sliding(i)
-    images = bool(w.images_per_sample and m.vision is not None and m.vision.masks_layer(sliding))
-    return w.attention == "sdpa" and (w.padded_batch or (sliding and m.sliding_window <= w.seq_len) or images)
-
-
 def attention_saved(m, w, d, i: int) -> int:
     """Layer i's attention: q_norm (and k_norm, v_norm unless it reuses K/V), the core, and the fp32 copies of the
     q/k norm weights, 4·hd each."""
@@ -68,7 +61,7 @@ def attention_saved(m, w, d, i: int) -> int:
     out = norm_saved(T, a * hd, a) + 4 * hd
     if not reuse:
         out += norm_saved(T, kv * hd, kv) + unweighted_norm_saved(T, kv * hd, kv) + 4 * hd
-    return out + attention_core_saved(d, w, a, hd, kv, reuse, _masked(m, w, i))
+    return out + attention_core_saved(d, w, a, hd, kv, reuse, m.sdpa_mask_on(i, w))
 
 
 def gemma3n_extras_saved(m, d) -> int:

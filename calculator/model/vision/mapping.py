@@ -73,7 +73,8 @@ QWEN3_PIXELS = (65_536, 16_777_216)
 KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v": "glm4v", "glmga": "glm4v",
          "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
          "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "paligemma": "paligemma", "llama4": "llama4",
-         "mistral3": "pixtral", "gemma4": "gemma4", "mistral_large4": "pixtral"}  # Mistral-Large-4: Mistral 3's tower and projector
+         "mistral3": "pixtral", "gemma4": "gemma4",
+         "mistral_large4": "pixtral"}  # Mistral-Large-4: Mistral 3's tower and projector
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
