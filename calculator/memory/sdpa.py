@@ -65,11 +65,26 @@ def repeated_kv_extra(d, m: ModelSpec) -> int:
     return d.e * d.T * 2 * (d.qd - d.kvd)
 
 
-def masked_layer_extra(d, m: ModelSpec, selective: bool) -> int:
+def masked_layer_extra(d, m: ModelSpec, w) -> int:
     """What one masked layer keeps beyond the FlashAttention kernel: the bias e·b·s·s_kv (recomputed with the
-    kernel under selective recompute) and the repeated k, v."""
-    bias = 0 if selective else d.e * d.b * d.s * d.s_kv
-    return bias + repeated_kv_extra(d, m)
+    kernel under selective recompute) and the repeated k, v, less o_proj's copy of the kernel's output that the
+    unmasked layer keeps (output_copy, mla_output_copy): the memory-efficient kernel writes (b, s, a, d)
+    (meta__efficient_attention_forward), which transformers' transpose(1, 2).contiguous() leaves uncopied (traced:
+    Phi-3 with a window of 8 at s = 16, SDPA, 1,024 B = e·T·qd over before)."""
+    bias = 0 if w.recompute == "selective" else d.e * d.b * d.s * d.s_kv
+    return bias + repeated_kv_extra(d, m) - unmasked_output_copy(d, m, w)
+
+
+def recomputed_layer_extra(d, m: ModelSpec, w, masked: int, n_layers: int) -> int:
+    """What the largest recomputed layer of a stage adds when `masked` of its `n_layers` layers get a mask: a masked
+    layer's extra when every layer is masked, else the larger of a masked and an unmasked layer (never below 0)."""
+    extra = masked_layer_extra(d, m, w)
+    return extra if masked == n_layers else max(0, extra)
+
+
+def unmasked_output_copy(d, m: ModelSpec, w) -> int:
+    """o_proj's copy of the attention output an unmasked layer keeps (output_copy or mla_output_copy)."""
+    return mla_output_copy(d, m, w) if m.is_mla else output_copy(d, m, w)
 
 
 def output_copy(d, m: ModelSpec, w) -> int:

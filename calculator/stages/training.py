@@ -158,8 +158,8 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                         (8 - d.e) * d.a * d.b * d.s * d.s_kv)
                 else:
                     recompute_ws = max(x.total for x in (dense_l, moe_l) if x is not None)
-                if masked:  # a masked layer recomputes SDPA's efficient kernel with its bias
-                    recompute_ws += sdpa.masked_layer_extra(d, m, False)
+                if masked:  # a masked layer recomputes SDPA's efficient kernel with its bias (the largest layer)
+                    recompute_ws += sdpa.recomputed_layer_extra(d, m, w, masked, len(layers))
             else:
                 attn_src = "mla" if m.is_mla else ("hf-eager-attention" if w.attention == "eager" else "flash-attention")
                 code_src = impls.SOURCES[w.impl]
@@ -198,7 +198,7 @@ def training_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
                   int(flight * n_masks * sdpa.mask_bytes(d)), "m_inflight × masks × 1 B × b·s·s",
                   ("{:g} × {} × {} × {:,} × {:,}", flight, n_masks, d.b, d.s, d.s_kv), "sdpa-mask")
         elif masked:
-            per = sdpa.masked_layer_extra(d, m, w.recompute == "selective")
+            per = sdpa.masked_layer_extra(d, m, w)
             t.add("activations.sdpa_mask", "activations", "SDPA with a mask: bias and repeated k/v per masked layer",
                   int(flight * masked * per), "m_inflight × L_masked × (e·b·s·s + e·T·2·(qd − kvd) if repeated)",
                   ("{:g} × {} × {:,} B", flight, masked, per), "sdpa-mask",

@@ -29,7 +29,7 @@ def test_sliding_window_layers_shorter_than_the_sequence_take_the_masked_kernel(
     m = load_model("gemma-3-1b").spec
     w = Workload(micro_batch=2, seq_len=4096, attention="sdpa")
     assert sdpa.masked_layers(m, w, range(26)) == 22
-    assert sdpa.masked_layer_extra(act.dims(m, w), m, False) == 2 * 2 * 4096 * 4096
+    assert sdpa.masked_layer_extra(act.dims(m, w), m, w) == 2 * 2 * 4096 * 4096
     kw = {"micro_batch": 2, "seq_len": 4096}
     assert _saved("gemma-3-1b", **kw, attention="sdpa") - _saved("gemma-3-1b", **kw, attention="flash") == \
         22 * 2 * 2 * 4096 * 4096
@@ -135,7 +135,7 @@ def test_image_masks_are_priced_like_a_padded_batch_under_sdpa_only():
     from calculator.stages.vision import lm_workload
     d = act.dims(m, lm_workload(m, w))
     assert (d.s, sdpa.masked_layers(m, lm_workload(m, w), range(34))) == (s, 34)
-    extra = sdpa.masked_layer_extra(d, m, False)
+    extra = sdpa.masked_layer_extra(d, m, lm_workload(m, w))
     assert extra == 2 * s * s + 2 * s * 2 * (8 - 4) * 256  # bias e·b·s² + k, v repeated from 4 heads to 8 (d 256)
     sdpa_on = estimate(m, Workload(gpu="h200", attention="sdpa", **kw), with_fits=False)
     flash = estimate(m, Workload(gpu="h200", attention="flash", **kw), with_fits=False)
@@ -148,3 +148,22 @@ def test_image_masks_are_priced_like_a_padded_batch_under_sdpa_only():
         [g4.layer_is_sliding(i) for i in range(g4.num_hidden_layers)]
     assert sdpa.mask_tensors(g4, w4, range(g4.num_hidden_layers)) == 1
     assert not any(g4.sdpa_mask_on(i, w4.model_copy(update={"images_per_sample": 0})) for i in range(30))
+
+
+def test_a_masked_layer_keeps_no_copy_of_the_attention_output():
+    """Phi-3's q is contiguous in (b, a, s, d) (rope_concat), so FlashAttention's output, allocated like q, is copied
+    for o_proj (output_copy); with its 2,047-token window at s = 2,047 every layer gets a mask, and the efficient
+    kernel writes (b, s, a, d), which the transpose leaves uncopied: each layer keeps the bias and no copy (traced on
+    the CPU with a window of 8 at s = 16: 1,024 B = e·T·qd over before)."""
+    m = load_model("phi-3-mini-4k").spec
+    w = Workload(micro_batch=1, seq_len=2047, attention="sdpa")
+    d = act.dims(m, w)
+    assert sdpa.masked_layers(m, w, range(32)) == 32
+    assert sdpa.output_copy(d, m, w) == 2 * 2047 * 3072
+    assert sdpa.masked_layer_extra(d, m, w) == 2 * 2047 * 2047 - 2 * 2047 * 3072
+    kw = {"micro_batch": 1, "seq_len": 2047}
+    assert _saved("phi-3-mini-4k", **kw, attention="sdpa") - _saved("phi-3-mini-4k", **kw, attention="flash") == \
+        32 * (2 * 2047 * 2047 - 2 * 2047 * 3072)
+    # one token shorter the window needs no mask: SDPA's flash kernel keeps the copy as FlashAttention-2 does
+    short = {"micro_batch": 1, "seq_len": 2046}
+    assert _saved("phi-3-mini-4k", **short, attention="sdpa") == _saved("phi-3-mini-4k", **short, attention="flash")
