@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
-from calculator.engines import sglang, vllm
+from calculator.engines import sglang, support, vllm
 from calculator.engines.common import Serving, engine_weight_bytes
 from calculator.core.errors import InputError
 from calculator.core.fit import planned_fit
@@ -135,8 +135,8 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
     terms_of: dict = {}
     stages = tuple(_stage(sv, sh, context, terms_of) for sv, sh in zip(results, shards))
     serving = min(results, key=lambda sv: sv.kv_pool_blocks)
-    note = checkpoint_weights_note(m, w)
-    return stages, replace(serving, notes=(note,) + serving.notes) if note else serving
+    notes = tuple(n for n in (support.check(m, w), checkpoint_weights_note(m, w)) if n)
+    return stages, replace(serving, notes=notes + serving.notes) if notes else serving
 
 
 def figures(m, w, shards, gpu) -> tuple[int, int, Serving]:
@@ -163,6 +163,7 @@ def budgets(m, w, shards, gpu) -> tuple[list[Serving], int]:
                                                  "--dp replicas and --ep for the experts")
     if w.parallel.tp % ad:
         raise InputError("serving.attention_dp", f"--attention-dp {ad} must divide --tp {w.parallel.tp}")
+    support.check(m, w)  # refuses a model the engine cannot load (its note: run())
     engine = ENGINES[w.engine]
     context = w.overheads.cuda_context_bytes if w.overheads.cuda_context_bytes is not None else gpu.cuda_context_bytes
     results, same, weights_of, of_shard = [], {}, {}, {}

@@ -9,7 +9,7 @@ from calculator.memory import inference as inf
 from calculator.core.dtypes import nbytes
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import StageShard, kv_heads_per_rank
-from calculator.engines import towers
+from calculator.engines import support, towers
 
 GiB = 2**30
 # cudaMemGetInfo's total is below nvidia-smi's memory.total: 0.47 GiB on H100 (vLLM logs, 79.18 of 79.65 GiB),
@@ -148,9 +148,10 @@ def check_request_length(w, configured: int, engine: str) -> None:
 
 
 def check_engine_context(m: ModelSpec, w) -> None:
-    """check_context and check_request_length for the workload's serving engine, if any (the planner asks them
-    once before its layouts)."""
+    """support.check, check_context and check_request_length for the workload's serving engine, if any (the
+    planner asks them once before its layouts)."""
     if w.mode == "infer" and w.engine in ENGINE_NAMES:
+        support.check(m, w)  # a model the engine cannot load
         derived = derived_context(m, w.engine)
         check_context(w.serving.max_model_len, derived, w.engine)
         if w.serving.max_model_len or derived:

@@ -305,3 +305,11 @@ def router_group_fields(cfg: dict, experts: int) -> dict:
     if groups == 1 or experts % groups or get_str(cfg, "topk_method", default="noaux_tc") == "greedy":
         return {}
     return {"router_groups": groups, "router_group_topk": get_int(cfg, "topk_group", default=groups, hi=groups)}
+
+
+def served_architecture(raw: dict) -> str | None:
+    """config.json's architectures[0], the class a serving engine loads (vLLM's and SGLang's registries are keyed
+    by it); None when absent or not a name."""
+    names = raw.get("architectures")
+    first = names[0] if isinstance(names, list) and names else None
+    return first if isinstance(first, str) and 0 < len(first) <= 100 and first.isidentifier() else None

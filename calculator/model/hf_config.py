@@ -33,7 +33,7 @@ from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
 from calculator.model.mappers.vlm_text import VLM_REFUSED, VLM_SAME_BLOCKS, VLM_TEXT_MAPPERS
-from calculator.model.config_read import context_fields, partial_rotary_dim
+from calculator.model.config_read import context_fields, partial_rotary_dim, served_architecture
 from calculator.model.routers import with_router
 from calculator.model.spec import ModelSpec
 from calculator.model.text_towers import TEXT_MODEL_TYPES, text_config
@@ -383,7 +383,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
     fields = with_router(model_type, cfg, mapper(cfg)) | checkpoint_weight_fields(cfg)  # routers.py; quantization
     fields["vision"], vision_warning = vision_from_config(raw, fields["hidden_size"])  # the tower, or why not
     warnings.extend(([vision_warning] if vision_warning else []) + list(fields.pop("_warnings", ())))
-    fields["model_type"] = model_type
+    fields.update(model_type=model_type, architecture=served_architecture(raw))  # the class an engine loads
     given = name if isinstance(name, str) and name else cfg.get("_name_or_path")
     fields["name"] = given[:200] if isinstance(given, str) and given else model_type
     fields.update({k: v for k, v in context_fields(cfg).items() if k not in fields})  # where the mapper gave none

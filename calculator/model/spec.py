@@ -71,6 +71,7 @@ class ModelSpec(HashedOnce):
 
     name: str = Field(default="custom", max_length=B.MAX_NAME_CHARS)
     model_type: str = Field(default="llama", max_length=B.MAX_NAME_CHARS)
+    architecture: str | None = Field(default=None, max_length=B.MAX_NAME_CHARS)  # config.json's architectures[0]
     family: Family = "llama"
 
     hidden_size: int = Field(gt=0, le=B.MAX_HIDDEN, strict=True)
