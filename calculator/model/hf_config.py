@@ -318,18 +318,18 @@ MAPPERS = {
     "gpt_neox": _map_gpt_neox, "deepseek_v2": _map_deepseek, "deepseek_v3": _map_deepseek, "gpt_oss": _map_gpt_oss,
     "olmo2": _map_olmo2, "llama4": _map_llama4, "llama4_text": _map_llama4, "kimi_k2": _map_deepseek,
 }
-MAPPERS.update(ARCH_MAPPERS)
 # issue 21's families, each in its own module with its own test (tests/model/test_hf_<family>.py)
 FAMILY_MAPPERS = {**HYBRID_MAPPERS, **SSM_MAPPERS, **LINEAR_MAPPERS, **DSA_MAPPERS, **VARIANT_MAPPERS,
                   **GEMMA_NEXT_MAPPERS, **REMOTE_MAPPERS,  # Gemma 3n / 4 (gemma_next.py); remote code (remote.py)
                   **LONGCAT_MAPPERS,  # LongCat-Flash: two engine layers per block (longcat.py)
                   **MISTRAL_MAPPERS,  # Mistral-Small-4 / Large-4 (MLA, DSA; mistral.py)
                   **VLM_TEXT_MAPPERS}  # vision-language models' text towers (vlm_text.py)
-MAPPERS.update(FAMILY_MAPPERS)
+MAPPERS.update({**ARCH_MAPPERS, **FAMILY_MAPPERS})
 MAPPERS.update({t: MAPPERS[same] for t, same in VLM_SAME_BLOCKS.items()})  # VLM text towers of a mapped type's blocks
-# model types whose mapper refuses them, naming what the engine lacks (weights shared across layers, compressed
-# attention, hyper-connections, ...): known, but not supported
-REFUSED_MODEL_TYPES = frozenset({"zamba2", "inkling_text", "inkling2_text", *DSA_REFUSED, *VLM_REFUSED})
+# model types whose mapper refuses them, naming what the engine lacks (weights shared, compressed attention, ...;
+# a variants_more.refuse mapper): known, but not supported
+REFUSED_MODEL_TYPES = frozenset({"zamba2", "inkling_text", "inkling2_text", *DSA_REFUSED, *VLM_REFUSED,
+                                 *(t for t, f in MAPPERS.items() if getattr(f, "refuses", False))})
 SUPPORTED_MODEL_TYPES = tuple(sorted(t for t in MAPPERS if t not in REFUSED_MODEL_TYPES))
 
 

@@ -278,6 +278,7 @@ def refuse(model_type: str, lacks: str):
     def mapper(cfg: dict) -> dict:
         raise ConfigError(f"model_type: {model_type!r} cannot be computed exactly yet: {lacks}")
     mapper.__doc__ = f"{model_type}: refused ({lacks})."
+    mapper.refuses = True  # hf_config.REFUSED_MODEL_TYPES: known, not supported
     return mapper
 
 
