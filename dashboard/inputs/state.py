@@ -32,7 +32,7 @@ def arch_expresses(spec) -> bool:
         custom, _ = build_model({"model": CUSTOM, **spec_to_arch(spec)})
     except InputProblems:
         return False
-    skip = {"name", "model_type", "max_position_embeddings"}  # the custom fields have no context length
+    skip = {"name", "model_type", "architecture", "max_position_embeddings"}  # no context length, no class
     return custom.model_dump(exclude=skip) == spec.model_dump(exclude=skip)
 
 
