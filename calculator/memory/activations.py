@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from calculator.memory import autocast, sdpa
-from calculator.model import architectures, variants
+from calculator.model import architectures, latent_moe, variants
 from calculator.core.dtypes import nbytes
 from calculator.memory.lora_layer import lora_layer_delta
 from calculator.memory.textbook import fujii_layer, textbook_layer  # noqa: F401 - act.textbook_layer, act.fujii_layer
@@ -190,7 +190,7 @@ def moe_saved(d: Dims, m: ModelSpec, etp: int, ep: int = 1) -> int:
     f = m.expert_intermediate_size // etp
     if m.variant is not None:  # hook (issue 21): a variant's router bookkeeping, a norm after the block (A.X-K1)
         post = norm_saved(m, T, d.h_sp, d.e) if m.variant.moe_post_norm else 0
-        return variants.moe_saved(m.variant, T, k, E, f, d.h, d.e, ep) + post
+        return variants.moe_saved(m.variant, T, k, E, f, d.h, d.e, ep) + post + latent_moe.saved_change(m, S, d)
     clamped = m.hidden_act == "swiglu_oai" or m.family == "gpt_oss"
     glu = clamped_swiglu_saved(S, f, d.e) if clamped else 4 * d.e * S * f
     if m.family == "gpt_oss":  # the softmax is over the top-k only
@@ -198,7 +198,7 @@ def moe_saved(d: Dims, m: ModelSpec, etp: int, ep: int = 1) -> int:
     routed = glu + 2 * d.e * S * d.h + 28 * S + 4 * T * E + 12 * T * k + 4 * T + 4 * (E // ep)
     if m.family == "deepseek":  # the router computes in fp32: fp32 copies of its input and of its weight
         routed += 4 * T * d.h + 4 * E * d.h
-    return routed
+    return routed + latent_moe.saved_change(m, S, d)  # a latent MoE's experts at its width
 
 
 def shared_expert_saved(d: Dims, m: ModelSpec) -> int:

@@ -6,7 +6,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from calculator.core.dtypes import nbytes
-from calculator.model import architectures
+from calculator.model import architectures, latent_moe
 from calculator.model.spec import ModelSpec
 
 # Per-group scale overhead of quantized weights, bytes per group (QLoRA / GPTQ / OCP MX).
@@ -229,7 +229,8 @@ def prefill_mlp_phase(m: ModelSpec, T: int, e: int, h: int, f: int, rope: int, e
             # peaks where routed outputs return to token order: gathered input and expert output (e·S·h each),
             # the output times the fp32 routing weights and its reordered copy (4·S·h each)
             return base + (2 * e + 8) * S * h
-        return base + e * S * (4 * fe + 2 * h) + 4 * T * m.num_experts
+        # a latent MoE's pairs at its width, its latent input and output beside them (calculator/model/latent_moe.py)
+        return base + e * S * (4 * fe + 2 * h) + 4 * T * m.num_experts + latent_moe.prefill_change(m, T, S, h, e)
     if m.hidden_act == "gelu_new":  # GPT-2's Python tanh-GELU keeps ~4.5 f-wide temporaries (traced)
         return base + 9 * e * T * f // 2
     return base + (3 if m.gated_mlp else 2) * e * T * f

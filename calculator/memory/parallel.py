@@ -10,6 +10,7 @@ from functools import lru_cache
 from types import SimpleNamespace
 
 from calculator.core.errors import InputError
+from calculator.model import latent_moe
 from calculator.model.architectures.compressed import check_training
 from calculator.model.spec import ModelSpec
 from calculator.model.parameters import count_parameters, final_norm_shapes, kind_counts, lm_head_shapes
@@ -22,6 +23,8 @@ def check_divisibility(m: ModelSpec, w: Workload) -> None:
     p = w.parallel
     if m.compressed is not None and w.mode != "infer":  # DeepSeek-V4 (calculator/model/architectures/compressed.py)
         check_training(w)
+    if m.moe_latent_size and w.mode != "infer":  # what a latent MoE's training is not modelled for
+        latent_moe.check_training(w)
     if m.compressed is not None and p.tp > 1 and (w.mode != "infer" or w.engine == "hf"):
         raise InputError("tp", "transformers keeps DeepSeek-V4's attention, compressors and shared expert whole on "
                                "every TP rank (DeepseekV4Config.base_model_tp_plan shards only the routed experts): "

@@ -200,7 +200,7 @@ def routed_expert_shapes(m: ModelSpec) -> list[Shape]:
     """All routed experts of a layer; transformers >= 5 stores them fused as (E, 2f, h) and (E, h, f)."""
     if m.variant is not None and m.variant.expert_tensors is not None:  # hook (issue 21): experts laid out otherwise
         return list(m.variant.expert_tensors)
-    e, h, f = m.num_experts, m.hidden_size, m.expert_intermediate_size
+    e, h, f = m.num_experts, m.expert_hidden_size, m.expert_intermediate_size  # a latent MoE's width
     width = 2 * f if m.gated_mlp else f
     shapes: list[Shape] = [(e, width, h), (e, h, f)]
     if m.expert_bias:
@@ -244,6 +244,10 @@ def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, 
         groups["routed_experts"] = routed_expert_shapes(m)
         if m.variant is not None:  # hook (issue 21): a variant's router Parameters (e_score_correction_bias)
             groups["router"] += m.variant.moe_tensors
+        if m.moe_latent_size:  # fc1_latent_proj, fc2_latent_proj: replicated like the gate (vLLM / SGLang
+            # nemotron_h.py ReplicatedLinear; models/nemotron_h/modeling_nemotron_h.py NemotronHMoE, bias mlp_bias)
+            groups["router"] += linear_shapes(h, m.moe_latent_size, m.mlp_bias) + \
+                linear_shapes(m.moe_latent_size, h, m.mlp_bias)
         if m.num_shared_experts or m.shared_expert_intermediate_size:
             width = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
             groups["shared_experts"] = mlp_shapes(h, width, m.gated_mlp, m.mlp_bias, m.fused_gate_up)

@@ -121,6 +121,9 @@ class ModelSpec(HashedOnce):
     dense_layer_indices: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen-MoE mlp_only_layers
     router_bias: bool = False
     expert_bias: bool = False  # GPT-OSS experts carry biases
+    # latent MoE (Nemotron-3 Super / Ultra, config moe_latent_size; Megatron --moe-latent-size): the routed experts
+    # read and write this width, between fc1_latent_proj (h → latent) and fc2_latent_proj (latent → h)
+    moe_latent_size: int | None = Field(default=None, gt=0, le=B.MAX_HIDDEN, strict=True)
 
     # Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank set means MLA.
     q_lora_rank: int | None = Field(default=None, gt=0, le=B.MAX_HIDDEN, strict=True)
@@ -265,6 +268,11 @@ class ModelSpec(HashedOnce):
     @property
     def expert_intermediate_size(self) -> int:
         return self.moe_intermediate_size or self.intermediate_size
+
+    @property
+    def expert_hidden_size(self) -> int:
+        """The width the routed experts read and write: the latent MoE's, else the model's."""
+        return self.moe_latent_size or self.hidden_size
 
     def layer_is_moe(self, i: int) -> bool:
         """Whether decoder layer i has a routed-expert MLP."""

@@ -223,6 +223,7 @@ def _moe_forward(m: ModelSpec, d: Dims, e_w: float, expert_tp: int, ep: int) -> 
     pairs that reach a real expert (routed_pairs: LongCat-Flash's identities take the rest) run the GEMMs and the
     gate; every pair is gathered, weighted and summed. The router scores the n + z experts."""
     T, e, h, E = d.T, d.e, d.h, m.num_experts
+    hx = m.expert_hidden_size  # a latent MoE's experts read and write its width (calculator/model/latent_moe.py)
     f_e = m.expert_intermediate_size // expert_tp
     pairs, real = routed_pairs(m, expert_rows(T, d.tp, expert_tp))  # the all-to-all brings as many as it sends
     local = E // ep
@@ -232,13 +233,16 @@ def _moe_forward(m: ModelSpec, d: Dims, e_w: float, expert_tp: int, ep: int) -> 
     ops = [R.linear("Router", T, h, scored, e, e_w)._replace(host_ops=HOST_OPS["moe_router"][0],
                                                               bwd_host_ops=HOST_OPS["moe_router"][1]),
            Op("Routed experts (grouped GEMM)", "forward", "matmul",
-              R.linear_flops(real, h, width) + R.linear_flops(real, f_e, h),
-              e * real * (h + width + f_e + h) + e_w * hit * (h * width + f_e * h), 2,
+              R.linear_flops(real, hx, width) + R.linear_flops(real, f_e, hx),
+              e * real * (hx + width + f_e + hx) + e_w * hit * (hx * width + f_e * hx), 2,
               "2·T·k'·(h·(2)f + f·h), k' the picks of real experts; weights of the experts hit", "hf-moe",
               bwd_host_ops=4),
-           R.elementwise("Expert dispatch, gate and combine", e * (pairs * 8 * h + real * 5 * f_e),
+           R.elementwise("Expert dispatch, gate and combine", e * (pairs * 8 * hx + real * 5 * f_e),
                          HOST_OPS["moe_expert"][0], "(T·k·8h + T·k'·5f)·e", "hf-moe",
                          bwd_host_ops=HOST_OPS["moe_expert"][1])]
+    if m.moe_latent_size:  # fc1_latent_proj (h → L) and fc2_latent_proj (L → h), replicated on every rank
+        ops += [R.linear("MoE latent projection in", T, h, hx, e, e_w),
+                R.linear("MoE latent projection out", T, hx, h, e, e_w)]
     shared = m.shared_expert_intermediate_size or m.num_shared_experts * m.expert_intermediate_size
     if shared:
         ops.extend(_mlp_forward(m, T, h, shared // d.tp, e, e_w, label="Shared expert"))

@@ -54,6 +54,7 @@ VERIFIED_TOTALS = {
     "mixtral-8x22b": 140_620_634_112,
     "mixtral-8x7b": 46_702_792_704,
     "nemotron-3-nano-30b-a3b": 31_577_937_344,
+    "nemotron-3-ultra-550b-a55b": 549_308_968_960,  # a latent MoE (moe_latent_size 2048): the card's 550B
     "nemotron-h-56b": 56_324_350_464,
     "olmo-2-7b": 7_298_617_344,
     "olmo-hybrid-7b": 7_430_870_688,

@@ -165,9 +165,8 @@ def map_nemotron_h(cfg: dict) -> dict:
     if get_bool(cfg, "tie_word_embeddings", False):
         f["_warnings"] = ["Nemotron-H never ties lm_head to the embedding (transformers builds both): counted apart"]
     if "moe" in f["ffn_types"]:
-        if cfg.get("moe_latent_size") is not None:
-            raise ConfigError("moe_latent_size: Nemotron-H's latent MoE (fc1/fc2_latent_proj around experts of "
-                              "moe_latent_size inputs) is not modelled: the engine's experts read hidden_size")
+        # NemotronHMoE's fc1_latent_proj / fc2_latent_proj around experts of moe_latent_size (Nemotron-3 Super)
+        f["moe_latent_size"] = get_int(cfg, "moe_latent_size", default=None, hi=B.MAX_HIDDEN)
         experts = get_int(cfg, "n_routed_experts", "num_local_experts", default=8, hi=B.MAX_EXPERTS)
         f.update(num_experts=experts, num_experts_per_tok=get_int(cfg, "num_experts_per_tok", default=2, hi=experts),
                  moe_intermediate_size=get_int(cfg, "moe_intermediate_size", default=7688, hi=B.MAX_FFN),

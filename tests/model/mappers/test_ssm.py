@@ -48,6 +48,8 @@ VARIANTS = [
     ("nemotron_h", dict(layers_block_type=None, hybrid_override_pattern="M-*EM", mlp_bias=True, use_bias=True,
                         use_conv_bias=False, conv_kernel=3, tie_word_embeddings=True, n_groups=1)),
     ("nemotron_h", dict(layers_block_type=["mamba", "attention", "mlp"])),
+    ("nemotron_h", dict(moe_latent_size=24)),  # Nemotron-3 Super's latent MoE
+    ("nemotron_h", dict(moe_latent_size=24, mlp_bias=True)),
     ("granitemoehybrid", dict(num_local_experts=0, attention_bias=True, mamba_proj_bias=True, mamba_conv_bias=False,
                               position_embedding_type="rope")),
     ("granitemoehybrid", dict(layer_types=None, mamba_expand=1, mamba_n_heads=4, tie_word_embeddings=True)),
@@ -106,9 +108,13 @@ def test_nemotron_h_never_ties_its_head_and_says_so():
     assert not mapped.spec.tie_word_embeddings and any("never ties" in w for w in mapped.warnings)
 
 
-def test_nemotron_h_latent_moe_is_refused_naming_the_field():
-    with pytest.raises(ConfigError, match="moe_latent_size"):
-        spec_from_hf_config(written_config("nemotron_h", moe_latent_size=32)[0])
+def test_nemotron_h_latent_moe_runs_its_experts_at_the_latent_width():
+    """NemotronHMoE: fc1_latent_proj (h → latent) before the experts, fc2_latent_proj after; the experts' up and
+    down projections read and write moe_latent_size (Nemotron-3 Super / Ultra)."""
+    spec = spec_from_hf_config(written_config("nemotron_h", moe_latent_size=24)[0]).spec
+    assert (spec.moe_latent_size, spec.expert_hidden_size, spec.hidden_size) == (24, 24, 64)
+    plain = spec_from_hf_config(written_config("nemotron_h")[0]).spec
+    assert plain.moe_latent_size is None and plain.expert_hidden_size == 64
 
 
 def test_jamba_layer_pattern_by_period_and_offset():
