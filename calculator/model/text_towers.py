@@ -24,7 +24,7 @@ OUTER_TIES_HEAD = frozenset({"mistral3", "mistral_large4", "paligemma", *VLM_TEX
 # ... and those whose configuration class also ties it when the text_config says so (the BC rule of Qwen2VLConfig,
 # Glm4vConfig, GlmOcrConfig, Glm4vMoeConfig __post_init__: pre-v5 saves kept tie_word_embeddings in text_config)
 TEXT_TIE_FORWARDED = frozenset({"qwen2_vl", "qwen2_5_vl", "glm4v", "glm_ocr", "glm4v_moe",
-                                "paddleocr_vl", "hunyuan_vl"})  # PaddleOCRVLConfig, HunYuanVLConfig too
+                                "paddleocr_vl", "hunyuan_vl", "minimax_m3_vl"})  # their configs' __post_init__ too
 
 # fields of the outer config that apply to the text model
 OUTER_KEYS = ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config", "_name_or_path")

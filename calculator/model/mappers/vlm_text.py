@@ -104,7 +104,8 @@ VLM_REFUSED = frozenset({"qwen3_omni_moe_text", "qwen3_omni_moe_thinker"})  # hf
 VLM_TEXT_TYPES = {"qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
                   "qwen3_vl_moe": "qwen3_vl_moe_text", "glm4v": "glm4v_text", "glm46v": "glm4v_text",
                   "glmga": "glm4v_text", "glm_ocr": "glm_ocr_text", "glm4v_moe": "glm4v_moe_text",
-                  "qwen2_5_omni_thinker": "qwen2_5_omni_text", "qwen3_omni_moe_thinker": "qwen3_omni_moe_text"}
+                  "qwen2_5_omni_thinker": "qwen2_5_omni_text", "qwen3_omni_moe_thinker": "qwen3_omni_moe_text",
+                  "minimax_m3_vl": "minimax_m3_vl_text"}  # MiniMaxM3VLConfig's text_config (dsa.map_minimax_m3)
 # the outer class's tie_word_embeddings default where its text class's differs (Qwen2_5OmniThinkerConfig: False,
 # Qwen2_5OmniTextConfig: True): a config.json that leaves the outer one out ties the head by the outer default
 OUTER_TIE_DEFAULTS = {"qwen2_5_omni_thinker": False, "qwen3_omni_moe_thinker": False}

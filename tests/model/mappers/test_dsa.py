@@ -332,3 +332,21 @@ def test_minimax_sdpa_keeps_a_copy_of_its_output_and_the_indexed_layers_their_pe
     assert act.exact_layer(spec, w, d, spec.layer_kind(1)).attention == flash + mask + repeated
     eager = Workload(seq_len=s, micro_batch=b, attention="eager", mixer_kernels="torch")
     assert dsa.saved(spec, act.dims(spec, eager), eager) == 0
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_minimax_m3_vl_text_config_without_its_model_type_is_the_text_model(tie):
+    """Released MiniMax-M3 configs (nvidia/MiniMax-M3-NVFP4) nest a text_config that names no model_type;
+    MiniMaxM3VLConfig reads it as MiniMaxM3VLTextConfig, and its __post_init__ ties the head when the text config
+    says so, as the outer *ForConditionalGeneration's tied keys then do."""
+    _quiet()
+    text = dict(MINIMAX, tie_word_embeddings=tie)
+    outer = transformers.AutoConfig.for_model("minimax_m3_vl", text_config=text).to_dict()
+    outer["text_config"].pop("model_type")
+    outer.pop("tie_word_embeddings", None)
+    spec = spec_from_hf_config(outer).spec
+    assert spec.model_type == "minimax_m3_vl_text" and spec.tie_word_embeddings is tie
+    cfg, config = written("minimax_m3_vl_text", **text)
+    assert engine_counts(cfg) == real_counts(config)
+    assert spec.model_copy(update={"name": "x", "architecture": None}) == \
+        spec_from_hf_config(cfg).spec.model_copy(update={"name": "x", "architecture": None})
