@@ -9,7 +9,7 @@ from calculator.impls import IMPLS
 from calculator.stacks import STACKS
 from calculator.core.workload import OPTIMIZERS, RECIPES
 
-DTYPES = ["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4"]
+DTYPES = ["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4", "nvfp4"]
 
 # flag -> (path in the Workload dict)
 FLAG_PATHS: dict[str, tuple[str, ...]] = {

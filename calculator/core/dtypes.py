@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4"]
+Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4", "nvfp4"]
 
 DTYPE_BITS: dict[str, int] = {
     "fp32": 32,
@@ -18,6 +18,7 @@ DTYPE_BITS: dict[str, int] = {
     "int4": 4,
     "nf4": 4,
     "fp4": 4,
+    "nvfp4": 4,
 }
 
 DTYPE_LABELS: dict[str, str] = {
@@ -29,6 +30,7 @@ DTYPE_LABELS: dict[str, str] = {
     "int4": "INT4 (0.5 B)",
     "nf4": "NF4 (0.5 B)",
     "fp4": "FP4 (0.5 B)",
+    "nvfp4": "NVFP4 (0.5 B + FP8 scale / 16)",
 }
 
 # Aliases accepted from Hugging Face configs (`torch_dtype`/`dtype`) and from users.

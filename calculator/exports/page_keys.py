@@ -16,7 +16,7 @@ SPECIAL_MODELS = (CUSTOM, CONFIG, GENERIC)
 CUSTOM_RECIPE = "custom"
 AUTO = "auto"  # inference weight dtype: same as the params dtype
 
-DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4")
+DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4", "nvfp4")
 ACT_DTYPES = ("fp32", "bf16", "fp16")
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 FAMILIES = ("llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss")

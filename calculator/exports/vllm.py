@@ -30,8 +30,8 @@ def quantization(w, notes: Notes) -> str | None:
         return "fp8"
     if wd == "nf4":
         return "bitsandbytes"
-    if wd == "fp4":
-        notes.add("fp4 weights: vLLM takes the method from the checkpoint (MXFP4 / NVFP4 / ModelOpt)")
+    if wd in ("fp4", "nvfp4"):
+        notes.add(f"{wd} weights: vLLM takes the method from the checkpoint (MXFP4 / NVFP4 / ModelOpt)")
     return None
 
 

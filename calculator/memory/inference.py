@@ -15,8 +15,11 @@ GROUP_SCALE_BYTES: dict[str, float] = {
     "int4": 2.5,  # GPTQ/AWQ: fp16 scale + packed 4-bit zero point per group
     "nf4": 4.0,  # bitsandbytes NF4: fp32 absmax per 64-element block (no double quantization)
     "fp4": 1.0,  # MXFP4: one E8M0 scale per 32 elements
+    # NVFP4 (ModelOpt; vLLM model_executor/layers/quantization/modelopt.py): packed E2M1 pairs in uint8 and one E4M3
+    # scale per 16 (its group_size); the per-tensor fp32 weight_scale_2 and input_scale are not counted (4 B each)
+    "nvfp4": 1.0,
 }
-GROUP_SIZE_DEFAULTS: dict[str, int] = {"nf4": 64, "fp4": 32}
+GROUP_SIZE_DEFAULTS: dict[str, int] = {"nf4": 64, "fp4": 32, "nvfp4": 16}
 
 
 SERVING_ENGINES = ("vllm", "sglang")

@@ -277,14 +277,15 @@ def llama_like_fields(cfg: dict) -> dict:
     return f
 
 
-def checkpoint_weight_fields(cfg: dict) -> dict:
+def checkpoint_weight_fields(cfg: dict, fields: dict | None = None) -> dict:
     """ModelSpec.checkpoint_weight_dtype / checkpoint_expert_weight_dtype: what a checkpoint's quantization_config
     stores. "fp8" (DeepSeek-V3 / R1 / V3.2 / V4, Kimi-K2, MiniMax-M2, MiMo-V2: e4m3 in 128 × 128 blocks; transformers
     integrations/finegrained_fp8.py, vLLM model_executor/layers/quantization/fp8.py) keeps every decoder linear in
     fp8; "mxfp4" (gpt-oss: its modules_to_not_convert are attention, router, embeddings and head; transformers
     integrations/mxfp4.py) the routed experts in MXFP4; DeepSeek-V4's expert_dtype "fp4" its routed experts in
-    FP4. Other methods (AWQ, GPTQ, bitsandbytes, compressed-tensors) stay with the workload's own quantization
-    inputs: {} for them."""
+    FP4; ModelOpt's NVFP4 / FP8 (modelopt_weight_fields). Other methods (AWQ, GPTQ, bitsandbytes,
+    compressed-tensors) stay with the workload's own quantization inputs: {} for them. With the mapper's `fields`,
+    those fields and these merged (their warnings kept together)."""
     q = cfg.get("quantization_config")
     method = q.get("quant_method") if isinstance(q, dict) else None
     out = {}
@@ -292,9 +293,61 @@ def checkpoint_weight_fields(cfg: dict) -> dict:
         out = {"checkpoint_weight_dtype": "fp8", "checkpoint_expert_weight_dtype": "fp8"}
     elif method == "mxfp4":
         out = {"checkpoint_expert_weight_dtype": "fp4"}
+    elif method == "modelopt":
+        out = modelopt_weight_fields(q)
     if cfg.get("expert_dtype") == "fp4":
         out["checkpoint_expert_weight_dtype"] = "fp4"
-    return out
+    if fields is None:
+        return out
+    warned = list(fields.get("_warnings", ())) + out.pop("_warnings", [])  # the mapper's fields, these beside them
+    return {**fields, **out, **({"_warnings": warned} if warned else {})}
+
+
+MODELOPT_DTYPES = {"NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4", "W4A8_NVFP4_FP8": "nvfp4", "FP8": "fp8", "MXFP8": "fp8"}
+
+
+def modelopt_weight_fields(q: dict) -> dict:
+    """What an NVIDIA ModelOpt checkpoint stores (quant_method "modelopt": the nvidia/*-NVFP4 repositories; vLLM
+    model_executor/layers/quantization/modelopt.py): NVFP4 keeps each quantized linear as packed E2M1 pairs with an
+    E4M3 scale per 16 weights ("nvfp4"), FP8 one byte per weight (MXFP8's E8M0 scale per 32 not counted); the modules
+    matching a pattern of `ignore` (`exclude_modules` in older files) stay in the model dtype. The released files
+    exclude the attention, the shared experts, the routers and the first dense layers: the routed experts take the
+    algorithm, and the other decoder linears too only when no pattern names the attention ("attn"). MIXED_PRECISION
+    gives each layer's algorithm in quantized_layers: the routed experts' from their entries, the other decoder
+    linears' from the attention's. ModelSpec has one dtype for the routed experts and one for every other decoder
+    linear: where the file splits those otherwise, a warning says so."""
+    ignore = q.get("ignore", q.get("exclude_modules"))
+    ignore = [p for p in ignore if isinstance(p, str)] if isinstance(ignore, list) else []
+    algo = q.get("quant_algo")
+    if algo == "MIXED_PRECISION":
+        layers = q.get("quantized_layers")
+        algos = [(n, v.get("quant_algo")) for n, v in layers.items() if isinstance(v, dict)] \
+            if isinstance(layers, dict) else []
+        experts = {a for n, a in algos if "experts" in n and "shared" not in n}
+        attention = {a for n, a in algos if "attn" in n}
+        rest = {a for n, a in algos if "attn" not in n and ("experts" not in n or "shared" in n)
+                and "lm_head" not in n}
+        out = {}
+        if len(experts) == 1 and next(iter(experts)) in MODELOPT_DTYPES:
+            out["checkpoint_expert_weight_dtype"] = MODELOPT_DTYPES[next(iter(experts))]
+        if len(attention) == 1 and next(iter(attention)) in MODELOPT_DTYPES:
+            out["checkpoint_weight_dtype"] = MODELOPT_DTYPES[next(iter(attention))]
+        if rest - attention:
+            out["_warnings"] = [f"ModelOpt mixed precision: the attention is stored in {'/'.join(sorted(attention))} "
+                                f"and the other non-expert linears (dense MLPs, shared experts) in "
+                                f"{'/'.join(sorted(rest - attention))}; every non-expert decoder linear is priced "
+                                f"as the attention's"]
+        return out
+    dtype = MODELOPT_DTYPES.get(algo) if isinstance(algo, str) else None
+    if dtype is None:
+        return {"_warnings": [f"ModelOpt quant_algo {algo!r} is not read: the weights are priced in the model dtype "
+                              "unless the weight dtype inputs say otherwise"]}
+    if not any("attn" in p for p in ignore):
+        return {"checkpoint_weight_dtype": dtype, "checkpoint_expert_weight_dtype": dtype}
+    return {"checkpoint_expert_weight_dtype": dtype,
+            "_warnings": [f"ModelOpt {algo}: its ignore list keeps the attention in the model dtype, so every "
+                          f"non-expert decoder linear is priced so and the routed experts in {dtype}; a dense MLP "
+                          "or shared expert the file quantizes is over-counted"]}
 
 
 def router_group_fields(cfg: dict, experts: int) -> dict:

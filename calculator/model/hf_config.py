@@ -380,7 +380,7 @@ def spec_from_hf_config(cfg: Any, name: str | None = None) -> MappedConfig:
     mapper = MAPPERS.get(model_type)
     if mapper is None:
         raise _unknown_type(cfg, model_type)
-    fields = with_router(model_type, cfg, mapper(cfg)) | checkpoint_weight_fields(cfg)  # routers.py; quantization
+    fields = checkpoint_weight_fields(cfg, with_router(model_type, cfg, mapper(cfg)))  # routers.py; quantization
     fields["vision"], vision_warning = vision_from_config(raw, fields["hidden_size"])  # the tower, or why not
     warnings.extend(([vision_warning] if vision_warning else []) + list(fields.pop("_warnings", ())))
     fields.update(model_type=model_type, architecture=served_architecture(raw))  # the class an engine loads

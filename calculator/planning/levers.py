@@ -24,7 +24,7 @@ TIERS = ("same job", "same job, offloaded", "more GPUs", "different job")
 MAX_TP = 8  # tensor parallelism stays inside one node (NVLink)
 RECOMPUTE_ORDER = ("none", "selective", "full")
 KV_SMALLER = {"fp32": "bf16", "bf16": "fp8", "fp16": "fp8"}
-DTYPE_BITS_ORDER = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nf4": 4, "fp4": 4}
+DTYPE_BITS_ORDER = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nf4": 4, "fp4": 4, "nvfp4": 4}
 
 
 @dataclass(frozen=True)

@@ -56,3 +56,53 @@ def test_transformers_generate_keeps_the_params_dtype():
     m = load_model("deepseek-v3").spec
     assert serving_weight_dtypes(m, Workload(mode="infer", engine="hf")) == ("bf16", "bf16")
     assert serving_weight_dtypes(m, Workload(mode="train")) == ("bf16", "bf16")
+
+
+def _modelopt(**q):
+    return {"quantization_config": {"quant_method": "modelopt", **q}}
+
+
+def test_a_modelopt_nvfp4_checkpoint_stores_its_routed_experts_in_nvfp4():
+    """nvidia/*-NVFP4 (ModelOpt; vLLM quantization/modelopt.py): NVFP4 where `ignore` does not keep the module.
+    The released files keep the attention (and the shared experts, routers, first dense layers) in bf16: the routed
+    experts take NVFP4 and the rest the model dtype, said in a warning; with nothing of the attention kept, both."""
+    released = _modelopt(quant_algo="NVFP4", ignore=["lm_head", "model.layers.0*", "model.layers.1.self_attn*",
+                                                      "model.layers.1.mlp.shared_experts*"])
+    fields = checkpoint_weight_fields(released)
+    assert fields["checkpoint_expert_weight_dtype"] == "nvfp4" and "checkpoint_weight_dtype" not in fields
+    assert "keeps the attention in the model dtype" in fields["_warnings"][0]
+    assert checkpoint_weight_fields(_modelopt(quant_algo="NVFP4", ignore=["lm_head"])) == {
+        "checkpoint_weight_dtype": "nvfp4", "checkpoint_expert_weight_dtype": "nvfp4"}
+    assert checkpoint_weight_fields(_modelopt(quant_algo="FP8", exclude_modules=["lm_head"])) == {
+        "checkpoint_weight_dtype": "fp8", "checkpoint_expert_weight_dtype": "fp8"}  # the older key
+    assert "not read" in checkpoint_weight_fields(_modelopt(quant_algo="W4A8_AWQ"))["_warnings"][0]
+    # MIXED_PRECISION (nvidia/Qwen3.6-35B-A3B-NVFP4): per layer; FP8 attention, NVFP4 experts and shared expert
+    mixed = _modelopt(quant_algo="MIXED_PRECISION", quantized_layers={
+        "model.layers.0.self_attn.q_proj": {"quant_algo": "FP8"}, "model.layers.0.mlp.experts": {"quant_algo":
+                                                                                                   "W4A16_NVFP4"},
+        "model.layers.0.mlp.shared_expert.up_proj": {"quant_algo": "W4A16_NVFP4"}})
+    fields = checkpoint_weight_fields(mixed)
+    assert (fields["checkpoint_weight_dtype"], fields["checkpoint_expert_weight_dtype"]) == ("fp8", "nvfp4")
+    assert "priced as the attention's" in fields["_warnings"][0]
+
+
+def test_nvfp4_weights_take_half_a_byte_and_an_fp8_scale_per_16():
+    from calculator.memory.inference import quantized_weight_bytes
+    assert quantized_weight_bytes(4096 * 1024, "nvfp4", 128) == 4096 * 1024 // 2 + 4096 * 1024 // 16
+    assert quantized_weight_bytes(4096 * 1024, "fp4", 128) == 4096 * 1024 // 2 + 4096 * 1024 // 32  # MXFP4
+
+
+def test_an_nvfp4_checkpoint_served_prices_its_experts_so():
+    from calculator.model.hf_config import spec_from_hf_config
+    raw = dict(load_model("qwen3-30b-a3b").raw)
+    raw["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                  "ignore": ["lm_head", "model.layers.*.self_attn*", "model.layers.*.mlp.gate"]}
+    mapped = spec_from_hf_config(raw)
+    assert any("ModelOpt NVFP4" in x for x in mapped.warnings)
+    w = Workload(mode="infer", engine="vllm", gpu="b200", seq_len=4096)
+    auto = estimate(mapped.spec, w, with_fits=False)
+    told = estimate(load_model("qwen3-30b-a3b").spec, w.model_copy(update={"expert_weight_dtype": "nvfp4"}),
+                    with_fits=False)
+    assert auto.serving.weights_bytes == told.serving.weights_bytes
+    bf16 = estimate(load_model("qwen3-30b-a3b").spec, w, with_fits=False)
+    assert bf16.serving.weights_bytes > 2.8 * auto.serving.weights_bytes  # the experts are ~95% of Qwen3-30B-A3B
