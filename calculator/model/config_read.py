@@ -283,9 +283,9 @@ def checkpoint_weight_fields(cfg: dict, fields: dict | None = None) -> dict:
     integrations/finegrained_fp8.py, vLLM model_executor/layers/quantization/fp8.py) keeps every decoder linear in
     fp8; "mxfp4" (gpt-oss: its modules_to_not_convert are attention, router, embeddings and head; transformers
     integrations/mxfp4.py) the routed experts in MXFP4; DeepSeek-V4's expert_dtype "fp4" its routed experts in
-    FP4; ModelOpt's NVFP4 / FP8 (modelopt_weight_fields). Other methods (AWQ, GPTQ, bitsandbytes,
-    compressed-tensors) stay with the workload's own quantization inputs: {} for them. With the mapper's `fields`,
-    those fields and these merged (their warnings kept together)."""
+    FP4; ModelOpt's and llm-compressor's NVFP4 / FP8 (modelopt_weight_fields, compressed_tensors_weight_fields).
+    Other methods (AWQ, GPTQ, bitsandbytes, integer compressed-tensors) stay with the workload's own quantization
+    inputs: {} for them. With the mapper's `fields`, those fields and these merged (their warnings kept together)."""
     q = cfg.get("quantization_config")
     method = q.get("quant_method") if isinstance(q, dict) else None
     out = {}
@@ -295,6 +295,8 @@ def checkpoint_weight_fields(cfg: dict, fields: dict | None = None) -> dict:
         out = {"checkpoint_expert_weight_dtype": "fp4"}
     elif method == "modelopt":
         out = modelopt_weight_fields(q)
+    elif method == "compressed-tensors":
+        out = compressed_tensors_weight_fields(q)
     if cfg.get("expert_dtype") == "fp4":
         out["checkpoint_expert_weight_dtype"] = "fp4"
     if fields is None:
@@ -342,12 +344,38 @@ def modelopt_weight_fields(q: dict) -> dict:
     if dtype is None:
         return {"_warnings": [f"ModelOpt quant_algo {algo!r} is not read: the weights are priced in the model dtype "
                               "unless the weight dtype inputs say otherwise"]}
+    return _outside_ignore(dtype, ignore, f"ModelOpt {algo}")
+
+
+def compressed_tensors_weight_fields(q: dict) -> dict:
+    """What an llm-compressor checkpoint stores (quant_method "compressed-tensors": RedHatAI's *-FP8-dynamic and
+    *-NVFP4 repositories; vLLM model_executor/layers/quantization/compressed_tensors/compressed_tensors.py): the
+    config group that targets "Linear" names the weights' format — 8-bit float is fp8 (its per-channel or
+    per-tensor scales not counted), 4-bit float in groups of 16 is nvfp4; integer formats (W4A16, W8A8) stay with
+    the workload's quantization inputs. The modules `ignore` names stay in the model dtype, as ModelOpt's."""
+    groups = q.get("config_groups")
+    formats = set()
+    for g in (groups.values() if isinstance(groups, dict) else ()):
+        w = g.get("weights") if isinstance(g, dict) else None
+        if isinstance(w, dict) and "Linear" in (g.get("targets") or ()) and w.get("type") == "float":
+            formats.add("fp8" if w.get("num_bits") == 8 else "nvfp4" if (w.get("num_bits"), w.get("group_size")) ==
+                        (4, 16) else None)
+    if len(formats) != 1 or None in formats:
+        return {}
+    ignore = q.get("ignore")
+    ignore = [p for p in ignore if isinstance(p, str)] if isinstance(ignore, list) else []
+    return _outside_ignore(formats.pop(), ignore, "compressed-tensors")
+
+
+def _outside_ignore(dtype: str, ignore: list[str], what: str) -> dict:
+    """The stored dtypes of a checkpoint whose linears are `dtype` outside its ignore patterns: all of them, or the
+    routed experts alone when a pattern keeps the attention (with a warning)."""
     if not any("attn" in p for p in ignore):
         return {"checkpoint_weight_dtype": dtype, "checkpoint_expert_weight_dtype": dtype}
     return {"checkpoint_expert_weight_dtype": dtype,
-            "_warnings": [f"ModelOpt {algo}: its ignore list keeps the attention in the model dtype, so every "
-                          f"non-expert decoder linear is priced so and the routed experts in {dtype}; a dense MLP "
-                          "or shared expert the file quantizes is over-counted"]}
+            "_warnings": [f"{what}: its ignore list keeps the attention in the model dtype, so every non-expert "
+                          f"decoder linear is priced so and the routed experts in {dtype}; a dense MLP or shared "
+                          "expert the file quantizes is over-counted"]}
 
 
 def router_group_fields(cfg: dict, experts: int) -> dict:

@@ -106,3 +106,26 @@ def test_an_nvfp4_checkpoint_served_prices_its_experts_so():
     assert auto.serving.weights_bytes == told.serving.weights_bytes
     bf16 = estimate(load_model("qwen3-30b-a3b").spec, w, with_fits=False)
     assert bf16.serving.weights_bytes > 2.8 * auto.serving.weights_bytes  # the experts are ~95% of Qwen3-30B-A3B
+
+
+def _compressed(weights: dict, ignore: list, fmt: str) -> dict:
+    return {"quantization_config": {"quant_method": "compressed-tensors", "format": fmt, "ignore": ignore,
+                                    "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}}
+
+
+def test_an_llm_compressor_checkpoint_names_its_float_formats():
+    """RedHatAI/*-FP8-dynamic (8-bit float weights per channel) and *-NVFP4 (4-bit float in groups of 16):
+    compressed-tensors' config group for "Linear"; integer W4A16 stays with the workload's inputs."""
+    fp8 = _compressed({"num_bits": 8, "type": "float", "strategy": "channel"}, ["lm_head"], "float-quantized")
+    assert checkpoint_weight_fields(fp8) == {"checkpoint_weight_dtype": "fp8", "checkpoint_expert_weight_dtype": "fp8"}
+    nvfp4 = _compressed({"num_bits": 4, "type": "float", "group_size": 16, "strategy": "tensor_group"},
+                        ["lm_head", "re:.*mlp.gate$"], "nvfp4-pack-quantized")
+    assert checkpoint_weight_fields(nvfp4) == {"checkpoint_weight_dtype": "nvfp4",
+                                               "checkpoint_expert_weight_dtype": "nvfp4"}
+    kept = _compressed({"num_bits": 4, "type": "float", "group_size": 16}, ["lm_head", "re:.*self_attn.*"],
+                       "nvfp4-pack-quantized")
+    assert checkpoint_weight_fields(kept)["checkpoint_expert_weight_dtype"] == "nvfp4"
+    assert "checkpoint_weight_dtype" not in checkpoint_weight_fields(kept)
+    w4a16 = _compressed({"num_bits": 4, "type": "int", "group_size": 128, "strategy": "group"}, ["lm_head"],
+                        "pack-quantized")
+    assert checkpoint_weight_fields(w4a16) == {}
