@@ -86,6 +86,10 @@ VERIFIED_TOTALS = {
     "qwen3-coder-480b-a35b": 480_154_875_392,
     "qwen3-next-80b-a3b": 79_674_391_296,
     "qwen3-vl-235b-a22b": 235_093_634_560,
+    "qwen3-vl-2b": 1_720_574_976,
+    "qwen3-vl-30b-a3b": 30_532_122_624,
+    "qwen3-vl-32b": 32_762_123_264,
+    "qwen3-vl-4b": 4_022_468_096,
     "qwen3-vl-8b": 8_190_735_360,
     "qwen3.5-122b-a10b": 122_111_526_912,
     "qwen3.5-27b": 26_895_998_464,
@@ -103,7 +107,8 @@ REQUIRED = (
 )
 MULTIMODAL = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "llama-4-scout", "qwen3.5-27b", "qwen3.5-35b-a3b",
               "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3.6-35b-a3b",
-              "gemma-4-26b-a4b", "qwen3-vl-8b", "qwen3-vl-235b-a22b"}  # each warns that its vision tower is priced apart (tests/model/test_vision.py)
+              "gemma-4-26b-a4b", "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b",
+              "qwen3-vl-235b-a22b"}  # each warns that its vision tower is priced apart (tests/model/test_vision.py)
 IDS = [m.id for m in list_models()]
 
 
