@@ -310,7 +310,7 @@ def kind_params(m: ModelSpec, kind: LayerKind) -> LayerParams:
 def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
     """Every parameter tensor's shape (tied embeddings once), for optimizers whose state depends on shapes."""
     h = m.hidden_size
-    shapes: list[Shape] = [(m.vocab_size, h)]
+    shapes: list[Shape] = [(m.embedding_vocab_size, h)]
     if m.learned_position_embeddings:
         shapes.append((m.learned_position_embeddings, h))
     kinds = {kind: [s for _, group in kind_shapes(m, kind) for s in group] for kind, _ in layer_kinds(m)}
@@ -330,7 +330,7 @@ def _layer_linears(m: ModelSpec):
 def count_parameters(m: ModelSpec) -> ParameterCounts:
     """Parameter counts of the whole model, module by module."""
     h = m.hidden_size
-    embedding = m.vocab_size * h + m.learned_position_embeddings * h
+    embedding = m.embedding_vocab_size * h + m.learned_position_embeddings * h
     outer = list(m.variant.outer_tensors) if m.variant is not None else []  # hook (issue 21): with the embedding
     embedding += numel(outer)
     # Identical layers share one LayerParams (a 10,000-layer model: 80 kB of references, not 2.4 MB of objects
@@ -358,7 +358,8 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
 def largest_tensor(m: ModelSpec) -> int:
     """Elements of the largest parameter tensor (what a for-loop optimizer step allocates temporaries for)."""
     h = m.hidden_size
-    shapes = [(m.vocab_size, h), (m.learned_position_embeddings, h)] + final_norm_shapes(m) + lm_head_shapes(m)
+    shapes = [(m.embedding_vocab_size, h), (m.learned_position_embeddings, h)] + final_norm_shapes(m) + \
+        lm_head_shapes(m)
     if m.variant is not None:  # hook (issue 21): tensors outside the layers
         shapes += m.variant.outer_tensors
     shapes += [s for kind, _ in layer_kinds(m) for _, group in kind_shapes(m, kind) for s in group]

@@ -81,6 +81,9 @@ class ModelSpec(HashedOnce):
     head_dim: int | None = Field(default=None, gt=0, le=B.MAX_HEAD_DIM, strict=True)
     intermediate_size: int = Field(gt=0, le=B.MAX_FFN, strict=True)
     vocab_size: int = Field(gt=0, le=B.MAX_VOCAB, strict=True)
+    # rows of the input embedding where they are not vocab_size (Molmo2: vocab_size + additional_vocab_size; its
+    # lm_head has vocab_size): ModelSpec.embedding_vocab_size
+    embedding_rows: int | None = Field(default=None, gt=0, le=2 * B.MAX_VOCAB, strict=True)
     tie_word_embeddings: bool = False
 
     # Block details that change parameter counts or saved activations.
@@ -268,6 +271,11 @@ class ModelSpec(HashedOnce):
     @property
     def expert_intermediate_size(self) -> int:
         return self.moe_intermediate_size or self.intermediate_size
+
+    @property
+    def embedding_vocab_size(self) -> int:
+        """Rows of the input embedding (the head's vocab_size unless embedding_rows says otherwise)."""
+        return self.embedding_rows or self.vocab_size
 
     @property
     def expert_hidden_size(self) -> int:

@@ -337,6 +337,7 @@ def head_backward(m: ModelSpec, d: Dims, e_w: float, vocab_local: int, frozen: b
            lm,
            backward_of(R.norms("Final norm", T * h, e, norm_kind(m), 1)._replace(host_ops=0, bwd_host_ops=0))]
     if not frozen:
-        ops.append(Op("Embedding", "backward", "elementwise", 0.0, b_grad * m.vocab_size * h / d.tp + 2 * e * T * h,
+        rows = m.embedding_vocab_size
+        ops.append(Op("Embedding", "backward", "elementwise", 0.0, b_grad * rows * h / d.tp + 2 * e * T * h,
                       0, "zero the V×h gradient, scatter-add T rows", "hf-llama"))
     return ops

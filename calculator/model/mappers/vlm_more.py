@@ -52,16 +52,14 @@ def map_molmo2_text(cfg: dict) -> dict:
     (qk_norm_type "qwen3") or over the whole projection as OLMo-2's (qk_norm_type "olmo", VariantSpec.qk_norm_layout
     "full_width"); norm_after moves each layer's two norms onto the sublayer outputs (post-norm, as OLMo-2's: the
     same tensors and, per norm, the same saved copies). Molmo2ForConditionalGeneration declares no tied weights: its
-    lm_head is never tied. Its embedding has vocab_size + additional_vocab_size rows where lm_head has vocab_size:
-    only additional_vocab_size 0 is a ModelSpec (one vocab_size for both). Layers outside rope_scaling_layers rotate
+    lm_head is never tied. Its embedding has vocab_size + additional_vocab_size rows where lm_head has vocab_size
+    (ModelSpec.embedding_rows). Layers outside rope_scaling_layers rotate
     with an unscaled copy of the cos / sin tables (a second shared table, 2·s·head_dim more: warned). In training
     its SDPA layers always get a mask (MOLMO2_SDPA_WARNING)."""
     f = common_fields(cfg)
     extra = get_int(cfg, "additional_vocab_size", default=128, lo=0, hi=B.MAX_VOCAB)
-    if extra:
-        raise ConfigError(f"additional_vocab_size: Molmo2's embedding has vocab_size + additional_vocab_size "
-                          f"({f['vocab_size']} + {extra}) rows where its lm_head has vocab_size; the calculator "
-                          f"has one vocab_size for both (an embedding wider than the head is not modelled)")
+    if extra:  # Molmo2TextModel.embed_tokens: one nn.Embedding of vocab_size + additional_vocab_size rows
+        f["embedding_rows"] = f["vocab_size"] + extra
     qk = get_str(cfg, "qk_norm_type", default="qwen3")
     if qk not in MOLMO2_QK_NORMS:
         raise ConfigError(f"qk_norm_type: Molmo2Attention knows {', '.join(MOLMO2_QK_NORMS)}, got {qk!r}")

@@ -117,12 +117,16 @@ def test_an_outer_text_config_without_its_model_type_is_still_refused(outer):
         spec_from_hf_config(written)
 
 
-def test_molmo2_extra_vocabulary_rows_are_refused_by_name():
-    """Molmo2TextModel's embedding has vocab_size + additional_vocab_size rows (default 128), its lm_head vocab_size:
-    the engine's one vocab_size cannot say both, and the refusal names the field."""
-    written = _default_written("molmo2")
-    with pytest.raises(ConfigError, match="^additional_vocab_size: .*151936 \\+ 128"):
-        spec_from_hf_config(written)
+@pytest.mark.parametrize("extra", [128, 7])
+def test_molmo2_extra_vocabulary_rows_widen_the_embedding_not_the_head(extra):
+    """Molmo2TextModel's embedding has vocab_size + additional_vocab_size rows (default 128; every released config
+    has some), its lm_head vocab_size (ModelSpec.embedding_rows): counted as the real model builds them."""
+    written, config = written_config("molmo2", additional_vocab_size=extra)
+    assert engine_counts(written) == real_counts(config)
+    spec = spec_from_hf_config(written).spec
+    assert (spec.embedding_vocab_size, spec.vocab_size) == (100 + extra, 100)
+    default = spec_from_hf_config(_default_written("molmo2")).spec
+    assert (default.embedding_rows, default.vocab_size) == (151936 + 128, 151936)
 
 
 def test_molmo2_never_ties_its_head():
