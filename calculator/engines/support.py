@@ -62,18 +62,18 @@ def check(m, w) -> str:
     if found is None or found[1] == "native":
         return ""
     cls, st = found
-    label, _, _, removed = _ENGINES[w.engine]
+    engine, _, _, removed = _ENGINES[w.engine]
     if st == "removed":
-        raise InputError("engine", f"{label} cannot load {cls}: vLLM dropped it after v{removed[cls]} "
-                                   "(registry.py _PREVIOUSLY_SUPPORTED_MODELS); pick --engine sglang or hf")
+        raise InputError("engine", f"{engine} cannot load {cls}: vLLM dropped it after v{removed[cls]} "
+                                   "(registry.py _PREVIOUSLY_SUPPORTED_MODELS); pick another --engine, or hf")
     if st == "refused":
-        raise InputError("engine", f"{label} has no implementation of {cls}, and its Transformers backend does not "
+        raise InputError("engine", f"{engine} has no implementation of {cls}, and its Transformers backend does not "
                                    "take it (the transformers class does not support custom attention backends); "
                                    "pick another --engine, or hf")
     mixers = _stateful(m)
     if mixers:
-        raise InputError("engine", f"{label} has no implementation of {cls}; its Transformers backend gives every "
+        raise InputError("engine", f"{engine} has no implementation of {cls}; its Transformers backend gives every "
                                    f"layer an attention KV cache, which the model's {'/'.join(mixers)} layers do "
                                    "not have; pick another --engine, or hf")
-    return (f"{label} has no implementation of {cls}: it runs through its Transformers backend (transformers' "
+    return (f"{engine} has no implementation of {cls}: it runs through its Transformers backend (transformers' "
             "modeling code with the engine's attention and KV cache); the pool is sized as for a native model")
