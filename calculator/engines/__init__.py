@@ -17,7 +17,7 @@ from calculator.engines.common import Serving, engine_weight_bytes
 from calculator.core.errors import InputError
 from calculator.core.fit import planned_fit
 from calculator.core.result import Fit, StageEstimate, Term
-from calculator.memory.inference import serving_weight_dtypes
+from calculator.memory.inference import serving_mlp_weight_dtype, serving_weight_dtypes
 
 ENGINES = {"vllm": vllm, "sglang": sglang}
 ENGINE_LABELS = {"hf": "transformers generate()", "vllm": "vLLM", "sglang": "SGLang"}
@@ -190,12 +190,15 @@ def budgets(m, w, shards, gpu) -> tuple[list[Serving], int]:
 
 def checkpoint_weights_note(m, w) -> str:
     """What the weights were priced in when the checkpoint's quantization chose it (serving_weight_dtypes)."""
-    if w.weight_dtype is not None or not (m.checkpoint_weight_dtype
+    if w.weight_dtype is not None or not (m.checkpoint_weight_dtype or m.checkpoint_mlp_weight_dtype
                                           or (w.expert_weight_dtype is None and m.checkpoint_expert_weight_dtype)):
         return ""
     wdt, edt = serving_weight_dtypes(m, w)
+    mdt = serving_mlp_weight_dtype(m, w)
+    mlp = f", dense MLPs and shared experts {mdt}" if mdt != wdt else ""
     return (f"weights as the checkpoint stores them (its quantization_config), which {ENGINE_LABELS[w.engine]} "
-            f"loads as they are: decoder linears {wdt}, routed experts {edt}; the weight dtype inputs price others")
+            f"loads as they are: decoder linears {wdt}{mlp}, routed experts {edt}; the weight dtype inputs price "
+            "others")
 
 
 def fit_cards(m, w, shards, gpus, needed=None, only: frozenset | None = None) -> tuple[Fit, ...]:

@@ -164,10 +164,13 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
     shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share of what TP
     splits (what every TP rank keeps whole, LayerParams.tp_replicated, it holds once either way)."""
     wdt, edt = inf.serving_weight_dtypes(m, w)
+    mdt = inf.serving_mlp_weight_dtype(m, w)
     experts = shard.experts
-    other_linear = shard.layer_linear - experts
+    mlp = mlp_linear(m, shard.first_layer, shard.last_layer, w.parallel.tp) if mdt != wdt else 0
+    other_linear = shard.layer_linear - experts - mlp
     rest = shard.total - shard.layer_linear
     total = (inf.quantized_weight_bytes(other_linear, wdt, w.quant_group_size, w.quant_method)
+             + inf.quantized_weight_bytes(mlp, mdt, w.quant_group_size, w.quant_method)
              + inf.quantized_weight_bytes(experts, edt, w.quant_group_size, w.quant_method)
              + nbytes(rest, w.precision.params))
     if attention_dp > 1:
@@ -177,6 +180,14 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
         total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)
     # cos/sin caches per process, shared by the layers; a vision-language model's tower on the first stage
     return total + rope_cache_bytes(m, w.engine) + towers.tower_weight_bytes(m, w, shard, attention_tp(w))
+
+
+def mlp_linear(m: ModelSpec, first: int, last: int, tp: int) -> int:
+    """The dense MLPs' and shared experts' parameters of layers [first, last) on one of `tp` ranks (what a
+    checkpoint may store in their own dtype: ModelSpec.checkpoint_mlp_weight_dtype)."""
+    from calculator.model.parameters import count_parameters, kind_counts
+    return sum(n * -(-(layer.mlp + layer.shared_experts) // tp)
+               for layer, n in kind_counts(count_parameters(m).layers[first:last]))
 
 
 def kv_token_bytes(m: ModelSpec, kv_heads: int, kv_dtype: str) -> int:

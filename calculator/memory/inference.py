@@ -39,6 +39,16 @@ def serving_weight_dtypes(m: ModelSpec, w) -> tuple[str, str]:
     return wdt, w.expert_weight_dtype or getattr(m, "checkpoint_expert_weight_dtype", None) or wdt
 
 
+def serving_mlp_weight_dtype(m: ModelSpec, w) -> str:
+    """The dense MLPs' and shared experts' dtype of an inference job: the decoder linears' (serving_weight_dtypes),
+    unless a serving engine loads a checkpoint that stores them otherwise (ModelSpec.checkpoint_mlp_weight_dtype) and
+    the workload gives no weight dtype."""
+    wdt = serving_weight_dtypes(m, w)[0]
+    if w.weight_dtype or not (w.mode == "infer" and w.engine in SERVING_ENGINES):
+        return wdt
+    return getattr(m, "checkpoint_mlp_weight_dtype", None) or wdt
+
+
 def quantized_weight_bytes(n_params: int, dtype: str, group_size: int, method: str = "awq") -> int:
     """Quantized weights: N × bits/8 plus one scale (and zero point) per group of `group_size` elements
     (AWQ/GPTQ int4: fp16 scale + 4-bit zero = 2.5 B per group; GPTQ int8: fp16 scale + 8-bit zero = 3 B;

@@ -330,15 +330,13 @@ def modelopt_weight_fields(q: dict) -> dict:
         rest = {a for n, a in algos if "attn" not in n and ("experts" not in n or "shared" in n)
                 and "lm_head" not in n}
         out = {}
-        if len(experts) == 1 and next(iter(experts)) in MODELOPT_DTYPES:
-            out["checkpoint_expert_weight_dtype"] = MODELOPT_DTYPES[next(iter(experts))]
-        if len(attention) == 1 and next(iter(attention)) in MODELOPT_DTYPES:
-            out["checkpoint_weight_dtype"] = MODELOPT_DTYPES[next(iter(attention))]
-        if rest - attention:
-            out["_warnings"] = [f"ModelOpt mixed precision: the attention is stored in {'/'.join(sorted(attention))} "
-                                f"and the other non-expert linears (dense MLPs, shared experts) in "
-                                f"{'/'.join(sorted(rest - attention))}; every non-expert decoder linear is priced "
-                                f"as the attention's"]
+        for key, found in (("checkpoint_expert_weight_dtype", experts), ("checkpoint_weight_dtype", attention),
+                           ("checkpoint_mlp_weight_dtype", rest)):
+            if len(found) == 1 and next(iter(found)) in MODELOPT_DTYPES:
+                out[key] = MODELOPT_DTYPES[next(iter(found))]
+        if len(rest) > 1:
+            out["_warnings"] = [f"ModelOpt mixed precision: the dense MLPs and shared experts are stored in "
+                                f"{'/'.join(sorted(rest))}; priced in the model dtype"]
         return out
     dtype = MODELOPT_DTYPES.get(algo) if isinstance(algo, str) else None
     if dtype is None:
@@ -368,14 +366,17 @@ def compressed_tensors_weight_fields(q: dict) -> dict:
 
 
 def _outside_ignore(dtype: str, ignore: list[str], what: str) -> dict:
-    """The stored dtypes of a checkpoint whose linears are `dtype` outside its ignore patterns: all of them, or the
-    routed experts alone when a pattern keeps the attention (with a warning)."""
+    """The stored dtypes of a checkpoint whose linears are `dtype` outside its ignore patterns: all of them; where a
+    pattern keeps the attention, the rest (the dense MLPs and shared experts too, unless a pattern names an MLP or
+    a shared expert: then they are priced with the attention, which a warning says)."""
     if not any("attn" in p for p in ignore):
         return {"checkpoint_weight_dtype": dtype, "checkpoint_expert_weight_dtype": dtype}
+    if not any(k in p for p in ignore for k in ("mlp", "shared_expert", "ffn")):
+        return {"checkpoint_expert_weight_dtype": dtype, "checkpoint_mlp_weight_dtype": dtype}
     return {"checkpoint_expert_weight_dtype": dtype,
-            "_warnings": [f"{what}: its ignore list keeps the attention in the model dtype, so every non-expert "
-                          f"decoder linear is priced so and the routed experts in {dtype}; a dense MLP or shared "
-                          "expert the file quantizes is over-counted"]}
+            "_warnings": [f"{what}: its ignore list keeps the attention and some MLPs or shared experts in the model "
+                          f"dtype, so every non-expert decoder linear is priced so and the routed experts in {dtype}; "
+                          "an MLP or shared expert the file quantizes is over-counted"]}
 
 
 def router_group_fields(cfg: dict, experts: int) -> dict:

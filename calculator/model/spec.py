@@ -121,6 +121,9 @@ class ModelSpec(HashedOnce):
     # model dtype), which a serving engine loads as they are (memory.inference.serving_weight_dtypes)
     checkpoint_weight_dtype: Dtype | None = None
     checkpoint_expert_weight_dtype: Dtype | None = None
+    # the dense MLPs' and shared experts' where the checkpoint stores them otherwise than its other non-expert
+    # linears (ModelOpt NVFP4 files that keep the attention in bf16 and quantize the MLPs)
+    checkpoint_mlp_weight_dtype: Dtype | None = None
     dense_layer_indices: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen-MoE mlp_only_layers
     router_bias: bool = False
     expert_bias: bool = False  # GPT-OSS experts carry biases

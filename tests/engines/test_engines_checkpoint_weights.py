@@ -70,7 +70,7 @@ def test_a_modelopt_nvfp4_checkpoint_stores_its_routed_experts_in_nvfp4():
                                                       "model.layers.1.mlp.shared_experts*"])
     fields = checkpoint_weight_fields(released)
     assert fields["checkpoint_expert_weight_dtype"] == "nvfp4" and "checkpoint_weight_dtype" not in fields
-    assert "keeps the attention in the model dtype" in fields["_warnings"][0]
+    assert "keeps the attention and some MLPs or shared experts in the model dtype" in fields["_warnings"][0]
     assert checkpoint_weight_fields(_modelopt(quant_algo="NVFP4", ignore=["lm_head"])) == {
         "checkpoint_weight_dtype": "nvfp4", "checkpoint_expert_weight_dtype": "nvfp4"}
     assert checkpoint_weight_fields(_modelopt(quant_algo="FP8", exclude_modules=["lm_head"])) == {
@@ -81,9 +81,8 @@ def test_a_modelopt_nvfp4_checkpoint_stores_its_routed_experts_in_nvfp4():
         "model.layers.0.self_attn.q_proj": {"quant_algo": "FP8"}, "model.layers.0.mlp.experts": {"quant_algo":
                                                                                                    "W4A16_NVFP4"},
         "model.layers.0.mlp.shared_expert.up_proj": {"quant_algo": "W4A16_NVFP4"}})
-    fields = checkpoint_weight_fields(mixed)
-    assert (fields["checkpoint_weight_dtype"], fields["checkpoint_expert_weight_dtype"]) == ("fp8", "nvfp4")
-    assert "priced as the attention's" in fields["_warnings"][0]
+    assert checkpoint_weight_fields(mixed) == {"checkpoint_weight_dtype": "fp8", "checkpoint_expert_weight_dtype":
+                                               "nvfp4", "checkpoint_mlp_weight_dtype": "nvfp4"}
 
 
 def test_nvfp4_weights_take_half_a_byte_and_an_fp8_scale_per_16():
@@ -124,8 +123,32 @@ def test_an_llm_compressor_checkpoint_names_its_float_formats():
                                                "checkpoint_expert_weight_dtype": "nvfp4"}
     kept = _compressed({"num_bits": 4, "type": "float", "group_size": 16}, ["lm_head", "re:.*self_attn.*"],
                        "nvfp4-pack-quantized")
-    assert checkpoint_weight_fields(kept)["checkpoint_expert_weight_dtype"] == "nvfp4"
-    assert "checkpoint_weight_dtype" not in checkpoint_weight_fields(kept)
+    assert checkpoint_weight_fields(kept) == {"checkpoint_expert_weight_dtype": "nvfp4",
+                                              "checkpoint_mlp_weight_dtype": "nvfp4"}
     w4a16 = _compressed({"num_bits": 4, "type": "int", "group_size": 128, "strategy": "group"}, ["lm_head"],
                         "pack-quantized")
     assert checkpoint_weight_fields(w4a16) == {}
+
+
+def test_a_dense_nvfp4_checkpoint_with_its_attention_kept_prices_its_mlps_in_nvfp4():
+    """nvidia/Gemma-4-31B-IT-NVFP4's ignore list names each layer's self_attn and no MLP: the attention stays bf16,
+    the MLPs are NVFP4 (ModelSpec.checkpoint_mlp_weight_dtype), each priced so, per GPU under TP."""
+    from calculator.engines.common import mlp_linear
+    from calculator.memory.inference import quantized_weight_bytes
+    from calculator.memory.parallel import stage_shards
+    from calculator.model.hf_config import spec_from_hf_config
+    raw = dict(load_model("qwen3-8b").raw)
+    raw["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                  "ignore": ["lm_head"] + [f"model.layers.{i}.self_attn*" for i in range(36)]}
+    mapped = spec_from_hf_config(raw)
+    m = mapped.spec
+    assert (m.checkpoint_weight_dtype, m.checkpoint_mlp_weight_dtype) == (None, "nvfp4") and not mapped.warnings
+    w = Workload(mode="infer", engine="vllm", gpu="b200", seq_len=4096, parallel={"tp": 2})
+    got = estimate(m, w, with_fits=False)
+    shard = stage_shards(m, w.parallel)[0]
+    mlp = mlp_linear(m, 0, 36, 2)
+    assert mlp == 36 * 3 * 4096 * 12288 // 2
+    bf16 = estimate(load_model("qwen3-8b").spec, w, with_fits=False)
+    assert bf16.serving.weights_bytes - got.serving.weights_bytes == 2 * mlp - quantized_weight_bytes(mlp, "nvfp4", 16)
+    assert shard.layer_linear > mlp
+    assert "dense MLPs and shared experts nvfp4" in next(n for n in got.assumptions if "checkpoint stores" in n)
