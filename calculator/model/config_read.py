@@ -340,8 +340,8 @@ def modelopt_weight_fields(q: dict) -> dict:
         return out
     dtype = MODELOPT_DTYPES.get(algo) if isinstance(algo, str) else None
     if dtype is None:
-        return {"_warnings": [f"ModelOpt quant_algo {algo!r} is not read: the weights are priced in the model dtype "
-                              "unless the weight dtype inputs say otherwise"]}
+        return {"_warnings": [f"ModelOpt quant_algo {str(algo)[:40]!r} is not read: the weights are priced in the "
+                              "model dtype unless the weight dtype inputs say otherwise"]}
     return _outside_ignore(dtype, ignore, f"ModelOpt {algo}")
 
 
@@ -355,7 +355,8 @@ def compressed_tensors_weight_fields(q: dict) -> dict:
     formats = set()
     for g in (groups.values() if isinstance(groups, dict) else ()):
         w = g.get("weights") if isinstance(g, dict) else None
-        if isinstance(w, dict) and "Linear" in (g.get("targets") or ()) and w.get("type") == "float":
+        targets = g.get("targets") if isinstance(g, dict) else None
+        if isinstance(w, dict) and isinstance(targets, list) and "Linear" in targets and w.get("type") == "float":
             formats.add("fp8" if w.get("num_bits") == 8 else "nvfp4" if (w.get("num_bits"), w.get("group_size")) ==
                         (4, 16) else None)
     if len(formats) != 1 or None in formats:

@@ -152,3 +152,17 @@ def test_a_dense_nvfp4_checkpoint_with_its_attention_kept_prices_its_mlps_in_nvf
     assert bf16.serving.weights_bytes - got.serving.weights_bytes == 2 * mlp - quantized_weight_bytes(mlp, "nvfp4", 16)
     assert shard.layer_linear > mlp
     assert "dense MLPs and shared experts nvfp4" in next(n for n in got.assumptions if "checkpoint stores" in n)
+
+
+@pytest.mark.parametrize("q", [
+    {"quant_method": "modelopt", "quant_algo": ["NVFP4"] * 1000, "ignore": "lm_head"},
+    {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": [1, 2]},
+    {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": {"a.experts": 3}},
+    {"quant_method": "compressed-tensors", "config_groups": [1]},
+    {"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": 5, "weights": {"type": "float"}}}},
+    {"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": ["Linear"], "weights": "fp8"}}},
+])
+def test_a_malformed_quantization_config_is_read_as_nothing_not_a_traceback(q):
+    fields = checkpoint_weight_fields({"quantization_config": q})
+    assert not {k for k in fields if k.startswith("checkpoint_")}
+    assert all(len(w) < 300 for w in fields.get("_warnings", ()))
