@@ -128,7 +128,8 @@ def mutate_config(rng: random.Random, cfg: dict, types: tuple[str, ...] | None =
     for _ in range(rng.randint(1, 4)):
         keys = list(target) or ["hidden_size"]
         key = rng.choice(keys + ["model_type", "num_local_experts", "layer_types", "sliding_window",
-                                 "decoder_sparse_step", "interleave_moe_layer_step", "num_experts_per_tok"])
+                                 "decoder_sparse_step", "interleave_moe_layer_step", "num_experts_per_tok",
+                                 "architectures", "quantization_config", "moe_latent_size", "additional_vocab_size"])
         r = rng.random()
         if r < 0.5:
             target[key] = rng.choice(HOSTILE)

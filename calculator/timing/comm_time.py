@@ -187,7 +187,8 @@ def group_hit_probability(top_k, nodes, groups: int, group_topk: int):
     miss = np.ones_like(nodes)
     for i in range(m):  # hypergeometric: none of the node's q groups among the M chosen
         miss = miss * np.clip((g - q - i) / (g - i), 0.0, 1.0)
-    spread = (m / g) * (1 - (1 - g / nodes) ** (np.asarray(top_k, dtype=np.float64) / m))
+    # used where nodes > g only; clipped so that the other entries raise no invalid-power warning
+    spread = (m / g) * (1 - np.clip(1 - g / nodes, 0.0, 1.0) ** (np.asarray(top_k, dtype=np.float64) / m))
     return np.where(nodes > g, spread, 1 - miss)
 
 
