@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from calculator.core.errors import InputError
 from calculator.engines import native_types as T
-from calculator.model.architectures import SOFTMAX_ATTENTION, label
+from calculator.model.architectures import SOFTMAX_ATTENTION, label, mixer, with_attention
 
 _ENGINES = {"vllm": ("vLLM 0.33.0", T.VLLM_NATIVE, T.VLLM_TRANSFORMERS, T.VLLM_REMOVED),
             "sglang": ("SGLang 0.5.23", T.SGLANG_NATIVE, T.SGLANG_TRANSFORMERS, {})}
@@ -49,10 +49,12 @@ def served_class(m, engine: str) -> tuple[str, str] | None:
 
 
 def _stateful(m) -> list[str]:
-    """The mixer kinds of `m` beyond softmax attention (state-space, linear attention, short convolutions, DSA's
-    indexer), by their labels."""
+    """The mixer kinds of `m` that keep more than an attention KV cache, by their labels: a state per sequence
+    (state-space, linear attention, short convolutions), a cache of their own (DSA's indexer keys, compressed
+    attention), or no KV at all. Attention laid out otherwise (Gemma 3n / 4's layers) is attention to the backend."""
     kinds = {m.layer_kind(i).mixer for i in range(m.num_hidden_layers)} - set(SOFTMAX_ATTENTION) - {"none"}
-    return sorted(label(k) for k in kinds)
+    return sorted(label(k) for k in kinds if not with_attention(k) or any(
+        hasattr(mixer(k), a) for a in ("serving_state", "kv_bytes_per_token", "cache_bytes")))
 
 
 def check(m, w) -> str:

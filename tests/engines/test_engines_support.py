@@ -116,3 +116,15 @@ def test_the_planner_refuses_once_what_the_engine_cannot_load():
     with pytest.raises(InputError, match="SGLang 0.5.23 has no implementation of OlmoHybridForCausalLM"):
         plans_for(m, _serve("sglang"), 8, get_gpu("h200").usable_bytes)
     assert plans_for(m, _serve("vllm"), 8, get_gpu("h200").usable_bytes)
+
+
+def test_attention_laid_out_otherwise_is_attention_to_the_transformers_backend():
+    """Gemma 4 unified's layers (the gemma_next kind: softmax attention with shared KV) have no vLLM / SGLang model
+    of their own and go through the Transformers backend with a note; MiniMax-01's lightning layers keep a state
+    per sequence and are refused there."""
+    gemma = _written("gemma4_unified_text")
+    assert support.served_class(gemma, "vllm")[1] == "transformers"
+    assert "Transformers backend" in support.check(gemma, _serve("vllm"))
+    minimax = _written("minimax")
+    with pytest.raises(InputError, match="MiniMax lightning attention layers do not have"):
+        support.check(minimax, _serve("sglang"))
