@@ -19,6 +19,13 @@ REMOTE_WHY = ("remote code (QWenLMHeadModel, the checkpoint's modeling_qwen.py) 
               "layer to run; parameters counted on the modules modeling_qwen.py builds")
 
 
+# PyTorch's CPU SDPA runs its FlashAttention kernel only for equal q, k and v head dims (aten/src/ATen/native/
+# transformers/sdp_utils_cpp.cpp check_head_dim_size_cpp), else the math path, which keeps the attention
+# probabilities; CUDA runs its memory-efficient kernel for MLA's narrower v (the one the engine prices)
+CPU_MATH_WHY = ("the CPU's SDPA runs its math path for MLA's unequal q·k and v head dims (sdp_utils_cpp.cpp "
+                "check_head_dim_size_cpp); CUDA runs the memory-efficient kernel the engine prices")
+
+
 def _short(e: BaseException) -> str:
     text = f"{type(e).__name__}: {e}".strip().splitlines()[0]
     return text[:240]
@@ -58,6 +65,8 @@ def row(model_type: str) -> dict:
                 out["activations"][kind] = result
             elif result.get("traced") and out["activations"].get(kind, {}).get("traced"):
                 out["activations"][kind]["sdpa"] = {k: result[k] for k in ("engine", "measured", "error_pct")}
+                if spec.is_mla and spec.head_size != spec.v_head_size and kind.startswith(("mla", "dsa")):
+                    out["activations"][kind]["sdpa"]["not_comparable"] = CPU_MATH_WHY
     try:
         with M.time_box(TIME_BOX_S):
             out["cache"] = M.cache(src, spec)
