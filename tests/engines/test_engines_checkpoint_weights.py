@@ -166,3 +166,24 @@ def test_a_malformed_quantization_config_is_read_as_nothing_not_a_traceback(q):
     fields = checkpoint_weight_fields({"quantization_config": q})
     assert not {k for k in fields if k.startswith("checkpoint_")}
     assert all(len(w) < 300 for w in fields.get("_warnings", ()))
+
+
+def test_the_nvfp4_presets_serve_as_their_checkpoints_store_them():
+    """nvidia/Gemma-4-31B-IT-NVFP4 (dense: its 20.8B MLP weights NVFP4, its 8.5B attention bf16) and
+    nvidia/Qwen3.5-397B-A17B-NVFP4 (routed experts NVFP4): vLLM loads them so unless a weight dtype is given."""
+    from calculator.engines.common import mlp_linear
+    from calculator.memory.inference import quantized_weight_bytes
+    gemma = load_model("gemma-4-31b-it-nvfp4").spec
+    assert (gemma.checkpoint_weight_dtype, gemma.checkpoint_mlp_weight_dtype) == (None, "nvfp4")
+    w = Workload(mode="infer", engine="vllm", gpu="b200", seq_len=4096)
+    auto, bf16 = (estimate(gemma, w.model_copy(update=kw), with_fits=False) for kw in ({}, {"weight_dtype": "bf16"}))
+    mlp = mlp_linear(gemma, 0, gemma.num_hidden_layers, 1)
+    assert round(mlp / 1e9, 1) == 20.8
+    assert bf16.serving.weights_bytes - auto.serving.weights_bytes == 2 * mlp - quantized_weight_bytes(mlp, "nvfp4", 16)
+    assert any("dense MLPs and shared experts nvfp4" in n for n in auto.assumptions)
+    qwen = load_model("qwen3.5-397b-a17b-nvfp4").spec
+    assert (qwen.checkpoint_weight_dtype, qwen.checkpoint_expert_weight_dtype) == (None, "nvfp4")
+    w = Workload(mode="infer", engine="vllm", gpu="b200", seq_len=4096, parallel={"tp": 4})
+    auto, bf16 = (estimate(qwen, w.model_copy(update=kw), with_fits=False) for kw in ({}, {"weight_dtype": "bf16"}))
+    assert auto.serving.starts and not bf16.serving.starts  # 55.7 GiB of weights per B200, not 185
+    assert 3.0 < bf16.serving.weights_bytes / auto.serving.weights_bytes < 3.5

@@ -33,6 +33,7 @@ VERIFIED_TOTALS = {
     "gemma-3-27b": 27_009_346_304,
     "gemma-3-4b": 3_880_263_168,
     "gemma-4-26b-a4b": 25_233_141_760,
+    "gemma-4-31b-it-nvfp4": 30_697_345_280,
     "glm-4.5-air": 106_852_245_504,
     "glm-5": 743_911_199_232,
     "glm-5.1": 743_911_199_232,
@@ -95,6 +96,7 @@ VERIFIED_TOTALS = {
     "qwen3.5-27b": 26_895_998_464,
     "qwen3.5-35b-a3b": 34_660_610_688,
     "qwen3.5-397b-a17b": 396_346_350_336,
+    "qwen3.5-397b-a17b-nvfp4": 396_346_350_336,
     "qwen3.6-35b-a3b": 34_660_610_688,
     "smollm2-1.7b": 1_711_376_384,
 }
@@ -107,7 +109,7 @@ REQUIRED = (
 )
 MULTIMODAL = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "llama-4-scout", "qwen3.5-27b", "qwen3.5-35b-a3b",
               "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3.6-35b-a3b",
-              "gemma-4-26b-a4b", "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b",
+              "gemma-4-26b-a4b", "gemma-4-31b-it-nvfp4", "qwen3.5-397b-a17b-nvfp4", "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b",
               "qwen3-vl-235b-a22b"}  # each warns that its vision tower is priced apart (tests/model/test_vision.py)
 IDS = [m.id for m in list_models()]
 
