@@ -32,7 +32,7 @@ def serving_weight_dtypes(m: ModelSpec, w) -> tuple[str, str]:
     mxfp4.py; sglang/srt/layers/quantization/fp8.py); else the params dtype. transformers' generate() keeps the
     params dtype unless told (whether it keeps a quantized checkpoint quantized depends on the GPU's kernels). A
     weight dtype the workload gives is the routed experts' too unless expert_weight_dtype says otherwise."""
-    if w.weight_dtype or not (w.mode == "infer" and w.engine in SERVING_ENGINES):  # the experts follow a given dtype
+    if not _checkpoint_dtypes_load(w):  # the experts follow a given dtype
         wdt = w.weight_dtype or w.precision.params
         return wdt, w.expert_weight_dtype or wdt
     wdt = getattr(m, "checkpoint_weight_dtype", None) or w.precision.params
@@ -44,9 +44,12 @@ def serving_mlp_weight_dtype(m: ModelSpec, w) -> str:
     unless a serving engine loads a checkpoint that stores them otherwise (ModelSpec.checkpoint_mlp_weight_dtype) and
     the workload gives no weight dtype."""
     wdt = serving_weight_dtypes(m, w)[0]
-    if w.weight_dtype or not (w.mode == "infer" and w.engine in SERVING_ENGINES):
-        return wdt
-    return getattr(m, "checkpoint_mlp_weight_dtype", None) or wdt
+    return (getattr(m, "checkpoint_mlp_weight_dtype", None) or wdt) if _checkpoint_dtypes_load(w) else wdt
+
+
+def _checkpoint_dtypes_load(w) -> bool:
+    """Whether the checkpoint's stored dtypes price the weights: a serving engine, and no weight dtype given."""
+    return not w.weight_dtype and w.mode == "infer" and w.engine in SERVING_ENGINES
 
 
 def quantized_weight_bytes(n_params: int, dtype: str, group_size: int, method: str = "awq") -> int:

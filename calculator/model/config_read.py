@@ -318,8 +318,7 @@ def modelopt_weight_fields(q: dict) -> dict:
     gives each layer's algorithm in quantized_layers: the routed experts' from their entries, the other decoder
     linears' from the attention's. ModelSpec has one dtype for the routed experts and one for every other decoder
     linear: where the file splits those otherwise, a warning says so."""
-    ignore = q.get("ignore", q.get("exclude_modules"))
-    ignore = [p for p in ignore if isinstance(p, str)] if isinstance(ignore, list) else []
+    ignore = _ignore_patterns(q.get("ignore", q.get("exclude_modules")))
     algo = q.get("quant_algo")
     if algo == "MIXED_PRECISION":
         layers = q.get("quantized_layers")
@@ -361,9 +360,12 @@ def compressed_tensors_weight_fields(q: dict) -> dict:
                         (4, 16) else None)
     if len(formats) != 1 or None in formats:
         return {}
-    ignore = q.get("ignore")
-    ignore = [p for p in ignore if isinstance(p, str)] if isinstance(ignore, list) else []
-    return _outside_ignore(formats.pop(), ignore, "compressed-tensors")
+    return _outside_ignore(formats.pop(), _ignore_patterns(q.get("ignore")), "compressed-tensors")
+
+
+def _ignore_patterns(ignore) -> list[str]:
+    """A quantization_config's list of module patterns kept unquantized (its strings; [] for anything else)."""
+    return [p for p in ignore if isinstance(p, str)] if isinstance(ignore, list) else []
 
 
 def _outside_ignore(dtype: str, ignore: list[str], what: str) -> dict:

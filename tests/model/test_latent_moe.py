@@ -3,8 +3,6 @@ projections. Saved activations are held to a CPU trace of the real NemotronHMoE 
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +18,7 @@ from calculator.model.presets import load_model  # noqa: E402
 from calculator.model.spec import LayerKind  # noqa: E402
 from calculator.timing import ops as O  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent / "mappers"))
-from test_ssm import SIZES  # noqa: E402
+from tests.model.mappers.test_ssm import SIZES  # noqa: E402
 
 MOE = LayerKind("none", "moe")
 
