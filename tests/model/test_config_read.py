@@ -179,3 +179,12 @@ def test_a_field_holding_an_object_with_an_unreadable_number_is_shown_in_the_ref
     written (the 20-digit number is kept out of the parse as a marker json.dumps could not show)."""
     text = json.dumps(LLAMA)[:-1] + ', "model_type": {"": 10000000000000000000}}'
     assert refused(text) == 'model_type: must be a string of at most 100 characters, got {"": "10000000000000000000"}'
+
+
+@pytest.mark.parametrize("model_type", [[], {}, ["paligemma"]])
+def test_a_nested_config_whose_model_type_is_no_string_is_refused_naming_it(model_type):
+    """Hypothesis found {"model_type": [], "text_config": {}} beside a flat hidden_size raising a TypeError in the
+    outer-type check (an unhashable list looked up in a frozenset)."""
+    cfg = dict(load_model("deepseek-r1").raw, model_type=model_type, text_config={})
+    with pytest.raises(ConfigError, match="model_type"):
+        spec_from_hf_config(cfg)

@@ -84,8 +84,9 @@ OUTER_HIDDEN_TYPES = frozenset({"paligemma"})
 def is_nested(cfg: dict) -> bool:
     """Whether a multimodal config holds its text model in text_config (else it is written flat, as Qwen2.5-VL's
     Hub files are)."""
+    outer = cfg.get("model_type")  # any JSON value here: the mapper names a bad one
     return isinstance(cfg.get("text_config"), dict) and (
-        "hidden_size" not in cfg or cfg.get("model_type") in OUTER_HIDDEN_TYPES)
+        "hidden_size" not in cfg or (isinstance(outer, str) and outer in OUTER_HIDDEN_TYPES))
 
 
 def _qwen(v: dict, outer: str) -> dict:
