@@ -109,8 +109,17 @@ def model_values(resolved=None, model=None) -> dict[str, Any]:
     raw = getattr(resolved.mapped, "raw", None)  # a config.json file: pasted into the page's config field
     if raw is not None:
         import json
-        return {"model": CONFIG, "cfg": json.dumps(raw)}
+        return {"model": CONFIG, "cfg": json.dumps(raw, default=_number_text)}
     return {}
+
+
+def _number_text(value) -> str:
+    """A number the config reader kept as text (config_read.Unreadable: NaN, infinite, too many digits), written as
+    that text: no field the estimate read holds one (reading it is refused), so the page reads the same model."""
+    from calculator.model.config_read import Unreadable
+    if isinstance(value, Unreadable):
+        return value.text
+    raise TypeError(f"{type(value).__name__} in a config.json")
 
 
 def url_query(base: Mapping[str, Any], w) -> str:

@@ -159,3 +159,21 @@ def test_offload_modules_reach_the_estimate_with_their_host_copies(capsys):
     offloaded, plain = json.loads(out), json.loads(out0)
     assert code == code0 == 0 and offloaded["peak_allocated_bytes"] < plain["peak_allocated_bytes"]
     assert offloaded["host_bytes"] > 0 and "activations.offload_kept" in {t["key"] for t in offloaded["terms"]}
+
+
+def test_advise_json_links_a_config_with_a_nan_in_a_field_it_does_not_read(capsys, tmp_path):
+    """A config.json number the reader keeps as text (NaN in bos_token_id, which no estimate reads) is written into
+    the page link as that text, and the link's config reads as the same model: advise's links were a TypeError
+    from json.dumps (fuzz seed 139)."""
+    from urllib.parse import parse_qs
+    from calculator.model.hf_config import spec_from_hf_config
+    cfg = json.loads((ROOT / "presets/models/qwen3-8b.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "bos_token_id": float("nan")}))
+    assert '"bos_token_id": NaN' in path.read_text()
+    code, out, err = run(["advise", "--model", str(path), "--gpu", "h100-sxm", "--seq", "32768", "--json"], capsys)
+    assert code == 0, err
+    query = parse_qs(json.loads(out)["current"]["url_query"])
+    linked = json.loads(query["cfg"][0])
+    assert linked["bos_token_id"] == "NaN"
+    assert spec_from_hf_config(linked).spec == spec_from_hf_config(cfg).spec
