@@ -162,13 +162,14 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
     """Weights one GPU loads: quantized decoder linears (routed experts in expert_weight_dtype when given) and the
     rest in the params dtype, as calculator.memory.inference prices them, plus the RoPE cache. SGLang's DP attention
     shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share of what TP
-    splits (what every TP rank keeps whole, LayerParams.tp_replicated, it holds once either way)."""
+    splits (what every TP rank keeps whole, LayerParams.tp_replicated, it holds once either way). Modules the
+    checkpoint builds but never runs are not loaded (idle_parameters)."""
     wdt, edt = inf.serving_weight_dtypes(m, w)
     mdt = inf.serving_mlp_weight_dtype(m, w)
     experts = shard.experts
     mlp = mlp_linear(m, shard.first_layer, shard.last_layer, w.parallel.tp) if mdt != wdt else 0
     other_linear = shard.layer_linear - experts - mlp
-    rest = shard.total - shard.layer_linear
+    rest = shard.total - shard.layer_linear - (idle_parameters(m) if shard.has_embedding else 0)
     total = (inf.quantized_weight_bytes(other_linear, wdt, w.quant_group_size, w.quant_method)
              + inf.quantized_weight_bytes(mlp, mdt, w.quant_group_size, w.quant_method)
              + inf.quantized_weight_bytes(experts, edt, w.quant_group_size, w.quant_method)
@@ -180,6 +181,15 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
         total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)
     # cos/sin caches per process, shared by the layers; a vision-language model's tower on the first stage
     return total + rope_cache_bytes(m, w.engine) + towers.tower_weight_bytes(m, w, shard, attention_tp(w))
+
+
+def idle_parameters(m: ModelSpec) -> int:
+    """What vLLM and SGLang leave out at load of the modules a checkpoint builds but never runs
+    (architectures.idle_shapes: MiMo's MTP block; vllm/model_executor/models/mimo.py maps "model.mtp_layers." to
+    nothing, sglang/srt/models/mimo.py skips "mtp_layers" weights)."""
+    from calculator.model.architectures import idle_shapes
+    from calculator.model.architectures.shapes import numel
+    return numel(idle_shapes(m))
 
 
 def mlp_linear(m: ModelSpec, first: int, last: int, tp: int) -> int:

@@ -13,7 +13,7 @@ from calculator.core.errors import InputError
 from calculator.model import latent_moe
 from calculator.model.architectures.compressed import check_training
 from calculator.model.spec import ModelSpec
-from calculator.model.parameters import count_parameters, final_norm_shapes, kind_counts, lm_head_shapes
+from calculator.model.parameters import count_parameters, final_norm_shapes, kind_counts, lm_head_shapes, outer_shapes
 from calculator.core.workload import Parallelism, Workload
 from calculator.memory.pipeline_split import check_split, chunk_layer_counts, divisors, uneven_chunks
 
@@ -143,8 +143,8 @@ def _stage_shards(m: ModelSpec, tp: int, ep_tp: int, split: tuple) -> tuple[Stag
         has_embedding, has_head = s == 0, s == p.pp - 1
         if has_embedding:
             emb = _split(counts.embedding, tp)
-            dense += emb
-            tensors += 1 + (m.learned_position_embeddings > 0)
+            dense += emb + counts.idle  # modules built but never run (MiMo's MTP block): whole, with the embedding
+            tensors += 1 + (m.learned_position_embeddings > 0) + len(outer_shapes(m))  # with the embedding
             largest = max(largest, emb)
         if has_head:
             head = counts.lm_head or (counts.embedding if p.pp > 1 else 0)

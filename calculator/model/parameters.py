@@ -52,10 +52,12 @@ class ParameterCounts:
     lm_head: int  # 0 when tied to the embedding
     tensors: int  # number of parameter tensors in the model
     active_per_token: int  # parameters a token passes through (MoE: top-k of the routed experts)
+    idle: int = 0  # modules built but never run, held with the embedding (VariantSpec.idle_tensors: MiMo's MTP)
 
     @cached_property
     def total(self) -> int:
-        return self.embedding + sum(n * l.total for l, n in kind_counts(self.layers)) + self.final_norm + self.lm_head
+        return (self.embedding + sum(n * l.total for l, n in kind_counts(self.layers)) + self.final_norm
+                + self.lm_head + self.idle)
 
     @property
     def largest_module(self) -> int:
@@ -307,6 +309,12 @@ def kind_params(m: ModelSpec, kind: LayerKind) -> LayerParams:
                        tp_replicated=numel(tp_replicated_shapes(m, kind)))
 
 
+def outer_shapes(m: ModelSpec) -> list[Shape]:
+    """Hook (issue 21): the tensors outside the decoder layers beside the embedding, the final norm and the head
+    (VariantSpec.outer_tensors, and the idle_tensors a model builds but never runs, which load all the same)."""
+    return list(m.variant.outer_tensors) + list(m.variant.idle_tensors) if m.variant is not None else []
+
+
 def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
     """Every parameter tensor's shape (tied embeddings once), for optimizers whose state depends on shapes."""
     h = m.hidden_size
@@ -316,8 +324,7 @@ def model_tensor_shapes(m: ModelSpec) -> list[Shape]:
     kinds = {kind: [s for _, group in kind_shapes(m, kind) for s in group] for kind, _ in layer_kinds(m)}
     for i in range(m.num_hidden_layers):
         shapes += kinds[m.layer_kind(i)]
-    outer = list(m.variant.outer_tensors) if m.variant is not None else []  # hook (issue 21): outside the layers
-    return shapes + outer + final_norm_shapes(m) + lm_head_shapes(m)
+    return shapes + outer_shapes(m) + final_norm_shapes(m) + lm_head_shapes(m)
 
 
 def _layer_linears(m: ModelSpec):
@@ -331,8 +338,9 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     """Parameter counts of the whole model, module by module."""
     h = m.hidden_size
     embedding = m.embedding_vocab_size * h + m.learned_position_embeddings * h
-    outer = list(m.variant.outer_tensors) if m.variant is not None else []  # hook (issue 21): with the embedding
-    embedding += numel(outer)
+    outer = outer_shapes(m)  # hook (issue 21): counted with the embedding, the idle ones apart
+    idle = numel(architectures.idle_shapes(m))
+    embedding += numel(outer) - idle
     # Identical layers share one LayerParams (a 10,000-layer model: 80 kB of references, not 2.4 MB of objects
     # kept by this cache for every distinct model a server is asked about).
     kinds = {kind: (kind_params(m, kind), n) for kind, n in layer_kinds(m)}
@@ -351,7 +359,8 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
                     m.num_experts_per_tok, m.num_experts, m.variant.zero_experts, m.expert_intermediate_size, h)
             inactive += n * routed_inactive
     total = embedding + sum(n * p.total for p, n in kinds.values()) + final_norm + lm_head
-    return ParameterCounts(embedding, layers, final_norm, lm_head, tensors, active_per_token=total - inactive)
+    return ParameterCounts(embedding, layers, final_norm, lm_head, tensors, active_per_token=total - inactive,
+                           idle=idle)
 
 
 @lru_cache(maxsize=256)
@@ -360,8 +369,7 @@ def largest_tensor(m: ModelSpec) -> int:
     h = m.hidden_size
     shapes = [(m.embedding_vocab_size, h), (m.learned_position_embeddings, h)] + final_norm_shapes(m) + \
         lm_head_shapes(m)
-    if m.variant is not None:  # hook (issue 21): tensors outside the layers
-        shapes += m.variant.outer_tensors
+    shapes += outer_shapes(m)
     shapes += [s for kind, _ in layer_kinds(m) for _, group in kind_shapes(m, kind) for s in group]
     return max(numel([shape]) for shape in shapes)
 

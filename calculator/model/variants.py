@@ -4,9 +4,9 @@ functions that price them.
 A `VariantSpec` rides on a ModelSpec (`ModelSpec.variant`; None for every model mapped before it) and says what a
 model type's transformers block holds or keeps beyond (or instead of) the engine's Llama / MoE layer:
 - parameters: extra tensors per attention, dense-MLP or MoE layer (an attention output gate, xIELU's alphas, a
-  router's e_score_correction_bias Parameter), tensors outside the layers, q/k norms spanning the whole projection,
-  norms without a bias or without parameters, an LM head with a bias; which of them stay fp32 in a bf16 model or are
-  never trained (requires_grad=False);
+  router's e_score_correction_bias Parameter), tensors outside the layers (some built but never run), q/k norms
+  spanning the whole projection, norms without a bias or without parameters, an LM head with a bias; which of them
+  stay fp32 in a bf16 model or are never trained (requires_grad=False);
 - saved activations: the norm's kind (fp32-weight RMSNorm, fp32 LayerNorm), an attention output gate, RoPE tables
   recomputed in fp32 by every layer, the MLP's activation (xIELU), and the router's bookkeeping (which top-k, a
   renormalisation, fp32 router input / weight copies, fp32 or model-dtype routing weights at the experts).
@@ -33,12 +33,12 @@ class VariantSpec(HashedOnce):
     """What a model type's block has beyond the engine's layer; every default is the engine's own behaviour."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-
     # ---- parameters ------------------------------------------------------------------------------------------
     attention_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per layer with softmax attention (e.g. a gate_proj)
     mlp_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per dense-MLP layer (xIELU's alpha_p, alpha_n)
     moe_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per MoE layer, with the router (e_score_correction_bias)
     outer_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # outside the decoder layers (counted with the embedding)
+    idle_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # more outside them, built but never run: no gradient
     # q/k norms (with ModelSpec.qk_norm): "head" (one RMSNorm weight of head_dim each, Qwen3), "full_width" (over
     # num_heads·head_dim, OLMo-2 style), "layernorm_head" (a LayerNorm of head_dim with a bias each, on views of the
     # fused qkv output: Persimmon, rope_variants.fused_view_qk_layernorm_saved), "none" (no weight)

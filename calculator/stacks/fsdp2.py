@@ -67,8 +67,8 @@ def memory(ctx: StackContext) -> StackMemory:
     p = w.parallel
     counts = count_parameters(m)
     root = 0
-    if shard.has_embedding:
-        root += -(-counts.embedding // p.tp)
+    if shard.has_embedding:  # with the modules built but never run (MiMo's MTP block is no decoder layer)
+        root += -(-counts.embedding // p.tp) + counts.idle
     if shard.has_head:
         root += counts.final_norm + -(-(counts.lm_head or (counts.embedding if p.pp > 1 else 0)) // p.tp)
     layers = layer_grad_params(m, shard.first_layer, shard.last_layer, p.tp, p.ep * p.expert_tp)

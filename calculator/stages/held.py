@@ -51,13 +51,13 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
               f"{s_o} × {dtype_bytes_text(prec.master_weights)}", src_o)
     keeps_grads, keeps_states = w.keeps
     ng, ng_tensors = ((0, 0) if keeps_grads and keeps_states else
-                      architectures.no_grad_parameters(m, shard.first_layer, shard.last_layer))
+                      architectures.no_grad_of_stage(m, shard.first_layer, shard.last_layer, shard.has_embedding))
 
     def less_no_grad(n: int, f: str, s: str, stage_min: int, label: str) -> tuple[int, str, str]:
         """n, formula and values without the parameters that get no gradient (this GPU's share of them)."""
         on = p.zero >= stage_min or (label == "opt" and p.distributed_optimizer)
         share = -(-ng // dense_group) if on and dense_group > 1 else ng
-        return n - share, f"({f} − N_no_grad)", f"({s} − {share:,} indexer parameters without gradient)"
+        return n - share, f"({f} − N_no_grad)", f"({s} − {share:,} parameters without gradient)"
 
     n_g, f_g, s_g = sharded(2, "g")
     if ng and not keeps_grads:
@@ -77,7 +77,8 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
     whole = o == "adamw-8bit" and n_o + (ng if not keeps_states else 0) == count_parameters(m).total  # all unsplit
     if whole:
         opt_bytes = tr.bnb_adamw8bit_state_bytes(model_tensor_shapes(m)) - (
-            tr.bnb_adamw8bit_state_bytes(architectures.no_grad_shapes(m, 0, m.num_hidden_layers))
+            tr.bnb_adamw8bit_state_bytes(architectures.no_grad_shapes(m, 0, m.num_hidden_layers)
+                                         + architectures.idle_shapes(m))
             if ng and not keeps_states else 0)
     if o == "adamw":
         formula, subst, src = ("2 × N × b_opt + 4 B × n_tensors", f"2 × {s_o} × {b_opt} + 4 B × {tensors}",

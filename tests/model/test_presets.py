@@ -53,6 +53,7 @@ VERIFIED_TOTALS = {
     "mimo-v2-flash": 308_778_768_832,
     "minimax-m2.5": 228_689_748_992,
     "minimax-m2.7": 228_689_748_992,
+    "mimo-7b-base": 7_833_409_536,  # remote code: Qwen2's 7,622,619,136 + the idle MTP block's 210,790,400
     "mistral-7b-v0.1": 7_241_732_096,
     "mistral-nemo-12b": 12_247_782_400,
     "mistral-small-24b": 23_572_403_200,
@@ -111,6 +112,7 @@ MULTIMODAL = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "llama-4-scout", "qwen
               "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3.6-35b-a3b",
               "gemma-4-26b-a4b", "gemma-4-31b-it-nvfp4", "qwen3.5-397b-a17b-nvfp4", "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b",
               "qwen3-vl-235b-a22b"}  # each warns that its vision tower is priced apart (tests/model/test_vision.py)
+REMOTE_CODE = {"mimo-7b-base"}  # each warns what its remote code builds beyond transformers' model
 IDS = [m.id for m in list_models()]
 
 
@@ -135,7 +137,8 @@ def test_every_preset_is_a_config_json_and_maps(preset_id):
     mapped = load_model(preset_id)
     assert mapped.spec.name == raw["_name_or_path"]
     assert not any("not specifically supported" in w for w in mapped.warnings)
-    assert bool(mapped.warnings) == (preset_id in MULTIMODAL)
+    assert bool(mapped.warnings) == (preset_id in MULTIMODAL | REMOTE_CODE)
+    assert all("remote code" in w for w in mapped.warnings) or preset_id not in REMOTE_CODE
     assert not any("vision tower ignored" in w for w in mapped.warnings)  # every preset's tower is mapped
     assert count_parameters(mapped.spec).total == VERIFIED_TOTALS[preset_id]
 

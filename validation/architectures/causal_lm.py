@@ -39,3 +39,30 @@ def text_parameters(model) -> list[torch.nn.Parameter]:
     """The parameters of the language model and its head: a vision-language model's tower left out."""
     return [p for name, p in model.named_parameters() if not (name.startswith("visual.") or ".visual." in name
                                                               or TOWER_PREFIXES.intersection(name.split(".")))]
+
+
+def mimo_causal_lm(cfg: dict):
+    """MiMoForCausalLM as the remote code builds it (modeling_mimo.py of huggingface.co/XiaomiMiMo/MiMo-7B-Base;
+    transformers 5.23 ships no `mimo` type): transformers' Qwen2ForCausalLM (MiMoModel subclasses Qwen2Model and
+    keeps its forward) with model.mtp_layers, one MiMoMTPLayers per num_nextn_predict_layers: token_layernorm,
+    hidden_layernorm, input_layernorm, post_attention_layernorm, final_layernorm (Qwen2RMSNorm), input_proj =
+    Linear(2h, h, bias=False), self_attn = Qwen2Attention(config, layer_idx=0), mlp = Qwen2MLP(config). Built on
+    whatever device the caller sets (meta for counting)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention, Qwen2MLP, Qwen2RMSNorm
+    config = Qwen2Config(**mimo_qwen2_fields(cfg))
+    h, nn = config.hidden_size, torch.nn
+    model = Qwen2ForCausalLM(config)
+    model.model.mtp_layers = nn.ModuleList(nn.ModuleDict(dict(
+        input_layernorm=Qwen2RMSNorm(h), post_attention_layernorm=Qwen2RMSNorm(h), token_layernorm=Qwen2RMSNorm(h),
+        hidden_layernorm=Qwen2RMSNorm(h), final_layernorm=Qwen2RMSNorm(h), input_proj=nn.Linear(2 * h, h, bias=False),
+        self_attn=Qwen2Attention(config, layer_idx=0), mlp=Qwen2MLP(config)))
+        for _ in range(cfg.get("num_nextn_predict_layers", 0)))
+    return model
+
+
+def mimo_qwen2_fields(cfg: dict) -> dict:
+    """A MiMo config.json's fields as the Qwen2Config MiMoConfig extends (without num_nextn_predict_layers)."""
+    return {k: v for k, v in cfg.items() if k not in ("_name_or_path", "architectures", "model_type", "auto_map",
+                                                      "num_nextn_predict_layers")}
+

@@ -76,12 +76,25 @@ def _remote(t: str) -> Source:
                   remote_counts=lambda: counts(cfg))
 
 
+def _mimo(t: str) -> Source:
+    """MiMo (remote code MiMoForCausalLM: transformers' Qwen2 model plus MTP blocks its forward never calls): a tiny
+    MiMo-7B-Base config, traced as the Qwen2 model it runs, counted with the modules modeling_mimo.py builds
+    (test_remote_mimo's meta-device replica)."""
+    m = _module("test_remote_mimo")
+    written, config = m.tiny_config()
+    counts = m._remote_code_counts  # noqa: SLF001 - the test's own replica
+    return Source(t, written, config, "presets/models/mimo-7b-base.json at tiny sizes "
+                  "(tests/model/mappers/test_remote_mimo.py)", remote_counts=lambda: counts(written))
+
+
 def source(model_type: str) -> Source:
     """The Source of a supported type, from the test module that holds its mapper to the real model."""
     if model_type in GEMMA_NEXT:
         return _gemma_next(model_type)
     if model_type == "qwen":
         return _remote(model_type)
+    if model_type == "mimo":
+        return _mimo(model_type)
     if model_type in _module("test_linear").SIZES:
         return _linear(model_type)
     for name in ("test_olmo_hybrid", "test_ssm", "test_variants", "test_longcat", "test_mistral4",

@@ -136,3 +136,18 @@ def no_grad_parameters(m, start: int, stop: int) -> tuple[int, int]:
     them is its NO_GRAD rule (calculator.stacks.common.NoGradRule)."""
     shapes = no_grad_shapes(m, start, stop)
     return numel(shapes), len(shapes)
+
+
+def idle_shapes(m) -> tuple[tuple[int, ...], ...]:
+    """The tensors a model builds outside its decoder layers and never runs (VariantSpec.idle_tensors: MiMo's
+    remote-code MTP block), held with the embedding: backward never reaches them, as no_grad_shapes'."""
+    return tuple(tuple(x) for x in m.variant.idle_tensors) if getattr(m, "variant", None) is not None else ()
+
+
+def no_grad_of_stage(m, start: int, stop: int, has_embedding: bool) -> tuple[int, int]:
+    """(parameters, tensors) a pipeline stage holding layers [start, stop) (and the embedding, with
+    `has_embedding`) has that never get a gradient: no_grad_parameters and, beside the embedding, idle_shapes."""
+    n, tensors = no_grad_parameters(m, start, stop)
+    idle = idle_shapes(m) if has_embedding else ()
+    return n + numel(idle), tensors + len(idle)
+

@@ -7,13 +7,17 @@ files.
     qwen   Qwen (v1): Qwen-1.8B / 7B / 14B / 72B and their -Chat models, `QWenLMHeadModel` (modeling_qwen.py of
            huggingface.co/Qwen/Qwen-7B, mirrored e.g. in github.com/zhangningboo/Qwen-7B and alibaba/MNN
            transformers/llm/export/llm_models/Qwen-1_8B/modeling_qwen.py)
+    mimo   MiMo-7B (-Base / -SFT / -RL), `MiMoForCausalLM` (modeling_mimo.py of huggingface.co/XiaomiMiMo/MiMo-7B-Base):
+           transformers' Qwen2 model plus MTP blocks it builds and never runs
 
 A config whose block the engine cannot describe is refused, naming the field.
 """
 from __future__ import annotations
 
 from calculator.core import bounds as B
-from calculator.model.config_read import ConfigError, get_bool, get_float, get_int
+from calculator.model.architectures.shapes import numel
+from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_float, get_int, get_str,
+                                          sliding_fields)
 from calculator.model.variants import VariantSpec
 
 # QWenConfig's defaults (configuration_qwen.py of Qwen/Qwen-7B): the fields a config.json may leave out
@@ -83,6 +87,39 @@ def map_qwen(cfg: dict) -> dict:
     return f
 
 
-REMOTE_MAPPERS = {"qwen": map_qwen}
+def mimo_mtp_shapes(h: int, heads: int, kv_heads: int, head_dim: int, ffn: int) -> tuple[tuple[int, ...], ...]:
+    """One MiMoMTPLayers block (modeling_mimo.py): token_layernorm, hidden_layernorm, input_layernorm,
+    post_attention_layernorm and final_layernorm Qwen2RMSNorms (h each), input_proj = Linear(2h, h, bias=False),
+    self_attn = Qwen2Attention (q / k / v with biases, o_proj without) and mlp = Qwen2MLP (gate, up, down)."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    return ((h,),) * 5 + ((h, 2 * h), (q, h), (q,), (kv, h), (kv,), (kv, h), (kv,), (h, q), (ffn, h), (ffn, h),
+                          (h, ffn))
 
-__all__ = ["QWEN_DEFAULTS", "REMOTE_MAPPERS", "map_qwen"]
+
+def map_mimo(cfg: dict) -> dict:
+    """MiMo-7B (`MiMoForCausalLM`, model_type "mimo"; MiMoConfig is Qwen2Config plus num_nextn_predict_layers):
+    MiMoForCausalLM builds transformers' Qwen2 model (MiMoModel subclasses Qwen2Model: q/k/v biased, o_proj not,
+    SwiGLU, sliding window per use_sliding_window / max_window_layers) and adds num_nextn_predict_layers MiMoMTPLayers
+    blocks as MiMoModel.mtp_layers. MiMoModel keeps Qwen2Model's forward, which never calls them: their weights
+    load with the checkpoint and count, and backward never reaches them (VariantSpec.idle_tensors: no gradient,
+    and what each stack holds for such parameters is its NoGradRule); vLLM and SGLang skip them at load."""
+    f = common_fields(cfg)
+    f.update(qkv_bias=True, hidden_act=get_str(cfg, "hidden_act", default="silu"))
+    sliding_fields(cfg, f, default_on=get_bool(cfg, "use_sliding_window", False))
+    blocks = get_int(cfg, "num_nextn_predict_layers", default=0, lo=0, hi=64)
+    h, heads = f["hidden_size"], f["num_attention_heads"]
+    head_dim = f.get("head_dim") or h // heads
+    kv_heads = f["num_key_value_heads"] or heads  # Qwen2Config: num_key_value_heads None is num_attention_heads
+    idle = mimo_mtp_shapes(h, heads, kv_heads, head_dim, f["intermediate_size"]) * blocks
+    if idle:
+        f["variant"] = VariantSpec(idle_tensors=idle)
+        f["_warnings"] = [f"mimo (remote code MiMoForCausalLM): its {blocks} MTP block(s) (MiMoModel.mtp_layers, "
+                          f"{numel(idle):,} parameters) load and count but never run: no "
+                          f"activations and no gradient; vLLM and SGLang do not load them; under LoRA, PEFT also "
+                          f"wraps their linears that match the targets (adapters without gradient, not counted)"]
+    return f
+
+
+REMOTE_MAPPERS = {"qwen": map_qwen, "mimo": map_mimo}
+
+__all__ = ["QWEN_DEFAULTS", "REMOTE_MAPPERS", "map_mimo", "map_qwen", "mimo_mtp_shapes"]
