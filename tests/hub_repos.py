@@ -44,6 +44,11 @@ LLAMA_31_8B = "meta-llama/Llama-3.1-8B"
 LLAMA_31_8B_PARAMETERS = 8030261248  # the count the Hub's API publishes for meta-llama/Llama-3.1-8B
 LLAMA_31_8B_CONFIG = _hub_config("llama-3.1-8b")
 
+MODELOPT_LEGACY_REPO = "nvidia/tiny-FP8"
+# nvidia/Llama-3.1-70B-Instruct-FP8's hf_quant_config.json (as vendored by ai-dynamo/aiconfigurator)
+MODELOPT_LEGACY_QUANT = {"producer": {"name": "modelopt", "version": "0.23.0"},
+                         "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8",
+                                          "exclude_modules": ["lm_head"]}}
 TINY_CONFIG = {"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
                "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 32, "tie_word_embeddings": True}
 # name -> (safetensors dtype, shape): a scalar, F32, F16 and I64, all written by the safetensors package if present
@@ -197,6 +202,11 @@ def build_hub_tree(root: Path) -> None:
     fp8_config = dict(TINY_CONFIG, model_type="deepseek_v3", quantization_config={
         "activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]})
     write_safetensors(repo("acme/fp8-model", fp8_config) / "model.safetensors", fp8_tensors())
+    # ModelOpt <= 0.29: the quantization config in hf_quant_config.json, which the API page lists
+    d = repo(MODELOPT_LEGACY_REPO, TINY_CONFIG, {"id": MODELOPT_LEGACY_REPO, "private": False, "gated": False,
+                                                 "siblings": [{"rfilename": "config.json"},
+                                                              {"rfilename": "hf_quant_config.json"}]})
+    (d / "hf_quant_config.json").write_text(json.dumps(MODELOPT_LEGACY_QUANT))
     gptq_config = dict(TINY_CONFIG, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 128})
     write_safetensors(repo("acme/gptq-model", gptq_config) / "model.safetensors", gptq_tensors())
     # broken checkpoints: an index naming a shard that is not there, a header length past the format's limit,

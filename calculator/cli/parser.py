@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1",
                                 "moe_act"],
                        help="Megatron --fine-grained-activation-offloading of these modules' saved tensors to host")
-        p.add_argument("--kv-dtype", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
+        p.add_argument("--kv-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"],
+                       help="auto (default): bf16, or the checkpoint's FP8 KV scheme under vLLM / SGLang")
         p.add_argument("--weight-dtype", choices=DTYPES, help="inference weight precision")
         p.add_argument("--quant-group-size", type=int)
         p.add_argument("--quant-method", choices=["awq", "gptq", "llm-int8"],

@@ -251,7 +251,9 @@ class Workload(HashedOnce):
     # kernels transformers calls when installed (flash-linear-attention, mamba-ssm, causal-conv1d), "torch" its
     # PyTorch fallback (what runs without them), which saves several times more for backward
     mixer_kernels: Literal["fused", "torch"] = "fused"
-    kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
+    # "auto": what the runtime picks (memory.inference.kv_cache_dtype): the checkpoint's FP8 KV scheme under vLLM /
+    # SGLang, else bf16
+    kv_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "auto"
     weight_dtype: Dtype | None = None  # inference weights (None: precision.params); int4/nf4 add group scales
     # elements per scale for 4/8-bit integer weights
     quant_group_size: int = Field(default=128, gt=0, le=B.MAX_GROUP_SIZE, strict=True)

@@ -17,7 +17,7 @@ from calculator.engines.common import Serving, engine_weight_bytes
 from calculator.core.errors import InputError
 from calculator.core.fit import planned_fit
 from calculator.core.result import Fit, StageEstimate, Term
-from calculator.memory.inference import serving_mlp_weight_dtype, serving_weight_dtypes
+from calculator.memory.inference import serving_mlp_weight_dtype, serving_weight_dtypes, with_kv_dtype
 
 ENGINES = {"vllm": vllm, "sglang": sglang}
 ENGINE_LABELS = {"hf": "transformers generate()", "vllm": "vLLM", "sglang": "SGLang"}
@@ -153,7 +153,9 @@ def figures(m, w, shards, gpu) -> tuple[int, int, Serving]:
 
 def budgets(m, w, shards, gpu) -> tuple[list[Serving], int]:
     """(each pipeline stage's engine budget, in the shards' order: equal stages share one Serving; the CUDA context
-    bytes): the engine's checks, then its budget once per distinct stage content (_stage_content)."""
+    bytes): the engine's checks, then its budget once per distinct stage content (_stage_content); kv_dtype "auto"
+    as the engine picks it (memory.inference.kv_cache_dtype)."""
+    w = with_kv_dtype(m, w)
     if gpu is None:
         raise InputError("gpu", f"the {ENGINE_LABELS[w.engine]} budget is a fraction of the GPU's memory: pick a "
                                 "GPU (--gpu)")

@@ -33,6 +33,7 @@ from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, ch
                                        device_visible_bytes, kv_heads_on_gpu, kv_token_bytes, sglang_derived_context,
                                        sglang_server)
 from calculator.engines.vllm import NON_TORCH_BASIS, RELEASES, forward_peak
+from calculator.memory.inference import with_kv_dtype
 from calculator.model.spec import ModelSpec
 
 VERSION = "0.5.23"
@@ -112,6 +113,7 @@ def cell_bytes(m: ModelSpec, w, layers: range) -> tuple[int, int]:
     """(full-attention cell, sliding-window cell): bytes of one token over this GPU's layers of each kind; only the
     layers that cache K/V (pool_configurator.py _compute_cell_size over full_attention_layer_ids), with DSA's index
     keys (_compute_dsa_indexer_cell_size)."""
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it (memory.inference.kv_cache_dtype)
     split = states.split_layers(m, layers)
     token = kv_token_bytes(m, kv_heads_on_gpu(m, w), w.kv_dtype)
     if split.indexed:
@@ -188,6 +190,7 @@ def overheads(m: ModelSpec, w, max_bs: int, chunked: int, device: str, frac: flo
 
 
 def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it (memory.inference.kv_cache_dtype)
     s, p = w.serving, w.parallel
     server_tp, server_dp = sglang_server(w)  # SGLang's defaults read the server's --tp-size
     if s.version and not VERSION.startswith(s.version):

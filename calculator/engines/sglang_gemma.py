@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calculator.memory.inference import with_kv_dtype
 from calculator.core.dtypes import nbytes
 from calculator.core.errors import InputError
 from calculator.engines.common import attention_tp
@@ -60,6 +61,7 @@ def _one(values: set[int], what: str) -> int:
 
 def cells(m, w, layers: range) -> GemmaCells:
     """SGLang's per-token pool bytes of a Gemma 3n / Gemma 4 decoder over `layers` (the module docstring's rules)."""
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it (memory.inference.kv_cache_dtype)
     g, tp, e = m.gemma_next, attention_tp(w), nbytes(1, w.kv_dtype)
     full = [i for i in layers if not m.layer_is_sliding(i)]
     swa = [i for i in layers if m.layer_is_sliding(i)]

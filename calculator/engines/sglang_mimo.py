@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calculator.memory.inference import with_kv_dtype
 from calculator.core.dtypes import nbytes
 from calculator.core.errors import InputError
 from calculator.engines.common import attention_tp
@@ -78,6 +79,7 @@ def token_bytes(kv_heads: int, attn_tp: int, head_dim: int, v_head_dim: int, kv_
 
 def cells(m, w, layers: range) -> MimoCells:
     """The two pools' per-token bytes over `layers` (model_config.py get_hybrid_layer_ids, MIMO_V2_MODEL_ARCHS)."""
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it (memory.inference.kv_cache_dtype)
     full = sum(1 for i in layers if not m.layer_is_sliding(i))
     swa = len(layers) - full
     if not swa or not full:  # HybridSWAPoolConfigurator.__init__ assert / its all-SWA branch

@@ -149,6 +149,7 @@ def sampler_peak(m: ModelSpec, requests: int, rel: Release) -> int:
 
 def budget(m: ModelSpec, w, shard, gpu, weights: int) -> Serving:
     """vLLM's start-up arithmetic for one GPU of pipeline stage `shard`."""
+    w = inf.with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it (memory.inference.kv_cache_dtype)
     s, p = w.serving, w.parallel
     check_context(s.max_model_len, vllm_derived_max_len(m), "vllm")  # before anything: vLLM's config refuses it
     version, rel = release(s.version)

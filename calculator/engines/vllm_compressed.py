@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
+from calculator.memory.inference import with_kv_dtype
 from calculator.core.errors import InputError
 from calculator.engines.vllm_kv import max_in_flight_tokens, sliding_blocks_per_request
 
@@ -267,6 +268,7 @@ def cache_dtype(w) -> tuple[str, int]:
 
 def layout(m, w, layers: range, gpu, mbt: int) -> CompressedGroups:
     """vLLM's groups for DeepSeek-V4 on one GPU of pipeline stage `layers`."""
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it (memory.inference.kv_cache_dtype)
     if w.serving.block_size not in (None, MLA_BLOCK):
         raise InputError("serving.block_size", f"vLLM's DeepSeek-V4 sparse MLA kernels take block_size {MLA_BLOCK} "
                                                "only (get_supported_kernel_block_sizes)")

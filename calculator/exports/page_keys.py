@@ -18,7 +18,7 @@ AUTO = "auto"  # inference weight dtype: same as the params dtype
 
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4", "nvfp4")
 ACT_DTYPES = ("fp32", "bf16", "fp16")
-KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")  # auto: the runtime's pick
 FAMILIES = ("llama", "gemma", "phi3", "gpt2", "gpt_neox", "deepseek", "gpt_oss")
 MB = 10**6  # sizes typed in MB (decimal, like the GB axis)
 
@@ -259,7 +259,7 @@ PARAMS: tuple[Param, ...] = (
     _p("seq", "int", 4096, "Sequence length (prompt for inference)", "batch", lo=1, hi=100_000_000,
        fields=("seq_len",), short="Sequence"),
     _p("gen", "int", 0, "Generated tokens", "batch", lo=0, hi=100_000_000, fields=("gen_tokens",), short="Generated"),
-    _p("kvdt", "choice", "bf16", "KV cache dtype", "batch", options=KV_DTYPES, fields=("kv_dtype",), short="KV dtype"),
+    _p("kvdt", "choice", "auto", "KV cache dtype", "batch", options=KV_DTYPES, fields=("kv_dtype",), short="KV dtype"),
     _p("wdt", "choice", AUTO, "Inference weight dtype", "batch", options=(AUTO,) + DTYPES,
        fields=("weight_dtype",), short="Weight dtype", help="auto: params dtype, or the checkpoint's under vLLM/SGLang"),
     _p("qgs", "int", 128, "Quantization group size", "batch", lo=1, hi=1_000_000, fields=("quant_group_size",),

@@ -55,8 +55,10 @@ def arguments(m, w, notes: Notes) -> list[str]:
         a += ["--max-running-requests", v.max_num_seqs]
     if v.block_size is not None:
         a += ["--page-size", v.block_size]
-    if w.kv_dtype in KV_DTYPES:
-        if w.kv_dtype != dtype:
+    if w.kv_dtype == "auto":  # the engine's default, the estimate's too (memory.inference.kv_cache_dtype)
+        pass
+    elif w.kv_dtype in KV_DTYPES:  # given: passed where the default would differ (a checkpoint's FP8 KV scheme)
+        if w.kv_dtype != dtype or getattr(m, "checkpoint_kv_dtype", None):
             a += ["--kv-cache-dtype", KV_DTYPES[w.kv_dtype]]
     else:
         notes.add(f"{w.kv_dtype} KV cache: SGLang 0.5.23 stores KV in bf16, fp8 or fp4")

@@ -47,6 +47,25 @@ def serving_mlp_weight_dtype(m: ModelSpec, w) -> str:
     return (getattr(m, "checkpoint_mlp_weight_dtype", None) or wdt) if _checkpoint_dtypes_load(w) else wdt
 
 
+def kv_cache_dtype(m, w) -> str:
+    """The KV cache dtype a job runs: the workload's, or for "auto" what the runtime picks. vLLM 0.33 and SGLang
+    0.5.23 store the cache in FP8 when the checkpoint's ModelOpt quantization config names an FP8 KV cache
+    (ModelSpec.checkpoint_kv_dtype: vllm/utils/torch_utils.py resolve_kv_cache_dtype_string ←
+    get_kv_cache_quant_algo_string; sglang/srt/mem_cache/kv_cache_dtype.py configure_kv_cache_dtype reading the
+    quant config's kv_cache_quant_algo); otherwise, and in transformers' generate() (its DynamicCache holds what
+    the attention computes), bf16."""
+    if w.kv_dtype != "auto":
+        return w.kv_dtype
+    if w.mode == "infer" and w.engine in SERVING_ENGINES and getattr(m, "checkpoint_kv_dtype", None):
+        return m.checkpoint_kv_dtype
+    return "bf16"
+
+
+def with_kv_dtype(m, w):
+    """`w` with kv_dtype as the job runs it (kv_cache_dtype): what the estimate's entries hand on."""
+    return w if w.kv_dtype != "auto" else w.model_copy(update={"kv_dtype": kv_cache_dtype(m, w)})
+
+
 def _checkpoint_dtypes_load(w) -> bool:
     """Whether the checkpoint's stored dtypes price the weights: a serving engine, and no weight dtype given."""
     return not w.weight_dtype and w.mode == "infer" and w.engine in SERVING_ENGINES

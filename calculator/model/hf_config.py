@@ -5,11 +5,10 @@ config that omits a field means what it means in `transformers`, under the field
 write (e.g. Qwen3-MoE's `num_experts`, written `num_local_experts` by transformers 5). Every field the math uses
 is read with a strict type and a physical bound (`calculator.model.config_read`); a refusal names the field.
 
-An unknown `model_type` is refused, never mapped as something else: a block layout the engine has not been
-checked against could hold different tensors. The message lists the supported types and, for a model whose blocks
-are Llama's (RMSNorm, q/k/v/o, SwiGLU), says to set `"model_type": "llama"` and which Llama fields it lacks.
-New types are added in `calculator.model.mappers.archs`, each checked against the real transformers model (tests).
-"""
+An unknown `model_type` is refused, never mapped as something else: a block layout the engine has not been checked
+against could hold different tensors. The message lists the supported types and, for a model whose blocks are
+Llama's (RMSNorm, q/k/v/o, SwiGLU), says to set `"model_type": "llama"` and which Llama fields it lacks. New types
+go in `calculator.model.mappers`, each checked against the real transformers model (tests)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,9 +17,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from calculator.core import bounds as B
-from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_fields, get_bool, get_float, get_int,
-                                    get_int_list, get_str, get_window, layer_types, llama_like_fields,
-                                    checkpoint_weight_fields, parse_config_json, router_group_fields, sliding_fields)
+from calculator.model.config_read import (LAYER_TYPES, ConfigError, common_fields, context_fields, get_bool,
+                                          get_float, get_int, get_int_list, get_str, get_window, layer_types,
+                                          llama_like_fields, parse_config_json, partial_rotary_dim,
+                                          router_group_fields, served_architecture, sliding_fields)
+from calculator.model.checkpoint_quant import checkpoint_weight_fields
 from calculator.core.dtypes import normalize_dtype
 from calculator.model.mappers.archs import ARCH_MAPPERS, DEEPSEEK_V2_VARIANT, LLAMA4_VARIANT, OLMO2_VARIANT, map_gemma
 from calculator.model.mappers.dsa import DSA_MAPPERS, DSA_REFUSED
@@ -33,7 +34,6 @@ from calculator.model.mappers.remote import REMOTE_MAPPERS
 from calculator.model.mappers.ssm import SSM_MAPPERS
 from calculator.model.mappers.variants import VARIANT_MAPPERS
 from calculator.model.mappers.vlm_text import VLM_REFUSED, VLM_SAME_BLOCKS, VLM_TEXT_MAPPERS
-from calculator.model.config_read import context_fields, partial_rotary_dim, served_architecture
 from calculator.model.routers import with_router
 from calculator.model.spec import ModelSpec
 from calculator.model.text_towers import TEXT_MODEL_TYPES, text_config

@@ -156,8 +156,26 @@ def _load_preset(preset_id: str) -> MappedConfig:
 
 
 @lru_cache(maxsize=64)
-def _load_file(path: str, mtime_ns: int, size: int) -> MappedConfig:  # keyed on mtime/size: edits are re-read
-    return _map(_read_json(Path(path)), Path(path))
+def _load_file(path: str, mtime_ns: int, size: int, side: tuple | None) -> MappedConfig:  # keyed on mtime/size:
+    cfg = _read_json(Path(path))  # edits are re-read (the hf_quant_config.json beside it too)
+    if side is not None and isinstance(cfg, dict) and "quantization_config" not in cfg:
+        quant = _read_json(Path(path).parent / HF_QUANT_CONFIG)  # ModelOpt ≤ 0.29 (checkpoint_quant.py)
+        cfg = {**cfg, "quantization_config": quant} if isinstance(quant, dict) else cfg
+    return _map(cfg, Path(path))
+
+
+HF_QUANT_CONFIG = "hf_quant_config.json"  # read beside a config.json file, as vLLM's get_config does
+
+
+def _side_stat(path: Path) -> tuple | None:
+    """(mtime, size) of the hf_quant_config.json beside a file named config.json, or None when there is none."""
+    if path.name != "config.json":
+        return None
+    try:
+        st = (path.parent / HF_QUANT_CONFIG).stat()
+    except (OSError, ValueError):
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def _suggestions(name: str) -> list[str]:
@@ -202,7 +220,7 @@ def load_model(id_or_path: str | os.PathLike) -> MappedConfig:
         except (OSError, ValueError) as exc:
             why = "no such file" if isinstance(exc, FileNotFoundError) else "cannot read"
             raise InputError("model", f"{why}: {str(path)[:200]}") from None
-        return _load_file(str(path.resolve()), st.st_mtime_ns, st.st_size)
+        return _load_file(str(path.resolve()), st.st_mtime_ns, st.st_size, _side_stat(path))
     hints = _suggestions(value)
     hint = f" Did you mean: {', '.join(hints)}?" if hints else ""
     raise InputError("model", f"unknown model preset {value[:100]!r}.{hint} Use one of the {len(_preset_paths())} preset "

@@ -124,6 +124,9 @@ class ModelSpec(HashedOnce):
     # the dense MLPs' and shared experts' where the checkpoint stores them otherwise than its other non-expert
     # linears (ModelOpt NVFP4 files that keep the attention in bf16 and quantize the MLPs)
     checkpoint_mlp_weight_dtype: Dtype | None = None
+    # the KV cache dtype the checkpoint's quantization_config names (ModelOpt kv_cache_scheme / kv_cache_quant_algo),
+    # which vLLM and SGLang use for kv_dtype "auto" (memory.inference.kv_cache_dtype)
+    checkpoint_kv_dtype: Literal["fp8"] | None = None
     dense_layer_indices: tuple[int, ...] = Field(default=(), max_length=B.MAX_LAYERS)  # Qwen-MoE mlp_only_layers
     router_bias: bool = False
     expert_bias: bool = False  # GPT-OSS experts carry biases

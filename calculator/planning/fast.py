@@ -237,6 +237,7 @@ def clear_cache() -> None:
 def totals(m, w: Workload, layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(nvidia-smi total, peak allocated, covered) of the most loaded GPU of every layout, as numpy arrays; None
     where the fast model does not cover the job. The caller estimates the layouts not covered with estimate()."""
+    w = inf.with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it, as estimate() does
     if not covers(m, w) or not layouts:
         return None
     if w.mode == "train":
@@ -320,6 +321,7 @@ def serving_figures(m, w: Workload, layouts) -> list[tuple | None]:
     budget (calculator/engines/vllm.py, sglang.py budget) runs once per replica shape and stage, whatever the DP
     replicas; without the Estimate itself (stages.estimate.engine_figures: each distinct stage budget's terms summed
     once, not a StageEstimate per pipeline stage)."""
+    w = inf.with_kv_dtype(m, w)
     from calculator.planning.grid import replica_key, workload_of
     from calculator.stages.estimate import engine_figures
     from calculator.timing.serving_time import scheduler_cap

@@ -19,7 +19,7 @@ import numpy as np
 from calculator.core.bounded_cache import get_or_build
 from calculator.core.errors import InputError
 from calculator.memory.activations import dims
-from calculator.memory.inference import serving_weight_dtypes
+from calculator.memory.inference import serving_weight_dtypes, with_kv_dtype
 from calculator.model.spec import ModelSpec
 from calculator.planning import fast_stages as stages
 from calculator.planning.fast_time import group_index
@@ -193,6 +193,7 @@ def times(m, w, layouts, timing: TimingInputs | None = None, decode_only: bool =
     inference_time.INFERENCE_BOTTLENECKS); None where not covered (hybrid mixers priced by their own kinds only).
     decode_only: the decode step alone is priced (serving's running batches): only tpot_s and decode_bottleneck
     hold, the other figures leave the prefill out."""
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it (memory.inference.kv_cache_dtype)
     if w.mode != "infer" or not w.gpu or not layouts or not isinstance(m, ModelSpec):
         return None
     from calculator.model.presets import get_gpu

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from calculator.memory.inference import serving_weight_dtypes
+from calculator.memory.inference import kv_cache_dtype, serving_weight_dtypes
 from calculator.model.spec import ModelSpec
 
 SAME_JOB, OFFLOAD, MORE_GPUS, OTHER_JOB = 0, 1, 2, 3
@@ -146,9 +146,10 @@ def inference_levers(m: ModelSpec | None, w) -> list[Lever]:
         b = w.micro_batch // 2
         out.append(Lever("micro_batch", f"sequences at once {w.micro_batch} → {b}", {"micro_batch": b}, OTHER_JOB,
                          "half the sequences per generate() call: about half the throughput"))
-    if w.kv_dtype in KV_SMALLER:
-        kv = KV_SMALLER[w.kv_dtype]
-        out.append(Lever("kv_dtype", f"KV cache {w.kv_dtype} → {kv}", {"kv_dtype": kv}, OTHER_JOB,
+    runs = kv_cache_dtype(m, w)  # "auto": what the runtime picks
+    if runs in KV_SMALLER:
+        kv = KV_SMALLER[runs]
+        out.append(Lever("kv_dtype", f"KV cache {runs} → {kv}", {"kv_dtype": kv}, OTHER_JOB,
                          "a quantized cache: small accuracy change; needs a kernel that reads it"))
     wdt = serving_weight_dtypes(m, w)[0]
     for q in ("int8", "int4"):

@@ -153,6 +153,8 @@ def evaluate(m: ModelSpec, w: Workload, layouts: list[Layout], capacity_bytes: i
     that do not fit unless `include_unfit`. `fast`: the fast model's (total, peak, covered) for these layouts when
     the caller has them (count_grid)."""
     from calculator.planning import fast as fast_model
+    from calculator.memory.inference import with_kv_dtype
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it, as estimate() does
     if w.mode == "infer" and w.engine != "hf":
         return _engine_plans(w, layouts, fast_model.serving_figures(m, w, layouts), capacity_bytes, include_unfit)
     budget = SAFE_FRACTION * capacity_bytes

@@ -100,6 +100,8 @@ def time_plans(m, w, plans: list, timing=None, global_batch: int | None = None,
     at `concurrency`, TTFT, TPOT and output tokens/s per GPU (serve_plans)."""
     if not w.gpu or not plans:
         return
+    from calculator.memory.inference import with_kv_dtype
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it, as estimate_time() does
     _time_plans(m, w, plans, timing, global_batch)
     if w.mode == "infer" and w.engine != "hf" and plans[0].step_time_s is not None:
         serve_plans(m, w, plans, timing, concurrency)

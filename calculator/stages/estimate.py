@@ -20,6 +20,7 @@ from calculator.core.bounds import check_stages
 from calculator.core.dtypes import nbytes
 from calculator.core.fit import fits_for
 from calculator.model.spec import GenericModel, ModelSpec
+from calculator.memory.inference import with_kv_dtype
 from calculator.memory.parallel import StageShard, check_divisibility, stage_shards
 from calculator.model.parameters import count_parameters
 from calculator.core.result import Estimate, LazyStage
@@ -102,6 +103,7 @@ def engine_figures(m: ModelSpec, w):
     Serving lacks the checkpoint-weights note, a text). Raises InputError where estimate() does."""
     from calculator import engines
     check_divisibility(m, w)
+    w = with_kv_dtype(m, w)
     return engines.figures(m, w, stage_shards(m, w.parallel), gpu_of(w.gpu))
 
 
@@ -115,6 +117,8 @@ def estimate(model: ModelSpec | GenericModel, workload, *, with_fits: bool = Tru
         return _generic(model, w)
     m = model
     check_divisibility(m, w)
+    if w.mode != "rl":  # kv_dtype "auto" as the runtime picks it (an RL job's rollout engine resolves its own)
+        w = with_kv_dtype(m, w)
     if w.mode == "train":
         stacks.check(w)
     p = w.parallel

@@ -17,6 +17,7 @@ from calculator.stages.terms import TermList, dtype_bytes_text, add_cublas_works
 
 
 def inference_stage(m: ModelSpec, w, shard: StageShard, gpu) -> StageEstimate:
+    w = inf.with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it (memory.inference.kv_cache_dtype)
     w = vision.lm_workload(m, w)  # a vision-language model's image tokens lengthen the prompt
     p, t = w.parallel, TermList()
     wdt = w.weight_dtype or w.precision.params

@@ -35,7 +35,7 @@ def summary_line(result, values: Mapping[str, Any]) -> str:
     """One line that says what is computed: model, mode, batch × sequence, precision, optimizer, recompute,
     parallel layout, training stack (inference: weights, KV cache and engine)."""
     from calculator import stacks
-    from calculator.memory.inference import serving_weight_dtypes
+    from calculator.memory.inference import kv_cache_dtype, serving_weight_dtypes
     w, est = result.workload, result.estimate
     p = w.parallel
     mode = {"train": "training", "infer": "inference", "rl": "RL post-training"}.get(w.mode, w.mode)
@@ -45,7 +45,9 @@ def summary_line(result, values: Mapping[str, Any]) -> str:
     if w.mode == "infer":
         parts.append(f"batch {w.micro_batch} × ({w.seq_len:,} prompt + {w.gen_tokens:,} generated) tokens")
         wdt, edt = serving_weight_dtypes(result.model, w)  # vLLM / SGLang: the checkpoint's own, when not given
-        parts.append(f"weights {wdt}" + (f" (routed experts {edt})" if edt != wdt else "") + f", KV cache {w.kv_dtype}")
+        kv = kv_cache_dtype(result.model, w)  # "auto": the checkpoint's FP8 KV scheme under vLLM / SGLang, else bf16
+        parts.append(f"weights {wdt}" + (f" (routed experts {edt})" if edt != wdt else "") + f", KV cache {kv}"
+                     + (" (auto)" if w.kv_dtype == "auto" else ""))
         parts.append({"hf": "transformers generate()", "vllm": "vLLM", "sglang": "SGLang"}.get(w.engine, w.engine))
     else:
         parts.append(f"micro-batch {w.micro_batch} × {w.seq_len:,} tokens")

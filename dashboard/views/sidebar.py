@@ -110,9 +110,10 @@ def draw(values: dict, problems, result, hub, hub_notes, model_box) -> None:
         from calculator.core.workload import OPTIMIZERS, RECIPES
         recipe = values["recipe"]
         infer = values["mode"] == "infer"  # a recipe is a training recipe: inference reads the weights' dtype
+        kv_auto = " (bf16, or the checkpoint's FP8 KV scheme under vLLM / SGLang)" if values["kvdt"] == "auto" else ""
         field("recipe", problems, disabled=infer, caption=(
             f"Inference: weights in {values['pdt'] if values['wdt'] == state.AUTO else values['wdt']}, KV cache "
-            f"in {values['kvdt']} (their fields under Batch and sequence)." if infer else
+            f"in {values['kvdt']}{kv_auto} (their fields under Batch and sequence)." if infer else
             RECIPES[recipe][0] if recipe in RECIPES else "Each tensor family's dtype is set below."))
         box = lazy.section("Per-tensor dtypes", "dtypes", values, problems, force=recipe == state.CUSTOM_RECIPE)
         if box is not None:

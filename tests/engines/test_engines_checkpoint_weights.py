@@ -1,12 +1,12 @@
 """A serving engine loads a quantized checkpoint as it is stored: with no weight dtype given, vLLM and SGLang price
 the decoder linears and routed experts in the dtypes the checkpoint's quantization_config declares
-(calculator.model.config_read.checkpoint_weight_fields, calculator.memory.inference.serving_weight_dtypes);
+(calculator.model.checkpoint_quant.checkpoint_weight_fields, calculator.memory.inference.serving_weight_dtypes);
 transformers' generate() keeps the params dtype; a dtype the user gives always wins."""
 import pytest
 
 from calculator import Workload, estimate
 from calculator.memory.inference import serving_weight_dtypes
-from calculator.model.config_read import checkpoint_weight_fields
+from calculator.model.checkpoint_quant import checkpoint_weight_fields
 from calculator.model.presets import load_model
 
 

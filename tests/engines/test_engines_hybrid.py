@@ -8,6 +8,7 @@ import pytest
 from calculator import Workload, estimate
 from calculator.core.errors import InputError
 from calculator.engines import sglang, states, stage_terms, vllm, vllm_kv
+from calculator.memory.inference import with_kv_dtype
 from calculator.model.hf_config import spec_from_hf_config
 from calculator.model.presets import get_gpu, load_model
 
@@ -34,7 +35,7 @@ def preset(name):
 
 
 def vllm_layout(m, tp=1, **serving):
-    w = Workload(mode="infer", engine="vllm", gpu="h200", parallel={"tp": tp}, serving=serving)
+    w = with_kv_dtype(m, Workload(mode="infer", engine="vllm", gpu="h200", parallel={"tp": tp}, serving=serving))
     layers = range(m.num_hidden_layers)
     split = states.split_layers(m, layers)
     token = vllm.kv_token_bytes(m, vllm.kv_heads_on_gpu(m, w), w.kv_dtype)

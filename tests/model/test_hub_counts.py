@@ -151,3 +151,21 @@ def test_multimodal_config_is_returned_raw_with_a_warning(hub_url: str):
     model = fetch_model("acme/vision-language-model", endpoint=hub_url)
     assert model.config["text_config"]["hidden_size"] == 2560 and "hidden_size" not in model.config
     assert model.warnings[0] == "using text_config of a multimodal model"
+
+
+def test_a_modelopt_checkpoint_s_hf_quant_config_json_is_read_beside_config_json(hub_url: str,
+                                                                                   hub_server: HubServer):
+    """ModelOpt 0.29 and earlier kept the quantization config in hf_quant_config.json, which vLLM reads beside
+    config.json: fetched when the API page lists it, it prices fp8 weights and an fp8 KV cache."""
+    from calculator.model.hf_config import spec_from_hf_config
+    from hub_repos import MODELOPT_LEGACY_QUANT, MODELOPT_LEGACY_REPO
+    model = fetch_model(MODELOPT_LEGACY_REPO, endpoint=hub_url)
+    assert model.config["quantization_config"] == MODELOPT_LEGACY_QUANT
+    assert f"/{MODELOPT_LEGACY_REPO}/resolve/main/hf_quant_config.json" in [r.path for r in hub_server.requests]
+    spec = spec_from_hf_config(model.config).spec
+    assert (spec.checkpoint_weight_dtype, spec.checkpoint_kv_dtype) == ("fp8", "fp8")
+
+
+def test_no_hf_quant_config_json_is_asked_for_unless_the_api_lists_it(hub_url: str, hub_server: HubServer):
+    fetch_model(QWEN3_8B, endpoint=hub_url)
+    assert not [r for r in hub_server.requests if r.path.endswith("hf_quant_config.json")]

@@ -286,3 +286,21 @@ def test_list_gpus_returns_a_fresh_list():
     assert list_gpus()
     with pytest.raises(AttributeError):
         get_gpu("h200").memory_bytes = 1  # type: ignore[misc]
+
+
+def test_a_config_json_path_reads_the_hf_quant_config_json_beside_it(tmp_path):
+    """As vLLM's get_config does for a model folder: ModelOpt 0.29 and earlier wrote the quantization config there;
+    a file of another name is read alone, and an edit of the side file is read again."""
+    raw = json.loads((MODELS_DIR / "qwen3-8b.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    (tmp_path / "other.json").write_text(json.dumps(raw))
+    side = tmp_path / "hf_quant_config.json"
+    side.write_text(json.dumps({"producer": {"name": "modelopt"}, "quantization": {
+        "quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}}))
+    spec = load_model(str(tmp_path / "config.json")).spec
+    assert (spec.checkpoint_weight_dtype, spec.checkpoint_kv_dtype) == ("fp8", "fp8")
+    assert load_model(str(tmp_path)).spec == spec  # the folder
+    assert load_model(str(tmp_path / "other.json")).spec.checkpoint_kv_dtype is None
+    side.write_text(json.dumps({"quantization": {"quant_algo": "NVFP4", "group_size": 16}}))
+    spec = load_model(str(tmp_path / "config.json")).spec
+    assert (spec.checkpoint_weight_dtype, spec.checkpoint_kv_dtype) == ("nvfp4", None)

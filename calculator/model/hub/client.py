@@ -127,6 +127,7 @@ def _fetch_model(model_id: str, revision: str, token: str | None, endpoint: str 
     if "text_config" in config and "hidden_size" not in config:
         warnings.append("using text_config of a multimodal model")
     checkpoint, api = _fetch_checkpoint(hub, warnings)
+    config = _with_hf_quant_config(hub, config, api, warnings)
     quant = config.get("quantization_config")
     if quant and checkpoint and _PACKED_DTYPES & set(checkpoint.parameters_by_dtype):
         method = quant.get("quant_method", "quantized") if isinstance(quant, dict) else "quantized"
@@ -192,6 +193,27 @@ def _fetch_config(hub: Hub) -> dict:
         raise MalformedConfig(f"{what} has no model_type, so it is not a transformers model config",
                               "pick the transformers version of the model, or pass a local config file")
     return config
+
+
+def _with_hf_quant_config(hub: Hub, config: dict, api: dict | None, warnings: list[str]) -> dict:
+    """config.json with the quantization config of a ModelOpt 0.29-or-earlier checkpoint, which keeps it in
+    hf_quant_config.json beside config.json: read, as vLLM's get_config reads it (transformers_utils/config.py),
+    when config.json has no quantization_config and the API page lists the file (no request otherwise). It goes
+    where config.json keeps one (calculator.model.checkpoint_quant reads its nested form)."""
+    siblings = api.get("siblings") if isinstance(api, dict) else None
+    listed = isinstance(siblings, list) and any(isinstance(s, dict) and s.get("rfilename") == "hf_quant_config.json"
+                                                for s in siblings)
+    if "quantization_config" in config or not listed:
+        return config
+    try:
+        status, headers, body = hub.get(hub.url("hf_quant_config.json"), limit=MAX_CONFIG_BYTES)
+        hub.check(status, headers, "hf_quant_config.json")
+        quant = parse_json(body, f"hf_quant_config.json of {hub.model_id!r}", MalformedConfig)
+    except HubError as e:
+        warnings.append(f"could not read hf_quant_config.json ({e.problem}); the weights are priced as config.json "
+                        "says")
+        return config
+    return {**config, "quantization_config": quant} if isinstance(quant, dict) else config
 
 
 # -----------------------------------------------------------------------------
