@@ -135,7 +135,7 @@ def run(m, w, shards, gpu) -> tuple[tuple[StageEstimate, ...], Serving]:
     terms_of: dict = {}
     stages = tuple(_stage(sv, sh, context, terms_of) for sv, sh in zip(results, shards))
     serving = min(results, key=lambda sv: sv.kv_pool_blocks)
-    notes = tuple(n for n in (support.check(m, w), checkpoint_weights_note(m, w)) if n)
+    notes = tuple(n for n in (support.check(m, w), checkpoint_weights_note(m, w), checkpoint_kv_note(m, w)) if n)
     return stages, replace(serving, notes=notes + serving.notes) if notes else serving
 
 
@@ -201,6 +201,15 @@ def checkpoint_weights_note(m, w) -> str:
     return (f"weights as the checkpoint stores them (its quantization_config), which {ENGINE_LABELS[w.engine]} "
             f"loads as they are: decoder linears {wdt}{mlp}, routed experts {edt}; the weight dtype inputs price "
             "others")
+
+
+def checkpoint_kv_note(m, w) -> str:
+    """The KV cache dtype when it is the one the checkpoint's quantization config names (memory.inference.
+    kv_cache_dtype: what the engine picks at --kv-cache-dtype auto)."""
+    if not m.checkpoint_kv_dtype or w.kv_dtype != m.checkpoint_kv_dtype:
+        return ""
+    return (f"KV cache {w.kv_dtype}: the checkpoint's quantization config names an {w.kv_dtype} KV cache, which "
+            f"{ENGINE_LABELS[w.engine]} uses at --kv-cache-dtype auto (its default); --kv-dtype bf16 prices the other")
 
 
 def fit_cards(m, w, shards, gpus, needed=None, only: frozenset | None = None) -> tuple[Fit, ...]:

@@ -54,6 +54,8 @@ def test_serving_engines_hold_the_checkpoint_s_fp8_kv_cache_by_default(engine):
     assert auto.kv_pool_bytes == pytest.approx(bf16.kv_pool_bytes, rel=1e-4)  # ~the same pool (SGLang: page
     # rounding), twice the tokens
     assert auto.max_concurrent_seqs > 1.9 * bf16.max_concurrent_seqs
+    assert any(n.startswith("KV cache fp8: the checkpoint's quantization config") for n in auto.notes)
+    assert not any(n.startswith("KV cache") for n in bf16.notes)
 
 
 def test_generate_keeps_bf16_and_a_given_dtype_wins():
