@@ -149,7 +149,10 @@ def check_request_length(w, configured: int, engine: str) -> None:
 
 def check_engine_context(m: ModelSpec, w) -> None:
     """support.check, check_context and check_request_length for the workload's serving engine, if any (the
-    planner asks them once before its layouts)."""
+    planner asks them once before its layouts); and, for a model only the serving engines run as described
+    (ModelSpec.served_only), that the job is served by one."""
+    from calculator.memory.parallel import check_served_only
+    check_served_only(m, w)
     if w.mode == "infer" and w.engine in ENGINE_NAMES:
         support.check(m, w)  # a model the engine cannot load
         derived = derived_context(m, w.engine)

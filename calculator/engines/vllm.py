@@ -26,7 +26,7 @@ from calculator.core.errors import InputError
 from calculator.engines.common import (GiB, Serving, StatePool, attention_tp, check_context, check_request_length,
                                        device_visible_bytes, kv_heads_on_gpu, kv_token_bytes, vllm_derived_max_len)
 from calculator.engines.vllm_kv import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, kv_groups, max_model_len_that_fits
-from calculator.model.spec import ModelSpec
+from calculator.model.spec import LayerKind, ModelSpec
 
 DEFAULT_UTILIZATION = 0.9  # vllm/config/cache.py CacheConfig.gpu_memory_utilization
 PER_GRAPH_BYTES = 2**20  # vLLM's floor per captured graph (gpu_model_runner.py profile_cudagraph_memory)
@@ -138,6 +138,11 @@ def _forward_peak(m: ModelSpec, w, tokens: int) -> int:
     rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
     mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, w.parallel.expert_tp)
     attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope, False)
+    if m.swa_num_attention_heads is not None:  # the sliding layers' own heads (Step-3.5): the larger layer's phase
+        s = m.attention_of(LayerKind("attention", "dense", 1))
+        ds = act.dims(s, wl)
+        attn = max(attn, inf.prefill_attention_phase(s, ds.T, ds.e, s.hidden_size, ds.qd, ds.kvd, ds.a, ds.b, ds.s,
+                                                      ds.s_kv, rope, False))
     return max(mlp, attn)
 
 

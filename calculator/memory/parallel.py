@@ -21,6 +21,7 @@ from calculator.memory.pipeline_split import check_split, chunk_layer_counts, di
 def check_divisibility(m: ModelSpec, w: Workload) -> None:
     """Raise InputError when a parallel degree does not divide what it splits."""
     p = w.parallel
+    check_served_only(m, w)
     if m.compressed is not None and w.mode != "infer":  # DeepSeek-V4 (calculator/model/architectures/compressed.py)
         check_training(w)
     if m.moe_latent_size and w.mode != "infer":  # what a latent MoE's training is not modelled for
@@ -47,6 +48,13 @@ def check_divisibility(m: ModelSpec, w: Workload) -> None:
                                              f"(got {p.microbatches}); the pipeline would never fill")
 
 
+def check_served_only(m: ModelSpec, w: Workload) -> None:
+    """A model only the serving engines run as described (ModelSpec.served_only) is refused for anything else."""
+    if getattr(m, "served_only", None) and not (w.mode == "infer" and w.engine in ("vllm", "sglang")):
+        raise InputError("engine", f"{m.served_only}: serve it with --engine vllm or sglang, which run their own "
+                                   f"kernels and whose memory is described")
+
+
 @lru_cache(maxsize=512)
 def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
     """The checks of check_divisibility that only the model and the layout decide (TP, PP, EP, expert TP), done
@@ -55,6 +63,9 @@ def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
     if a % p.tp:
         raise InputError("tp", f"tensor parallel size {p.tp} must divide num_attention_heads ({a}); "
                                f"try one of {divisors(a)}")
+    if m.swa_num_attention_heads and m.swa_num_attention_heads % p.tp:
+        raise InputError("tp", f"tensor parallel size {p.tp} must divide the sliding layers' attention heads "
+                               f"({m.swa_num_attention_heads}); try one of {divisors(m.swa_num_attention_heads)}")
     if not m.is_mla and kv % p.tp and p.tp % kv:
         raise InputError("tp", f"tensor parallel size {p.tp} must divide num_key_value_heads ({kv}) or be a "
                                f"multiple of it")

@@ -264,7 +264,7 @@ def layer_kinds(m: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:
     before MoE for the models whose every mixer is the same)."""
     if all(t in (None, "full_attention", "sliding_attention") for t in (m.layer_types or (None,))) and (
             m.ffn_types is None or "none" not in m.ffn_types) and m.gemma_next is None and \
-            m.swa_num_key_value_heads is None:  # (Gemma 3n / 4, MiMo-V2-Flash: kinds per layer type)
+            not m.own_swa_heads:  # (Gemma 3n / 4, MiMo-V2-Flash, Step-3.5: kinds per layer type)
         mixer = "mla" if m.is_mla else "attention"
         moe = m.moe_layer_count if m.is_moe else 0
         return tuple((LayerKind(mixer, f), n) for f, n in (("dense", m.num_hidden_layers - moe), ("moe", moe)) if n)

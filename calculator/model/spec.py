@@ -153,6 +153,11 @@ class ModelSpec(HashedOnce):
     # layers' (num_key_value_heads, attention_sinks); each kind of layer computes with its view (attention_of)
     swa_num_key_value_heads: int | None = Field(default=None, gt=0, le=B.MAX_HEADS, strict=True)
     swa_attention_sinks: bool = False
+    # Step-3.5 / 3.7: the sliding layers' own query heads (attention_other_setting: 96 where full layers have 64);
+    # their per-head tensors (VariantSpec.attention_tensors of num_attention_heads rows) follow (attention_of)
+    swa_num_attention_heads: int | None = Field(default=None, gt=0, le=B.MAX_HEADS, strict=True)
+    # a model only the serving engines run as described: why transformers' code (training, generate()) is not
+    served_only: str | None = Field(default=None, max_length=400)
     # Qwen3-Next / Qwen3.5: q_proj also computes a per-channel gate, sigmoid(gate) × the attention output
     attention_output_gate: bool = False
     # Qwen3-Next / Qwen3.5 RMSNorm: the weight starts at zero and scales by (1 + w), all in fp32
@@ -209,6 +214,9 @@ class ModelSpec(HashedOnce):
         for name, kv in (("num_key_value_heads", kv), ("swa_num_key_value_heads", self.swa_num_key_value_heads)):
             if kv is not None and a % kv:
                 raise ValueError(f"num_attention_heads ({a}) must be a multiple of {name} ({kv})")
+        if self.swa_num_attention_heads is not None and self.swa_num_attention_heads % self.kv_heads:
+            raise ValueError(f"swa_num_attention_heads ({self.swa_num_attention_heads}) must be a multiple of the "
+                             f"key/value heads ({self.kv_heads})")
         if self.is_mla and (self.qk_rope_head_dim is None or self.qk_nope_head_dim is None
                             or self.v_head_dim is None):
             raise ValueError("MLA (kv_lora_rank set) also needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim")
@@ -303,14 +311,19 @@ class ModelSpec(HashedOnce):
         if mixer == "attention" and self.is_mla:
             mixer = "mla"
         ffn = self.ffn_types[i] if self.ffn_types is not None else "moe" if self.layer_is_moe(i) else "dense"
-        if self.swa_num_key_value_heads is not None and mixer == "attention":  # sliding layers' own head layout:
+        if self.own_swa_heads and mixer == "attention":  # sliding layers' own head layout:
             return LayerKind(mixer, ffn, int(self.layer_is_sliding(i)))  # a kind of their own, slot 1 (full: 0)
         return LayerKind(mixer, ffn)
 
     def attention_of(self, kind: LayerKind) -> "ModelSpec":
         """The model as a layer of `kind` computes its attention: itself, or (swa_num_key_value_heads set) with the
         sliding layers' key/value heads and sinks on a sliding kind (slot 1), the full layers' on a full one."""
-        return self if kind.slot < 0 or self.swa_num_key_value_heads is None else _attention_of(self, kind.slot == 1)
+        return self if kind.slot < 0 or not self.own_swa_heads else _attention_of(self, kind.slot == 1)
+
+    @property
+    def own_swa_heads(self) -> bool:
+        """Whether the sliding layers have a head layout of their own (a kind per layer type, attention_of)."""
+        return self.swa_num_key_value_heads is not None or self.swa_num_attention_heads is not None
 
     def layer_is_sliding(self, i: int) -> bool:
         """Whether decoder layer i attends only within `sliding_window` tokens."""
@@ -336,10 +349,16 @@ class ModelSpec(HashedOnce):
 def _attention_of(m: ModelSpec, sliding: bool) -> ModelSpec:
     """ModelSpec.attention_of: one head layout on every layer (models/mimo_v2_flash/modeling_mimo_v2_flash.py
     MiMoV2FlashAttention: num_key_value_heads on full layers, swa ones and sinks on sliding layers)."""
-    kv, sinks = ((m.swa_num_key_value_heads, m.swa_attention_sinks) if sliding
+    kv, sinks = ((m.swa_num_key_value_heads or m.num_key_value_heads, m.swa_attention_sinks) if sliding
                  else (m.num_key_value_heads, m.attention_sinks))
-    return m.model_copy(update=dict(num_key_value_heads=kv, attention_sinks=sinks, swa_num_key_value_heads=None,
-                                    swa_attention_sinks=False))
+    a = (m.swa_num_attention_heads or m.num_attention_heads) if sliding else m.num_attention_heads
+    update = dict(num_key_value_heads=kv, attention_sinks=sinks, swa_num_key_value_heads=None,
+                  swa_attention_sinks=False, swa_num_attention_heads=None, num_attention_heads=a, head_dim=m.head_size)
+    if a != m.num_attention_heads and m.variant is not None:  # per-head tensors (Step-3.5's g_proj) follow the heads
+        rows = {m.num_attention_heads: a, m.num_attention_heads * m.head_size: a * m.head_size}
+        update["variant"] = m.variant.model_copy(update={"attention_tensors": tuple(
+            (rows.get(s[0], s[0]),) + tuple(s[1:]) if s else s for s in m.variant.attention_tensors)})
+    return m.model_copy(update=update)
 
 
 @lru_cache(maxsize=256)

@@ -40,7 +40,7 @@ RECOMPUTE_INDEX = {"none": 0, "selective": 1, "full": 2}
 
 def covers(m, w: Workload) -> bool:
     p = w.parallel
-    if isinstance(m, ModelSpec) and m.swa_num_key_value_heads is not None:
+    if isinstance(m, ModelSpec) and m.own_swa_heads:
         return False  # sliding layers with their own head layout (MiMo-V2-Flash): a layer kind _Shape does not price
     return (isinstance(m, ModelSpec) and w.mode == "train" and w.engine == "hf" and w.activation_model == "exact"
             and w.finetune == "full" and w.stack is None and p.zero_shard_size is None and not p.offload_optimizer

@@ -128,10 +128,10 @@ def layer_forward(m: ModelSpec, d: Dims, *, moe: bool, window: int | None, eager
         elif ffn == "dense":
             ops.extend(_mlp_forward(m, T, h, m.intermediate_size // tp, e, e_w))
         return ops
-    if m.swa_num_key_value_heads is not None:  # a layer type's own heads (MiMo-V2-Flash): ModelSpec.attention_of
+    if m.own_swa_heads:  # a layer type's own heads (MiMo-V2-Flash, Step-3.5): ModelSpec.attention_of
         m = m.attention_of(LayerKind(mixer, ffn, int(window is not None)))
-        kv = max(m.kv_heads // tp, 1)
-        d = d._replace(kv=kv, kvd=kv * m.head_size)
+        kv, a = max(m.kv_heads // tp, 1), m.num_attention_heads // tp
+        d = d._replace(kv=kv, kvd=kv * m.head_size, a=a, qd=a * m.head_size)
     ops.extend(_attention_forward(m, d, window, eager, e_w, s_kv)[1:])
     ops.append(R.elementwise("Residual adds", R.residual_bytes(T, d.h_sp, e), HOST_OPS["residual"][0],
                              "2 × 3e·T·h", bwd_host_ops=HOST_OPS["residual"][1]))

@@ -52,7 +52,9 @@ def row(model_type: str) -> dict:
         out["cache"] = dict(checked=False, why=REMOTE_WHY.split(":")[0])
         return out
     out["activations"] = {}
-    for attention in ("eager", "sdpa"):
+    if spec.served_only:  # training is refused: nothing of the engine's to hold to a trace (its cache still is)
+        out["activations"] = {k: dict(traced=False, why=f"refused by the engine: {spec.served_only}") for k in kinds}
+    for attention in (("eager", "sdpa") if not spec.served_only else ()):
         try:
             with M.time_box(TIME_BOX_S):
                 measured = M.activations(src, spec, attention)

@@ -26,8 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "calculator" / "engines" / "native_types.py"
 # the architectures remote-code checkpoints name in config.json: Qwen (v1)'s modeling_qwen.py QWenLMHeadModel (its
-# own attention module: no transformers attention interface), Kimi-K2's DeepSeek-V3 class
-REMOTE_CLASSES = {"qwen": ("QWenLMHeadModel",), "kimi_k2": ("DeepseekV3ForCausalLM",)}
+# own attention module: no transformers attention interface), Kimi-K2's DeepSeek-V3 class, MiMo's, Step-3.5's
+REMOTE_CLASSES = {"qwen": ("QWenLMHeadModel",), "kimi_k2": ("DeepseekV3ForCausalLM",),
+                  "mimo": ("MiMoForCausalLM",),  # XiaomiMiMo/MiMo-7B's modeling_mimo.py
+                  "step3p5": ("Step3p5ForCausalLM",)}  # stepfun-ai/Step-3.5-Flash's own class (transformers: none)
 GENERATION_MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
                        "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES", "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES")
 

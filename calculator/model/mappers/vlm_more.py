@@ -1,10 +1,11 @@
 """Text towers of more vision-language models (issue 21), each mapped from the transformers 5.23 modeling file it
 mirrors (cited per mapper): Emu3 (emu3, emu3_text_model), Molmo2 (molmo2, molmo2_text) and Muse-Glimmer
-(muse_glimmer, muse_glimmer_text); and refused, each naming what the engine lacks: Chameleon, Muse-Spark,
-ERNIE-4.5-VL-MoE, GLM-5-Next, Qwen4-Exp (qwen4_exp, qwen4_exp_text) and Step-3.7 (step3p7, its text model step3p5).
+(muse_glimmer, muse_glimmer_text), Step-3.5 / 3.7 (step3p5, step3p7: served by vLLM and SGLang only,
+ModelSpec.served_only); and refused, each naming what the engine lacks: Chameleon, Muse-Spark, ERNIE-4.5-VL-MoE,
+GLM-5-Next and Qwen4-Exp (qwen4_exp, qwen4_exp_text).
 calculator.model.mappers.vlm_text merges these tables into its own; tests/model/mappers/test_vlm_more.py holds each
 type to the real model's parameter and tensor counts (validation/architectures: one traced layer's saved
-activations and the cache), tests/model/mappers/test_axk1_and_refusals.py the Qwen4-Exp and Step-3.7 refusals.
+activations and the cache), tests/model/mappers/test_axk1_and_refusals.py the Qwen4-Exp refusal.
 
 MAPPERS: model_type -> mapper (cfg dict -> ModelSpec fields); SAME_BLOCKS: model_type -> an already mapped type whose
 mapper reads it unchanged; TEXT_TYPES: outer multimodal type -> the text model_type its text_config holds (when the
@@ -17,8 +18,8 @@ allows) and the other mappers modules (not vlm_text).
 from __future__ import annotations
 
 from calculator.core import bounds as B
-from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_float, get_int, get_int_list,
-                                          get_str, get_window, llama_like_fields, sliding_fields)
+from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_choice_list, get_float, get_int,
+                                          get_int_list, get_str, get_window, llama_like_fields, sliding_fields)
 from calculator.model.variants import VariantSpec
 
 
@@ -176,19 +177,86 @@ def refuse_qwen4_exp(cfg: dict) -> dict:
                       "mean-pooled key blocks) and no hashed n-gram per-layer embeddings (Qwen4ExpTextPLELayer)")
 
 
-def refuse_step3p7(cfg: dict) -> dict:
-    """Step-3.7's text model (models/step3p7/modeling_step3p7.py Step3p7TextModel, model_type step3p5): Laguna-like
-    attention (zero-centred q/k norms, a per-head sigmoid g_proj gate) and MiniMax-M3's sigmoid router with an
-    e_score_correction_bias buffer, but its Step3p7Experts is no use_experts_implementation module: a Python loop over
-    the experts hit, each gathering its tokens and running F.linear on its slice of gate_up_proj / down_proj before
-    index_add_ (the engine's one expert loop, VariantSpec.expert_loop, is DBRX's with DBRX's softmax router); and
-    every MLP (dense, shared expert, experts) clamps act(gate) and up (swiglu_limits; +inf when unset, still two
-    clamps that keep two more intermediate-wide tensors than the engine's SwiGLU). Its sliding layers may also have
-    their own query heads (num_sliding_attention_heads) and each layer type its own partial rotary factor."""
-    raise ConfigError("model_type: Step-3.7 (step3p5 text model) cannot be described exactly yet: the calculator "
-                      "has no per-expert loop (Step3p7Experts) behind a sigmoid router with a correction bias (its "
-                      "one expert loop is DBRX's), and no SwiGLU clamps on act(gate) and up (Step3p7MLP / "
-                      "Step3p7Experts, swiglu_limits)")
+STEP_SERVED_ONLY = ("Step-3.5 / 3.7: transformers runs its routed experts one by one (Step3p7Experts: a Python loop "
+                    "over the experts hit behind a sigmoid router) and clamps every SwiGLU (swiglu_limits), which "
+                    "the training and generate() memory here do not describe")
+
+
+def _step_layer_list(cfg: dict, key: str, n: int, extra: int, choices: tuple[str, ...]) -> list[str] | None:
+    """A per-layer list of Step3p7TextConfig (layer_types, mlp_layer_types), cut as its __post_init__ cuts the
+    released lists padded with num_nextn_predict_layers MTP entries."""
+    items = get_choice_list(cfg, key, choices)
+    if items is not None and extra and len(items) == n + extra:
+        items = items[:n]
+    if items is not None and len(items) != n:
+        raise ConfigError(f"{key}: has {len(items)} entries but num_hidden_layers is {n}")
+    return items
+
+
+def map_step3p5(cfg: dict) -> dict:
+    """Step-3.5 / Step-3.7's language model (models/step3p7/modeling_step3p7.py Step3p7TextModel, model_type step3p5;
+    the Hub's Step-3.5-Flash config.json is read by the same Step3p7TextConfig, its legacy names through
+    attribute_map and __post_init__). Step3p7Attention: q / k / v / o without bias (attention_bias), per-head
+    Step3p7RMSNorm q / k norms (a weight of head_dim each), a sigmoid output gate g_proj = Linear(h, heads) per head
+    (gating true / "per-head"; heads · head_dim per channel otherwise); sliding_attention layers (layer_types,
+    sliding_window) build num_sliding_attention_heads query heads (legacy attention_other_setting.num_attention_heads:
+    96 beside the full layers' 64 in Step-3.7-Flash) over the same num_key_value_heads. Step3p7DecoderLayer's MLP
+    per mlp_layer_types (legacy moe_layers_enum; default: all sparse): a dense Step3p7MLP of intermediate_size, or
+    Step3p7SparseMoeBlock — n_routed_experts fused experts of moe_intermediate_size (gate_up_proj, down_proj),
+    a router weight (its e_score_correction_bias is a buffer) and one shared Step3p7MLP of share_expert_dim; untied
+    lm_head; num_nextn_predict_layers MTP layers are not built (their weights skipped on load). Served by vLLM and
+    SGLang as Step3p5ForCausalLM / Step3p7ForConditionalGeneration; transformers' own training and generate()
+    memory is refused (ModelSpec.served_only: STEP_SERVED_ONLY)."""
+    given = {k: v for k, v in cfg.items() if v is not None}
+    if "num_key_value_heads" not in given and "num_attention_groups" in given:  # the Hub file's name
+        given["num_key_value_heads"] = given["num_attention_groups"]
+    cfg = {"vocab_size": 128815, "hidden_size": 4096, "intermediate_size": 11264, "num_hidden_layers": 45,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 128000,
+           **given}
+    f = common_fields(cfg)
+    n, h = f["num_hidden_layers"], f["hidden_size"]
+    f["head_dim"] = get_int(cfg, "head_dim", default=128, hi=B.MAX_HEAD_DIM)
+    heads, hd = f["num_attention_heads"], f["head_dim"]
+    extra = get_int(cfg, "num_nextn_predict_layers", default=0, lo=0, hi=64)
+    layers = _step_layer_list(cfg, "layer_types", n, extra, ("full_attention", "sliding_attention"))
+    other = cfg.get("attention_other_setting") if isinstance(cfg.get("attention_other_setting"), dict) else {}
+    swa_heads = get_int(cfg, "num_sliding_attention_heads", default=None, hi=B.MAX_HEADS) or \
+        get_int(other, "num_attention_heads", default=heads, hi=B.MAX_HEADS)
+    if get_int(other, "num_attention_groups", default=f["num_key_value_heads"] or heads, hi=B.MAX_HEADS) != \
+            (f["num_key_value_heads"] or heads) or get_int(other, "head_dim", default=hd, hi=B.MAX_HEAD_DIM) != hd:
+        raise ConfigError("attention_other_setting: sliding layers with their own key/value heads or head_dim are "
+                          "built by the serving engines but not by transformers' Step3p7Attention; this calculator "
+                          "describes the sliding layers' query heads only")
+    gating = cfg.get("gating", True)
+    if not isinstance(gating, (bool, str)) or gating not in (True, False, "per-head", "per-element"):
+        raise ConfigError(f"gating: must be true, false, \"per-head\" or \"per-element\", got {str(gating)[:40]}")
+    per_head = gating is True or gating == "per-head"
+    experts = get_int(cfg, "n_routed_experts", "moe_num_experts", "num_local_experts", default=288, lo=1,
+                      hi=B.MAX_EXPERTS)
+    mlp = _step_layer_list(cfg, "mlp_layer_types", n, extra, ("dense", "sparse"))
+    if mlp is None and cfg.get("moe_layers_enum") is not None:
+        enum = cfg["moe_layers_enum"]
+        items = enum.split(",") if isinstance(enum, str) else enum if isinstance(enum, list) else None
+        if items is None or not all(str(x).strip().lstrip("-").isdigit() for x in items if str(x).strip()):
+            raise ConfigError("moe_layers_enum: must list layer indices, e.g. \"3,4,5\"")
+        sparse = {int(x) for x in items if str(x).strip()}
+        mlp = ["sparse" if i in sparse else "dense" for i in range(n)]
+    mlp = mlp or ["sparse"] * n
+    f.update(qkv_bias=get_bool(cfg, "attention_bias", False), o_bias=get_bool(cfg, "attention_bias", False),
+             mlp_bias=get_bool(cfg, "mlp_bias", False), qk_norm=True, zero_centered_norm=True, hidden_act="silu",
+             tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", False), mtp_layers=extra,
+             num_experts=experts, num_experts_per_tok=get_int(cfg, "num_experts_per_tok", "moe_top_k", default=8,
+                                                              hi=experts),
+             moe_intermediate_size=get_int(cfg, "moe_intermediate_size", default=1280, hi=B.MAX_FFN),
+             shared_expert_intermediate_size=get_int(cfg, "share_expert_dim", default=1280, hi=B.MAX_FFN),
+             ffn_types=tuple("moe" if t == "sparse" else "dense" for t in mlp), served_only=STEP_SERVED_ONLY,
+             variant=VariantSpec(attention_tensors=((heads if per_head else heads * hd, h),),
+                                 attention_gate="sigmoid_head" if per_head else "sigmoid"))
+    window = get_window(cfg)
+    if layers is not None and window and "sliding_attention" in layers:
+        f.update(layer_types=tuple(layers), sliding_window=window,
+                 swa_num_attention_heads=swa_heads if swa_heads != heads else None)
+    return f
 
 
 # transformers 5.23 types the engine knows but cannot describe yet, each with what it lacks (a refusal that says why,
@@ -229,8 +297,8 @@ MAPPERS: dict = {
     "chameleon": refuse_chameleon, "muse_spark": refuse_muse_spark, "muse_spark_text": refuse_muse_spark,
     "ernie4_5_vl_moe": refuse_ernie4_5_vl_moe, "ernie4_5_vl_moe_text": refuse_ernie4_5_vl_moe,
     "glm5_next": refuse_glm5_next, "glm5_next_text": refuse_glm5_next,
-    "qwen4_exp": refuse_qwen4_exp, "qwen4_exp_text": refuse_qwen4_exp, "step3p7": refuse_step3p7,
-    "step3p5": refuse_step3p7,
+    "qwen4_exp": refuse_qwen4_exp, "qwen4_exp_text": refuse_qwen4_exp, "step3p7": map_step3p5,
+    "step3p5": map_step3p5,
 }
 SAME_BLOCKS: dict[str, str] = {}
 TEXT_TYPES: dict[str, str] = {"emu3": "emu3_text_model", "molmo2": "molmo2_text", "muse_glimmer": "muse_glimmer_text",
@@ -243,4 +311,4 @@ TEXT_TYPES: dict[str, str] = {"emu3": "emu3_text_model", "molmo2": "molmo2_text"
 TIE_DEFAULTS: dict[str, bool] = {"muse_glimmer": False}
 REFUSED: frozenset[str] = frozenset({*NOT_MODELLED, "chameleon", "muse_spark", "muse_spark_text", "ernie4_5_vl_moe",
                                      "ernie4_5_vl_moe_text", "glm5_next", "glm5_next_text", "qwen4_exp",
-                                     "qwen4_exp_text", "step3p7", "step3p5"})
+                                     "qwen4_exp_text"})

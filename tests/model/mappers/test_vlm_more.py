@@ -24,6 +24,12 @@ SIZES: dict[str, dict] = {
     "molmo2_text": dict(BASE, head_dim=16, additional_vocab_size=0),
     "muse_glimmer_text": dict(BASE, num_hidden_layers=4, head_dim=16, sliding_window=32, pad_token_id=0,
                               bos_token_id=1, eos_token_id=2),
+    # Step-3.5: sliding layers with 6 query heads beside the full layers' 4, a dense then three MoE layers
+    "step3p5": dict(BASE, num_hidden_layers=4, head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
+                    moe_intermediate_size=32, share_expert_dim=32, mlp_layer_types=["dense", "sparse", "sparse",
+                                                                                    "sparse"],
+                    layer_types=["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                    sliding_window=8, num_sliding_attention_heads=6),
 }
 # outer type -> (its text type, a tiny tower's config fields, other outer fields)
 VL = {
@@ -39,6 +45,8 @@ VL = {
                                                                                "full_attention"]),
                                                out_hidden_size=128, projector_hidden_size=48)),
     "emu3": ("emu3_text_model", {}),
+    "step3p7": ("step3p5", dict(vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                                   num_attention_heads=2, image_size=28, patch_size=14))),
 }
 VL_TEXT = {text: outer for outer, (text, _) in VL.items()}
 SIZES.update({outer: SIZES[text] for outer, (text, _) in VL.items()})  # sources.py finds a type by SIZES
@@ -72,7 +80,11 @@ def written_config(model_type: str, **overrides):
         text, outer = VL[model_type]
         config = transformers.AutoConfig.for_model(model_type, text_config={**SIZES[text], **overrides}, **outer)
         return config.to_dict(), config
-    text = transformers.AutoConfig.for_model(model_type, **{**SIZES[model_type], **overrides})
+    if model_type == "step3p5":  # Step3p7TextConfig: no AutoConfig entry of its own
+        from transformers.models.step3p7.configuration_step3p7 import Step3p7TextConfig
+        text = Step3p7TextConfig(**{**SIZES[model_type], **overrides})
+    else:
+        text = transformers.AutoConfig.for_model(model_type, **{**SIZES[model_type], **overrides})
     outer_type = VL_TEXT[model_type]
     outer = transformers.AutoConfig.for_model(outer_type, text_config=text.to_dict(), **VL[outer_type][1],
                                               tie_word_embeddings=text.tie_word_embeddings)
@@ -93,7 +105,7 @@ def test_switches_that_change_tensors(model_type, overrides):
 
 def test_the_group_is_registered_as_the_engine_sees_it():
     assert set(MAPPED) <= set(SUPPORTED_MODEL_TYPES)
-    assert set(REFUSED) | {"qwen4_exp", "qwen4_exp_text", "step3p7", "step3p5", *vlm_more.NOT_MODELLED} == \
+    assert set(REFUSED) | {"qwen4_exp", "qwen4_exp_text", *vlm_more.NOT_MODELLED} == \
         vlm_more.REFUSED
     assert set(REFUSED) <= REFUSED_MODEL_TYPES
 
