@@ -38,7 +38,7 @@ class VariantSpec(HashedOnce):
     mlp_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per dense-MLP layer (xIELU's alpha_p, alpha_n)
     moe_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per MoE layer, with the router (e_score_correction_bias)
     outer_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # outside the decoder layers (counted with the embedding)
-    idle_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # more outside them, built but never run: no gradient
+    idle_tensors: tuple[Shape, ...] = Field(default=(), max_length=1024)  # more outside, built but never run
     # q/k norms (with ModelSpec.qk_norm): "head" (one RMSNorm weight of head_dim each, Qwen3), "full_width" (over
     # num_heads·head_dim, OLMo-2 style), "layernorm_head" (a LayerNorm of head_dim with a bias each, on views of the
     # fused qkv output: Persimmon, rope_variants.fused_view_qk_layernorm_saved), "none" (no weight)

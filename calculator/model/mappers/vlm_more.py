@@ -219,9 +219,15 @@ def map_step3p5(cfg: dict) -> dict:
     heads, hd = f["num_attention_heads"], f["head_dim"]
     extra = get_int(cfg, "num_nextn_predict_layers", default=0, lo=0, hi=64)
     layers = _step_layer_list(cfg, "layer_types", n, extra, ("full_attention", "sliding_attention"))
-    other = cfg.get("attention_other_setting") if isinstance(cfg.get("attention_other_setting"), dict) else {}
+    other = cfg.get("attention_other_setting") or {}
+    if not isinstance(other, dict):
+        raise ConfigError("attention_other_setting: must be an object (the sliding layers' num_attention_heads, "
+                          "num_attention_groups, head_dim)")
     swa_heads = get_int(cfg, "num_sliding_attention_heads", default=None, hi=B.MAX_HEADS) or \
         get_int(other, "num_attention_heads", default=heads, hi=B.MAX_HEADS)
+    if swa_heads % (f["num_key_value_heads"] or heads):
+        raise ConfigError(f"num_sliding_attention_heads: the sliding layers' {swa_heads} query heads must be a "
+                          f"multiple of the {f['num_key_value_heads'] or heads} key/value heads")
     if get_int(other, "num_attention_groups", default=f["num_key_value_heads"] or heads, hi=B.MAX_HEADS) != \
             (f["num_key_value_heads"] or heads) or get_int(other, "head_dim", default=hd, hi=B.MAX_HEAD_DIM) != hd:
         raise ConfigError("attention_other_setting: sliding layers with their own key/value heads or head_dim are "

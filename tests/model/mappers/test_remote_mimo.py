@@ -110,3 +110,11 @@ def test_ddp_with_gradient_checkpointing_warns_that_the_idle_block_gets_no_gradi
     spec = spec_from_hf_config(_config()).spec
     w = Workload(seq_len=1024, gpu="h200", stack="ddp", recompute="full", parallel=Parallelism(dp=2))
     assert any("find_unused_parameters" in n for n in estimate(spec, w).warnings)
+
+
+def test_many_mtp_blocks_still_count():
+    """Five blocks (80 idle tensors) and the field's bound of 64 (1,024) map, where the idle tensors' list was first
+    capped at 64 entries and such a config raised pydantic's error instead of mapping."""
+    for blocks in (5, 64):
+        cfg = dict(_config(), num_nextn_predict_layers=blocks, num_hidden_layers=1, vocab_size=1000)
+        assert count_parameters(spec_from_hf_config(cfg).spec).idle == blocks * MTP_BLOCK

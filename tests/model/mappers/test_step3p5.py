@@ -117,3 +117,17 @@ def test_vllm_s_profile_run_peak_takes_the_wider_sliding_attention():
     same = spec.model_copy(update={"swa_num_attention_heads": None})
     w = Workload(mode="infer", engine="vllm", seq_len=64, gpu="h100-sxm")
     assert vllm._forward_peak(spec, w, 8192) > vllm._forward_peak(same, w, 8192)
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"attention_other_setting": [1, 2]}, "attention_other_setting"),
+    ({"attention_other_setting": {"num_attention_heads": 5}}, "num_sliding_attention_heads"),
+    ({"num_sliding_attention_heads": 3}, "num_sliding_attention_heads"),
+    ({"moe_layers_enum": "a,b"}, "moe_layers_enum"),
+    ({"gating": 7}, "gating"),
+    ({"layer_types": ["full_attention"]}, "layer_types"),
+])
+def test_configs_transformers_could_not_build_are_refused_naming_the_field(overrides, field):
+    with pytest.raises(ConfigError, match=f"^{field}: "):
+        spec_from_hf_config({k: v for k, v in dict(HUB, **overrides).items()
+                             if not (k == "attention_other_setting" and "num_sliding_attention_heads" in overrides)})
