@@ -204,11 +204,14 @@ def lora_model_states(t: TermList, m: ModelSpec, w, shard: StageShard, stack=Non
     n_g = -(-n_t // p.shard_group) if p.zero >= 2 else n_t
     no_grad = f" (the indexers' {ng:,} left out: no gradient)" if ng else ""
     left_out = 0
+    ng_t = -(-ng // p.tp)  # this TP rank's no-grad adapters, then its share where ZeRO / FSDP shards the counts above
     if ng and not rule.grads:
-        n_g -= -(-ng // p.tp)
-        left_out = nbytes(-(-ng // p.tp), g_dtype)
+        share = -(-ng_t // p.shard_group) if p.zero >= 2 else ng_t
+        n_g -= share
+        left_out = nbytes(share, g_dtype)
     if ng and not rule.states:
-        n_o, tensors = n_o - -(-ng // p.tp), tensors - ng_tensors
+        share = -(-ng_t // p.shard_group) if (p.zero >= 1 or p.distributed_optimizer) else ng_t
+        n_o, tensors = n_o - share, tensors - ng_tensors
     if master:
         t.add("master_weights", "master_weights", f"Adapter master weights ({master})",
               nbytes(n_o, master), "N_trainable × b_master", f"{n_o:,} × {dtype_bytes_text(master)}", "mixed-precision")

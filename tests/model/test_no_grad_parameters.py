@@ -161,3 +161,24 @@ def test_ddp_with_checkpointing_warns_for_the_indexers_adapters_too():
     for update in ({"lora_targets": "all-linear"}, {"lora_targets": "attention", "recompute": "full"}):
         assert not any("find_unused_parameters" in x
                        for x in estimate(m, Workload(**base, **update), with_fits=False).warnings)
+
+
+def test_sharded_lora_leaves_out_this_gpu_s_share_of_the_indexers_adapters():
+    """Under FSDP2 (its NoGradRule holds neither gradient nor state for them) with the adapters sharded over 4,096
+    ranks, a GPU steps ⌈N / 4096⌉ adapters less its share of the indexers', ⌈N_no_grad / 4096⌉, not all of them:
+    the whole count went negative (the hypothesis property test: GLM-5, LoRA, pp 2, dp 4096, ZeRO-2)."""
+    from calculator.memory import lora
+    from calculator.stages.held import lora_model_states
+    from calculator.stages.terms import TermList
+    m = load_model("glm-5").spec
+    w = Workload(mode="train", finetune="lora", seq_len=128, parallel={"pp": 2, "dp": 4096, "zero": 2})
+    shard = stage_shards(m, w.parallel)[0]
+    layers = range(shard.first_layer, shard.last_layer)
+    n, tensors = lora.layers_adapter_params(m, w.lora_rank, w.lora_targets, layers)
+    ng, ng_tensors = lora.no_grad_adapter_params(m, w.lora_rank, w.lora_targets, layers)
+    assert ng > -(-n // 4096)  # more than a GPU's share: subtracted whole, the count went below zero
+    t = TermList()
+    n_o, _, _ = lora_model_states(t, m, w, shard, MODULES["fsdp2"])
+    assert n_o == -(-n // 4096) - -(-ng // 4096) >= 0
+    assert t.by_component["optimizer_states"] == 2 * 4 * n_o + 4 * (tensors - ng_tensors)
+    assert all(v >= 0 for v in estimate(m, w, with_fits=False).stages[0].components.values())
