@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from calculator.core.errors import InputError
 from calculator.memory import inference as inf
 from calculator.core.dtypes import nbytes
+from calculator.model.parameters import count_parameters, kind_counts
 from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import StageShard, kv_heads_per_rank
 from calculator.engines import support, towers
@@ -166,19 +167,19 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
     rest in the params dtype, as calculator.memory.inference prices them, plus the RoPE cache. SGLang's DP attention
     shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share of what TP
     splits (what every TP rank keeps whole, LayerParams.tp_replicated, it holds once either way). Modules the
-    checkpoint builds but never runs are not loaded (idle_parameters)."""
+    checkpoint builds but never runs are not loaded: vllm/model_executor/models/mimo.py maps "model.mtp_layers." to
+    nothing, sglang/srt/models/mimo.py skips "mtp_layers" weights (ParameterCounts.idle)."""
     wdt, edt = inf.serving_weight_dtypes(m, w)
     mdt = inf.serving_mlp_weight_dtype(m, w)
     experts = shard.experts
     mlp = mlp_linear(m, shard.first_layer, shard.last_layer, w.parallel.tp) if mdt != wdt else 0
     other_linear = shard.layer_linear - experts - mlp
-    rest = shard.total - shard.layer_linear - (idle_parameters(m) if shard.has_embedding else 0)
+    rest = shard.total - shard.layer_linear - (count_parameters(m).idle if shard.has_embedding else 0)
     total = (inf.quantized_weight_bytes(other_linear, wdt, w.quant_group_size, w.quant_method)
              + inf.quantized_weight_bytes(mlp, mdt, w.quant_group_size, w.quant_method)
              + inf.quantized_weight_bytes(experts, edt, w.quant_group_size, w.quant_method)
              + nbytes(rest, w.precision.params))
     if attention_dp > 1:
-        from calculator.model.parameters import count_parameters
         layers = count_parameters(m).layers[shard.first_layer:shard.last_layer]
         attn = sum(-(-(layer.attention - layer.tp_replicated) // w.parallel.tp) for layer in layers)  # replicated: whole
         total += inf.quantized_weight_bytes(attn * (attention_dp - 1), wdt, w.quant_group_size, w.quant_method)
@@ -186,19 +187,9 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
     return total + rope_cache_bytes(m, w.engine) + towers.tower_weight_bytes(m, w, shard, attention_tp(w))
 
 
-def idle_parameters(m: ModelSpec) -> int:
-    """What vLLM and SGLang leave out at load of the modules a checkpoint builds but never runs
-    (architectures.idle_shapes: MiMo's MTP block; vllm/model_executor/models/mimo.py maps "model.mtp_layers." to
-    nothing, sglang/srt/models/mimo.py skips "mtp_layers" weights)."""
-    from calculator.model.architectures import idle_shapes
-    from calculator.model.architectures.shapes import numel
-    return numel(idle_shapes(m))
-
-
 def mlp_linear(m: ModelSpec, first: int, last: int, tp: int) -> int:
     """The dense MLPs' and shared experts' parameters of layers [first, last) on one of `tp` ranks (what a
     checkpoint may store in their own dtype: ModelSpec.checkpoint_mlp_weight_dtype)."""
-    from calculator.model.parameters import count_parameters, kind_counts
     return sum(n * -(-(layer.mlp + layer.shared_experts) // tp)
                for layer, n in kind_counts(count_parameters(m).layers[first:last]))
 

@@ -137,12 +137,10 @@ def _forward_peak(m: ModelSpec, w, tokens: int) -> int:
     d = act.dims(m, wl)
     rope = 0 if m.learned_position_embeddings else (m.qk_rope_head_dim if m.is_mla else m.head_size)
     mlp = inf.prefill_mlp_phase(m, d.T, d.e, m.hidden_size, d.f, rope, w.parallel.expert_tp)
-    attn = inf.prefill_attention_phase(m, d.T, d.e, m.hidden_size, d.qd, d.kvd, d.a, d.b, d.s, d.s_kv, rope, False)
-    if m.swa_num_attention_heads is not None:  # the sliding layers' own heads (Step-3.5): the larger layer's phase
-        s = m.attention_of(LayerKind("attention", "dense", 1))
-        ds = act.dims(s, wl)
-        attn = max(attn, inf.prefill_attention_phase(s, ds.T, ds.e, s.hidden_size, ds.qd, ds.kvd, ds.a, ds.b, ds.s,
-                                                      ds.s_kv, rope, False))
+    # the sliding layers' own heads (Step-3.5): the larger of the two layers' attention phases
+    views = (m,) if m.swa_num_attention_heads is None else (m, m.attention_of(LayerKind("attention", "dense", 1)))
+    attn = max(inf.prefill_attention_phase(v, x.T, x.e, v.hidden_size, x.qd, x.kvd, x.a, x.b, x.s, x.s_kv, rope, False)
+               for v, x in ((v, act.dims(v, wl)) for v in views))
     return max(mlp, attn)
 
 

@@ -13,6 +13,7 @@ from calculator.core.errors import InputError
 from calculator.model import latent_moe
 from calculator.model.architectures.compressed import check_training
 from calculator.model.spec import ModelSpec
+from calculator.memory.inference import SERVING_ENGINES
 from calculator.model.parameters import count_parameters, final_norm_shapes, kind_counts, lm_head_shapes, outer_shapes
 from calculator.core.workload import Parallelism, Workload
 from calculator.memory.pipeline_split import check_split, chunk_layer_counts, divisors, uneven_chunks
@@ -50,7 +51,7 @@ def check_divisibility(m: ModelSpec, w: Workload) -> None:
 
 def check_served_only(m: ModelSpec, w: Workload) -> None:
     """A model only the serving engines run as described (ModelSpec.served_only) is refused for anything else."""
-    if getattr(m, "served_only", None) and not (w.mode == "infer" and w.engine in ("vllm", "sglang")):
+    if getattr(m, "served_only", None) and not (w.mode == "infer" and w.engine in SERVING_ENGINES):
         raise InputError("engine", f"{m.served_only}: serve it with --engine vllm or sglang, which run their own "
                                    f"kernels and whose memory is described")
 

@@ -338,9 +338,9 @@ def count_parameters(m: ModelSpec) -> ParameterCounts:
     """Parameter counts of the whole model, module by module."""
     h = m.hidden_size
     embedding = m.embedding_vocab_size * h + m.learned_position_embeddings * h
-    outer = outer_shapes(m)  # hook (issue 21): counted with the embedding, the idle ones apart
+    outer = outer_shapes(m)  # hook (issue 21): outer_tensors counted with the embedding, the idle ones apart
     idle = numel(architectures.idle_shapes(m))
-    embedding += numel(outer) - idle
+    embedding += numel(m.variant.outer_tensors) if m.variant is not None else 0
     # Identical layers share one LayerParams (a 10,000-layer model: 80 kB of references, not 2.4 MB of objects
     # kept by this cache for every distinct model a server is asked about).
     kinds = {kind: (kind_params(m, kind), n) for kind, n in layer_kinds(m)}

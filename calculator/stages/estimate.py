@@ -103,7 +103,6 @@ def engine_figures(m: ModelSpec, w):
     Serving lacks the checkpoint-weights note, a text). Raises InputError where estimate() does."""
     from calculator import engines
     check_divisibility(m, w)
-    w = with_kv_dtype(m, w)
     return engines.figures(m, w, stage_shards(m, w.parallel), gpu_of(w.gpu))
 
 

@@ -15,7 +15,7 @@ from calculator.memory.activations import dims
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.model import architectures
 from calculator.model.spec import ModelSpec
-from calculator.memory.inference import serving_weight_dtypes, with_kv_dtype
+from calculator.memory.inference import serving_weight_dtypes
 from calculator.memory.parallel import stage_shards
 from calculator.timing.roofline import Op, Rates
 from calculator.timing.ops import head_forward, layer_forward, weight_bytes_per_element

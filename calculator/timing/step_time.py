@@ -16,6 +16,7 @@ import numpy as np
 
 from calculator.timing import train_ops as T
 from calculator.memory.activations import dims
+from calculator.memory.inference import with_kv_dtype
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.core.errors import InputError
 from calculator.model.spec import ModelSpec
@@ -70,7 +71,7 @@ def estimate_time(m: ModelSpec, w: Workload, inputs: TimingInputs | None = None,
             raise InputError("gpu", "the time estimate needs a GPU: choose one (--gpu)")
         gpu = get_gpu(w.gpu)
     check_divisibility(m, w)
-    w = inference_time.with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it
+    w = with_kv_dtype(m, w)  # kv_dtype "auto" as the runtime picks it
     r, fp32 = rates_for(gpu, w, inputs)
     if w.mode == "infer":
         return inference_time.estimate_inference_time(m, w, inputs, gpu, r, fp32)
