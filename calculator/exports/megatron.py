@@ -67,6 +67,10 @@ def model_args(m: ModelSpec, notes: Notes) -> list[str]:
         if m.first_k_dense_layers or m.dense_layer_indices:
             pattern = ",".join("1" if m.layer_is_moe(i) else "0" for i in range(m.num_hidden_layers))
             a += ["--moe-layer-freq", f"[{pattern}]"]
+    if m.ffn_widths is not None:  # Nemotron-NAS: megatron/core/transformer/heterogeneous/heterogeneous_config.py
+        notes.add("per-layer MLP widths and attention-free layers (Nemotron-NAS block_configs): --ffn-hidden-size is "
+                  "the widest; add --heterogeneous-layers-config-path <the checkpoint's config.json> so that "
+                  "Megatron-Core builds each layer from its block_configs")
     if m.sliding_window:
         notes.add(f"sliding-window layers ({m.sliding_window} tokens): set --window-size for the layers that "
                   "use it (Megatron applies one window to all)")

@@ -21,7 +21,6 @@ from calculator.model.spec import ModelSpec
 from calculator.memory.parallel import kv_heads_per_rank
 from calculator.core.workload import Workload
 
-
 class Dims(NamedTuple):
     """The shapes one GPU sees for one micro-batch."""
 
@@ -279,6 +278,8 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     """Saved activations of one kind of decoder layer (a LayerKind), exact model, no recompute (or selective)."""
     if m.gemma_next is not None or m.compressed is not None:  # hook: Gemma 3n / 4 (gemma_next_saved.py, LoRA:
         return LayerActivations(*architectures.layer_saved(m, w, d, kind))  # gemma_next_lora), DeepSeek-V4's layers
+    if m.ffn_widths is not None:  # hook: the kind's own MLP width (Nemotron-NAS, architectures/ffn_widths.py)
+        m = m.ffn_of(kind); d = d._replace(f=m.intermediate_size // d.tp)  # noqa: E702
     e, T = d.e, d.T
     moe = kind.ffn == "moe"
     # Norms: each keeps its upcast copies; pre-norm outputs are the saved inputs of the next linear.
@@ -395,6 +396,5 @@ def rotary_saved(m: ModelSpec, d: Dims) -> int:
 
 
 def eager_mask_saved(d: Dims) -> int:
-    """With recompute and eager attention the 4-D causal mask (b × s × s_kv, model dtype) is an input of every
-    checkpointed call and stays saved once."""
+    """Recompute with eager attention: the 4-D causal mask (b × s × s_kv, model dtype), saved once for all calls."""
     return d.e * d.b * d.s * d.s_kv

@@ -122,7 +122,7 @@ def layer_adapted_linears(m: ModelSpec, targets: str, i: int) -> list[tuple[str,
     if m.gemma_next is not None:  # hook: each layer its own kind
         return architectures.gemma_next_lora.adapted_linears(m, targets, m.layer_kind(i).slot)
     kind = m.layer_kind(i)
-    return adapted_linears(m, targets, kind.ffn == "moe", kind.mixer, kind.ffn)
+    return adapted_linears(m.ffn_of(kind), targets, kind.ffn == "moe", kind.mixer, kind.ffn)
 
 
 def adapter_params(m: ModelSpec, rank: int, targets: str, moe_layer: bool, mixer: str = "attention",
@@ -176,7 +176,8 @@ def layers_adapter_params(m: ModelSpec, rank: int, targets: str, layers) -> tupl
     for i in layers:
         kind = m.layer_kind(i)
         counts[kind] = counts.get(kind, 0) + 1
-    params = sum(n * adapter_params(m, rank, targets, k.ffn == "moe", k.mixer, k.ffn) for k, n in counts.items())
+    params = sum(n * adapter_params(m.ffn_of(k), rank, targets, k.ffn == "moe", k.mixer, k.ffn)
+                 for k, n in counts.items())
     tensors = sum(n * adapter_tensors(m, targets, k.ffn == "moe", k.mixer, k.ffn) for k, n in counts.items())
     return params, tensors
 

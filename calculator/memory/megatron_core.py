@@ -64,9 +64,8 @@ def te_weight_shapes(m, tp: int, etp: int) -> tuple[tuple[int, int], ...]:
         shapes |= {((a + 2 * kv) * hd, h), (h, a * hd)}
     gate = 2 if m.gated_mlp else 1
     has_dense = any(not m.layer_is_moe(i) for i in range(m.num_hidden_layers))
-    if has_dense:
-        f = m.intermediate_size // tp
-        shapes |= {(gate * f, h), (h, f)}
+    for f in set(m.ffn_widths or (m.intermediate_size,)) if has_dense else ():  # per-layer widths: each one
+        shapes |= {(gate * f // tp, h), (h, f // tp)}
     if m.is_moe:
         fe = m.expert_intermediate_size // etp
         shapes |= {(gate * fe, h), (h, fe)}

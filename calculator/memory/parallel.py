@@ -70,8 +70,9 @@ def _check_model_split(m: ModelSpec, p: Parallelism) -> None:
     if not m.is_mla and kv % p.tp and p.tp % kv:
         raise InputError("tp", f"tensor parallel size {p.tp} must divide num_key_value_heads ({kv}) or be a "
                                f"multiple of it")
-    if m.intermediate_size % p.tp:
-        raise InputError("tp", f"tensor parallel size {p.tp} must divide intermediate_size ({m.intermediate_size})")
+    for f in sorted(set(m.ffn_widths or (m.intermediate_size,))):  # each layer's width where it has its own
+        if f % p.tp:
+            raise InputError("tp", f"tensor parallel size {p.tp} must divide intermediate_size ({f})")
     check_split(m.num_hidden_layers, p)
     if p.ep > 1:
         if not m.is_moe:

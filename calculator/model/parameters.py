@@ -237,7 +237,7 @@ def kind_shapes(m: ModelSpec, kind: LayerKind) -> tuple[tuple[str, tuple[Shape, 
     if m.hc_mult:  # hook: hyper-connections (DeepSeek-V4's attn_hc and ffn_hc), replicated like the norms
         groups["norms"] += 2 * architectures.compressed.hc_shapes(h, m.hc_mult)
     if kind.ffn == "dense":
-        groups["mlp"] = mlp_shapes(h, m.intermediate_size, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
+        groups["mlp"] = mlp_shapes(h, m.ffn_of(kind).intermediate_size, m.gated_mlp, m.mlp_bias, m.fused_gate_up)
         if m.variant is not None:  # hook (issue 21): a variant's extra dense-MLP tensors (xIELU's alphas)
             groups["mlp"] += m.variant.mlp_tensors
     elif kind.ffn == "moe":

@@ -16,6 +16,7 @@ from calculator.core import bounds as B
 from calculator.core.dtypes import Dtype
 from calculator.core.hash_once import HashedOnce
 from calculator.model.architectures.compressed import CompressedSpec
+from calculator.model.architectures import ffn_widths as per_layer_ffn
 from calculator.model.architectures.dsa import IndexerSpec
 from calculator.model.architectures.gemma_next import GemmaNextSpec
 from calculator.model.architectures.gemma_next import layer_slots as gemma_slots
@@ -172,6 +173,9 @@ class ModelSpec(HashedOnce):
     # Each layer's feed-forward (None: a dense MLP, or routed experts per num_experts, first_k_dense_layers and
     # dense_layer_indices); "none": a block without one (Nemotron-H's mamba and attention blocks)
     ffn_types: tuple[FfnType, ...] | None = Field(default=None, max_length=B.MAX_LAYERS)
+    # Each layer's dense MLP width where it changes layer by layer (Nemotron-NAS; architectures/ffn_widths.py);
+    # intermediate_size is then the widest
+    ffn_widths: tuple[int, ...] | None = Field(default=None, max_length=B.MAX_LAYERS)
     # Multi-token-prediction layers the checkpoint carries (num_nextn_predict_layers / mtp_num_layers): transformers
     # does not build them; a trainer that trains them (Megatron) pays a layer each (Workload decides)
     mtp_layers: int = Field(default=0, ge=0, le=64, strict=True)
@@ -245,6 +249,8 @@ class ModelSpec(HashedOnce):
                 raise ValueError("ffn_types has moe layers but num_experts is 0")
         if any(not 0 <= i < self.num_hidden_layers for i in self.dense_layer_indices):
             raise ValueError("dense_layer_indices must be layer indices below num_hidden_layers")
+        if self.ffn_widths is not None:
+            per_layer_ffn.check(self)
         return self
 
     # ---- derived shapes -------------------------------------------------------------------------------------
@@ -311,6 +317,8 @@ class ModelSpec(HashedOnce):
         if mixer == "attention" and self.is_mla:
             mixer = "mla"
         ffn = self.ffn_types[i] if self.ffn_types is not None else "moe" if self.layer_is_moe(i) else "dense"
+        if self.ffn_widths is not None and ffn == "dense":  # a dense width of its own (Nemotron-NAS): its slot
+            return LayerKind(mixer, ffn, per_layer_ffn.slot(self, i))
         if self.own_swa_heads and mixer == "attention":  # sliding layers' own head layout:
             return LayerKind(mixer, ffn, int(self.layer_is_sliding(i)))  # a kind of their own, slot 1 (full: 0)
         return LayerKind(mixer, ffn)
@@ -319,6 +327,11 @@ class ModelSpec(HashedOnce):
         """The model as a layer of `kind` computes its attention: itself, or (swa_num_key_value_heads set) with the
         sliding layers' key/value heads and sinks on a sliding kind (slot 1), the full layers' on a full one."""
         return self if kind.slot < 0 or not self.own_swa_heads else _attention_of(self, kind.slot == 1)
+
+    def ffn_of(self, kind: LayerKind) -> "ModelSpec":
+        """The model as a layer of `kind` computes its feed-forward: itself, or (ffn_widths set) with that kind's
+        width as intermediate_size (architectures/ffn_widths.py)."""
+        return self if self.ffn_widths is None or kind.slot < 0 else per_layer_ffn.view(self, kind.slot)
 
     @property
     def own_swa_heads(self) -> bool:

@@ -40,8 +40,8 @@ RECOMPUTE_INDEX = {"none": 0, "selective": 1, "full": 2}
 
 def covers(m, w: Workload) -> bool:
     p = w.parallel
-    if isinstance(m, ModelSpec) and m.own_swa_heads:
-        return False  # sliding layers with their own head layout (MiMo-V2-Flash): a layer kind _Shape does not price
+    if isinstance(m, ModelSpec) and (m.own_swa_heads or m.ffn_widths is not None):
+        return False  # sliding layers' own heads (MiMo-V2-Flash), per-layer MLP widths: kinds _Shape does not price
     return (isinstance(m, ModelSpec) and w.mode == "train" and w.engine == "hf" and w.activation_model == "exact"
             and w.finetune == "full" and w.stack is None and p.zero_shard_size is None and not p.offload_optimizer
             and not p.offload_params and w.optimizer not in ("adafactor", "adamw-8bit")

@@ -26,8 +26,8 @@ from calculator.core.result import LazyStage, StageEstimate
 
 @lru_cache(maxsize=256)
 def _layer_kinds(m) -> tuple[tuple[bool, bool], ...]:
-    """(routed experts, sliding window) of every decoder layer."""
-    return tuple((m.layer_is_moe(i), m.layer_is_sliding(i)) for i in range(m.num_hidden_layers))
+    """(routed experts, sliding window, kind) of every decoder layer."""
+    return tuple((m.layer_is_moe(i), m.layer_is_sliding(i), m.layer_kind(i)) for i in range(m.num_hidden_layers))
 
 
 def content(m, shard: StageShard, kinds: tuple | None = None) -> tuple:
@@ -85,7 +85,9 @@ class SharedByStages:
         """The saved activations of one kind of decoder layer (a LayerKind), computed once per estimate."""
         got = self.layers.get(kind)
         if got is None:
-            got = self.layers[kind] = self.code.layer(self.m, self.w, self.d, kind)
+            m, d = self.m.ffn_of(kind), self.d  # a kind with its own MLP width (Nemotron-NAS): that width
+            got = self.layers[kind] = self.code.layer(m, self.w, d if m is self.m else d._replace(
+                f=m.intermediate_size // d.tp), kind)
         return got
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from calculator.memory.activations import dims
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.model import architectures
-from calculator.model.spec import ModelSpec
+from calculator.model.spec import LayerKind, ModelSpec
 from calculator.memory.inference import serving_weight_dtypes
 from calculator.memory.parallel import stage_shards
 from calculator.timing.roofline import Op, Rates
@@ -29,7 +29,8 @@ from calculator.core.workload import Workload
 def layer_ops(m: ModelSpec, w: Workload, d, key: tuple, e_w: float, cached: int | None, phase: str) -> list[Op]:
     """One layer of a group's forward pass: prefill (cached=None) or a decode step against `cached` tokens, with
     the decode step's KV-cache append."""
-    moe, window, mixer, ffn = key
+    moe, window, mixer, ffn, slot = key
+    m = m.ffn_of(LayerKind(mixer, ffn, slot))
     p = w.parallel
     eager = w.attention == "eager"
     keys = None if cached is None else (min(cached, window) if window else cached) + 1

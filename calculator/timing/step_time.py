@@ -114,9 +114,9 @@ def comm_columns(m: ModelSpec, w: Workload, d, shard, st, inputs: TimingInputs) 
     n_dense, n_experts, b_g, b_p = shard.dense, shard.experts, _bytes(w.precision.grads), _bytes(w.precision.params)
     g_dense, g_experts = shard.dense * b_p, shard.experts * b_p  # what ZeRO-3 gathers each micro-batch
     if not full:  # adapters: fp32 gradients and optimizer; ZeRO-3 still gathers the frozen base
-        from calculator.memory.lora import adapter_params
-        n_dense = sum(adapter_params(m, w.lora_rank, w.lora_targets, m.layer_is_moe(i))
-                      for i in range(shard.first_layer, shard.last_layer)) // p.tp
+        from calculator.memory.lora import layers_adapter_params
+        n_dense = layers_adapter_params(m, w.lora_rank, w.lora_targets,
+                                        range(shard.first_layer, shard.last_layer))[0] // p.tp
         n_experts, b_g, b_p = 0, 4.0, 4.0
         g_dense += 4.0 * n_dense
     return {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep, "etp": p.expert_tp,
@@ -220,9 +220,9 @@ def _training(m: ModelSpec, w: Workload, inputs: TimingInputs, gpu, r: Rates, fp
     sharded = p.zero >= 1 or p.distributed_optimizer
     n_opt = int(optimizer_params(shard.dense, shard.experts, p.shard_group, edp, sharded))
     if w.finetune != "full":
-        from calculator.memory.lora import adapter_params
-        n_opt = sum(adapter_params(m, w.lora_rank, w.lora_targets, m.layer_is_moe(i))
-                    for i in range(shard.first_layer, shard.last_layer)) // p.tp
+        from calculator.memory.lora import layers_adapter_params
+        n_opt = layers_adapter_params(m, w.lora_rank, w.lora_targets,
+                                      range(shard.first_layer, shard.last_layer))[0] // p.tp
     opt = T.optimizer_op(w, n_opt, shard.tensors)
     opt_t = float(T.optimizer_seconds(w, n_opt, shard.tensors, r, inputs.host_op_us * 1e-6))
     if p.offload_optimizer:  # the step runs on the host: nothing of it on the GPU

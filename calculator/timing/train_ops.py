@@ -15,7 +15,7 @@ from calculator.timing import roofline as R
 from calculator.core.dtypes import DTYPE_BITS
 from calculator.memory import fp8 as fp8_rules
 from calculator.model import architectures
-from calculator.model.spec import ModelSpec
+from calculator.model.spec import LayerKind, ModelSpec
 from calculator.impls import megatron_recompute as rc
 from calculator.memory.megatron_core import applies
 from calculator.timing.ops import (attention_core, backward_of, expert_rows, head_backward, head_forward,
@@ -45,14 +45,16 @@ def layer_groups(m: ModelSpec, first: int, last: int) -> dict[tuple, int]:
 
 def layer_key(m: ModelSpec, i: int) -> tuple:
     kind = m.layer_kind(i)
-    return (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None, kind.mixer, kind.ffn)
+    return (m.layer_is_moe(i), m.sliding_window if m.layer_is_sliding(i) else None, kind.mixer, kind.ffn,
+            kind.slot if m.ffn_widths is not None else -1)  # a dense width of its own (ModelSpec.ffn_of)
 
 
 def layer_parts(m: ModelSpec, w, d, key: tuple) -> tuple[list[Op], dict[str, list[Op]]]:
     """One layer of a group: (its forward and backward, what each recompute mode replays): with a frozen base the
     LoRA adapters' operations too. The forward does not depend on the recompute mode, so one layer's parts serve
     every mode (the planner's vectorised time model prices them once)."""
-    moe, window, mixer, ffn = key
+    moe, window, mixer, ffn, slot = key
+    m = m.ffn_of(LayerKind(mixer, ffn, slot))
     p = w.parallel
     frozen = w.finetune != "full"
     eager = w.attention == "eager"

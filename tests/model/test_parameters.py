@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from calculator.model.hf_config import TEXT_MODEL_TYPES  # noqa: E402
-from validation.architectures.causal_lm import IMAGE_TEXT_ONLY, causal_lm, mimo_causal_lm  # noqa: E402
+from validation.architectures.causal_lm import (IMAGE_TEXT_ONLY, causal_lm, decilm_causal_lm, decilm_config,  # noqa: E402
+                                               mimo_causal_lm)
 from calculator.model.parameters import count_parameters  # noqa: E402
 from calculator.model.presets import list_models, load_model  # noqa: E402
 
@@ -65,9 +66,10 @@ def hf_model(preset_id: str) -> torch.nn.Module:
     if preset_id not in _BUILT:
         raw = load_model(preset_id).raw
         logging.getLogger("transformers").setLevel(logging.ERROR)
-        if raw["model_type"] == "mimo":  # remote code: the modules its modeling_mimo.py builds
+        if raw["model_type"] in ("mimo", "nemotron-nas"):  # remote code: the modules its modeling file builds
             with torch.device("meta"):
-                _BUILT[preset_id] = mimo_causal_lm(raw)
+                _BUILT[preset_id] = (mimo_causal_lm(raw) if raw["model_type"] == "mimo"
+                                     else decilm_causal_lm(decilm_config(raw)))
             return _BUILT[preset_id]
         if raw["model_type"] in IMAGE_TEXT_ONLY:  # no *ForCausalLM: the real model is the outer one
             config = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "_name_or_path"})

@@ -54,6 +54,7 @@ VERIFIED_TOTALS = {
     "minimax-m2.5": 228_689_748_992,
     "minimax-m2.7": 228_689_748_992,
     "mimo-7b-base": 7_833_409_536,  # remote code: Qwen2's 7,622,619,136 + the idle MTP block's 210,790,400
+    "llama-3.3-nemotron-super-49b": 49_867_145_216,  # remote code DeciLM: test_remote_nas's meta-device replica
     "mistral-7b-v0.1": 7_241_732_096,
     "mistral-nemo-12b": 12_247_782_400,
     "mistral-small-24b": 23_572_403_200,

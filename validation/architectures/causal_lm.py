@@ -21,6 +21,8 @@ UNLISTED_CAUSAL_LM = {"mistral4": "Mistral4ForCausalLM"}
 
 def causal_lm(config, **kwargs):
     """The model transformers builds for `config` (kwargs: from_config's, e.g. dtype, attn_implementation)."""
+    if getattr(config, "block_configs", None) is not None:  # Nemotron-NAS's remote code (decilm_causal_lm)
+        return decilm_causal_lm(config, **kwargs)
     if config.model_type in IMAGE_TEXT_ONLY or _image_text_only(config.model_type):
         return transformers.AutoModelForImageTextToText.from_config(config, **kwargs)
     if config.model_type in UNLISTED_CAUSAL_LM:
@@ -66,3 +68,63 @@ def mimo_qwen2_fields(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k not in ("_name_or_path", "architectures", "model_type", "auto_map",
                                                       "num_nextn_predict_layers")}
 
+
+
+def decilm_config(cfg: dict):
+    """The LlamaConfig DeciLMConfig extends (configuration_decilm.py), carrying block_configs for decilm_causal_lm;
+    num_key_value_heads and intermediate_size (null in the checkpoint) from the first attention / MLP block."""
+    from transformers import LlamaConfig
+    blocks = cfg["block_configs"]
+    group = next(b["attention"]["n_heads_in_group"] for b in blocks if not b["attention"].get("no_op"))
+    fields = {k: v for k, v in cfg.items() if k not in ("_name_or_path", "architectures", "model_type", "auto_map")}
+    fields.update(num_key_value_heads=cfg["num_attention_heads"] // group, intermediate_size=cfg["hidden_size"])
+    return LlamaConfig(**fields)
+
+
+class DeciLMLayer(torch.nn.Module):
+    """modeling_decilm.py DeciLMDecoderLayer.forward: the attention block (input_layernorm, self_attn, residual) unless
+    attention.no_op, then the MLP block (post_attention_layernorm, mlp, residual) unless ffn.no_op."""
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False,
+                position_embeddings=None, **kwargs):
+        if hasattr(self, "self_attn"):
+            attended, _ = self.self_attn(hidden_states=self.input_layernorm(hidden_states),
+                                         attention_mask=attention_mask, position_ids=position_ids,
+                                         past_key_values=past_key_values, use_cache=use_cache,
+                                         position_embeddings=position_embeddings, **kwargs)
+            hidden_states = hidden_states + attended
+        if hasattr(self, "mlp"):
+            hidden_states = hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+        return hidden_states
+
+
+def decilm_causal_lm(config, **kwargs):
+    """DeciLMForCausalLM as the remote code builds it (modeling_decilm.py of huggingface.co/nvidia/
+    Llama-3_3-Nemotron-Super-49B-v1; transformers 5.23 ships no `nemotron-nas` type), from transformers' own Llama
+    classes: LlamaForCausalLM's embedding, RoPE, final norm and head, and per layer i of block_configs a DeciLMLayer
+    holding input_layernorm + LlamaAttention (num_attention_heads / n_heads_in_group key/value heads) unless
+    attention.no_op and post_attention_layernorm + LlamaMLP (its ffn_mult width: calculator's nas_ffn_width rule,
+    int(2·ffn_mult·h / 3) rounded up to 256) unless ffn.no_op. `config`: decilm_config's."""
+    import copy
+
+    from transformers import LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm
+    dtype = kwargs.get("dtype")
+    model = LlamaForCausalLM._from_config(config, **kwargs)
+    h = config.hidden_size
+    layers = torch.nn.ModuleList()
+    for i, block in enumerate(config.block_configs):
+        att, ffn, layer = block["attention"], block["ffn"], DeciLMLayer()
+        own = copy.copy(model.config)
+        if not att.get("no_op"):
+            own.num_key_value_heads = config.num_attention_heads // att["n_heads_in_group"]
+            layer.input_layernorm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
+            layer.self_attn = LlamaAttention(own, layer_idx=i)
+        if not ffn.get("no_op"):
+            width = int(2 * ffn["ffn_mult"] * h / 3)
+            own.intermediate_size = -(-width // 256) * 256
+            layer.post_attention_layernorm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
+            layer.mlp = LlamaMLP(own)
+        layers.append(layer)
+    model.model.layers = layers
+    return model.to(dtype) if dtype is not None else model

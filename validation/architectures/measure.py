@@ -121,13 +121,15 @@ def decoder_layers(model, n: int) -> str:
 def layer_per_kind(spec) -> dict[str, int]:
     """{"mixer+ffn": the layer measured for it}: the first layer ≥ 1 of that kind, else layer 0 (a model whose
     sliding layers have their own head layout, ModelSpec.attention_of: "attention:full+ffn", "attention:sliding+ffn";
-    summary.py counts both under attention)."""
+    one whose dense widths change layer by layer, ModelSpec.ffn_of: "attention+dense:<width>"; summary.py counts
+    them under their mixer and feed-forward)."""
     out: dict[str, int] = {}
     for i in list(range(1, spec.num_hidden_layers)) + [0]:
         kind = spec.layer_kind(i)
-        own = kind.slot >= 0 and spec.gemma_next is None
+        width = spec.ffn_widths is not None and kind.slot >= 0  # a dense width of its own: "dense:<width>"
+        own = kind.slot >= 0 and spec.gemma_next is None and not width
         mixer = f"{kind.mixer}:{('full', 'sliding')[kind.slot]}" if own else kind.mixer
-        out.setdefault(f"{mixer}+{kind.ffn}", i)
+        out.setdefault(f"{mixer}+{kind.ffn}" + (f":{spec.ffn_of(kind).intermediate_size}" if width else ""), i)
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 

@@ -87,6 +87,14 @@ def _mimo(t: str) -> Source:
                   "(tests/model/mappers/test_remote_mimo.py)", remote_counts=lambda: counts(written))
 
 
+def _nas(t: str) -> Source:
+    """Nemotron-NAS (remote code DeciLMForCausalLM): a tiny Super-49B config, traced and counted on the modules
+    modeling_decilm.py builds from transformers' Llama classes (validation/architectures/causal_lm.py)."""
+    written, config = _module("test_remote_nas").tiny_config()
+    return Source(t, written, config, "presets/models/llama-3.3-nemotron-super-49b.json at tiny sizes "
+                  "(tests/model/mappers/test_remote_nas.py)")
+
+
 def source(model_type: str) -> Source:
     """The Source of a supported type, from the test module that holds its mapper to the real model."""
     if model_type in GEMMA_NEXT:
@@ -95,6 +103,8 @@ def source(model_type: str) -> Source:
         return _remote(model_type)
     if model_type == "mimo":
         return _mimo(model_type)
+    if model_type == "nemotron-nas":
+        return _nas(model_type)
     if model_type in _module("test_linear").SIZES:
         return _linear(model_type)
     for name in ("test_olmo_hybrid", "test_ssm", "test_variants", "test_longcat", "test_mistral4",

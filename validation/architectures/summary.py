@@ -35,7 +35,7 @@ def cache_cell(c: dict) -> str:
 def kinds_of(row: dict) -> tuple[set[str], set[str]]:
     """(the token mixer kinds, the feed-forward kinds) of a row's layer kinds ("mixer+ffn")."""
     mixers = {k.split("+")[0].split(":")[0] for k in row.get("kinds", [])}  # "attention:sliding": attention
-    ffns = {k.split("+")[1] for k in row.get("kinds", [])}
+    ffns = {k.split("+")[1].split(":")[0] for k in row.get("kinds", [])}  # "dense:14336": dense (its width)
     return mixers, ffns
 
 
@@ -53,7 +53,7 @@ def per_kind(table: dict) -> list[dict]:
                 g["params_exact"] += bool(row["parameters"].get("exact"))
                 for kind, a in row["activations"].items():
                     mixer, ffn = kind.split("+")
-                    mixer = mixer.split(":")[0]
+                    mixer, ffn = mixer.split(":")[0], ffn.split(":")[0]
                     if (mixer if role == "mixer" else ffn) != name:
                         continue
                     if a.get("traced"):

@@ -8,7 +8,7 @@ transformers modeling file it mirrors and held to the real model's parameter cou
     dsa            DeepSeek sparse attention and the MLA MoE families around it
     variants(_more) decoders with a few tensors or saved activations beyond the engine's layer (VariantSpec)
     gpt_style      the older GPT-style variant layouts (GPT-J, GPT-Neo, BLOOM, MPT, OPT, XGLM, BioGPT, Persimmon)
-    remote         remote-code types (trust_remote_code) whose block is the engine's layer (qwen v1)
+    remote         remote-code types (trust_remote_code) whose block is the engine's layer (qwen v1, mimo, nemotron-nas)
     longcat        LongCat-Flash, each block two engine layers (MLA + MoE beside a dense MLP, MLA + dense MLP)
     vlm_text       vision-language models' text towers (Qwen2-VL, GLM-4.1V / 4.5V / 4.6V, GLM-OCR, Qwen2.5-Omni)
 

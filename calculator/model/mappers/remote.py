@@ -9,6 +9,9 @@ files.
            transformers/llm/export/llm_models/Qwen-1_8B/modeling_qwen.py)
     mimo   MiMo-7B (-Base / -SFT / -RL), `MiMoForCausalLM` (modeling_mimo.py of huggingface.co/XiaomiMiMo/MiMo-7B-Base):
            transformers' Qwen2 model plus MTP blocks it builds and never runs
+    nemotron-nas  Llama-3.3-Nemotron-Super-49B, Llama-3.1-Nemotron-Ultra-253B (`DeciLMForCausalLM`, modeling_decilm.py
+           of huggingface.co/nvidia/Llama-3_3-Nemotron-Super-49B-v1): Llama layers whose attention may be absent and
+           whose MLP width changes layer by layer (architectures/ffn_widths.py)
 
 A config whose block the engine cannot describe is refused, naming the field.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 from calculator.core import bounds as B
 from calculator.model.architectures.shapes import numel
 from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_float, get_int, get_str,
-                                          sliding_fields)
+                                          llama_like_fields, sliding_fields)
 from calculator.model.variants import VariantSpec
 
 # QWenConfig's defaults (configuration_qwen.py of Qwen/Qwen-7B): the fields a config.json may leave out
@@ -120,6 +123,76 @@ def map_mimo(cfg: dict) -> dict:
     return f
 
 
-REMOTE_MAPPERS = {"qwen": map_qwen, "mimo": map_mimo}
+def nas_ffn_width(ffn_mult: float, h: int) -> int:
+    """A DeciLM layer's MLP width from its ffn_mult (modeling_decilm.py _ffn_mult_to_intermediate_size, as vLLM's
+    nemotron_nas.py copies it): int(2·ffn_mult·h / 3) rounded up to a multiple of 256."""
+    width = int(2 * ffn_mult * h / 3)
+    return -(-width // 256) * 256
 
-__all__ = ["QWEN_DEFAULTS", "REMOTE_MAPPERS", "map_mimo", "map_qwen", "mimo_mtp_shapes"]
+
+# per-layer options of DeciLM's block_configs the engine's layer does not have: refused when set
+_NAS_UNSUPPORTED = {"attention": ("replace_with_linear", "window_length", "num_sink_tokens", "sparsify",
+                                  "unshifted_sink", "use_prefill_window_in_sink_attention", "llama4", "mamba"),
+                    "ffn": ("replace_with_linear", "sparsify", "moe")}
+
+
+def _nas_block(block, i: int, h: int, heads: int) -> tuple[int | None, int | None]:
+    """(key/value heads or None for a no-op attention, MLP width or None for a no-op MLP) of block_configs[i]."""
+    where = f"block_configs[{i}]"
+    if not isinstance(block, dict) or not all(isinstance(block.get(k), dict) for k in ("attention", "ffn")):
+        raise ConfigError(f"{where}: must be an object with an 'attention' and an 'ffn' object")
+    att, ffn = block["attention"], block["ffn"]
+    try:
+        for part, names in _NAS_UNSUPPORTED.items():
+            for name in names:
+                if block[part].get(name) not in (None, False):
+                    raise ConfigError(f"{part}.{name} is set: DeciLM's {name} blocks are not modelled "
+                                      f"(only attention / MLP blocks or no-ops)")
+        kv = None
+        if not get_bool(att, "no_op", False):
+            group = get_int(att, "n_heads_in_group", hi=heads)
+            if heads % group:
+                raise ConfigError(f"attention.n_heads_in_group ({group}) must divide num_attention_heads ({heads})")
+            kv = heads // group
+        width = None
+        if not get_bool(ffn, "no_op", False):
+            width = (nas_ffn_width(get_float(ffn, "ffn_mult", None, 1e-3, 64.0), h) if ffn.get("ffn_mult") is not None
+                     else get_int(ffn, "intermediate_size", hi=B.MAX_FFN))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}.{exc}") from None
+    if kv is None and width is None:
+        raise ConfigError(f"{where}: both attention and ffn are no_op (an empty layer); not modelled")
+    return kv, width
+
+
+def map_nemotron_nas(cfg: dict) -> dict:
+    """Nemotron-NAS (`DeciLMForCausalLM`, model_type "nemotron-nas"; modeling_decilm.py of
+    huggingface.co/nvidia/Llama-3_3-Nemotron-Super-49B-v1, vLLM model_executor/models/nemotron_nas.py): Llama's
+    embedding, head and RoPE, and per layer block_configs[i]: an attention block (input_layernorm + LlamaAttention
+    with num_attention_heads / n_heads_in_group key/value heads) unless attention.no_op, and an MLP block
+    (post_attention_layernorm + LlamaMLP of the width ffn_mult gives) unless ffn.no_op. A layer without attention
+    has no KV cache. Every attention layer must share one n_heads_in_group (per-layer key/value heads are refused)."""
+    h, heads = get_int(cfg, "hidden_size", hi=B.MAX_HIDDEN), get_int(cfg, "num_attention_heads", hi=B.MAX_HEADS)
+    n = get_int(cfg, "num_hidden_layers", hi=B.MAX_LAYERS)
+    blocks = cfg.get("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != n:
+        raise ConfigError(f"block_configs: must be a list of {n} objects (one per layer, num_hidden_layers), "
+                          f"got {'a list of ' + str(len(blocks)) if isinstance(blocks, list) else type(blocks).__name__}")
+    per_layer = [_nas_block(b, i, h, heads) for i, b in enumerate(blocks)]
+    kv_heads = sorted({kv for kv, _ in per_layer if kv is not None})
+    if len(kv_heads) != 1:
+        raise ConfigError("block_configs: " + ("no layer has attention" if not kv_heads else
+                          f"attention.n_heads_in_group differs between layers ({heads // kv_heads[0]} and "
+                          f"{heads // kv_heads[-1]}): per-layer key/value heads are not modelled"))
+    widths = [f for _, f in per_layer]
+    f = llama_like_fields({**cfg, "num_key_value_heads": kv_heads[0], "intermediate_size": max(w or 1 for w in widths)})
+    f.update(layer_types=tuple("none" if kv is None else "full_attention" for kv, _ in per_layer),
+             ffn_types=tuple("none" if w is None else "dense" for w in widths),
+             ffn_widths=tuple(w or f["intermediate_size"] for w in widths))
+    return f
+
+
+REMOTE_MAPPERS = {"qwen": map_qwen, "mimo": map_mimo, "nemotron-nas": map_nemotron_nas}
+
+__all__ = ["QWEN_DEFAULTS", "REMOTE_MAPPERS", "map_mimo", "map_nemotron_nas", "map_qwen", "mimo_mtp_shapes",
+           "nas_ffn_width"]
