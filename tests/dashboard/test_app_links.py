@@ -136,3 +136,12 @@ def test_an_engine_failure_shows_an_error_not_a_crash_or_a_number(monkeypatch):
     at = run()
     assert not at.metric and not at.get("plotly_chart")
     assert any("engine failed" in plain(e.value) and "boom" in plain(e.value) for e in at.error)
+
+
+def test_a_preset_whose_layers_differ_in_width_renders_the_engine_s_numbers():
+    """Nemotron-NAS (per-layer MLP widths, attention-free layers) through a link: the page shows estimate()'s."""
+    at = run({"model": "llama-3.3-nemotron-super-49b", "gpu": "h200", "tp": "8", "seq": "4096"})
+    assert not at.exception and not at.error
+    expected = estimate(load_model("llama-3.3-nemotron-super-49b").spec,
+                        Workload(seq_len=4096, gpu="h200", parallel=Parallelism(tp=8)))
+    assert_shows(at, expected)

@@ -64,7 +64,7 @@ def _built(cfg):
 
 DEFAULTS = [T.Qwen2VLConfig, T.Glm4vConfig, T.Glm4vMoeConfig, T.Glm46VConfig, T.GlmgaConfig, T.Qwen2_5_VLConfig,
             T.Qwen3VLConfig, T.Qwen3VLMoeConfig, T.Qwen3_5Config, T.Qwen3_5MoeConfig, T.Gemma3Config, T.Mistral3Config,
-            T.PaliGemmaConfig]
+            T.PaliGemmaConfig, T.InternVLConfig]
 
 
 @pytest.mark.parametrize("config_class", DEFAULTS, ids=lambda c: c.model_type)
@@ -313,3 +313,42 @@ def test_gemma4_lora_all_linear_adapts_the_linears_inside_its_clippable_wrappers
     assert not any("vision" in n for n in adapted({}))
     with pytest.raises(ValueError, match="Gemma4ClippableLinear"):
         adapted({"target_modules": ["q_proj", "v_proj"]})
+
+
+# ---- InternVL ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("options", [
+    dict(use_qk_norm=True, norm_type="rms_norm", use_mean_pooling=False, attention_bias=True),  # InternViT-6B's
+    dict(use_mask_token=True, image_size=[448, 448], patch_size=[14, 14]),
+    dict(use_absolute_position_embeddings=False, hidden_size=3200, num_attention_heads=25, num_hidden_layers=2)],
+    ids=["internvit-6b-style", "mask-token-and-pairs", "no-positions"])
+def test_internvl_tower_options_have_the_real_models_parameters(options):
+    cfg = T.InternVLConfig(vision_config=options)
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None, warning
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _real_parts(_built(cfg))
+
+
+def test_internvl_tiles_and_tokens_equal_its_image_processor_and_processor():
+    """GotOcr2ImageProcessor (InternVL's) with InternVLProcessor's crop_to_patches: the tiles it returns, one
+    1,025-token encoder sequence each, and 2 + 256 tokens per tile in the prompt (processing_internvl.py)."""
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+    v, _ = vision_from_config(T.InternVLConfig().to_dict(), 896)
+    proc = GotOcr2ImageProcessorPil(size={"height": 448, "width": 448}, crop_to_patches=True)
+    for h, w in SIZES + [(448, 448), (448, 896), (900, 300)]:
+        tiles = proc(images=[_img(h, w)], return_tensors="np")["pixel_values"].shape[0]
+        got = image_tokens(v, h, w)
+        assert tiles == proc.get_number_of_image_patches(h, w, {}) == len(got.sequences)
+        assert got.sequences == (1025,) * tiles and (got.merged, got.lm_tokens) == (256 * tiles, 2 + 256 * tiles)
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("hidden_act", "silu", "hidden_act: an InternVL tower with 'silu' is not mapped (gelu is)"),
+    ("image_size", [448, 224], "image_size: must be a whole number"),
+    ("norm_type", "batch_norm", "norm_type: must be 'layer_norm' or 'rms_norm'")])
+def test_an_internvl_tower_the_engine_cannot_price_is_left_out_naming_the_field(field, value, why):
+    raw = T.InternVLConfig().to_dict()
+    raw["vision_config"][field] = value
+    v, warning = vision_from_config(raw, 896)
+    assert v is None and why in warning
+    raw = {**T.InternVLConfig().to_dict(), "vision_feature_select_strategy": "full"}
+    assert "vision_feature_select_strategy: only 'default'" in vision_from_config(raw, 896)[1]

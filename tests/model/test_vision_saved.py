@@ -233,6 +233,34 @@ def test_gemma4_blocks_and_tower_with_embed_vision(sizes, impl):
         assert sum(by.values()) == sum(tower_saved_bytes(v, len(sizes), sizes[0][0], E, impl, CPU_LN_STATS))
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("options", [{}, dict(use_qk_norm=True, norm_type="rms_norm", use_mean_pooling=False)],
+                         ids=["internvl3", "internvit-6b-style"])
+@pytest.mark.parametrize("px", [32, 64])
+def test_internvl_blocks_and_tower_with_its_projector(px, options, impl):
+    """InternVL at a small width (32² tiles of 4² patches): one 65-token sequence per tile (CLS included), the pixel
+    shuffle and InternVLMultiModalProjector, as InternVLModel.get_image_features runs them."""
+    from transformers.models.internvl.modeling_internvl import InternVLModel, InternVLMultiModalProjector
+    cfg = T.InternVLConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                              num_attention_heads=4, image_size=32, patch_size=4, **options),
+                           text_config=TEXT)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    tiles = len(image_tokens(v, px, px).sequences)  # 1, or a 2 × 2 canvas and the thumbnail
+    pixels = torch.randn(tiles, 3, 32, 32)
+
+    def run(t):
+        features = t["vision"](pixel_values=pixels.bfloat16()).last_hidden_state[:, 1:, :]
+        grid = features.reshape(tiles, 8, 8, -1)
+        shuffled = InternVLModel.pixel_shuffle(None, grid, scale_factor=0.5).reshape(tiles, -1, 4 * 48)
+        return t["projector"](shuffled).float().sum()
+    by = _trace({"vision": T.InternVLVisionModel._from_config(cfg.vision_config),
+                 "projector": InternVLMultiModalProjector(cfg)}, run, impl)
+    # the layer-scale products are the block's own calls (InternVLVisionLayer.forward), not a submodule's
+    block = _block(by, "tower.vision.encoder.layer.", 1) + by.get("tower.vision.encoder.layer.1", 0)
+    assert block == block_saved_bytes(v, (65,) * tiles, E, impl, CPU_LN_STATS)
+    assert sum(by.values()) == sum(tower_saved_bytes(v, 1, px, E, impl, CPU_LN_STATS))
+
+
 def test_flash_attention_keeps_no_scores_and_pixtral_attends_per_image():
     v, _ = vision_from_config(T.Mistral3Config().to_dict(), 5120)
     per_image = (5476, 5476)

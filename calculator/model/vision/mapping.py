@@ -51,6 +51,14 @@ GEMMA4_VISION = {  # models/gemma4/configuration_gemma4.py Gemma4VisionConfig
     "position_embedding_size": 10240}
 # Gemma4ImageProcessor(Pil).max_soft_tokens (image_processing_pil_gemma4.py): 280 by default, one of these
 GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)
+INTERNVL_VISION = {  # models/internvl/configuration_internvl.py InternVLVisionConfig (InternVL3-1B-hf's tower)
+    "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+    "attention_bias": False, "use_qk_norm": False, "hidden_act": "gelu", "norm_type": "layer_norm",
+    "image_size": 448, "patch_size": 14, "num_channels": 3, "use_mask_token": False,
+    "use_absolute_position_embeddings": True, "use_mean_pooling": True}
+# GotOcr2ImageProcessor, InternVL's (models/auto/image_processing_auto.py): crop_to_patches (InternVLProcessor's
+# default) into at most max_patches = 12 tiles of the tower's image_size, plus a thumbnail
+INTERNVL_MAX_TILES = 12
 MISTRAL3_ABSENT_VISION = {  # Mistral3Config.sub_configs_defaults: the vision config when the file has none
     **PIXTRAL_VISION, "patch_size": 14, "image_size": 1540, "head_dim": 64}
 LARGE4_ABSENT_VISION = {  # MistralLarge4Config.sub_configs_defaults (models/mistral_large4/configuration_*.py)
@@ -74,7 +82,8 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
          "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "paligemma": "paligemma", "llama4": "llama4",
          "mistral3": "pixtral", "gemma4": "gemma4",
-         "mistral_large4": "pixtral"}  # Mistral-Large-4: Mistral 3's tower and projector
+         "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
+         "internvl": "internvl"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
@@ -230,6 +239,37 @@ def _gemma4(v: dict, cfg: dict, text_hidden: int) -> dict:
     return f
 
 
+def _square(v: dict, key: str) -> int:
+    """An InternVL size written as an int or as [h, w] (InternVLVisionConfig keeps pairs): the side of a square."""
+    value = v.get(key)
+    if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    return get_int({key: value}, key, hi=1 << 16)
+
+
+def _internvl(v: dict, cfg: dict, text_hidden: int) -> dict:
+    """InternVL (HF format, InternVLForConditionalGeneration): InternVLVisionModel and InternVLMultiModalProjector.
+    Its blocks' bytes depend on the activations, so only GELU ones (every InternVL checkpoint's) are mapped, and
+    the default feature selection (the CLS token dropped before the pixel shuffle)."""
+    v = {**INTERNVL_VISION, **v}
+    for field, where in (("hidden_act", v), ("projector_hidden_act", cfg)):
+        if where.get(field, "gelu") != "gelu":
+            raise ConfigError(f"{field}: an InternVL tower with {str(where.get(field))[:40]!r} is not mapped "
+                              "(gelu is)")
+    if cfg.get("vision_feature_select_strategy", "default") != "default":
+        raise ConfigError("vision_feature_select_strategy: only 'default' (the CLS token dropped) is mapped")
+    if v.get("norm_type") not in ("layer_norm", "rms_norm"):
+        raise ConfigError("norm_type: must be 'layer_norm' or 'rms_norm'")
+    f = _layers_heads({**v, "image_size": _square(v, "image_size"), "patch_size": _square(v, "patch_size")})
+    ratio = get_float(cfg, "downsample_ratio", 0.5, 1e-3, 1.0)
+    f.update(out_hidden_size=text_hidden, spatial_merge_size=int(1 / ratio), max_tiles=INTERNVL_MAX_TILES,
+             attention_bias=get_bool(v, "attention_bias", False), rms_norm=v["norm_type"] == "rms_norm",
+             qk_norm=get_bool(v, "use_qk_norm", False), final_norm=not get_bool(v, "use_mean_pooling", True),
+             mask_token=get_bool(v, "use_mask_token", False),
+             positions=get_bool(v, "use_absolute_position_embeddings", True))
+    return f
+
+
 def _is_multimodal(cfg: dict) -> bool:
     return isinstance(cfg.get("vision_config"), dict) or is_nested(cfg)
 
@@ -267,6 +307,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _llama4(v or {}, text_hidden)
         elif kind == "gemma4":
             f = _gemma4(v, cfg, text_hidden)
+        elif kind == "internvl":
+            f = _internvl(v or {}, cfg, text_hidden)
         else:
             f = _pixtral(v, cfg, text_hidden)
         spec = VisionSpec(kind=kind, model_type=outer, **f)

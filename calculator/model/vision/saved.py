@@ -13,14 +13,17 @@ activation dtype; N: patches in the call; hv, fv, a: the tower's hidden and MLP 
     Qwen2.5-VL          2·RMS(hv) + 2e·N·hv + 3e·N·hv + 2e·N·hv + e·N·hv (proj input) + 4e·N·fv (SwiGLU)
     GLM-4V              as Qwen2.5-VL (its SwiGLU fv = out_hidden_size wide)
     Pixtral             2·RMS(hv) + 3e·N·hv + 3e·N·hv + 4e·N·fv (SwiGLU)
+    InternVL            2·LN(hv) (or 2·RMS(hv)) + 3e·N·hv (q/k/v, projection_layer and fc1 inputs) + 3e·N·hv (q, k,
+                        v) + 2e·N·hv (the attention and MLP outputs lambda_1 and lambda_2 scale) + 2e·N·fv (GELU in,
+                        out); with use_qk_norm + 2·RMS(hv) (q_norm and k_norm over the whole width)
     Gemma 4             4·G(hv) + q_norm, k_norm: 2·(8·N·hv + 8·N·a + 4·d) + v_norm (no weight): 4·N·hv + 8·N·a
                         + 3e·N·hv (q/k/v, o and gate/up inputs) + 3e·N·hv (rotated q, k; v) + 4e·N·fv (GELU-tanh
                         gated MLP), with G(w) = 8·N·w + 8·N + 4·w: Gemma4RMSNorm keeps the fp32 copy of its input
                         and its normalised product, the fp32 mean square and its pow(−0.5), and weight.float(); the
                         rotary multiplies keep only cos and sin (shared: the first block's, 2e·N·d)
 plus the attention core over each group of n tokens that attend to each other:
-    eager   Σ (4 + e)·a·n² (fp32 softmax and its model-dtype copy; Llama 4's vision softmax stays in the model
-            dtype: Σ e·a·n²)
+    eager   Σ (4 + e)·a·n² (fp32 softmax and its model-dtype copy; Llama 4's and InternVL's vision softmax stays
+            in the model dtype: Σ e·a·n²)
     flash   Σ 4·a·n (FlashAttention-2 keeps q, k, v, the output and an fp32 logsumexp: no n² term) — the GPU path
             of attn_implementation="flash_attention_2", read from flash-attn's saved tensors, not traced here
     sdpa    as flash (measured on the CPU: SDPA's flash kernel keeps the output and an fp32 logsumexp); the Qwen
@@ -72,7 +75,7 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
     call's patches)."""
     n, hv, fv, a, k = sum(groups), v.hidden_size, v.intermediate_size, v.num_heads, v.kind
     if attention == "eager":
-        per_score = e if k == "llama4" else 4 + e
+        per_score = e if k in ("llama4", "internvl") else 4 + e
         core = sum(per_score * a * g * g for g in groups)
     else:
         core = sum(4 * a * g for g in groups)
@@ -88,6 +91,10 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
         return 2 * _ln(n, hv, e, ln_stats) + 8 * e * n * hv + 3 * e * n * fv + core
     if k == "pixtral":
         return 2 * _rms(n, hv, e) + 6 * e * n * hv + 4 * e * n * fv + core
+    if k == "internvl":
+        norms = 2 * (_rms(n, hv, e) if v.rms_norm else _ln(n, hv, e, ln_stats)) + (2 * _rms(n, hv, e) if v.qk_norm
+                                                                                     else 0)
+        return norms + 8 * e * n * hv + 2 * e * n * fv + core
     if k == "gemma4":
         qkv_norms = 2 * (8 * n * hv + 8 * n * a + 4 * v.head_dim) + 4 * n * hv + 8 * n * a
         return 4 * _gemma_rms(n, hv) + qkv_norms + 6 * e * n * hv + 4 * e * n * fv + core
@@ -137,6 +144,11 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
         pooled = images * v.tokens_per_image
         return e * n * c * p * p + 17 * n + _rope(v, n, e) + 4 * n * v.tokens_per_image + pooled + 4 * hv + \
             4 * m_tok * hv + 8 * m_tok + e * m_tok * hv
+    if k == "internvl":  # per tile: the conv's input (no CLS), the final LayerNorm (use_mean_pooling False); the
+        # projector's LayerNorm over hv·m², linear_1's input, GELU's input, linear_2's input
+        n_p, hm = n - images * len(per_image), v.merged_width
+        return e * n_p * c * p * p + (_ln(n, hv, e, ln_stats) if v.final_norm else 0) + 2 * e * m_tok * hm + \
+            ln_stats * m_tok + 2 * e * m_tok * v.out_hidden_size
     if k == "llama4":  # per tile: unfolded patches, pre/post LayerNorm (with CLS), adapter fc1 in, GELU/fc2, GELU/proj
         n_p = n - images * len(per_image)  # the CLS token is dropped before the adapter
         return e * n_p * c * p * p + 2 * _ln(n, hv, e, ln_stats) + e * n_p * hv + e * m_tok * 2 * (
@@ -176,7 +188,7 @@ def forward_peak_bytes(v: VisionSpec, images: int, px: int, e: int, attention: s
     groups = attention_groups(v, grids, sequences, block, attention)
     attn = 6 * e * n * hv + (8 * n * hv if k in QWEN_KINDS + ("glm4v", "gemma4") else 0)
     if attention == "eager":
-        attn += sum((2 * e if k == "llama4" else 4 + e) * a * g * g for g in groups)
+        attn += sum((2 * e if k in ("llama4", "internvl") else 4 + e) * a * g * g for g in groups)
     else:
         attn += 4 * a * n
     if k == "pixtral" and attention != "flash":

@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of nine encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of ten encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -24,6 +24,10 @@ One spec describes one of nine encoder kinds, each mirroring a transformers 5.23
     gemma4      models/gemma4/modeling_gemma4.py           Gemma4VisionModel (linear patch embedder, 2-D position
                                                            table, q/k/v norms, sandwich RMSNorms, gated MLP, k×k
                                                            average pooler) + Gemma4MultimodalEmbedder (embed_vision)
+    internvl    models/internvl/modeling_internvl.py       InternVLVisionModel (InternViT: CLS, learned positions,
+                                                           LayerNorm or RMSNorm, optional q/k norms, layer-scale
+                                                           lambdas, GELU MLP) + InternVLMultiModalProjector (pixel
+                                                           shuffle, LayerNorm, two linears); 448² tiles
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -37,7 +41,8 @@ from pydantic import ConfigDict, Field, model_validator
 from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
-Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4"]
+Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4",
+               "internvl"]
 # Decoder layers that get transformers' bidirectional image-block mask when a batch has images (token_type_ids
 # become block_sequence_ids, masking_utils.blockwise_overlay): none, every layer (Gemma 3, PaliGemma), or the
 # sliding-window ones (Gemma 4 with use_bidirectional_attention "vision")
@@ -91,6 +96,13 @@ class VisionSpec(HashedOnce):
     min_pixels: int = Field(default=0, ge=0, le=_PX * _PX, strict=True)
     max_pixels: int = Field(default=0, ge=0, le=_PX * _PX, strict=True)
     max_tiles: int = Field(default=16, gt=0, le=1024, strict=True)
+    # InternViT (InternVLVisionConfig): norm_type "rms_norm", use_qk_norm, a final LayerNorm (use_mean_pooling
+    # False), use_mask_token, use_absolute_position_embeddings
+    rms_norm: bool = False
+    qk_norm: bool = False
+    final_norm: bool = False
+    mask_token: bool = False
+    positions: bool = True
 
     @model_validator(mode="after")
     def _check(self) -> "VisionSpec":
@@ -98,6 +110,9 @@ class VisionSpec(HashedOnce):
             raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})")
         if self.kind not in QWEN_KINDS + ("glm4v", "gemma4") and self.image_size < self.patch_size:
             raise ValueError(f"image_size ({self.image_size}) must be at least patch_size ({self.patch_size})")
+        if self.kind == "internvl" and (self.image_size // self.patch_size) % self.spatial_merge_size:
+            raise ValueError(f"an InternVL tile's patch grid ({self.image_size // self.patch_size}) must be a "
+                             f"multiple of 1 / downsample_ratio ({self.spatial_merge_size}) for its pixel shuffle")
         if self.kind == "gemma4" and (self.head_dim % 4 or not self.tokens_per_image):
             raise ValueError("a Gemma 4 tower needs a head_dim divisible by 4 (its axial rotary splits it in four) "
                              "and max_soft_tokens > 0")

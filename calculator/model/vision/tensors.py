@@ -83,10 +83,29 @@ def _glm4v_block(v: VisionSpec, p: str) -> list[Tensor]:
     return t
 
 
+def _internvl_block(v: VisionSpec, p: str) -> list[Tensor]:
+    """InternVLVisionLayer: q/k/v (bias per attention_bias), projection_layer with a bias, q_norm / k_norm over the
+    whole width (use_qk_norm: InternVLVisionRMSNorm, weight only), lambda_1 and lambda_2, layernorm_before / after
+    (nn.LayerNorm, or the RMSNorm of norm_type "rms_norm"), InternVLVisionMLP fc1 / fc2 with biases."""
+    hv, fv = v.hidden_size, v.intermediate_size
+    t: list[Tensor] = []
+    for proj, role in (("q", "qv"), ("k", "attn"), ("v", "qv")):
+        t += _linear(f"{p}.attention.{proj}_proj", hv, hv, "tower", role, v.attention_bias)
+    t += _linear(f"{p}.attention.projection_layer", hv, hv, "tower", "attn", True)
+    if v.qk_norm:
+        t += _norm(f"{p}.attention.q_norm", hv, "tower", False) + _norm(f"{p}.attention.k_norm", hv, "tower", False)
+    t += _linear(f"{p}.mlp.fc1", fv, hv, "tower", "mlp", True) + _linear(f"{p}.mlp.fc2", hv, fv, "tower", "mlp", True)
+    t += _norm(f"{p}.layernorm_before", hv, "tower", not v.rms_norm) + _norm(f"{p}.layernorm_after", hv, "tower",
+                                                                              not v.rms_norm)
+    return t + [Tensor(f"{p}.lambda_1", (hv,), "tower", ""), Tensor(f"{p}.lambda_2", (hv,), "tower", "")]
+
+
 def _block(v: VisionSpec, i: int) -> list[Tensor]:
     """One encoder block's tensors."""
     hv, fv, k = v.hidden_size, v.intermediate_size, v.kind
     p = f"blocks.{i}"
+    if k == "internvl":
+        return _internvl_block(v, p)
     if k == "gemma4":
         return _gemma4_block(v, p)
     if k == "glm4v":
@@ -136,6 +155,14 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
                 + [Tensor("class_embedding", (hv,), "tower", ""),
                    Tensor("positional_embedding_vlm", ((v.image_size // p) ** 2 + 1, hv), "tower", "")]
                 + _norm("layernorm_pre", hv, "tower", True))
+    if k == "internvl":  # InternVLVisionEmbeddings: CLS (and mask) token, Conv2d with bias, (image_size / P)² + 1
+        # learned positions (use_absolute_position_embeddings)
+        t = [Tensor("embeddings.cls_token", (1, 1, hv), "tower", "")]
+        t += [Tensor("embeddings.mask_token", (1, 1, hv), "tower", "")] if v.mask_token else []
+        t += [Tensor("embeddings.patch_embeddings.projection.weight", (hv, c, p, p), "tower", ""),
+              Tensor("embeddings.patch_embeddings.projection.bias", (hv,), "tower", "")]
+        return t + ([Tensor("embeddings.position_embeddings", (1, (v.image_size // p) ** 2 + 1, hv), "tower", "")]
+                    if v.positions else [])
     if k == "gemma4":  # Gemma4VisionPatchEmbedder: Linear(3·P² → hv), a (2, position_embedding_size, hv) table
         return (_linear("patch_embedder.input_proj", hv, c * p * p, "tower", "mlp", False)
                 + [Tensor("patch_embedder.position_embedding_table", (2, v.num_position_embeddings, hv), "tower", "")])
@@ -186,6 +213,13 @@ def _after(v: VisionSpec) -> list[Tensor]:
                 + _linear("vision_adapter.mlp.fc2", v.projector_output_dim, v.projector_output_dim, "tower", "mlp",
                           False)
                 + _linear("multi_modal_projector.linear_1", out, v.vision_output_dim, "projector", "mlp", False))
+    if k == "internvl":  # the final LayerNorm (use_mean_pooling False; else Identity); InternVLMultiModalProjector:
+        # LayerNorm(hv·m²), linear_1 to the language model's width, GELU, linear_2, with biases
+        hm = v.merged_width
+        return ((_norm("layernorm", hv, "tower", True) if v.final_norm else []) + _norm(
+            "multi_modal_projector.layer_norm", hm, "projector", True)
+            + _linear("multi_modal_projector.linear_1", out, hm, "projector", "mlp", True)
+            + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", True))
     if k == "gemma4":  # the pooler and the weightless pre-projection norm have no parameters; std_bias/scale: buffers
         return _linear("embed_vision.embedding_projection", out, hv, "projector", "mlp", False)
     m, b = v.spatial_merge_size, v.projector_bias  # Mistral3MultiModalProjector

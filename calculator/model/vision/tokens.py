@@ -32,6 +32,12 @@ runs the real PIL processors where they run without torchvision).
         every image is padded to max_patches patches, which the encoder runs (the padding masked in attention);
         the pooler averages each k×k group: real patches / k² soft tokens; processing_gemma4.py
         replace_image_token writes <boi> + soft tokens + <eoi>.
+    InternVL  got_ocr2/image_processing_pil_got_ocr2.py (InternVL's processor, crop_to_patches): the a×b canvas of
+        image_size² tiles (a·b ≤ max_patches = 12) whose aspect ratio is closest to the image's, a tie going to the
+        later (larger) canvas while the image's area exceeds half the canvas's; a thumbnail tile is added when
+        a·b > 1; each tile is one encoder sequence of (image_size/P)² + 1 (CLS), the CLS dropped and the pixel
+        shuffle leaving (image_size/P)²/m² = 256 tokens; processing_internvl.py wraps each image's tiles' tokens
+        in <img> … </img>.
 """
 from __future__ import annotations
 
@@ -113,6 +119,21 @@ def gemma4_size(h: int, w: int, patch: int, max_patches: int, k: int) -> tuple[i
     return th, tw
 
 
+def internvl_canvas(h: int, w: int, tile: int, max_tiles: int) -> tuple[int, int]:
+    """(columns, rows) of tiles GotOcr2ImageProcessor's get_optimal_tiled_canvas picks (min_patches 1): the
+    arrangements by tile count, the closest aspect ratio, a tie to the later one while h·w > ½·tile²·a·b."""
+    options = sorted(((c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1) if c * r <= max_tiles),
+                     key=lambda g: g[0] * g[1])
+    best, best_diff = (1, 1), float("inf")
+    for c, r in options:
+        diff = abs(w / h - c / r)
+        if diff < best_diff:
+            best, best_diff = (c, r), diff
+        elif diff == best_diff and h * w > 0.5 * tile * tile * c * r:
+            best = (c, r)
+    return best
+
+
 @lru_cache(maxsize=1024)
 def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
     """Patches and language-model tokens of one image of `height` × `width` pixels."""
@@ -132,6 +153,11 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         per_tile = int((v.image_size // p) ** 2 * v.pixel_shuffle_ratio ** 2)
         markers = 3 + (a * b if a * b > 1 else 0)  # start, <|image|>, end; x separators + y separators
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + markers)
+    if k == "internvl":
+        c, r = internvl_canvas(height, width, v.image_size, v.max_tiles)
+        tiles = 1 + (c * r if c * r > 1 else 0)
+        per_tile = (v.image_size // p) ** 2 // (m * m)
+        return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
     if k == "gemma4":
         budget = v.tokens_per_image * m * m
         hh, ww = gemma4_size(height, width, p, budget, m)
