@@ -11,7 +11,7 @@ from calculator.model.mappers.gemma_next import GEMMA_NEXT_TEXT_TYPES
 from calculator.model.mappers.hybrid import HYBRID_TEXT_TYPES
 from calculator.model.mappers.mistral import MISTRAL_TEXT_TYPES
 from calculator.model.mappers.vlm_text import OUTER_TIE_DEFAULTS, VLM_TEXT_TYPES
-from calculator.model.vision.mapping import is_nested
+from calculator.model.vision.mapping import is_nested, text_key
 
 # The text model type inside a multimodal config whose text_config omits its own model_type.
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "paligemma": "gemma", **VLM_TEXT_TYPES,
@@ -36,7 +36,7 @@ def text_config(cfg: dict) -> dict:
     if not is_nested(cfg):
         return cfg
     outer_type = get_str(cfg, "model_type", default=None)  # the warning: calculator.model.vision.vision_from_config
-    text = cfg["text_config"]
+    text = cfg[text_key(cfg)]
     missing = {"model_type": TEXT_MODEL_TYPES.get(outer_type, outer_type)} if text.get("model_type") is None else {}
     outer = {k: cfg[k] for k in OUTER_KEYS if k in cfg and k not in text}
     if outer_type in OUTER_TIES_HEAD and "tie_word_embeddings" in cfg:

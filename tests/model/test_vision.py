@@ -352,3 +352,51 @@ def test_an_internvl_tower_the_engine_cannot_price_is_left_out_naming_the_field(
     assert v is None and why in warning
     raw = {**T.InternVLConfig().to_dict(), "vision_feature_select_strategy": "full"}
     assert "vision_feature_select_strategy: only 'default'" in vision_from_config(raw, 896)[1]
+
+
+INTERNVL3_8B = {  # the shape of OpenGVLab/InternVL3-8B's config.json (remote code InternVLChatModel; its LLM Qwen2.5-7B)
+    "architectures": ["InternVLChatModel"], "model_type": "internvl_chat", "downsample_ratio": 0.5,
+    "force_image_size": 448, "max_dynamic_patch": 12, "min_dynamic_patch": 1, "use_thumbnail": True,
+    "dynamic_image_size": True, "select_layer": -1, "ps_version": "v2", "template": "internvl2_5",
+    "llm_config": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+                   "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+                   "intermediate_size": 18944, "vocab_size": 151674, "tie_word_embeddings": False},
+    "vision_config": {"architectures": ["InternVisionModel"], "model_type": "intern_vit_6b", "hidden_size": 1024,
+                      "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096, "qkv_bias": True,
+                      "qk_normalization": False, "norm_type": "layer_norm", "image_size": 448, "patch_size": 14,
+                      "hidden_act": "gelu"}}
+
+
+@pytest.mark.parametrize("vision", [INTERNVL3_8B["vision_config"],
+                                    dict(hidden_size=3200, num_hidden_layers=2, num_attention_heads=25,
+                                         intermediate_size=12800, qk_normalization=True)],  # InternViT-6B's fields
+                         ids=["internvit-300m", "internvit-6b-defaults"])
+def test_internvl_chat_remote_tower_has_the_values_of_the_real_hf_format_modules(vision):
+    """InternVLChatModel's InternVisionModel (modeling_intern_vit.py) holds the values transformers' InternVLVisionModel
+    holds for the same fields, q, k and v in one linear (3 weight tensors and 3 biases become 1 + 1), no final norm;
+    its norm_type defaults to rms_norm (InternVisionConfig). The text model is llm_config's."""
+    raw = {**INTERNVL3_8B, "vision_config": vision}
+    mapped = spec_from_hf_config(raw)
+    v = mapped.spec.vision
+    hf = T.InternVLConfig(vision_config=dict(
+        hidden_size=vision["hidden_size"], num_hidden_layers=vision["num_hidden_layers"],
+        num_attention_heads=vision["num_attention_heads"], intermediate_size=vision["intermediate_size"],
+        attention_bias=vision.get("qkv_bias", False), use_qk_norm=vision.get("qk_normalization", False),
+        norm_type=vision.get("norm_type", "rms_norm")), text_config=dict(model_type="qwen2", hidden_size=3584))
+    real = _built(hf)
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _real_parts(real)
+    merged = (4 if vision.get("qkv_bias") else 2) * vision["num_hidden_layers"]
+    real_tensors = len(list(real.model.vision_tower.parameters())) + len(list(real.model.multi_modal_projector.parameters()))
+    assert vision_parameters(v).tensors == real_tensors - merged
+    assert mapped.spec.model_type == "qwen2" and mapped.spec.architecture == "InternVLChatModel"
+    assert "using its llm_config" in mapped.warnings[0] and "remote code (modeling_intern_vit.py)" in mapped.warnings[0]
+
+
+def test_internvl_chat_tiles_follow_its_dynamic_preprocess_settings():
+    v = spec_from_hf_config(INTERNVL3_8B).spec.vision
+    assert len(image_tokens(v, 1024, 1024).sequences) == 10  # 3 × 3 and the thumbnail
+    assert len(image_tokens(v.model_copy(update={"thumbnail": False}), 1024, 1024).sequences) == 9
+    one = spec_from_hf_config({**INTERNVL3_8B, "dynamic_image_size": False}).spec.vision
+    assert image_tokens(one, 1024, 1024) == ((1025,), 256, 258)
+    six = spec_from_hf_config({**INTERNVL3_8B, "max_dynamic_patch": 6}).spec.vision
+    assert len(image_tokens(six, 1024, 1024).sequences) == 5  # 2 × 2 (3 × 3 exceeds 6) and the thumbnail

@@ -83,18 +83,28 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "paligemma": "paligemma", "llama4": "llama4",
          "mistral3": "pixtral", "gemma4": "gemma4",
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
-         "internvl": "internvl"}
+         "internvl": "internvl", "internvl_chat": "internvl"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
 OUTER_HIDDEN_TYPES = frozenset({"paligemma"})
 
 
+# Outer types whose text model sits under another key than text_config (remote code: InternVLChatConfig's llm_config)
+TEXT_KEYS = {"internvl_chat": "llm_config"}
+
+
+def text_key(cfg: dict) -> str:
+    """The key of a multimodal config that holds its text model."""
+    outer = cfg.get("model_type")
+    return TEXT_KEYS.get(outer, "text_config") if isinstance(outer, str) else "text_config"
+
+
 def is_nested(cfg: dict) -> bool:
-    """Whether a multimodal config holds its text model in text_config (else it is written flat, as Qwen2.5-VL's
-    Hub files are)."""
+    """Whether a multimodal config holds its text model in text_config (or TEXT_KEYS' key; else it is written flat,
+    as Qwen2.5-VL's Hub files are)."""
     outer = cfg.get("model_type")  # any JSON value here: the mapper names a bad one
-    return isinstance(cfg.get("text_config"), dict) and (
+    return isinstance(cfg.get(text_key(cfg)), dict) and (
         "hidden_size" not in cfg or (isinstance(outer, str) and outer in OUTER_HIDDEN_TYPES))
 
 
@@ -270,6 +280,27 @@ def _internvl(v: dict, cfg: dict, text_hidden: int) -> dict:
     return f
 
 
+def _internvl_chat(v: dict, cfg: dict, text_hidden: int) -> dict:
+    """InternVL's remote code (InternVLChatModel, model_type internvl_chat: modeling_intern_vit.py InternVisionModel
+    and InternVLChatModel.mlp1 of huggingface.co/OpenGVLab/InternVL3-8B; vLLM's model_executor/models/internvl.py and
+    intern_vit.py build the same): InternViT's own field names (qkv_bias, qk_normalization, norm_type, which its
+    InternVisionConfig defaults to rms_norm) with q, k and v in one linear and no final norm; the tiles of
+    dynamic_preprocess (the rule GotOcr2ImageProcessor was adapted from) up to max_dynamic_patch, a thumbnail per
+    use_thumbnail, one tile when dynamic_image_size is false."""
+    v = {**INTERNVL_VISION, "norm_type": "rms_norm", **v}
+    hf = {**v, "attention_bias": v.get("qkv_bias", False), "use_qk_norm": v.get("qk_normalization", False)}
+    if isinstance(cfg.get("force_image_size"), int):
+        hf["image_size"] = cfg["force_image_size"]
+    outer = {"downsample_ratio": cfg.get("downsample_ratio"),
+             "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu"}
+    f = _internvl(hf, outer, text_hidden)
+    dynamic = get_bool(cfg, "dynamic_image_size", True)
+    f.update(fused_qkv=True, final_norm=False, mask_token=False, positions=True,
+             thumbnail=get_bool(cfg, "use_thumbnail", True),
+             max_tiles=get_int(cfg, "max_dynamic_patch", default=INTERNVL_MAX_TILES, hi=1024) if dynamic else 1)
+    return f
+
+
 def _is_multimodal(cfg: dict) -> bool:
     return isinstance(cfg.get("vision_config"), dict) or is_nested(cfg)
 
@@ -282,7 +313,7 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
         return None, None
     outer = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None
     nested = is_nested(cfg)
-    head = f"multimodal {outer[:60]!r} config: " + ("using its text_config; " if nested else "") \
+    head = f"multimodal {outer[:60]!r} config: " + (f"using its {text_key(cfg)}; " if nested else "") \
         if outer else "multimodal config: "
     if outer not in VISION_TYPES:
         return None, head + "vision tower ignored" + ("" if nested else " (not a mapped vision-language type)")
@@ -307,6 +338,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _llama4(v or {}, text_hidden)
         elif kind == "gemma4":
             f = _gemma4(v, cfg, text_hidden)
+        elif outer == "internvl_chat":
+            f = _internvl_chat(v or {}, cfg, text_hidden)
         elif kind == "internvl":
             f = _internvl(v or {}, cfg, text_hidden)
         else:
@@ -315,6 +348,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
     except (ConfigError, ValidationError, TypeError, ValueError) as exc:
         return None, head + f"vision tower ignored ({str(exc).splitlines()[0][:200]})"
     n = vision_parameters(spec)
+    remote = ("; remote code (modeling_intern_vit.py): what a trained tower saves is transformers' "
+              "InternVLVisionModel's, its fused qkv and flash-attn path not traced" if outer == "internvl_chat" else "")
     return spec, head + (f"its vision tower ({kind}: {n.tower:,} + projector {n.projector:,} parameters, not in "
                          f"the model's count) is priced when the workload has images, and whenever vLLM or SGLang "
-                         f"serve it (both load it)")
+                         f"serve it (both load it)" + remote)

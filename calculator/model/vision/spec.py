@@ -27,7 +27,9 @@ One spec describes one of ten encoder kinds, each mirroring a transformers 5.23 
     internvl    models/internvl/modeling_internvl.py       InternVLVisionModel (InternViT: CLS, learned positions,
                                                            LayerNorm or RMSNorm, optional q/k norms, layer-scale
                                                            lambdas, GELU MLP) + InternVLMultiModalProjector (pixel
-                                                           shuffle, LayerNorm, two linears); 448² tiles
+                                                           shuffle, LayerNorm, two linears); 448² tiles; the
+                                                           remote-code InternVLChatModel (internvl_chat: modeling_
+                                                           intern_vit.py InternVisionModel, its qkv fused, and mlp1)
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -103,6 +105,8 @@ class VisionSpec(HashedOnce):
     final_norm: bool = False
     mask_token: bool = False
     positions: bool = True
+    fused_qkv: bool = False  # the remote InternVisionModel's attn.qkv (one nn.Linear for q, k and v)
+    thumbnail: bool = True  # InternVL's global thumbnail tile beside several (use_thumbnail)
 
     @model_validator(mode="after")
     def _check(self) -> "VisionSpec":

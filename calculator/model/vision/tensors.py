@@ -89,7 +89,9 @@ def _internvl_block(v: VisionSpec, p: str) -> list[Tensor]:
     (nn.LayerNorm, or the RMSNorm of norm_type "rms_norm"), InternVLVisionMLP fc1 / fc2 with biases."""
     hv, fv = v.hidden_size, v.intermediate_size
     t: list[Tensor] = []
-    for proj, role in (("q", "qv"), ("k", "attn"), ("v", "qv")):
+    if v.fused_qkv:  # modeling_intern_vit.py InternAttention: qkv = Linear(hv, 3·hv, bias=qkv_bias), the same values
+        t += _linear(f"{p}.attn.qkv", 3 * hv, hv, "tower", "qv", v.attention_bias)
+    for proj, role in (() if v.fused_qkv else (("q", "qv"), ("k", "attn"), ("v", "qv"))):
         t += _linear(f"{p}.attention.{proj}_proj", hv, hv, "tower", role, v.attention_bias)
     t += _linear(f"{p}.attention.projection_layer", hv, hv, "tower", "attn", True)
     if v.qk_norm:

@@ -155,7 +155,7 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + markers)
     if k == "internvl":
         c, r = internvl_canvas(height, width, v.image_size, v.max_tiles)
-        tiles = 1 + (c * r if c * r > 1 else 0)
+        tiles = c * r + (1 if c * r > 1 and v.thumbnail else 0)
         per_tile = (v.image_size // p) ** 2 // (m * m)
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
     if k == "gemma4":
