@@ -271,3 +271,22 @@ def test_flash_attention_keeps_no_scores_and_pixtral_attends_per_image():
     assert eager - flash == 6 * 16 * 10952 ** 2 - 4 * 16 * 10952
     # the same tensors; SDPA's mask is counted once, outside the blocks
     assert block_saved_bytes(v, (10952,), 2, "sdpa") == flash
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("px", [36, 80])
+def test_smolvlm_blocks_and_tower_with_its_connector(px, impl):
+    """SmolVLM at a small width (36² tiles of 4² patches, the pixel shuffle by 3): the 17 tiles of one square image
+    (its longest side rescaled to 4 tiles: 4 × 4 and the global one) through SmolVLMVisionTransformer and
+    SmolVLMConnector, as get_image_features runs them with no padded tile."""
+    from transformers.models.smolvlm.modeling_smolvlm import SmolVLMConnector, SmolVLMVisionTransformer
+    cfg = T.SmolVLMConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                             num_attention_heads=4, image_size=36, patch_size=4),
+                          text_config=dict(TEXT, model_type="llama"), scale_factor=3)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    tiles = len(image_tokens(v, px, px).sequences)
+    pixels = torch.randn(tiles, 3, 36, 36)
+    by = _trace({"vision": SmolVLMVisionTransformer._from_config(cfg.vision_config), "connector": SmolVLMConnector(cfg)},
+                lambda t: t["connector"](t["vision"](pixel_values=pixels.bfloat16()).last_hidden_state).float().sum(),
+                impl)
+    _check(v, by, "tower.vision.encoder.layers.", 1, px, impl, (81,) * tiles)

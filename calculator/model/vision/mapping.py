@@ -59,6 +59,9 @@ INTERNVL_VISION = {  # models/internvl/configuration_internvl.py InternVLVisionC
 # GotOcr2ImageProcessor, InternVL's (models/auto/image_processing_auto.py): crop_to_patches (InternVLProcessor's
 # default) into at most max_patches = 12 tiles of the tower's image_size, plus a thumbnail
 INTERNVL_MAX_TILES = 12
+SMOLVLM_VISION = {  # models/smolvlm/configuration_smolvlm.py SmolVLMVisionConfig (= Idefics3VisionConfig)
+    "hidden_size": 1152, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 16,
+    "num_channels": 3, "image_size": 224, "patch_size": 32, "hidden_act": "gelu_pytorch_tanh"}
 MISTRAL3_ABSENT_VISION = {  # Mistral3Config.sub_configs_defaults: the vision config when the file has none
     **PIXTRAL_VISION, "patch_size": 14, "image_size": 1540, "head_dim": 64}
 LARGE4_ABSENT_VISION = {  # MistralLarge4Config.sub_configs_defaults (models/mistral_large4/configuration_*.py)
@@ -83,7 +86,7 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "paligemma": "paligemma", "llama4": "llama4",
          "mistral3": "pixtral", "gemma4": "gemma4",
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
-         "internvl": "internvl", "internvl_chat": "internvl"}
+         "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
@@ -301,6 +304,18 @@ def _internvl_chat(v: dict, cfg: dict, text_hidden: int) -> dict:
     return f
 
 
+def _smolvlm(v: dict, cfg: dict, text_hidden: int) -> dict:
+    """SmolVLM / Idefics3: SmolVLMVisionTransformer (SigLIP's blocks) and SmolVLMConnector (pixel shuffle by
+    scale_factor, Linear(hv·s², text hidden, bias=False)). Only gelu_pytorch_tanh (every checkpoint's) is mapped."""
+    v = {**SMOLVLM_VISION, **v}
+    if v.get("hidden_act") != "gelu_pytorch_tanh":
+        raise ConfigError(f"hidden_act: a SmolVLM tower with {str(v.get('hidden_act'))[:40]!r} is not mapped "
+                          "(gelu_pytorch_tanh is)")
+    f = _layers_heads(v)
+    f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(cfg, "scale_factor", default=2, hi=64))
+    return f
+
+
 def _is_multimodal(cfg: dict) -> bool:
     return isinstance(cfg.get("vision_config"), dict) or is_nested(cfg)
 
@@ -338,6 +353,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _llama4(v or {}, text_hidden)
         elif kind == "gemma4":
             f = _gemma4(v, cfg, text_hidden)
+        elif kind == "smolvlm":
+            f = _smolvlm(v or {}, cfg, text_hidden)
         elif outer == "internvl_chat":
             f = _internvl_chat(v or {}, cfg, text_hidden)
         elif kind == "internvl":

@@ -6,7 +6,8 @@ activation dtype; N: patches in the call; hv, fv, a: the tower's hidden and MLP 
 
     LayerNorm(w)  e·N·w + st·N   (its input, and mean + rstd per row: st = 8 on CUDA (fp32), 2e on the CPU)
     RMSNorm(w)    (4 + e)·N·w + 4·N   (Qwen2.5-VL's and Pixtral's: the fp32 input, the normalised input, fp32 rstd)
-    SigLIP / Llama 4    2·LN(hv) + 3e·N·hv (q/k/v, o and fc1 inputs) + 3e·N·hv (q, k, v) + 2e·N·fv (GELU in, out)
+    SigLIP / Llama 4 / SmolVLM  2·LN(hv) + 3e·N·hv (q/k/v, o and fc1 inputs) + 3e·N·hv (q, k, v) + 2e·N·fv (GELU
+                        in, out)
     Qwen3-VL / Qwen3.5  2·LN(hv) + 3e·N·hv + 3e·N·hv (the fused qkv output, kept whole by v) + 2e·N·hv (rotated
                         q, k) + 2e·N·fv
     Qwen2-VL            2·LN(hv) + 3e·N·hv + 3e·N·hv + 2e·N·hv + 3e·N·fv (QuickGELU: fc1 out, its sigmoid, fc2 in)
@@ -149,6 +150,10 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
         n_p, hm = n - images * len(per_image), v.merged_width
         return e * n_p * c * p * p + (_ln(n, hv, e, ln_stats) if v.final_norm else 0) + 2 * e * m_tok * hm + \
             ln_stats * m_tok + 2 * e * m_tok * v.out_hidden_size
+    if k == "smolvlm":  # per tile: the conv's input (the whole tile², past the last patch too), the int64 position ids
+        # the embedding keeps, post_layernorm; the connector's linear input (the pixel-shuffled hv·s² rows)
+        tiles = images * len(per_image)
+        return tiles * e * c * v.image_size ** 2 + 8 * n + _ln(n, hv, e, ln_stats) + e * m_tok * v.merged_width
     if k == "llama4":  # per tile: unfolded patches, pre/post LayerNorm (with CLS), adapter fc1 in, GELU/fc2, GELU/proj
         n_p = n - images * len(per_image)  # the CLS token is dropped before the adapter
         return e * n_p * c * p * p + 2 * _ln(n, hv, e, ln_stats) + e * n_p * hv + e * m_tok * 2 * (

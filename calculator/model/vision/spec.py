@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of ten encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of eleven encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -30,6 +30,9 @@ One spec describes one of ten encoder kinds, each mirroring a transformers 5.23 
                                                            shuffle, LayerNorm, two linears); 448² tiles; the
                                                            remote-code InternVLChatModel (internvl_chat: modeling_
                                                            intern_vit.py InternVisionModel, its qkv fused, and mlp1)
+    smolvlm     models/smolvlm/modeling_smolvlm.py         SmolVLMVisionTransformer (SigLIP's blocks, positions
+                models/idefics3/modeling_idefics3.py       bucketed per tile, post LayerNorm) + SmolVLMConnector
+                                                           (pixel shuffle, one bias-free linear); Idefics3's alike
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -44,7 +47,7 @@ from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
 Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4",
-               "internvl"]
+               "internvl", "smolvlm"]
 # Decoder layers that get transformers' bidirectional image-block mask when a batch has images (token_type_ids
 # become block_sequence_ids, masking_utils.blockwise_overlay): none, every layer (Gemma 3, PaliGemma), or the
 # sliding-window ones (Gemma 4 with use_bidirectional_attention "vision")
@@ -115,8 +118,8 @@ class VisionSpec(HashedOnce):
         if self.kind not in QWEN_KINDS + ("glm4v", "gemma4") and self.image_size < self.patch_size:
             raise ValueError(f"image_size ({self.image_size}) must be at least patch_size ({self.patch_size})")
         if self.kind == "internvl" and (self.image_size // self.patch_size) % self.spatial_merge_size:
-            raise ValueError(f"an InternVL tile's patch grid ({self.image_size // self.patch_size}) must be a "
-                             f"multiple of 1 / downsample_ratio ({self.spatial_merge_size}) for its pixel shuffle")
+            raise ValueError(f"a tile's patch grid ({self.image_size // self.patch_size}) must be a multiple of the "
+                             f"pixel shuffle's factor ({self.spatial_merge_size})")
         if self.kind == "gemma4" and (self.head_dim % 4 or not self.tokens_per_image):
             raise ValueError("a Gemma 4 tower needs a head_dim divisible by 4 (its axial rotary splits it in four) "
                              "and max_soft_tokens > 0")

@@ -148,7 +148,7 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
         return ([Tensor("patch_embed.proj.weight", (hv, c, v.temporal_patch_size, p, p), "tower", ""),
                  Tensor("patch_embed.proj.bias", (hv,), "tower", "")] + _norm("post_conv_layernorm", hv, "tower", False)
                 + [Tensor("embeddings.position_embedding.weight", (v.num_position_embeddings, hv), "tower", "")])
-    if k in ("siglip", "paligemma"):  # Conv2d with bias, a learned position per patch of the fixed image size
+    if k in ("siglip", "paligemma", "smolvlm"):  # Conv2d with bias, a learned position per patch of the tile
         return [Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
                 Tensor("embeddings.patch_embedding.bias", (hv,), "tower", ""),
                 Tensor("embeddings.position_embedding.weight", ((v.image_size // p) ** 2, hv), "tower", "")]
@@ -222,6 +222,9 @@ def _after(v: VisionSpec) -> list[Tensor]:
             "multi_modal_projector.layer_norm", hm, "projector", True)
             + _linear("multi_modal_projector.linear_1", out, hm, "projector", "mlp", True)
             + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", True))
+    if k == "smolvlm":  # post_layernorm; SmolVLMConnector.modality_projection.proj: Linear(hv·s², out, bias=False)
+        return _norm("post_layernorm", hv, "tower", True) + _linear("connector.modality_projection.proj", out,
+                                                                     v.merged_width, "projector", "mlp", False)
     if k == "gemma4":  # the pooler and the weightless pre-projection norm have no parameters; std_bias/scale: buffers
         return _linear("embed_vision.embedding_projection", out, hv, "projector", "mlp", False)
     m, b = v.spatial_merge_size, v.projector_bias  # Mistral3MultiModalProjector

@@ -38,6 +38,14 @@ runs the real PIL processors where they run without torchvision).
         a·b > 1; each tile is one encoder sequence of (image_size/P)² + 1 (CLS), the CLS dropped and the pixel
         shuffle leaving (image_size/P)²/m² = 256 tokens; processing_internvl.py wraps each image's tiles' tokens
         in <img> … </img>.
+    SmolVLM / Idefics3  smolvlm/image_processing_pil_smolvlm.py: the longest side rescaled to size.longest_edge
+        (4 × the tile: what the HuggingFaceTB and Idefics3 checkpoints ship, max_image_size = the tower's
+        image_size), at most 4096, the shorter side even; each side then rounded up to whole tiles
+        (resize_for_vision_encoder) and split into rows × cols tiles plus a global tile when larger than one;
+        every tile (image_size/P)² patches, the pixel shuffle leaving (image_size/P)²/s² tokens;
+        processing_smolvlm.py writes <fake_token_around_image><row_r_col_c> before each tile's tokens, a newline
+        after each row, and "\n<fake_token_around_image><global-img>" + tokens + "<fake_token_around_image>" (the
+        last row's newline and this one merge into one "\n\n" token); an unsplit image: fake, global, tokens, fake.
 """
 from __future__ import annotations
 
@@ -134,6 +142,37 @@ def internvl_canvas(h: int, w: int, tile: int, max_tiles: int) -> tuple[int, int
     return best
 
 
+SMOLVLM_MAX_SIDE = 4096  # image_processing_smolvlm.py MAX_IMAGE_SIZE
+
+
+def smolvlm_grid(h: int, w: int, tile: int) -> tuple[int, int]:
+    """(rows, cols) of the tiles SmolVLMImageProcessor splits an h × w image into ((0, 0): not split)."""
+    longest = 4 * tile
+    if w >= h:  # _resize_output_size_rescale_to_max_len, then _resize_output_size_scale_below_upper_bound
+        w2, h2 = longest, int(longest / (w / h))
+        h2 += h2 % 2
+    else:
+        h2, w2 = longest, int(longest * (w / h))
+        w2 += w2 % 2
+    h2, w2 = max(h2, 1), max(w2, 1)
+    ratio = w2 / h2
+    if w2 >= h2 and w2 > SMOLVLM_MAX_SIDE:
+        w2, h2 = SMOLVLM_MAX_SIDE, int(SMOLVLM_MAX_SIDE / ratio)
+    elif h2 > w2 and h2 > SMOLVLM_MAX_SIDE:
+        h2, w2 = SMOLVLM_MAX_SIDE, int(SMOLVLM_MAX_SIDE * ratio)
+    h2, w2 = max(h2, 1), max(w2, 1)
+    ratio = w2 / h2  # resize_for_vision_encoder: whole tiles
+    if w2 >= h2:
+        w3 = math.ceil(w2 / tile) * tile
+        h3 = math.ceil(int(w3 / ratio) / tile) * tile
+    else:
+        h3 = math.ceil(h2 / tile) * tile
+        w3 = math.ceil(int(h3 * ratio) / tile) * tile
+    if h3 > tile or w3 > tile:
+        return (h3 - tile) // tile + 1, (w3 - tile) // tile + 1
+    return 0, 0
+
+
 @lru_cache(maxsize=1024)
 def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
     """Patches and language-model tokens of one image of `height` × `width` pixels."""
@@ -158,6 +197,12 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         tiles = c * r + (1 if c * r > 1 and v.thumbnail else 0)
         per_tile = (v.image_size // p) ** 2 // (m * m)
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
+    if k == "smolvlm":
+        rows, cols = smolvlm_grid(height, width, v.image_size)
+        n, per = (v.image_size // p) ** 2, (v.image_size // p) ** 2 // (m * m)
+        tiles = rows * cols + 1
+        markers = 3 + (2 * rows * cols + rows if rows else 0)  # fake, <row_r_col_c>; newlines; fake, global, fake
+        return ImageTokens((n,) * tiles, tiles * per, tiles * per + markers)
     if k == "gemma4":
         budget = v.tokens_per_image * m * m
         hh, ww = gemma4_size(height, width, p, budget, m)
