@@ -179,14 +179,14 @@ def training_terms(t: TermList, m: ModelSpec, shared, shard: StageShard, states:
         return long_lived
     flight = in_flight_microbatches(p, shard.stage, m.num_hidden_layers)
     blocks, outside = tower_saved_bytes(v, call, px, e, w.attention)
-    lora = per_block * v.num_layers * e * patches * w.lora_rank
+    lora = per_block * v.trained_layers * e * patches * w.lora_rank  # the blocks backward reaches
     if w.recompute == "full":  # transformers checkpoints every vision block too: each keeps its input
-        kept = v.num_layers * e * patches * v.hidden_size
+        kept = v.trained_layers * e * patches * v.hidden_size
         t.add("activations.vision", "activations", "Vision tower: block inputs (full recompute) + the rest",
               int(flight * (kept + outside)), "m_inflight × (L_vision × e·N·hv + outside the blocks)",
-              f"{flight:g} × ({v.num_layers} × {e} × {patches:,} × {v.hidden_size} + {outside:,}) B",
+              f"{flight:g} × ({v.trained_layers} × {e} × {patches:,} × {v.hidden_size} + {outside:,}) B",
               "hf-checkpointing", f"{call} image(s), {patches:,} patches per micro-batch")
-        one = blocks // v.num_layers  # its backward runs last, after the LM's working set is gone
+        one = blocks // max(1, v.trained_layers)  # its backward runs last, after the LM's working set is gone
         t.add("transient.vision_recompute", "transient", "One vision block recomputed during backward",
               max(0, one - working), "max(0, one block's saved tensors − the stage's working set)",
               f"max(0, {one:,} − {working:,}) B", "hf-checkpointing")

@@ -290,3 +290,25 @@ def test_smolvlm_blocks_and_tower_with_its_connector(px, impl):
                 lambda t: t["connector"](t["vision"](pixel_values=pixels.bfloat16()).last_hidden_state).float().sum(),
                 impl)
     _check(v, by, "tower.vision.encoder.layers.", 1, px, impl, (81,) * tiles)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("layers", [-2, -1, [-2, -3]], ids=str)
+def test_llava_clip_blocks_and_tower_with_its_projector(layers, impl):
+    """LLaVA's CLIP tower at a small width (32² images of 4² patches) as LlavaModel.get_image_features runs it: the
+    hidden state of vision_feature_layer (its CLS sliced off) into LlavaMultiModalProjector; the blocks past the
+    deepest feature layer run but keep nothing once the call returns."""
+    from transformers.models.llava.modeling_llava import LlavaMultiModalProjector
+    cfg = T.LlavaConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                           num_attention_heads=4, image_size=32, patch_size=4),
+                        text_config=dict(TEXT, model_type="llama"), vision_feature_layer=layers)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    pixels = torch.randn(2, 3, 32, 32)
+
+    def run(t):
+        hidden = t["vision"](pixel_values=pixels.bfloat16(), output_hidden_states=True).hidden_states
+        chosen = [hidden[k][:, 1:] for k in (layers if isinstance(layers, list) else [layers])]
+        return t["projector"](chosen[0] if len(chosen) == 1 else torch.cat(chosen, dim=-1)).float().sum()
+    by = _trace({"vision": T.CLIPVisionModel._from_config(cfg.vision_config),
+                 "projector": LlavaMultiModalProjector(cfg)}, run, impl)
+    _check(v, by, "tower.vision.encoder.layers.", 2, 32, impl, (65, 65))

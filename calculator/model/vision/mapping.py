@@ -12,81 +12,21 @@ from pydantic import ValidationError
 
 from calculator.core import bounds as B
 from calculator.model.config_read import ConfigError, get_bool, get_float, get_int, get_int_list
+from calculator.model.vision.defaults import (
+    QWEN2_5_VISION, QWEN2_VISION, GLM4V_VISION, QWEN3_VISION, SIGLIP_VISION, PALIGEMMA_VISION, PALIGEMMA_PROJECTION_DIM,
+    LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES, CLIP_VISION,
+    LLAVA_ABSENT_VISION, SMOLVLM_VISION, MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS,
+    QWEN3_PIXELS)
 from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision.tensors import vision_parameters
-
-# Defaults of the transformers 5.23 vision configuration classes, for the fields a config leaves out.
-QWEN2_5_VISION = {  # models/qwen2_5_vl/configuration_qwen2_5_vl.py Qwen2_5_VLVisionConfig
-    "depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
-    "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 112,
-    "out_hidden_size": 3584, "fullatt_block_indexes": [7, 15, 23, 31]}
-QWEN2_VISION = {  # models/qwen2_vl/configuration_qwen2_vl.py Qwen2VLVisionConfig (hidden_size: the merger's output)
-    "depth": 32, "embed_dim": 1280, "hidden_size": 3584, "hidden_act": "quick_gelu", "mlp_ratio": 4,
-    "num_heads": 16, "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
-GLM4V_VISION = {  # models/glm4v/configuration_glm4v.py Glm4vVisionConfig (= Glm4vMoeVisionConfig)
-    "depth": 24, "hidden_size": 1536, "hidden_act": "silu", "attention_bias": False, "num_heads": 12,
-    "in_channels": 3, "image_size": 336, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
-    "out_hidden_size": 4096, "intermediate_size": 13696}
-QWEN3_VISION = {  # models/qwen3_vl/configuration_qwen3_vl.py Qwen3VLVisionConfig (Qwen3.5's: no DeepStack)
-    "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
-    "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
-    "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24]}
-SIGLIP_VISION = {  # models/siglip/configuration_siglip.py SiglipVisionConfig
-    "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
-    "num_channels": 3, "image_size": 224, "patch_size": 16, "vision_use_head": True}
-PALIGEMMA_VISION = {  # models/paligemma/configuration_paligemma.py PaliGemmaConfig.sub_configs_defaults
-    **SIGLIP_VISION, "intermediate_size": 4096, "hidden_size": 1152, "patch_size": 14, "image_size": 224,
-    "num_hidden_layers": 27, "num_attention_heads": 16, "vision_use_head": False}
-PALIGEMMA_PROJECTION_DIM = 2048  # PaliGemmaConfig.projection_dim
-LLAMA4_VISION = {  # models/llama4/configuration_llama4.py Llama4VisionConfig
-    "hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_attention_heads": 16,
-    "num_channels": 3, "image_size": 448, "patch_size": 14, "vision_output_dim": 7680, "pixel_shuffle_ratio": 0.5,
-    "projector_input_dim": 4096, "projector_output_dim": 4096}
-PIXTRAL_VISION = {  # models/pixtral/configuration_pixtral.py PixtralVisionConfig
-    "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
-    "num_channels": 3, "image_size": 1024, "patch_size": 16}
-GEMMA4_VISION = {  # models/gemma4/configuration_gemma4.py Gemma4VisionConfig
-    "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 16, "num_attention_heads": 12,
-    "num_key_value_heads": 12, "head_dim": 64, "patch_size": 16, "pooling_kernel_size": 3,
-    "position_embedding_size": 10240}
-# Gemma4ImageProcessor(Pil).max_soft_tokens (image_processing_pil_gemma4.py): 280 by default, one of these
-GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)
-INTERNVL_VISION = {  # models/internvl/configuration_internvl.py InternVLVisionConfig (InternVL3-1B-hf's tower)
-    "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
-    "attention_bias": False, "use_qk_norm": False, "hidden_act": "gelu", "norm_type": "layer_norm",
-    "image_size": 448, "patch_size": 14, "num_channels": 3, "use_mask_token": False,
-    "use_absolute_position_embeddings": True, "use_mean_pooling": True}
-# GotOcr2ImageProcessor, InternVL's (models/auto/image_processing_auto.py): crop_to_patches (InternVLProcessor's
-# default) into at most max_patches = 12 tiles of the tower's image_size, plus a thumbnail
-INTERNVL_MAX_TILES = 12
-SMOLVLM_VISION = {  # models/smolvlm/configuration_smolvlm.py SmolVLMVisionConfig (= Idefics3VisionConfig)
-    "hidden_size": 1152, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 16,
-    "num_channels": 3, "image_size": 224, "patch_size": 32, "hidden_act": "gelu_pytorch_tanh"}
-MISTRAL3_ABSENT_VISION = {  # Mistral3Config.sub_configs_defaults: the vision config when the file has none
-    **PIXTRAL_VISION, "patch_size": 14, "image_size": 1540, "head_dim": 64}
-LARGE4_ABSENT_VISION = {  # MistralLarge4Config.sub_configs_defaults (models/mistral_large4/configuration_*.py)
-    **PIXTRAL_VISION, "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 30,
-    "num_attention_heads": 16, "patch_size": 14, "image_size": 1540, "hidden_act": "silu"}
-
-# Image processor pixel bounds the checkpoints ship (preprocessor_config.json "min_pixels"/"max_pixels", or
-# "size": {"shortest_edge", "longest_edge"}), read by Qwen2VLImageProcessor's smart_resize
-# (models/qwen2_vl/image_processing_pil_qwen2_vl.py). Qwen/Qwen2.5-VL-*-Instruct: 3,136 … 12,845,056 (the class
-# default max is 1,003,520), and Qwen/Qwen2-VL-*-Instruct the same; Qwen/Qwen3-VL-*, Qwen/Qwen3.5-* and
-# Qwen/Qwen3.6-*: 65,536 … 16,777,216.
-QWEN2_5_PIXELS = (3136, 12_845_056)
-# GLM's Glm4vImageProcessor (image_processing_pil_glm4v.py smart_resize) weighs an image as 2 frames × H × W against
-# size {"shortest_edge", "longest_edge"}; zai-org's checkpoints ship 12,544 … 9,633,792 (GLM-OCR's
-# preprocessor_config.json at 2e85a628 as quoted verbatim in a test of an indexed repository; 9,633,792 =
-# 14²·2²·2·6,144: at most 6,144 image tokens), where the class default is 12,544 … 11,760,000
-GLM4V_PIXELS = (12_544, 9_633_792)
-QWEN3_PIXELS = (65_536, 16_777_216)
 
 KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v": "glm4v", "glmga": "glm4v",
          "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
          "qwen3_5_moe": "qwen3_vl", "gemma3": "siglip", "paligemma": "paligemma", "llama4": "llama4",
          "mistral3": "pixtral", "gemma4": "gemma4",
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
-         "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm"}
+         "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm",
+         "llava": "clip"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
@@ -316,6 +256,31 @@ def _smolvlm(v: dict, cfg: dict, text_hidden: int) -> dict:
     return f
 
 
+def _llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
+    """LLaVA (LlavaForConditionalGeneration) with a CLIP tower (vision_config clip_vision_model, LLaVA-1.5's): the
+    projector reads hidden_states[vision_feature_layer] (or the concatenation of a list of them), the CLS token
+    dropped under the "default" selection. Other towers in a llava config (SigLIP, Pixtral) are not mapped."""
+    if v is not None and v.get("model_type", "clip_vision_model") != "clip_vision_model":
+        raise ConfigError(f"vision_config.model_type: a llava config with a {str(v.get('model_type'))[:40]!r} tower "
+                          "is not mapped (clip_vision_model is)")
+    v = dict(LLAVA_ABSENT_VISION) if v is None else {**CLIP_VISION, **v}
+    if v.get("hidden_act") != "quick_gelu":
+        raise ConfigError(f"hidden_act: a CLIP tower with {str(v.get('hidden_act'))[:40]!r} is not mapped "
+                          "(quick_gelu is)")
+    select = cfg.get("vision_feature_select_strategy", "default")
+    if select not in ("default", "full") or cfg.get("projector_hidden_act", "gelu") != "gelu":
+        raise ConfigError("vision_feature_select_strategy must be 'default' or 'full', projector_hidden_act 'gelu'")
+    f = _layers_heads(v)
+    layers = cfg.get("vision_feature_layer", -2)
+    chosen = layers if isinstance(layers, list) and layers else [layers]
+    deepest = [get_int({"vision_feature_layer": k}, "vision_feature_layer", lo=-f["num_layers"] - 1,
+                       hi=f["num_layers"]) for k in chosen]
+    depth = max(f["num_layers"] + 1 + k if k < 0 else k for k in deepest)
+    f.update(out_hidden_size=text_hidden, feature_layers=len(chosen), feature_layer=depth - f["num_layers"] - 1,
+             keeps_cls=select == "full", projector_bias=get_bool(cfg, "multimodal_projector_bias", True))
+    return f
+
+
 def _is_multimodal(cfg: dict) -> bool:
     return isinstance(cfg.get("vision_config"), dict) or is_nested(cfg)
 
@@ -353,6 +318,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _llama4(v or {}, text_hidden)
         elif kind == "gemma4":
             f = _gemma4(v, cfg, text_hidden)
+        elif kind == "clip":
+            f = _llava(v, cfg, text_hidden)
         elif kind == "smolvlm":
             f = _smolvlm(v or {}, cfg, text_hidden)
         elif outer == "internvl_chat":

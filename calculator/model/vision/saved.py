@@ -88,8 +88,9 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
         return 2 * _rms(n, hv, e) + 8 * e * n * hv + 4 * e * n * fv + core
     if k == "qwen3_vl":
         return 2 * _ln(n, hv, e, ln_stats) + 8 * e * n * hv + 2 * e * n * fv + core
-    if k == "qwen2_vl":  # Qwen3-VL's attention; QuickGELU keeps fc1's output and its sigmoid, fc2 the product
-        return 2 * _ln(n, hv, e, ln_stats) + 8 * e * n * hv + 3 * e * n * fv + core
+    if k in ("qwen2_vl", "clip"):  # QuickGELU keeps fc1's output and its sigmoid, fc2 the product (CLIP: SigLIP's
+        # attention; Qwen2-VL: Qwen3-VL's, 2e·N·hv more for its rotated q and k)
+        return 2 * _ln(n, hv, e, ln_stats) + (6 if k == "clip" else 8) * e * n * hv + 3 * e * n * fv + core
     if k == "pixtral":
         return 2 * _rms(n, hv, e) + 6 * e * n * hv + 4 * e * n * fv + core
     if k == "internvl":
@@ -150,6 +151,11 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
         n_p, hm = n - images * len(per_image), v.merged_width
         return e * n_p * c * p * p + (_ln(n, hv, e, ln_stats) if v.final_norm else 0) + 2 * e * m_tok * hm + \
             ln_stats * m_tok + 2 * e * m_tok * v.out_hidden_size
+    if k == "clip":  # the conv's input, pre_layrnorm (with the CLS); the projector: linear_1's input (the chosen
+        # hidden states without their CLS: F.linear's reshape copies the sliced view; several layers' torch.cat),
+        # GELU's and linear_2's inputs
+        return e * images * c * v.image_size ** 2 + _ln(n, hv, e, ln_stats) + \
+            e * m_tok * hv * v.feature_layers + 2 * e * m_tok * v.out_hidden_size
     if k == "smolvlm":  # per tile: the conv's input (the whole tile², past the last patch too), the int64 position ids
         # the embedding keeps, post_layernorm; the connector's linear input (the pixel-shuffled hv·s² rows)
         tiles = images * len(per_image)
@@ -173,7 +179,7 @@ def tower_saved_bytes(v: VisionSpec, images: int, px: int, e: int, attention: st
     full = sum(1 for i in set(v.full_attention_blocks) if i < v.num_layers) if v.kind == "qwen2_5_vl" else 0
     per = [block_saved_bytes(v, attention_groups(v, grids, sequences, i, attention), e, attention, ln_stats)
            for i in ((v.full_attention_blocks[0], -1) if full else (-1,))]  # -1: a block outside the full ones
-    blocks = full * per[0] + (v.num_layers - full) * per[-1]
+    blocks = full * per[0] + (v.trained_layers - full) * per[-1]  # LLaVA: the blocks up to its feature layer
     return blocks, outside_saved_bytes(v, images, it.sequences, it.merged, e, attention, ln_stats)
 
 

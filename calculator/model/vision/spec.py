@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of eleven encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of twelve encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -33,6 +33,9 @@ One spec describes one of eleven encoder kinds, each mirroring a transformers 5.
     smolvlm     models/smolvlm/modeling_smolvlm.py         SmolVLMVisionTransformer (SigLIP's blocks, positions
                 models/idefics3/modeling_idefics3.py       bucketed per tile, post LayerNorm) + SmolVLMConnector
                                                            (pixel shuffle, one bias-free linear); Idefics3's alike
+    clip        models/clip/modeling_clip.py               CLIPVisionModel (CLS, positions, pre and post LayerNorm,
+                models/llava/modeling_llava.py             QuickGELU MLP) + LlavaMultiModalProjector (two linears
+                                                           over the chosen layers' hidden states; LLaVA-1.5)
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -47,12 +50,12 @@ from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
 Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4",
-               "internvl", "smolvlm"]
+               "internvl", "smolvlm", "clip"]
 # Decoder layers that get transformers' bidirectional image-block mask when a batch has images (token_type_ids
 # become block_sequence_ids, masking_utils.blockwise_overlay): none, every layer (Gemma 3, PaliGemma), or the
 # sliding-window ones (Gemma 4 with use_bidirectional_attention "vision")
 BlockMask = Literal["none", "all", "sliding"]
-FIXED_SIZE_KINDS = ("siglip", "paligemma", "llama4")  # every image (tile) resized to image_size²
+FIXED_SIZE_KINDS = ("siglip", "paligemma", "llama4", "clip")  # every image (tile) resized to image_size²
 
 QWEN_KINDS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")  # dynamic resolution, Conv3d patches, merger
 _PX = 1 << 16  # largest image side or patch the engine takes (pixels)
@@ -60,7 +63,7 @@ _PX = 1 << 16  # largest image side or patch the engine takes (pixels)
 
 class VisionSpec(HashedOnce):
     """The vision tower (encoder) and projector of one model, with the image processor defaults its checkpoints
-    ship (each cited where it is set: calculator/model/vision/mapping.py)."""
+    ship (each cited where it is set: calculator/model/vision/defaults.py and mapping.py)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -110,6 +113,10 @@ class VisionSpec(HashedOnce):
     positions: bool = True
     fused_qkv: bool = False  # the remote InternVisionModel's attn.qkv (one nn.Linear for q, k and v)
     thumbnail: bool = True  # InternVL's global thumbnail tile beside several (use_thumbnail)
+    # LLaVA: the deepest hidden state the projector reads (hidden_states index: -1 the last layer's output, -2 the one
+    # before: the last layer then runs but no gradient reaches it) and whether the CLS token goes with it ("full")
+    feature_layer: int = Field(default=-1, ge=-B.MAX_LAYERS - 1, le=B.MAX_LAYERS, strict=True)
+    keeps_cls: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "VisionSpec":
@@ -128,6 +135,14 @@ class VisionSpec(HashedOnce):
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
+
+    @property
+    def trained_layers(self) -> int:
+        """Encoder blocks backward reaches: those up to the hidden state the projector reads (LLaVA), else all."""
+        if self.kind != "clip":
+            return self.num_layers
+        return max(0, min(self.num_layers, self.num_layers + 1 + self.feature_layer if self.feature_layer < 0
+                          else self.feature_layer))
 
     @property
     def merged_width(self) -> int:

@@ -148,6 +148,11 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
         return ([Tensor("patch_embed.proj.weight", (hv, c, v.temporal_patch_size, p, p), "tower", ""),
                  Tensor("patch_embed.proj.bias", (hv,), "tower", "")] + _norm("post_conv_layernorm", hv, "tower", False)
                 + [Tensor("embeddings.position_embedding.weight", (v.num_position_embeddings, hv), "tower", "")])
+    if k == "clip":  # CLIPVisionEmbeddings: class_embedding, a bias-free Conv2d, (S/P)² + 1 positions; pre_layrnorm
+        return ([Tensor("embeddings.class_embedding", (hv,), "tower", ""),
+                 Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
+                 Tensor("embeddings.position_embedding.weight", ((v.image_size // p) ** 2 + 1, hv), "tower", "")]
+                + _norm("pre_layrnorm", hv, "tower", True))
     if k in ("siglip", "paligemma", "smolvlm"):  # Conv2d with bias, a learned position per patch of the tile
         return [Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
                 Tensor("embeddings.patch_embedding.bias", (hv,), "tower", ""),
@@ -222,6 +227,11 @@ def _after(v: VisionSpec) -> list[Tensor]:
             "multi_modal_projector.layer_norm", hm, "projector", True)
             + _linear("multi_modal_projector.linear_1", out, hm, "projector", "mlp", True)
             + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", True))
+    if k == "clip":  # post_layernorm (built, reading only the pooled CLS); LlavaMultiModalProjector
+        return (_norm("post_layernorm", hv, "tower", True)
+                + _linear("multi_modal_projector.linear_1", out, hv * v.feature_layers, "projector", "mlp",
+                          v.projector_bias)
+                + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", v.projector_bias))
     if k == "smolvlm":  # post_layernorm; SmolVLMConnector.modality_projection.proj: Linear(hv·s², out, bias=False)
         return _norm("post_layernorm", hv, "tower", True) + _linear("connector.modality_projection.proj", out,
                                                                      v.merged_width, "projector", "mlp", False)

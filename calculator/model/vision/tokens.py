@@ -197,6 +197,9 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         tiles = c * r + (1 if c * r > 1 and v.thumbnail else 0)
         per_tile = (v.image_size // p) ** 2 // (m * m)
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
+    if k == "clip":  # CLIPImageProcessor: shortest side to image_size, centre crop; CLS dropped unless "full"
+        n = (v.image_size // p) ** 2
+        return ImageTokens((n + 1,), n + v.keeps_cls, n + v.keeps_cls)
     if k == "smolvlm":
         rows, cols = smolvlm_grid(height, width, v.image_size)
         n, per = (v.image_size // p) ** 2, (v.image_size // p) ** 2 // (m * m)

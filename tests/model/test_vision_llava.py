@@ -1,0 +1,64 @@
+"""LLaVA's CLIP tower (calculator/model/vision, kind "clip": model_type llava with a clip_vision_model tower, LLaVA-1.5)
+against transformers 5.23: the tower's and LlavaMultiModalProjector's parameters built on the meta device, the
+tokens LlavaProcessor writes after CLIPImageProcessor's resize and crop, and which encoder blocks backward reaches.
+What the tower saves: tests/model/test_vision_saved.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
+from calculator.model.vision import image_tokens, vision_from_config, vision_parameters  # noqa: E402
+
+T = transformers
+
+
+def _parts(model) -> tuple[int, int]:
+    inner = model.model
+    return (sum(p.numel() for p in inner.vision_tower.parameters()),
+            sum(p.numel() for p in inner.multi_modal_projector.parameters()))
+
+
+@pytest.mark.parametrize("kw", [{}, dict(vision_feature_layer=[-2, -5, -8], multimodal_projector_bias=False),
+                                dict(vision_config=dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
+                                                        num_attention_heads=16, patch_size=14, image_size=224))],
+                         ids=["llava-1.5", "three-feature-layers", "clip-l-224"])
+def test_the_tower_and_projector_have_the_real_models_parameters(kw):
+    cfg = T.LlavaConfig(**kw)
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None and v.kind == "clip", warning
+    with torch.device("meta"):
+        real = T.LlavaForConditionalGeneration(cfg)
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+
+
+def test_backward_reaches_the_blocks_up_to_the_feature_layer():
+    """hidden_states[-2] (LLaVA-1.5's) is the output of the 23rd of 24 blocks: the 24th runs, no gradient reaches it."""
+    v, _ = vision_from_config(T.LlavaConfig().to_dict(), 4096)
+    assert (v.num_layers, v.trained_layers) == (24, 23)
+    deep = vision_from_config(T.LlavaConfig(vision_feature_layer=[-1, -12]).to_dict(), 4096)[0]
+    assert deep.trained_layers == 24 and deep.feature_layers == 2
+
+
+@pytest.mark.parametrize("strategy, cls", [("default", 0), ("full", 1)])
+def test_tokens_equal_the_processors(strategy, cls):
+    """CLIPImageProcessor resizes the shortest side to 336 and crops the centre: 24 × 24 patches; LlavaProcessor writes
+    (h / P)·(w / P) + num_additional_image_tokens (1: the CLS) − 1 under "default"."""
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+    v, _ = vision_from_config(T.LlavaConfig(vision_feature_select_strategy=strategy).to_dict(), 4096)
+    proc = CLIPImageProcessorPil(size={"shortest_edge": 336}, crop_size={"height": 336, "width": 336})
+    for h, w in [(224, 224), (480, 640), (1080, 1920), (50, 3000)]:
+        x = proc(images=[np.zeros((h, w, 3), np.uint8)], return_tensors="np")["pixel_values"]
+        hh, ww = x.shape[-2:]
+        tokens = (hh // 14) * (ww // 14) + 1 - (strategy == "default")
+        assert image_tokens(v, h, w) == ((577,), tokens, tokens) and tokens == 576 + cls
+
+
+def test_other_towers_in_a_llava_config_are_left_out_naming_them():
+    raw = {**T.LlavaConfig().to_dict(), "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152}}
+    v, warning = vision_from_config(raw, 4096)
+    assert v is None and "vision_config.model_type: a llava config with a 'siglip_vision_model' tower" in warning
+    assert spec_from_hf_config(raw).spec.vision is None
