@@ -312,3 +312,22 @@ def test_llava_clip_blocks_and_tower_with_its_projector(layers, impl):
     by = _trace({"vision": T.CLIPVisionModel._from_config(cfg.vision_config),
                  "projector": LlavaMultiModalProjector(cfg)}, run, impl)
     _check(v, by, "tower.vision.encoder.layers.", 2, 32, impl, (65, 65))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("px", [32, 64])
+def test_aya_vision_blocks_and_tower_with_its_projector(px, impl):
+    """Aya Vision at a small width (32² tiles of 4² patches, the pixel shuffle by 2): SiglipVisionModel's
+    hidden_states[-1] (before post_layernorm) into AyaVisionMultiModalProjector, as get_image_features runs them."""
+    from transformers.models.aya_vision.modeling_aya_vision import AyaVisionMultiModalProjector
+    cfg = T.AyaVisionConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                               num_attention_heads=4, image_size=32, patch_size=4),
+                            text_config=dict(TEXT, model_type="cohere2"), alignment_intermediate_size=56)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    tiles = len(image_tokens(v, px, px).sequences)
+    pixels = torch.randn(tiles, 3, 32, 32)
+    by = _trace({"vision": T.SiglipVisionModel._from_config(cfg.vision_config),
+                 "projector": AyaVisionMultiModalProjector(cfg)},
+                lambda t: t["projector"](t["vision"](pixel_values=pixels.bfloat16(), output_hidden_states=True)
+                                         .hidden_states[-1]).float().sum(), impl)
+    _check(v, by, "tower.vision.encoder.layers.", 1, px, impl, (64,) * tiles)

@@ -76,3 +76,6 @@ QWEN2_5_PIXELS = (3136, 12_845_056)
 # 14²·2²·2·6,144: at most 6,144 image tokens), where the class default is 12,544 … 11,760,000
 GLM4V_PIXELS = (12_544, 9_633_792)
 QWEN3_PIXELS = (65_536, 16_777_216)
+AYA_VISION = {  # models/aya_vision/configuration_aya_vision.py AyaVisionConfig.sub_configs_defaults (SigLIP-so400m)
+    **SIGLIP_VISION, "hidden_size": 1152, "intermediate_size": 4304, "patch_size": 14, "image_size": 384,
+    "num_hidden_layers": 26, "num_attention_heads": 14, "vision_use_head": False}

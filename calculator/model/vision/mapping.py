@@ -16,7 +16,7 @@ from calculator.model.vision.defaults import (
     QWEN2_5_VISION, QWEN2_VISION, GLM4V_VISION, QWEN3_VISION, SIGLIP_VISION, PALIGEMMA_VISION, PALIGEMMA_PROJECTION_DIM,
     LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES, CLIP_VISION,
     LLAVA_ABSENT_VISION, SMOLVLM_VISION, MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS,
-    QWEN3_PIXELS)
+    QWEN3_PIXELS, AYA_VISION)
 from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision.tensors import vision_parameters
 
@@ -26,7 +26,7 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "mistral3": "pixtral", "gemma4": "gemma4",
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
          "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm",
-         "llava": "clip"}
+         "llava": "clip", "aya_vision": "aya"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
@@ -281,6 +281,37 @@ def _llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     return f
 
 
+def _feature_depth(cfg: dict, layers: int, default: int) -> tuple[int, int]:
+    """(hidden_states index of the deepest of vision_feature_layer, how many are concatenated)."""
+    chosen = cfg.get("vision_feature_layer", default)
+    chosen = chosen if isinstance(chosen, list) and chosen else [chosen]
+    depth = max((lambda k: layers + 1 + k if k < 0 else k)(
+        get_int({"vision_feature_layer": k}, "vision_feature_layer", lo=-layers - 1, hi=layers)) for k in chosen)
+    return depth - layers - 1, len(chosen)
+
+
+def _aya(v: dict | None, cfg: dict, text_hidden: int) -> dict:
+    """Aya Vision: a SigLIP tower (siglip_vision_model; no CLS, so only the "full" selection runs) and
+    AyaVisionMultiModalProjector: pixel shuffle by downsample_factor, LayerNorm, linear_1 to
+    alignment_intermediate_size (default: the text width), SwiGLU on its halves, linear_2. Tiles as InternVL's
+    (GotOcr2ImageProcessor with crop_to_patches, at most 12, and a thumbnail)."""
+    if v is not None and v.get("model_type", "siglip_vision_model") != "siglip_vision_model":
+        raise ConfigError(f"vision_config.model_type: an aya_vision config with a {str(v.get('model_type'))[:40]!r} "
+                          "tower is not mapped (siglip_vision_model is)")
+    v = dict(AYA_VISION) if v is None else {**SIGLIP_VISION, **v}
+    if v.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh" or \
+            cfg.get("vision_feature_select_strategy", "full") != "full":
+        raise ConfigError("hidden_act gelu_pytorch_tanh and vision_feature_select_strategy 'full' (SigLIP has no CLS) "
+                          "are what an Aya Vision tower is mapped with")
+    f = _layers_heads(v)
+    layer, count = _feature_depth(cfg, f["num_layers"], -1)
+    f.update(out_hidden_size=text_hidden, use_head=get_bool(v, "vision_use_head", False), feature_layer=layer,
+             feature_layers=count, spatial_merge_size=get_int(cfg, "downsample_factor", default=2, hi=64),
+             merger_intermediate_size=get_int(cfg, "alignment_intermediate_size", default=text_hidden,
+                                              hi=B.MAX_FFN), max_tiles=INTERNVL_MAX_TILES)
+    return f
+
+
 def _is_multimodal(cfg: dict) -> bool:
     return isinstance(cfg.get("vision_config"), dict) or is_nested(cfg)
 
@@ -318,6 +349,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _llama4(v or {}, text_hidden)
         elif kind == "gemma4":
             f = _gemma4(v, cfg, text_hidden)
+        elif kind == "aya":
+            f = _aya(v, cfg, text_hidden)
         elif kind == "clip":
             f = _llava(v, cfg, text_hidden)
         elif kind == "smolvlm":
@@ -329,7 +362,10 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
         else:
             f = _pixtral(v, cfg, text_hidden)
         spec = VisionSpec(kind=kind, model_type=outer, **f)
-    except (ConfigError, ValidationError, TypeError, ValueError) as exc:
+    except ValidationError as exc:  # the field and what is wrong with it, not pydantic's headline
+        where, msg = B.describe(exc, VisionSpec, "vision_config.")
+        return None, head + f"vision tower ignored ({where}: {msg[:200]})"
+    except (ConfigError, TypeError, ValueError) as exc:
         return None, head + f"vision tower ignored ({str(exc).splitlines()[0][:200]})"
     n = vision_parameters(spec)
     remote = ("; remote code (modeling_intern_vit.py): what a trained tower saves is transformers' "

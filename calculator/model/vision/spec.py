@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of twelve encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of thirteen encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -36,6 +36,8 @@ One spec describes one of twelve encoder kinds, each mirroring a transformers 5.
     clip        models/clip/modeling_clip.py               CLIPVisionModel (CLS, positions, pre and post LayerNorm,
                 models/llava/modeling_llava.py             QuickGELU MLP) + LlavaMultiModalProjector (two linears
                                                            over the chosen layers' hidden states; LLaVA-1.5)
+    aya         models/siglip/modeling_siglip.py           SiglipVisionModel + AyaVisionMultiModalProjector (pixel
+                models/aya_vision/modeling_aya_vision.py   shuffle, LayerNorm, SwiGLU linears); GotOcr2 tiles
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -50,7 +52,7 @@ from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
 Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4",
-               "internvl", "smolvlm", "clip"]
+               "internvl", "smolvlm", "clip", "aya"]
 # Decoder layers that get transformers' bidirectional image-block mask when a batch has images (token_type_ids
 # become block_sequence_ids, masking_utils.blockwise_overlay): none, every layer (Gemma 3, PaliGemma), or the
 # sliding-window ones (Gemma 4 with use_bidirectional_attention "vision")
@@ -139,7 +141,7 @@ class VisionSpec(HashedOnce):
     @property
     def trained_layers(self) -> int:
         """Encoder blocks backward reaches: those up to the hidden state the projector reads (LLaVA), else all."""
-        if self.kind != "clip":
+        if self.kind not in ("clip", "aya"):
             return self.num_layers
         return max(0, min(self.num_layers, self.num_layers + 1 + self.feature_layer if self.feature_layer < 0
                           else self.feature_layer))

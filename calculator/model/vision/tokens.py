@@ -38,6 +38,9 @@ runs the real PIL processors where they run without torchvision).
         a·b > 1; each tile is one encoder sequence of (image_size/P)² + 1 (CLS), the CLS dropped and the pixel
         shuffle leaving (image_size/P)²/m² = 256 tokens; processing_internvl.py wraps each image's tiles' tokens
         in <img> … </img>.
+    Aya Vision  the tiles of InternVL's rule (GotOcr2ImageProcessor, crop_to_patches) of (image_size/P)² patches each (no
+        CLS), the pixel shuffle leaving (image_size/P)²/s² tokens; processing_aya_vision.py counts tokens·tiles + 3 +
+        (tiles − 1): its start, end and global markers and a TILE_i before each other tile.
     SmolVLM / Idefics3  smolvlm/image_processing_pil_smolvlm.py: the longest side rescaled to size.longest_edge
         (4 × the tile: what the HuggingFaceTB and Idefics3 checkpoints ship, max_image_size = the tower's
         image_size), at most 4096, the shorter side even; each side then rounded up to whole tiles
@@ -192,10 +195,12 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         per_tile = int((v.image_size // p) ** 2 * v.pixel_shuffle_ratio ** 2)
         markers = 3 + (a * b if a * b > 1 else 0)  # start, <|image|>, end; x separators + y separators
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + markers)
-    if k == "internvl":
+    if k in ("internvl", "aya"):
         c, r = internvl_canvas(height, width, v.image_size, v.max_tiles)
         tiles = c * r + (1 if c * r > 1 and v.thumbnail else 0)
         per_tile = (v.image_size // p) ** 2 // (m * m)
+        if k == "aya":  # processing_aya_vision.py: <|START_OF_IMG|>, TILE_i before each tile, TILE_GLOBAL, <|END_OF_IMG|>
+            return ImageTokens(((v.image_size // p) ** 2,) * tiles, tiles * per_tile, tiles * (per_tile + 1) + 2)
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
     if k == "clip":  # CLIPImageProcessor: shortest side to image_size, centre crop; CLS dropped unless "full"
         n = (v.image_size // p) ** 2
