@@ -62,3 +62,48 @@ def test_a_tower_it_cannot_run_is_left_out_naming_why():
     v, warning = vision_from_config(T.AyaVisionConfig().to_dict(), 8192)
     assert v is None and "vision tower ignored (vision_config: hidden_size (1152) must be a multiple of num_heads (14))" \
         in warning
+
+
+# ---- Command A Vision (cohere2_vision): the same projector without its norm, its own canvas ----------------------
+COMMAND_A = dict(hidden_size=1152, intermediate_size=3072, image_size=512, num_hidden_layers=27, num_attention_heads=12,
+                 patch_size=16, vision_use_head=False)
+
+
+@pytest.mark.parametrize("vision", [None, COMMAND_A], ids=["default", "command-a-vision"])
+def test_command_a_vision_tower_and_projector_have_the_real_models_parameters(vision):
+    cfg = T.Cohere2VisionConfig(vision_config=vision, alignment_intermediate_size=512)
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None and v.kind == "cohere2", warning
+    with torch.device("meta"):
+        real = T.Cohere2VisionForConditionalGeneration(cfg)
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+
+
+def _cohere2_canvas():
+    """get_all_supported_aspect_ratios and get_optimal_tiled_canvas executed from the installed
+    image_processing_cohere2_vision.py (its image processor needs torchvision, which is not installed)."""
+    import ast
+    from pathlib import Path
+    path = Path(T.__file__).parent / "models" / "cohere2_vision" / "image_processing_cohere2_vision.py"
+    from functools import lru_cache
+    ns = {"np": np, "lru_cache": lru_cache}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name in ("get_all_supported_aspect_ratios",
+                                                               "get_optimal_tiled_canvas"):
+            exec(compile(ast.Module([node], []), str(path), "exec"), ns)
+    return ns["get_optimal_tiled_canvas"]
+
+
+def test_command_a_vision_tiles_follow_its_canvas_and_tokens_its_prompt():
+    from transformers.models.cohere2_vision.processing_cohere2_vision import Cohere2VisionProcessor
+    canvas = _cohere2_canvas()
+    v, _ = vision_from_config(T.Cohere2VisionConfig(vision_config=COMMAND_A).to_dict(), 12288)
+    markers = SimpleNamespace(patch_size=16, boi_token="<boi>", eoi_token="<eoi>", image_token="<img>",
+                              img_line_break_token="<br>")
+    for h, w in [(224, 224), (480, 640), (1080, 1920), (1024, 1024), (2000, 500), (100, 3000), (512, 512), (7000, 700)]:
+        c, r = canvas((h, w), (512, 512), 1, 12)
+        tiles = c * r + (1 if c * r > 1 else 0)
+        prompt = Cohere2VisionProcessor.replace_image_token(markers, {"num_patches": [tiles]}, 0)
+        got = image_tokens(v, h, w)
+        assert got.sequences == (1024,) * tiles and got.merged == 256 * tiles
+        assert got.lm_tokens == len(re.findall(r"<[a-z]+>", prompt))

@@ -331,3 +331,23 @@ def test_aya_vision_blocks_and_tower_with_its_projector(px, impl):
                 lambda t: t["projector"](t["vision"](pixel_values=pixels.bfloat16(), output_hidden_states=True)
                                          .hidden_states[-1]).float().sum(), impl)
     _check(v, by, "tower.vision.encoder.layers.", 1, px, impl, (64,) * tiles)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("px", [32, 80])
+def test_command_a_vision_blocks_and_tower_with_its_projector(px, impl):
+    """Command A Vision at a small width: SiglipVisionModel's last_hidden_state (after post_layernorm) into
+    Cohere2VisionMultiModalProjector, as get_image_features runs them."""
+    from transformers.models.cohere2_vision.modeling_cohere2_vision import Cohere2VisionMultiModalProjector
+    cfg = T.Cohere2VisionConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                                   num_attention_heads=4, image_size=32, patch_size=4,
+                                                   vision_use_head=False),
+                                text_config=dict(TEXT, model_type="cohere2"), alignment_intermediate_size=56)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    tiles = len(image_tokens(v, px, px).sequences)
+    pixels = torch.randn(tiles, 3, 32, 32)
+    by = _trace({"vision": T.SiglipVisionModel._from_config(cfg.vision_config),
+                 "projector": Cohere2VisionMultiModalProjector(cfg)},
+                lambda t: t["projector"](t["vision"](pixel_values=pixels.bfloat16()).last_hidden_state).float().sum(),
+                impl)
+    _check(v, by, "tower.vision.encoder.layers.", 1, px, impl, (64,) * tiles)

@@ -79,3 +79,7 @@ QWEN3_PIXELS = (65_536, 16_777_216)
 AYA_VISION = {  # models/aya_vision/configuration_aya_vision.py AyaVisionConfig.sub_configs_defaults (SigLIP-so400m)
     **SIGLIP_VISION, "hidden_size": 1152, "intermediate_size": 4304, "patch_size": 14, "image_size": 384,
     "num_hidden_layers": 26, "num_attention_heads": 14, "vision_use_head": False}
+COHERE2_VISION = {  # models/cohere2_vision/configuration_cohere2_vision.py Cohere2VisionConfig.sub_configs_defaults
+    **SIGLIP_VISION, "hidden_size": 1152, "intermediate_size": 3072, "image_size": 512, "num_hidden_layers": 27,
+    "num_attention_heads": 12}
+COHERE2_ALIGNMENT = 36864  # Cohere2VisionConfig.alignment_intermediate_size

@@ -16,7 +16,7 @@ from calculator.model.vision.defaults import (
     QWEN2_5_VISION, QWEN2_VISION, GLM4V_VISION, QWEN3_VISION, SIGLIP_VISION, PALIGEMMA_VISION, PALIGEMMA_PROJECTION_DIM,
     LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES, CLIP_VISION,
     LLAVA_ABSENT_VISION, SMOLVLM_VISION, MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS,
-    QWEN3_PIXELS, AYA_VISION)
+    QWEN3_PIXELS, AYA_VISION, COHERE2_VISION, COHERE2_ALIGNMENT)
 from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision.tensors import vision_parameters
 
@@ -26,7 +26,7 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "mistral3": "pixtral", "gemma4": "gemma4",
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
          "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm",
-         "llava": "clip", "aya_vision": "aya"}
+         "llava": "clip", "aya_vision": "aya", "cohere2_vision": "cohere2"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
@@ -312,6 +312,26 @@ def _aya(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     return f
 
 
+def _cohere2(v: dict | None, cfg: dict, text_hidden: int) -> dict:
+    """Command A Vision (Cohere2VisionForConditionalGeneration): a SigLIP tower whose last_hidden_state (after
+    post_layernorm) Cohere2VisionMultiModalProjector reads: pixel shuffle by downsample_factor, linear_1 to
+    alignment_intermediate_size, SwiGLU on its halves, linear_2; tiles of Cohere2VisionImageProcessor (at most 12
+    of image_size², and a thumbnail)."""
+    if v is not None and v.get("model_type", "siglip_vision_model") != "siglip_vision_model":
+        raise ConfigError(f"vision_config.model_type: a cohere2_vision config with a "
+                          f"{str(v.get('model_type'))[:40]!r} tower is not mapped (siglip_vision_model is)")
+    v = dict(COHERE2_VISION) if v is None else {**SIGLIP_VISION, **v}
+    if v.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+        raise ConfigError(f"hidden_act: a Command A Vision tower with {str(v.get('hidden_act'))[:40]!r} is not "
+                          "mapped (gelu_pytorch_tanh is)")
+    f = _layers_heads(v)
+    f.update(out_hidden_size=text_hidden, use_head=get_bool(v, "vision_use_head", True),
+             spatial_merge_size=get_int(cfg, "downsample_factor", default=2, hi=64), max_tiles=INTERNVL_MAX_TILES,
+             merger_intermediate_size=get_int(cfg, "alignment_intermediate_size", default=COHERE2_ALIGNMENT,
+                                              hi=B.MAX_FFN))
+    return f
+
+
 def _is_multimodal(cfg: dict) -> bool:
     return isinstance(cfg.get("vision_config"), dict) or is_nested(cfg)
 
@@ -349,6 +369,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _llama4(v or {}, text_hidden)
         elif kind == "gemma4":
             f = _gemma4(v, cfg, text_hidden)
+        elif kind == "cohere2":
+            f = _cohere2(v, cfg, text_hidden)
         elif kind == "aya":
             f = _aya(v, cfg, text_hidden)
         elif kind == "clip":

@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of thirteen encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of fourteen encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -38,6 +38,9 @@ One spec describes one of thirteen encoder kinds, each mirroring a transformers 
                                                            over the chosen layers' hidden states; LLaVA-1.5)
     aya         models/siglip/modeling_siglip.py           SiglipVisionModel + AyaVisionMultiModalProjector (pixel
                 models/aya_vision/modeling_aya_vision.py   shuffle, LayerNorm, SwiGLU linears); GotOcr2 tiles
+    cohere2     models/cohere2_vision/modeling_cohere2_vision.py  SiglipVisionModel (its post LayerNorm read) +
+                                                           Cohere2VisionMultiModalProjector (pixel shuffle, SwiGLU
+                                                           linears, no norm); the least-rescaling canvas of tiles
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -52,7 +55,7 @@ from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
 Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4",
-               "internvl", "smolvlm", "clip", "aya"]
+               "internvl", "smolvlm", "clip", "aya", "cohere2"]
 # Decoder layers that get transformers' bidirectional image-block mask when a batch has images (token_type_ids
 # become block_sequence_ids, masking_utils.blockwise_overlay): none, every layer (Gemma 3, PaliGemma), or the
 # sliding-window ones (Gemma 4 with use_bidirectional_attention "vision")

@@ -41,6 +41,10 @@ runs the real PIL processors where they run without torchvision).
     Aya Vision  the tiles of InternVL's rule (GotOcr2ImageProcessor, crop_to_patches) of (image_size/P)² patches each (no
         CLS), the pixel shuffle leaving (image_size/P)²/s² tokens; processing_aya_vision.py counts tokens·tiles + 3 +
         (tiles − 1): its start, end and global markers and a TILE_i before each other tile.
+    Command A Vision  cohere2_vision/image_processing_cohere2_vision.py get_optimal_tiled_canvas: of the a×b
+        canvases of image_size² tiles (a·b ≤ 12, by tile count), the one needing the least upscaling, else the least
+        downscaling (the first on a tie), and a thumbnail beside several; processing_cohere2_vision.py writes <boi>,
+        each tile's tokens and a line break, <eoi>.
     SmolVLM / Idefics3  smolvlm/image_processing_pil_smolvlm.py: the longest side rescaled to size.longest_edge
         (4 × the tile: what the HuggingFaceTB and Idefics3 checkpoints ship, max_image_size = the tower's
         image_size), at most 4096, the shorter side even; each side then rounded up to whole tiles
@@ -145,6 +149,17 @@ def internvl_canvas(h: int, w: int, tile: int, max_tiles: int) -> tuple[int, int
     return best
 
 
+def cohere2_canvas(h: int, w: int, tile: int, max_tiles: int) -> tuple[int, int]:
+    """(columns, rows) of Cohere2VisionImageProcessor's canvas for an h × w image."""
+    options = sorted(((c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1) if c * r <= max_tiles),
+                     key=lambda g: g[0] * g[1])
+    scales = [min(c * tile / w, r * tile / h) for c, r in options]
+    if all(s < 1 for s in scales):
+        return options[scales.index(max(scales))]
+    up = [s if s >= 1 else 1e10 for s in scales]
+    return options[up.index(min(up))]
+
+
 SMOLVLM_MAX_SIDE = 4096  # image_processing_smolvlm.py MAX_IMAGE_SIZE
 
 
@@ -195,11 +210,13 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         per_tile = int((v.image_size // p) ** 2 * v.pixel_shuffle_ratio ** 2)
         markers = 3 + (a * b if a * b > 1 else 0)  # start, <|image|>, end; x separators + y separators
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + markers)
-    if k in ("internvl", "aya"):
-        c, r = internvl_canvas(height, width, v.image_size, v.max_tiles)
+    if k in ("internvl", "aya", "cohere2"):
+        canvas = cohere2_canvas if k == "cohere2" else internvl_canvas
+        c, r = canvas(height, width, v.image_size, v.max_tiles)
         tiles = c * r + (1 if c * r > 1 and v.thumbnail else 0)
         per_tile = (v.image_size // p) ** 2 // (m * m)
-        if k == "aya":  # processing_aya_vision.py: <|START_OF_IMG|>, TILE_i before each tile, TILE_GLOBAL, <|END_OF_IMG|>
+        if k in ("aya", "cohere2"):  # Aya: <|START_OF_IMG|>, TILE_i before each other tile, TILE_GLOBAL,
+            # <|END_OF_IMG|>; Command A Vision: <boi>, a line break after each tile, <eoi>
             return ImageTokens(((v.image_size // p) ** 2,) * tiles, tiles * per_tile, tiles * (per_tile + 1) + 2)
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
     if k == "clip":  # CLIPImageProcessor: shortest side to image_size, centre crop; CLS dropped unless "full"
