@@ -62,3 +62,37 @@ def test_other_towers_in_a_llava_config_are_left_out_naming_them():
     v, warning = vision_from_config(raw, 4096)
     assert v is None and "vision_config.model_type: a llava config with a 'siglip_vision_model' tower" in warning
     assert spec_from_hf_config(raw).spec.vision is None
+
+
+# ---- LLaVA-NeXT (llava_next): the same tower and projector over its anyres tiles ------------------------------------
+@pytest.mark.parametrize("kw", [{}, dict(image_grid_pinpoints=[[336, 336], [336, 672]], vision_feature_layer=-1)],
+                         ids=["llava-v1.6", "two-canvases"])
+def test_llava_next_tower_projector_and_newline_have_the_real_models_parameters(kw):
+    cfg = T.LlavaNextConfig(**kw)
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None and v.grid_pinpoints, warning
+    with torch.device("meta"):
+        real = T.LlavaNextForConditionalGeneration(cfg)
+    newline = real.model.image_newline.numel()
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == (_parts(real)[0], _parts(real)[1] + newline)
+
+
+def test_llava_next_tiles_and_tokens_equal_its_image_processor_and_processor():
+    """LlavaNextImageProcessor's tiles (the base image and the best canvas's crops) and LlavaNextProcessor's count of
+    an image's tokens (num_additional_image_tokens 1, the llava-hf processors', less the CLS under "default")."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from transformers.models.llava_next.image_processing_pil_llava_next import LlavaNextImageProcessorPil
+    from transformers.models.llava_next.processing_llava_next import LlavaNextProcessor
+    cfg = T.LlavaNextConfig()
+    v, _ = vision_from_config(cfg.to_dict(), 4096)
+    proc = LlavaNextImageProcessorPil(image_grid_pinpoints=cfg.image_grid_pinpoints, size={"shortest_edge": 336},
+                                      crop_size={"height": 336, "width": 336})
+    ns = SimpleNamespace(image_processor=proc, patch_size=14, num_additional_image_tokens=1)
+    ns._get_unpadded_features = partial(LlavaNextProcessor._get_unpadded_features, ns)
+    for h, w in [(224, 224), (480, 640), (1080, 1920), (1024, 1024), (2000, 500), (100, 3000), (337, 1000)]:
+        tiles = proc(images=[np.zeros((h, w, 3), np.uint8)], return_tensors="np")["pixel_values"].shape[1]
+        tokens = LlavaNextProcessor._get_number_of_features(ns, h, w, 336, 336) - 1
+        got = image_tokens(v, h, w)
+        assert got.sequences == (577,) * tiles and got.merged == 576 * tiles and got.lm_tokens == tokens

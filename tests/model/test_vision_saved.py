@@ -351,3 +351,26 @@ def test_command_a_vision_blocks_and_tower_with_its_projector(px, impl):
                 lambda t: t["projector"](t["vision"](pixel_values=pixels.bfloat16()).last_hidden_state).float().sum(),
                 impl)
     _check(v, by, "tower.vision.encoder.layers.", 1, px, impl, (64,) * tiles)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("size", [(32, 32), (32, 64)], ids=str)
+def test_llava_next_blocks_and_tower_through_its_get_image_features(size, impl):
+    """LLaVA-NeXT's real LlavaNextModel.get_image_features at a small width (32² tiles of 4² patches, canvases 32² and
+    32 × 64): the base image and the canvas's tiles through the CLIP tower, the projector, and pack_image_features
+    (unpadding, the image_newline: nothing more saved)."""
+    cfg = T.LlavaNextConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                               num_attention_heads=4, image_size=32, patch_size=4),
+                            text_config=dict(TEXT, model_type="llama"), image_grid_pinpoints=[[32, 32], [32, 64]])
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    tiles = len(image_tokens(v, *size).sequences)
+    pixels, sizes = torch.randn(1, tiles, 3, 32, 32), torch.tensor([size])
+    by = _trace({"model": T.LlavaNextModel(cfg)},
+                lambda t: sum(f.float().sum() for f in t["model"].get_image_features(
+                    pixel_values=pixels.bfloat16(), image_sizes=sizes).pooler_output), impl)
+    from calculator.model.vision.saved import outside_saved_bytes
+    it = image_tokens(v, *size)
+    block = block_saved_bytes(v, (65,) * tiles, E, impl, CPU_LN_STATS)
+    assert _block(by, "tower.model.vision_tower.encoder.layers.", 1) == block
+    assert sum(by.values()) == v.trained_layers * block + outside_saved_bytes(v, 1, it.sequences, it.merged, E, impl,
+                                                                               CPU_LN_STATS)

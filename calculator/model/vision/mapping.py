@@ -26,7 +26,7 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "mistral3": "pixtral", "gemma4": "gemma4",
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
          "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm",
-         "llava": "clip", "aya_vision": "aya", "cohere2_vision": "cohere2"}
+         "llava": "clip", "llava_next": "clip", "aya_vision": "aya", "cohere2_vision": "cohere2"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
@@ -257,7 +257,8 @@ def _smolvlm(v: dict, cfg: dict, text_hidden: int) -> dict:
 
 
 def _llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
-    """LLaVA (LlavaForConditionalGeneration) with a CLIP tower (vision_config clip_vision_model, LLaVA-1.5's): the
+    """LLaVA (LlavaForConditionalGeneration) and LLaVA-NeXT (its anyres tiles, image_grid_pinpoints) with a CLIP tower
+    (vision_config clip_vision_model, LLaVA-1.5's and 1.6's): the
     projector reads hidden_states[vision_feature_layer] (or the concatenation of a list of them), the CLS token
     dropped under the "default" selection. Other towers in a llava config (SigLIP, Pixtral) are not mapped."""
     if v is not None and v.get("model_type", "clip_vision_model") != "clip_vision_model":
@@ -278,6 +279,12 @@ def _llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     depth = max(f["num_layers"] + 1 + k if k < 0 else k for k in deepest)
     f.update(out_hidden_size=text_hidden, feature_layers=len(chosen), feature_layer=depth - f["num_layers"] - 1,
              keeps_cls=select == "full", projector_bias=get_bool(cfg, "multimodal_projector_bias", True))
+    if cfg.get("model_type") == "llava_next":  # LlavaNextConfig's default canvases when the file has none
+        pins = cfg.get("image_grid_pinpoints") or [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+        if not isinstance(pins, list) or not all(isinstance(x, list) and len(x) == 2 for x in pins):
+            raise ConfigError("image_grid_pinpoints: must be a list of [height, width] pairs")
+        f["grid_pinpoints"] = tuple((get_int({"pin": a}, "pin", hi=1 << 16), get_int({"pin": b}, "pin", hi=1 << 16))
+                                    for a, b in pins)
     return f
 
 

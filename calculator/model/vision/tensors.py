@@ -233,8 +233,10 @@ def _after(v: VisionSpec) -> list[Tensor]:
             "multi_modal_projector.layer_norm", hm, "projector", True)
             + _linear("multi_modal_projector.linear_1", out, hm, "projector", "mlp", True)
             + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", True))
-    if k == "clip":  # post_layernorm (built, reading only the pooled CLS); LlavaMultiModalProjector
-        return (_norm("post_layernorm", hv, "tower", True)
+    if k == "clip":  # post_layernorm (built, reading only the pooled CLS); LlavaMultiModalProjector; LLaVA-NeXT's
+        # image_newline, one vector of the text width
+        newline = [Tensor("image_newline", (out,), "projector", "")] if v.grid_pinpoints else []
+        return (_norm("post_layernorm", hv, "tower", True) + newline
                 + _linear("multi_modal_projector.linear_1", out, hv * v.feature_layers, "projector", "mlp",
                           v.projector_bias)
                 + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", v.projector_bias))

@@ -160,6 +160,36 @@ def cohere2_canvas(h: int, w: int, tile: int, max_tiles: int) -> tuple[int, int]
     return options[up.index(min(up))]
 
 
+def best_resolution(h: int, w: int, pins) -> tuple[int, int]:
+    """image_processing_utils.select_best_resolution: the (height, width) canvas keeping the most of the image's
+    pixels, then wasting the fewest."""
+    best, most, waste = pins[0], 0, float("inf")
+    for ph, pw in pins:
+        scale = min(pw / w, ph / h)
+        effective = min(int(w * scale) * int(h * scale), w * h)
+        if effective > most or (effective == most and ph * pw - effective < waste):
+            best, most, waste = (ph, pw), effective, ph * pw - effective
+    return best
+
+
+def llava_next_tokens(v: VisionSpec, h: int, w: int) -> ImageTokens:
+    """LLaVA-NeXT (llava_next/processing_llava_next.py _get_number_of_features, modeling_llava_next.py
+    image_size_to_num_patches): the base image and the best canvas's (H/S)·(W/S) tiles of S = image_size, each one
+    encoder sequence of (S/P)² + 1; the prompt keeps the base's (S/P)² tokens (the CLS under "full" too) and the
+    canvas's rows × cols of patches less the padding its aspect ratio leaves, with one newline token per row."""
+    s, p = v.image_size, v.patch_size
+    bh, bw = best_resolution(h, w, v.grid_pinpoints)
+    sh, sw = bh // s, bw // s
+    rows, cols = (s // p) * sh, (s // p) * sw
+    if w / h > cols / rows:
+        rows -= (rows - int(round(h * (cols / w), 7))) // 2 * 2
+    else:
+        cols -= (cols - int(round(w * (rows / h), 7))) // 2 * 2
+    n = (s // p) ** 2
+    tiles = 1 + sh * sw
+    return ImageTokens((n + 1,) * tiles, tiles * (n + v.keeps_cls), rows * cols + rows + n + v.keeps_cls)
+
+
 SMOLVLM_MAX_SIDE = 4096  # image_processing_smolvlm.py MAX_IMAGE_SIZE
 
 
@@ -219,6 +249,8 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
             # <|END_OF_IMG|>; Command A Vision: <boi>, a line break after each tile, <eoi>
             return ImageTokens(((v.image_size // p) ** 2,) * tiles, tiles * per_tile, tiles * (per_tile + 1) + 2)
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
+    if k == "clip" and v.grid_pinpoints:
+        return llava_next_tokens(v, height, width)
     if k == "clip":  # CLIPImageProcessor: shortest side to image_size, centre crop; CLS dropped unless "full"
         n = (v.image_size // p) ** 2
         return ImageTokens((n + 1,), n + v.keeps_cls, n + v.keeps_cls)
