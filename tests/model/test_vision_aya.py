@@ -57,7 +57,7 @@ def test_tiles_and_tokens_equal_its_image_processor_and_processor():
 def test_a_tower_it_cannot_run_is_left_out_naming_why():
     raw = T.AyaVisionConfig(vision_config=AYA_8B, vision_feature_select_strategy="default").to_dict()
     v, warning = vision_from_config(raw, 4096)
-    assert v is None and "vision_feature_select_strategy 'full' (SigLIP has no CLS)" in warning
+    assert v is None and "vision_feature_select_strategy: only 'full' runs an Aya Vision tower" in warning
     # the configuration class's own default tower (1,152 wide, 14 heads) cannot be built by transformers either
     v, warning = vision_from_config(T.AyaVisionConfig().to_dict(), 8192)
     assert v is None and "vision tower ignored (vision_config: hidden_size (1152) must be a multiple of num_heads (14))" \

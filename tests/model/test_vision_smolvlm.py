@@ -59,4 +59,4 @@ def test_tiles_and_tokens_equal_its_image_processor_and_processor():
 def test_another_activation_is_left_out_naming_it():
     raw = T.SmolVLMConfig(vision_config=dict(hidden_act="gelu")).to_dict()
     v, warning = vision_from_config(raw, 2048)
-    assert v is None and "hidden_act: a SmolVLM tower with 'gelu' is not mapped" in warning
+    assert v is None and "hidden_act: a smolvlm tower with 'gelu' is not mapped (gelu_pytorch_tanh is)" in warning

@@ -83,3 +83,4 @@ COHERE2_VISION = {  # models/cohere2_vision/configuration_cohere2_vision.py Cohe
     **SIGLIP_VISION, "hidden_size": 1152, "intermediate_size": 3072, "image_size": 512, "num_hidden_layers": 27,
     "num_attention_heads": 12}
 COHERE2_ALIGNMENT = 36864  # Cohere2VisionConfig.alignment_intermediate_size
+LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]  # LlavaNextConfig's default

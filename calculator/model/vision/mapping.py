@@ -16,7 +16,7 @@ from calculator.model.vision.defaults import (
     QWEN2_5_VISION, QWEN2_VISION, GLM4V_VISION, QWEN3_VISION, SIGLIP_VISION, PALIGEMMA_VISION, PALIGEMMA_PROJECTION_DIM,
     LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES, CLIP_VISION,
     LLAVA_ABSENT_VISION, SMOLVLM_VISION, MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS,
-    QWEN3_PIXELS, AYA_VISION, COHERE2_VISION, COHERE2_ALIGNMENT)
+    QWEN3_PIXELS, AYA_VISION, COHERE2_VISION, COHERE2_ALIGNMENT, LLAVA_NEXT_PINPOINTS)
 from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision.tensors import vision_parameters
 
@@ -247,13 +247,24 @@ def _internvl_chat(v: dict, cfg: dict, text_hidden: int) -> dict:
 def _smolvlm(v: dict, cfg: dict, text_hidden: int) -> dict:
     """SmolVLM / Idefics3: SmolVLMVisionTransformer (SigLIP's blocks) and SmolVLMConnector (pixel shuffle by
     scale_factor, Linear(hv·s², text hidden, bias=False)). Only gelu_pytorch_tanh (every checkpoint's) is mapped."""
-    v = {**SMOLVLM_VISION, **v}
-    if v.get("hidden_act") != "gelu_pytorch_tanh":
-        raise ConfigError(f"hidden_act: a SmolVLM tower with {str(v.get('hidden_act'))[:40]!r} is not mapped "
-                          "(gelu_pytorch_tanh is)")
+    v = _tower_of(v, cfg, v.get("model_type", "smolvlm_vision"), "gelu_pytorch_tanh", SMOLVLM_VISION, SMOLVLM_VISION)
     f = _layers_heads(v)
     f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(cfg, "scale_factor", default=2, hi=64))
     return f
+
+
+def _tower_of(v: dict | None, cfg: dict, tower: str, act: str, absent: dict, base: dict) -> dict:
+    """The vision config of an outer type whose tower is one transformers model (`tower`, its model_type) run with
+    one activation (`act`: the bytes its blocks save depend on it): `absent` when the file has none, else `base`'s
+    defaults under its fields; ConfigError naming what is not mapped."""
+    if v is not None and v.get("model_type", tower) != tower:
+        raise ConfigError(f"vision_config.model_type: a {cfg.get('model_type')} config with a "
+                          f"{str(v.get('model_type'))[:40]!r} tower is not mapped ({tower} is)")
+    v = dict(absent) if v is None else {**base, **v}
+    if v.get("hidden_act", act) != act:
+        raise ConfigError(f"hidden_act: a {cfg.get('model_type')} tower with {str(v.get('hidden_act'))[:40]!r} is "
+                          f"not mapped ({act} is)")
+    return v
 
 
 def _llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
@@ -261,13 +272,7 @@ def _llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     (vision_config clip_vision_model, LLaVA-1.5's and 1.6's): the
     projector reads hidden_states[vision_feature_layer] (or the concatenation of a list of them), the CLS token
     dropped under the "default" selection. Other towers in a llava config (SigLIP, Pixtral) are not mapped."""
-    if v is not None and v.get("model_type", "clip_vision_model") != "clip_vision_model":
-        raise ConfigError(f"vision_config.model_type: a llava config with a {str(v.get('model_type'))[:40]!r} tower "
-                          "is not mapped (clip_vision_model is)")
-    v = dict(LLAVA_ABSENT_VISION) if v is None else {**CLIP_VISION, **v}
-    if v.get("hidden_act") != "quick_gelu":
-        raise ConfigError(f"hidden_act: a CLIP tower with {str(v.get('hidden_act'))[:40]!r} is not mapped "
-                          "(quick_gelu is)")
+    v = _tower_of(v, cfg, "clip_vision_model", "quick_gelu", LLAVA_ABSENT_VISION, CLIP_VISION)
     select = cfg.get("vision_feature_select_strategy", "default")
     if select not in ("default", "full") or cfg.get("projector_hidden_act", "gelu") != "gelu":
         raise ConfigError("vision_feature_select_strategy must be 'default' or 'full', projector_hidden_act 'gelu'")
@@ -280,7 +285,7 @@ def _llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     f.update(out_hidden_size=text_hidden, feature_layers=len(chosen), feature_layer=depth - f["num_layers"] - 1,
              keeps_cls=select == "full", projector_bias=get_bool(cfg, "multimodal_projector_bias", True))
     if cfg.get("model_type") == "llava_next":  # LlavaNextConfig's default canvases when the file has none
-        pins = cfg.get("image_grid_pinpoints") or [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+        pins = cfg.get("image_grid_pinpoints") or LLAVA_NEXT_PINPOINTS
         if not isinstance(pins, list) or not all(isinstance(x, list) and len(x) == 2 for x in pins):
             raise ConfigError("image_grid_pinpoints: must be a list of [height, width] pairs")
         f["grid_pinpoints"] = tuple((get_int({"pin": a}, "pin", hi=1 << 16), get_int({"pin": b}, "pin", hi=1 << 16))
@@ -302,14 +307,9 @@ def _aya(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     AyaVisionMultiModalProjector: pixel shuffle by downsample_factor, LayerNorm, linear_1 to
     alignment_intermediate_size (default: the text width), SwiGLU on its halves, linear_2. Tiles as InternVL's
     (GotOcr2ImageProcessor with crop_to_patches, at most 12, and a thumbnail)."""
-    if v is not None and v.get("model_type", "siglip_vision_model") != "siglip_vision_model":
-        raise ConfigError(f"vision_config.model_type: an aya_vision config with a {str(v.get('model_type'))[:40]!r} "
-                          "tower is not mapped (siglip_vision_model is)")
-    v = dict(AYA_VISION) if v is None else {**SIGLIP_VISION, **v}
-    if v.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh" or \
-            cfg.get("vision_feature_select_strategy", "full") != "full":
-        raise ConfigError("hidden_act gelu_pytorch_tanh and vision_feature_select_strategy 'full' (SigLIP has no CLS) "
-                          "are what an Aya Vision tower is mapped with")
+    v = _tower_of(v, cfg, "siglip_vision_model", "gelu_pytorch_tanh", AYA_VISION, SIGLIP_VISION)
+    if cfg.get("vision_feature_select_strategy", "full") != "full":
+        raise ConfigError("vision_feature_select_strategy: only 'full' runs an Aya Vision tower (SigLIP has no CLS)")
     f = _layers_heads(v)
     layer, count = _feature_depth(cfg, f["num_layers"], -1)
     f.update(out_hidden_size=text_hidden, use_head=get_bool(v, "vision_use_head", False), feature_layer=layer,
@@ -324,13 +324,7 @@ def _cohere2(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     post_layernorm) Cohere2VisionMultiModalProjector reads: pixel shuffle by downsample_factor, linear_1 to
     alignment_intermediate_size, SwiGLU on its halves, linear_2; tiles of Cohere2VisionImageProcessor (at most 12
     of image_size², and a thumbnail)."""
-    if v is not None and v.get("model_type", "siglip_vision_model") != "siglip_vision_model":
-        raise ConfigError(f"vision_config.model_type: a cohere2_vision config with a "
-                          f"{str(v.get('model_type'))[:40]!r} tower is not mapped (siglip_vision_model is)")
-    v = dict(COHERE2_VISION) if v is None else {**SIGLIP_VISION, **v}
-    if v.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
-        raise ConfigError(f"hidden_act: a Command A Vision tower with {str(v.get('hidden_act'))[:40]!r} is not "
-                          "mapped (gelu_pytorch_tanh is)")
+    v = _tower_of(v, cfg, "siglip_vision_model", "gelu_pytorch_tanh", COHERE2_VISION, SIGLIP_VISION)
     f = _layers_heads(v)
     f.update(out_hidden_size=text_hidden, use_head=get_bool(v, "vision_use_head", True),
              spatial_merge_size=get_int(cfg, "downsample_factor", default=2, hi=64), max_tiles=INTERNVL_MAX_TILES,
