@@ -96,3 +96,33 @@ def test_llava_next_tiles_and_tokens_equal_its_image_processor_and_processor():
         tokens = LlavaNextProcessor._get_number_of_features(ns, h, w, 336, 336) - 1
         got = image_tokens(v, h, w)
         assert got.sequences == (577,) * tiles and got.merged == 576 * tiles and got.lm_tokens == tokens
+
+
+# ---- LLaVA-OneVision (llava_onevision): a SigLIP tower over anyres tiles, the grid shrunk to anyres_max_N ---------
+def test_llava_onevision_tower_projector_and_newline_have_the_real_models_parameters():
+    cfg = T.LlavaOnevisionConfig()
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None and v.kind == "onevision" and len(v.grid_pinpoints) == 36, warning
+    with torch.device("meta"):
+        real = T.LlavaOnevisionForConditionalGeneration(cfg)
+    newline = real.model.image_newline.numel()
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == (_parts(real)[0], _parts(real)[1] + newline)
+
+
+def test_llava_onevision_tiles_and_tokens_equal_its_image_processor_and_processor():
+    from functools import partial
+    from types import SimpleNamespace
+
+    from transformers.models.llava_onevision.image_processing_pil_llava_onevision import (
+        LlavaOnevisionImageProcessorPil)
+    from transformers.models.llava_onevision.processing_llava_onevision import LlavaOnevisionProcessor
+    cfg = T.LlavaOnevisionConfig()
+    v, _ = vision_from_config(cfg.to_dict(), 3584)
+    proc = LlavaOnevisionImageProcessorPil(image_grid_pinpoints=cfg.image_grid_pinpoints)
+    ns = SimpleNamespace(image_processor=proc, num_image_tokens=729, vision_aspect_ratio="anyres_max_9")
+    ns._get_unpadded_features = partial(LlavaOnevisionProcessor._get_unpadded_features, ns)
+    for h, w in [(224, 224), (480, 640), (1080, 1920), (1024, 1024), (2000, 500), (100, 3000), (4000, 3000)]:
+        tiles = proc(images=[np.zeros((h, w, 3), np.uint8)], return_tensors="np")["pixel_values"].shape[1]
+        tokens = LlavaOnevisionProcessor._get_number_of_features(ns, h, w, 384, 384)
+        got = image_tokens(v, h, w)
+        assert got.sequences == (729,) * tiles and got.lm_tokens == tokens

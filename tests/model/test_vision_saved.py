@@ -374,3 +374,26 @@ def test_llava_next_blocks_and_tower_through_its_get_image_features(size, impl):
     assert _block(by, "tower.model.vision_tower.encoder.layers.", 1) == block
     assert sum(by.values()) == v.trained_layers * block + outside_saved_bytes(v, 1, it.sequences, it.merged, E, impl,
                                                                                CPU_LN_STATS)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("size", [(32, 32), (32, 96)], ids=str)
+def test_llava_onevision_blocks_and_tower_through_its_get_image_features(size, impl):
+    """LLaVA-OneVision's real LlavaOnevisionModel.get_image_features at a small width (a SigLIP tower, 32² tiles of 4²
+    patches; canvases up to 32 × 96 with anyres_max_1, so the wide image's grid is shrunk by interpolation)."""
+    from calculator.model.vision.saved import outside_saved_bytes
+    cfg = T.LlavaOnevisionConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                                    num_attention_heads=4, image_size=32, patch_size=4),
+                                 text_config=dict(TEXT, model_type="qwen2"), vision_aspect_ratio="anyres_max_1",
+                                 image_grid_pinpoints=[[32, 32], [32, 64], [32, 96]])
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    it = image_tokens(v, *size)
+    tiles = len(it.sequences)
+    pixels, sizes = torch.randn(1, tiles, 3, 32, 32), torch.tensor([size])
+    by = _trace({"model": T.LlavaOnevisionModel(cfg)},
+                lambda t: sum(f.float().sum() for f in t["model"].get_image_features(
+                    pixel_values=pixels.bfloat16(), image_sizes=sizes).pooler_output), impl)
+    block = block_saved_bytes(v, (64,) * tiles, E, impl, CPU_LN_STATS)
+    assert _block(by, "tower.model.vision_tower.encoder.layers.", 1) == block
+    assert sum(by.values()) == v.trained_layers * block + outside_saved_bytes(v, 1, it.sequences, it.merged, E, impl,
+                                                                               CPU_LN_STATS)

@@ -84,3 +84,8 @@ COHERE2_VISION = {  # models/cohere2_vision/configuration_cohere2_vision.py Cohe
     "num_attention_heads": 12}
 COHERE2_ALIGNMENT = 36864  # Cohere2VisionConfig.alignment_intermediate_size
 LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]  # LlavaNextConfig's default
+ONEVISION_VISION = {  # models/llava_onevision/configuration_llava_onevision.py sub_configs_defaults (SigLIP-so400m)
+    **SIGLIP_VISION, "hidden_size": 1152, "intermediate_size": 4304, "patch_size": 14, "image_size": 384,
+    "num_hidden_layers": 26, "num_attention_heads": 16, "vision_use_head": False}
+# LlavaOnevisionConfig's default image_grid_pinpoints: every (384·a, 384·b) for a, b in 1 … 6
+ONEVISION_PINPOINTS = [[384 * a, 384 * b] for a in range(1, 7) for b in range(1, 7)]

@@ -14,9 +14,10 @@ from calculator.core import bounds as B
 from calculator.model.config_read import ConfigError, get_bool, get_float, get_int, get_int_list
 from calculator.model.vision.defaults import (
     QWEN2_5_VISION, QWEN2_VISION, GLM4V_VISION, QWEN3_VISION, SIGLIP_VISION, PALIGEMMA_VISION, PALIGEMMA_PROJECTION_DIM,
-    LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES, CLIP_VISION,
-    LLAVA_ABSENT_VISION, SMOLVLM_VISION, MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS,
-    QWEN3_PIXELS, AYA_VISION, COHERE2_VISION, COHERE2_ALIGNMENT, LLAVA_NEXT_PINPOINTS)
+    LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES,
+    MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS, QWEN3_PIXELS)
+from calculator.model.vision.mapping_more import (layers_heads, map_aya, map_cohere2, map_llava, map_onevision,
+                                                  map_smolvlm)
 from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision.tensors import vision_parameters
 
@@ -26,7 +27,8 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "mistral3": "pixtral", "gemma4": "gemma4",
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
          "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm",
-         "llava": "clip", "llava_next": "clip", "aya_vision": "aya", "cohere2_vision": "cohere2"}
+         "llava": "clip", "llava_next": "clip", "aya_vision": "aya", "cohere2_vision": "cohere2",
+         "llava_onevision": "onevision"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
@@ -99,7 +101,7 @@ def _glm4v(v: dict) -> dict:
     v = {**GLM4V_VISION, **v}
     if v.get("hidden_act") != "silu":
         raise ConfigError(f"hidden_act: a GLM-4V tower with {str(v.get('hidden_act'))[:40]!r} is not mapped (silu is)")
-    f = _layers_heads({**v, "num_hidden_layers": v.get("depth"), "num_attention_heads": v.get("num_heads"),
+    f = layers_heads({**v, "num_hidden_layers": v.get("depth"), "num_attention_heads": v.get("num_heads"),
                        "num_channels": v.get("in_channels"), "intermediate_size": v.get("out_hidden_size")})
     out = get_int(v, "out_hidden_size", hi=B.MAX_HIDDEN)
     lo, hi = GLM4V_PIXELS
@@ -111,18 +113,9 @@ def _glm4v(v: dict) -> dict:
     return f
 
 
-def _layers_heads(v: dict) -> dict:
-    return dict(hidden_size=get_int(v, "hidden_size", hi=B.MAX_HIDDEN),
-                intermediate_size=get_int(v, "intermediate_size", hi=B.MAX_FFN),
-                num_layers=get_int(v, "num_hidden_layers", hi=B.MAX_LAYERS),
-                num_heads=get_int(v, "num_attention_heads", hi=B.MAX_HEADS),
-                patch_size=get_int(v, "patch_size", hi=4096), num_channels=get_int(v, "num_channels", hi=64),
-                image_size=get_int(v, "image_size", hi=1 << 16))
-
-
 def _siglip(v: dict, cfg: dict, text_hidden: int) -> dict:
     v = {**SIGLIP_VISION, **v}
-    f = _layers_heads(v)
+    f = layers_heads(v)
     f.update(use_head=get_bool(v, "vision_use_head", True), out_hidden_size=text_hidden,
              tokens_per_image=get_int(cfg, "mm_tokens_per_image", default=256, hi=1 << 24),
              image_block_mask="all")  # Gemma3Model: create_masks_for_vision_model (full and sliding: OR blocks)
@@ -135,7 +128,7 @@ def _paligemma(v: dict, cfg: dict) -> dict:
     the language model gets the prefix mask (PaliGemmaModel.forward: block_sequence_ids from token_type_ids, the
     image and prefix tokens attending to each other, the suffix causally)."""
     v = {**PALIGEMMA_VISION, **v}
-    f = _layers_heads(v)
+    f = layers_heads(v)
     f.update(use_head=get_bool(v, "vision_use_head", False),
              out_hidden_size=get_int(cfg, "projection_dim", default=PALIGEMMA_PROJECTION_DIM, hi=B.MAX_HIDDEN),
              tokens_per_image=(f["image_size"] // f["patch_size"]) ** 2, image_block_mask="all")
@@ -144,7 +137,7 @@ def _paligemma(v: dict, cfg: dict) -> dict:
 
 def _llama4(v: dict, text_hidden: int) -> dict:
     v = {**LLAMA4_VISION, **v}
-    f = _layers_heads(v)
+    f = layers_heads(v)
     f.update(out_hidden_size=text_hidden, vision_output_dim=get_int(v, "vision_output_dim", hi=B.MAX_HIDDEN),
              projector_input_dim=get_int(v, "projector_input_dim", hi=B.MAX_HIDDEN),
              projector_output_dim=get_int(v, "projector_output_dim", hi=B.MAX_HIDDEN),
@@ -155,7 +148,7 @@ def _llama4(v: dict, text_hidden: int) -> dict:
 def _pixtral(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     absent = LARGE4_ABSENT_VISION if cfg.get("model_type") == "mistral_large4" else MISTRAL3_ABSENT_VISION
     v = dict(absent) if v is None else {**PIXTRAL_VISION, **v}
-    f = _layers_heads(v)
+    f = layers_heads(v)
     head_dim = get_int(v, "head_dim", default=f["hidden_size"] // f["num_heads"], hi=B.MAX_HEAD_DIM)
     if head_dim * f["num_heads"] != f["hidden_size"]:
         raise ConfigError("head_dim × num_attention_heads must equal hidden_size in a Pixtral vision tower")
@@ -172,7 +165,7 @@ def _gemma4(v: dict, cfg: dict, text_hidden: int) -> dict:
     max_soft_tokens: the config's vision_soft_tokens_per_image (what google/gemma-4-* write, = the processor's
     max_soft_tokens and image_seq_length), else vision_config.default_output_length, else the processor's 280."""
     v = {**GEMMA4_VISION, **v}
-    f = _layers_heads({**v, "num_channels": 3, "image_size": 1})  # Gemma4VisionPatchEmbedder: Linear(3·P² → hv)
+    f = layers_heads({**v, "num_channels": 3, "image_size": 1})  # Gemma4VisionPatchEmbedder: Linear(3·P² → hv)
     f["image_size"] = 0  # no fixed size: every image is rescaled to the patch budget (tokens.py)
     heads = f["num_heads"]
     if get_int(v, "head_dim", hi=B.MAX_HEAD_DIM) * heads != f["hidden_size"] or \
@@ -213,7 +206,7 @@ def _internvl(v: dict, cfg: dict, text_hidden: int) -> dict:
         raise ConfigError("vision_feature_select_strategy: only 'default' (the CLS token dropped) is mapped")
     if v.get("norm_type") not in ("layer_norm", "rms_norm"):
         raise ConfigError("norm_type: must be 'layer_norm' or 'rms_norm'")
-    f = _layers_heads({**v, "image_size": _square(v, "image_size"), "patch_size": _square(v, "patch_size")})
+    f = layers_heads({**v, "image_size": _square(v, "image_size"), "patch_size": _square(v, "patch_size")})
     ratio = get_float(cfg, "downsample_ratio", 0.5, 1e-3, 1.0)
     f.update(out_hidden_size=text_hidden, spatial_merge_size=int(1 / ratio), max_tiles=INTERNVL_MAX_TILES,
              attention_bias=get_bool(v, "attention_bias", False), rms_norm=v["norm_type"] == "rms_norm",
@@ -241,95 +234,6 @@ def _internvl_chat(v: dict, cfg: dict, text_hidden: int) -> dict:
     f.update(fused_qkv=True, final_norm=False, mask_token=False, positions=True,
              thumbnail=get_bool(cfg, "use_thumbnail", True),
              max_tiles=get_int(cfg, "max_dynamic_patch", default=INTERNVL_MAX_TILES, hi=1024) if dynamic else 1)
-    return f
-
-
-def _smolvlm(v: dict, cfg: dict, text_hidden: int) -> dict:
-    """SmolVLM / Idefics3: SmolVLMVisionTransformer (SigLIP's blocks) and SmolVLMConnector (pixel shuffle by
-    scale_factor, Linear(hv·s², text hidden, bias=False)). Only gelu_pytorch_tanh (every checkpoint's) is mapped."""
-    v = _tower_of(v, cfg, v.get("model_type", "smolvlm_vision"), "gelu_pytorch_tanh", SMOLVLM_VISION, SMOLVLM_VISION)
-    f = _layers_heads(v)
-    f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(cfg, "scale_factor", default=2, hi=64))
-    return f
-
-
-def _tower_of(v: dict | None, cfg: dict, tower: str, act: str, absent: dict, base: dict) -> dict:
-    """The vision config of an outer type whose tower is one transformers model (`tower`, its model_type) run with
-    one activation (`act`: the bytes its blocks save depend on it): `absent` when the file has none, else `base`'s
-    defaults under its fields; ConfigError naming what is not mapped."""
-    if v is not None and v.get("model_type", tower) != tower:
-        raise ConfigError(f"vision_config.model_type: a {cfg.get('model_type')} config with a "
-                          f"{str(v.get('model_type'))[:40]!r} tower is not mapped ({tower} is)")
-    v = dict(absent) if v is None else {**base, **v}
-    if v.get("hidden_act", act) != act:
-        raise ConfigError(f"hidden_act: a {cfg.get('model_type')} tower with {str(v.get('hidden_act'))[:40]!r} is "
-                          f"not mapped ({act} is)")
-    return v
-
-
-def _llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
-    """LLaVA (LlavaForConditionalGeneration) and LLaVA-NeXT (its anyres tiles, image_grid_pinpoints) with a CLIP tower
-    (vision_config clip_vision_model, LLaVA-1.5's and 1.6's): the
-    projector reads hidden_states[vision_feature_layer] (or the concatenation of a list of them), the CLS token
-    dropped under the "default" selection. Other towers in a llava config (SigLIP, Pixtral) are not mapped."""
-    v = _tower_of(v, cfg, "clip_vision_model", "quick_gelu", LLAVA_ABSENT_VISION, CLIP_VISION)
-    select = cfg.get("vision_feature_select_strategy", "default")
-    if select not in ("default", "full") or cfg.get("projector_hidden_act", "gelu") != "gelu":
-        raise ConfigError("vision_feature_select_strategy must be 'default' or 'full', projector_hidden_act 'gelu'")
-    f = _layers_heads(v)
-    layers = cfg.get("vision_feature_layer", -2)
-    chosen = layers if isinstance(layers, list) and layers else [layers]
-    deepest = [get_int({"vision_feature_layer": k}, "vision_feature_layer", lo=-f["num_layers"] - 1,
-                       hi=f["num_layers"]) for k in chosen]
-    depth = max(f["num_layers"] + 1 + k if k < 0 else k for k in deepest)
-    f.update(out_hidden_size=text_hidden, feature_layers=len(chosen), feature_layer=depth - f["num_layers"] - 1,
-             keeps_cls=select == "full", projector_bias=get_bool(cfg, "multimodal_projector_bias", True))
-    if cfg.get("model_type") == "llava_next":  # LlavaNextConfig's default canvases when the file has none
-        pins = cfg.get("image_grid_pinpoints") or LLAVA_NEXT_PINPOINTS
-        if not isinstance(pins, list) or not all(isinstance(x, list) and len(x) == 2 for x in pins):
-            raise ConfigError("image_grid_pinpoints: must be a list of [height, width] pairs")
-        f["grid_pinpoints"] = tuple((get_int({"pin": a}, "pin", hi=1 << 16), get_int({"pin": b}, "pin", hi=1 << 16))
-                                    for a, b in pins)
-    return f
-
-
-def _feature_depth(cfg: dict, layers: int, default: int) -> tuple[int, int]:
-    """(hidden_states index of the deepest of vision_feature_layer, how many are concatenated)."""
-    chosen = cfg.get("vision_feature_layer", default)
-    chosen = chosen if isinstance(chosen, list) and chosen else [chosen]
-    depth = max((lambda k: layers + 1 + k if k < 0 else k)(
-        get_int({"vision_feature_layer": k}, "vision_feature_layer", lo=-layers - 1, hi=layers)) for k in chosen)
-    return depth - layers - 1, len(chosen)
-
-
-def _aya(v: dict | None, cfg: dict, text_hidden: int) -> dict:
-    """Aya Vision: a SigLIP tower (siglip_vision_model; no CLS, so only the "full" selection runs) and
-    AyaVisionMultiModalProjector: pixel shuffle by downsample_factor, LayerNorm, linear_1 to
-    alignment_intermediate_size (default: the text width), SwiGLU on its halves, linear_2. Tiles as InternVL's
-    (GotOcr2ImageProcessor with crop_to_patches, at most 12, and a thumbnail)."""
-    v = _tower_of(v, cfg, "siglip_vision_model", "gelu_pytorch_tanh", AYA_VISION, SIGLIP_VISION)
-    if cfg.get("vision_feature_select_strategy", "full") != "full":
-        raise ConfigError("vision_feature_select_strategy: only 'full' runs an Aya Vision tower (SigLIP has no CLS)")
-    f = _layers_heads(v)
-    layer, count = _feature_depth(cfg, f["num_layers"], -1)
-    f.update(out_hidden_size=text_hidden, use_head=get_bool(v, "vision_use_head", False), feature_layer=layer,
-             feature_layers=count, spatial_merge_size=get_int(cfg, "downsample_factor", default=2, hi=64),
-             merger_intermediate_size=get_int(cfg, "alignment_intermediate_size", default=text_hidden,
-                                              hi=B.MAX_FFN), max_tiles=INTERNVL_MAX_TILES)
-    return f
-
-
-def _cohere2(v: dict | None, cfg: dict, text_hidden: int) -> dict:
-    """Command A Vision (Cohere2VisionForConditionalGeneration): a SigLIP tower whose last_hidden_state (after
-    post_layernorm) Cohere2VisionMultiModalProjector reads: pixel shuffle by downsample_factor, linear_1 to
-    alignment_intermediate_size, SwiGLU on its halves, linear_2; tiles of Cohere2VisionImageProcessor (at most 12
-    of image_size², and a thumbnail)."""
-    v = _tower_of(v, cfg, "siglip_vision_model", "gelu_pytorch_tanh", COHERE2_VISION, SIGLIP_VISION)
-    f = _layers_heads(v)
-    f.update(out_hidden_size=text_hidden, use_head=get_bool(v, "vision_use_head", True),
-             spatial_merge_size=get_int(cfg, "downsample_factor", default=2, hi=64), max_tiles=INTERNVL_MAX_TILES,
-             merger_intermediate_size=get_int(cfg, "alignment_intermediate_size", default=COHERE2_ALIGNMENT,
-                                              hi=B.MAX_FFN))
     return f
 
 
@@ -371,13 +275,15 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
         elif kind == "gemma4":
             f = _gemma4(v, cfg, text_hidden)
         elif kind == "cohere2":
-            f = _cohere2(v, cfg, text_hidden)
+            f = map_cohere2(v, cfg, text_hidden)
         elif kind == "aya":
-            f = _aya(v, cfg, text_hidden)
+            f = map_aya(v, cfg, text_hidden)
+        elif kind == "onevision":
+            f = map_onevision(v, cfg, text_hidden)
         elif kind == "clip":
-            f = _llava(v, cfg, text_hidden)
+            f = map_llava(v, cfg, text_hidden)
         elif kind == "smolvlm":
-            f = _smolvlm(v or {}, cfg, text_hidden)
+            f = map_smolvlm(v or {}, cfg, text_hidden)
         elif outer == "internvl_chat":
             f = _internvl_chat(v or {}, cfg, text_hidden)
         elif kind == "internvl":

@@ -151,6 +151,10 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
         n_p, hm = n - images * len(per_image), v.merged_width
         return e * n_p * c * p * p + (_ln(n, hv, e, ln_stats) if v.final_norm else 0) + 2 * e * m_tok * hm + \
             ln_stats * m_tok + 2 * e * m_tok * v.out_hidden_size
+    if k == "onevision":  # the conv's input (post_layernorm's output unread: freed); the projector: linear_1's input
+        # (the chosen hidden state, or the layers' torch.cat), GELU's and linear_2's inputs
+        return e * images * len(per_image) * c * v.image_size ** 2 + e * m_tok * hv * v.feature_layers + \
+            2 * e * m_tok * v.out_hidden_size
     if k in ("aya", "cohere2"):  # the conv's input; Aya: post_layernorm's output is not what the projector reads
         # (freed), its projector's LayerNorm over hv·s² and linear_1's input; Command A Vision: post_layernorm, and
         # linear_1's input (the pixel-shuffled rows, copied); then linear_1's output whole (SiLU keeps its gate half,

@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of fourteen encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of fifteen encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -42,6 +42,9 @@ One spec describes one of fourteen encoder kinds, each mirroring a transformers 
     cohere2     models/cohere2_vision/modeling_cohere2_vision.py  SiglipVisionModel (its post LayerNorm read) +
                                                            Cohere2VisionMultiModalProjector (pixel shuffle, SwiGLU
                                                            linears, no norm); the least-rescaling canvas of tiles
+    onevision   models/llava_onevision/modeling_llava_onevision.py  SiglipVisionModel read before its post norm +
+                                                           LLaVA's projector and image_newline over anyres tiles,
+                                                           the unpadded grid shrunk to anyres_max_N tiles' worth
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -56,7 +59,7 @@ from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
 Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4",
-               "internvl", "smolvlm", "clip", "aya", "cohere2"]
+               "internvl", "smolvlm", "clip", "aya", "cohere2", "onevision"]
 # Decoder layers that get transformers' bidirectional image-block mask when a batch has images (token_type_ids
 # become block_sequence_ids, masking_utils.blockwise_overlay): none, every layer (Gemma 3, PaliGemma), or the
 # sliding-window ones (Gemma 4 with use_bidirectional_attention "vision")
@@ -147,7 +150,7 @@ class VisionSpec(HashedOnce):
     @property
     def trained_layers(self) -> int:
         """Encoder blocks backward reaches: those up to the hidden state the projector reads (LLaVA), else all."""
-        if self.kind not in ("clip", "aya"):
+        if self.kind not in ("clip", "aya", "onevision"):
             return self.num_layers
         return max(0, min(self.num_layers, self.num_layers + 1 + self.feature_layer if self.feature_layer < 0
                           else self.feature_layer))

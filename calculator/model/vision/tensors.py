@@ -153,7 +153,7 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
                  Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
                  Tensor("embeddings.position_embedding.weight", ((v.image_size // p) ** 2 + 1, hv), "tower", "")]
                 + _norm("pre_layrnorm", hv, "tower", True))
-    if k in ("siglip", "paligemma", "smolvlm", "aya", "cohere2"):  # Conv2d with bias, a position per patch of the tile
+    if k in ("siglip", "paligemma", "smolvlm", "aya", "cohere2", "onevision"):  # Conv2d + bias, a position a patch
         return [Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
                 Tensor("embeddings.patch_embedding.bias", (hv,), "tower", ""),
                 Tensor("embeddings.position_embedding.weight", ((v.image_size // p) ** 2, hv), "tower", "")]
@@ -201,7 +201,7 @@ def _after(v: VisionSpec) -> list[Tensor]:
         for i in v.deepstack_layers:  # Qwen3VLVisionPatchMerger(use_postshuffle_norm=True): LayerNorm(hv·m²)
             t += _norm(f"deepstack_merger_list.{i}.norm", hm, "projector", True) + mlp(f"deepstack_merger_list.{i}")
         return t
-    if k in ("siglip", "paligemma", "aya", "cohere2"):
+    if k in ("siglip", "paligemma", "aya", "cohere2", "onevision"):
         t = _norm("post_layernorm", hv, "tower", True)
         if v.use_head:  # SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention, LayerNorm, MLP
             t += [Tensor("head.probe", (1, 1, hv), "tower", ""),
@@ -210,6 +210,11 @@ def _after(v: VisionSpec) -> list[Tensor]:
             t += _linear("head.attention.out_proj", hv, hv, "tower", "attn", True) + _norm(
                 "head.layernorm", hv, "tower", True) + _linear("head.mlp.fc1", fv, hv, "tower", "mlp", True) + \
                 _linear("head.mlp.fc2", hv, fv, "tower", "mlp", True)
+        if k == "onevision":  # LlavaOnevisionMultiModalProjector (LLaVA's two linears) and image_newline
+            return t + _linear("multi_modal_projector.linear_1", out, hv * v.feature_layers, "projector", "mlp",
+                               v.projector_bias) + _linear("multi_modal_projector.linear_2", out, out, "projector",
+                                                          "mlp", v.projector_bias) + [
+                Tensor("image_newline", (out,), "projector", "")]
         if k in ("aya", "cohere2"):  # AyaVisionMultiModalProjector: LayerNorm(hv·s²) (not Command A Vision's),
             a = v.merger_intermediate_size  # linear_1 to the alignment width, linear_2
             norm = _norm("multi_modal_projector.layernorm", v.merged_width, "projector", True) if k == "aya" else []

@@ -173,10 +173,11 @@ def best_resolution(h: int, w: int, pins) -> tuple[int, int]:
 
 
 def llava_next_tokens(v: VisionSpec, h: int, w: int) -> ImageTokens:
-    """LLaVA-NeXT (llava_next/processing_llava_next.py _get_number_of_features, modeling_llava_next.py
-    image_size_to_num_patches): the base image and the best canvas's (H/S)·(W/S) tiles of S = image_size, each one
-    encoder sequence of (S/P)² + 1; the prompt keeps the base's (S/P)² tokens (the CLS under "full" too) and the
-    canvas's rows × cols of patches less the padding its aspect ratio leaves, with one newline token per row."""
+    """LLaVA-NeXT and -OneVision (llava_next/ and llava_onevision/processing_*.py _get_number_of_features,
+    modeling_llava_next.py image_size_to_num_patches): the base image and the best canvas's (H/S)·(W/S) tiles of
+    S = image_size, each one encoder sequence of (S/P)² + 1 (SigLIP: no CLS); the prompt keeps the base's (S/P)²
+    tokens (the CLS under "full" too) and the canvas's rows × cols of patches less the padding its aspect ratio
+    leaves, with one newline token per row."""
     s, p = v.image_size, v.patch_size
     bh, bw = best_resolution(h, w, v.grid_pinpoints)
     sh, sw = bh // s, bw // s
@@ -187,6 +188,11 @@ def llava_next_tokens(v: VisionSpec, h: int, w: int) -> ImageTokens:
         cols -= (cols - int(round(w * (rows / h), 7))) // 2 * 2
     n = (s // p) ** 2
     tiles = 1 + sh * sw
+    if v.kind == "onevision":  # SigLIP: no CLS; anyres_max_N shrinks a grid past 1.1 × N tiles' worth (interpolate)
+        ratio = math.sqrt(rows * cols / (v.max_tiles * n))
+        if ratio > 1.1:
+            rows, cols = int(rows // ratio), int(cols // ratio)
+        return ImageTokens((n,) * tiles, tiles * n, rows * cols + rows + n)
     return ImageTokens((n + 1,) * tiles, tiles * (n + v.keeps_cls), rows * cols + rows + n + v.keeps_cls)
 
 
@@ -249,7 +255,7 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
             # <|END_OF_IMG|>; Command A Vision: <boi>, a line break after each tile, <eoi>
             return ImageTokens(((v.image_size // p) ** 2,) * tiles, tiles * per_tile, tiles * (per_tile + 1) + 2)
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
-    if k == "clip" and v.grid_pinpoints:
+    if k in ("clip", "onevision") and v.grid_pinpoints:
         return llava_next_tokens(v, height, width)
     if k == "clip":  # CLIPImageProcessor: shortest side to image_size, centre crop; CLS dropped unless "full"
         n = (v.image_size // p) ** 2
