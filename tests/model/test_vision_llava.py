@@ -126,3 +126,11 @@ def test_llava_onevision_tiles_and_tokens_equal_its_image_processor_and_processo
         tokens = LlavaOnevisionProcessor._get_number_of_features(ns, h, w, 384, 384)
         got = image_tokens(v, h, w)
         assert got.sequences == (729,) * tiles and got.lm_tokens == tokens
+
+
+def test_canvases_that_are_not_whole_tiles_leave_the_tower_out_naming_the_field():
+    """(found by a seeded fuzz of the new towers' configs: [[1, 2]] divided by zero in the token count)"""
+    raw = T.LlavaNextConfig(image_grid_pinpoints=[[1, 2]]).to_dict()
+    v, warning = vision_from_config(raw, 4096)
+    assert v is None and "image_grid_pinpoints: each [height, width] must be whole tiles of the tower's image_size " \
+                         "(336)" in warning

@@ -45,13 +45,18 @@ def feature_depth(cfg: dict, layers: int, default: int) -> tuple[int, int]:
     return depth - layers - 1, len(chosen)
 
 
-def pinpoints(cfg: dict) -> tuple[tuple[int, int], ...]:
-    """image_grid_pinpoints as (height, width) pairs, the configuration class's default when the file has none."""
+def pinpoints(cfg: dict, tile: int) -> tuple[tuple[int, int], ...]:
+    """image_grid_pinpoints as (height, width) pairs, the configuration class's default when the file has none; each
+    side whole tiles of the tower's image_size (`tile`: the canvases are cut into image_size² crops)."""
     pins = cfg.get("image_grid_pinpoints") or (ONEVISION_PINPOINTS if cfg.get("model_type") == "llava_onevision"
                                                else LLAVA_NEXT_PINPOINTS)
     if not isinstance(pins, list) or not all(isinstance(x, list) and len(x) == 2 for x in pins):
         raise ConfigError("image_grid_pinpoints: must be a list of [height, width] pairs")
-    return tuple((get_int({"pin": a}, "pin", hi=1 << 16), get_int({"pin": b}, "pin", hi=1 << 16)) for a, b in pins)
+    out = tuple((get_int({"pin": a}, "pin", hi=1 << 16), get_int({"pin": b}, "pin", hi=1 << 16)) for a, b in pins)
+    if any(a % tile or b % tile for a, b in out):
+        raise ConfigError(f"image_grid_pinpoints: each [height, width] must be whole tiles of the tower's image_size "
+                          f"({tile})")
+    return out
 
 
 def map_llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
@@ -72,7 +77,7 @@ def map_llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     f.update(out_hidden_size=text_hidden, feature_layers=len(chosen), feature_layer=depth - f["num_layers"] - 1,
              keeps_cls=select == "full", projector_bias=get_bool(cfg, "multimodal_projector_bias", True))
     if cfg.get("model_type") == "llava_next":
-        f["grid_pinpoints"] = pinpoints(cfg)
+        f["grid_pinpoints"] = pinpoints(cfg, f["image_size"])
     return f
 
 
@@ -89,7 +94,8 @@ def map_onevision(v: dict | None, cfg: dict, text_hidden: int) -> dict:
                           "LLaVA-OneVision tower is mapped with")
     f = layers_heads(v)
     layer, count = feature_depth(cfg, f["num_layers"], -1)
-    f.update(out_hidden_size=text_hidden, feature_layers=count, feature_layer=layer, grid_pinpoints=pinpoints(cfg),
+    f.update(out_hidden_size=text_hidden, feature_layers=count, feature_layer=layer,
+             grid_pinpoints=pinpoints(cfg, f["image_size"]),
              projector_bias=get_bool(cfg, "multimodal_projector_bias", True), max_tiles=int(aspect[11:]),
              use_head=get_bool(v, "vision_use_head", False))
     return f
