@@ -134,3 +134,31 @@ def test_canvases_that_are_not_whole_tiles_leave_the_tower_out_naming_the_field(
     v, warning = vision_from_config(raw, 4096)
     assert v is None and "image_grid_pinpoints: each [height, width] must be whole tiles of the tower's image_size " \
                          "(336)" in warning
+
+
+# ---- VipLLaVA (vipllava): five layers' hidden states, projector_layernorm first ------------------------------------
+def test_vipllava_tower_and_projector_have_the_real_models_parameters():
+    cfg = T.VipLlavaConfig()
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None and v.projector_norm and v.feature_layers == 5 and v.trained_layers == 23, warning
+    with torch.device("meta"):
+        real = T.VipLlavaForConditionalGeneration(cfg)
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    assert image_tokens(v, 640, 480) == ((577,), 576, 576)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_vipllava_saves_what_its_real_get_image_features_saves(impl):
+    from tests.model.test_vision_saved import CPU_LN_STATS, E, TEXT, _block, _trace
+    from calculator.model.vision.saved import tower_saved_bytes
+    cfg = T.VipLlavaConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=4,
+                                              num_attention_heads=4, image_size=32, patch_size=4),
+                           text_config=dict(TEXT, model_type="llama"), vision_feature_layer=[-2, -3, 1])
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    pixels = torch.randn(2, 3, 32, 32)
+    by = _trace({"model": T.VipLlavaModel(cfg)},
+                lambda t: t["model"].get_image_features(pixel_values=pixels.bfloat16()).pooler_output.float().sum(),
+                impl)
+    blocks, outside = tower_saved_bytes(v, 2, 32, E, impl, CPU_LN_STATS)
+    assert _block(by, "tower.model.vision_tower.encoder.layers.", 1) * v.trained_layers == blocks
+    assert sum(by.values()) == blocks + outside

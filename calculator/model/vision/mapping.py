@@ -27,7 +27,7 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "mistral3": "pixtral", "gemma4": "gemma4",
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
          "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm",
-         "llava": "clip", "llava_next": "clip", "aya_vision": "aya", "cohere2_vision": "cohere2",
+         "llava": "clip", "llava_next": "clip", "vipllava": "clip", "aya_vision": "aya", "cohere2_vision": "cohere2",
          "llava_onevision": "onevision"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the

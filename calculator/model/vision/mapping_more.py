@@ -63,19 +63,19 @@ def map_llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     """LLaVA (LlavaForConditionalGeneration) and LLaVA-NeXT (its anyres tiles, image_grid_pinpoints) with a CLIP tower
     (vision_config clip_vision_model, LLaVA-1.5's and 1.6's): the
     projector reads hidden_states[vision_feature_layer] (or the concatenation of a list of them), the CLS token
-    dropped under the "default" selection. Other towers in a llava config (SigLIP, Pixtral) are not mapped."""
+    dropped under the "default" selection. Other towers in a llava config (SigLIP, Pixtral) are not mapped. VipLLaVA
+    (vipllava): its five layers (vision_feature_layers) always without their CLS, projector_layernorm first."""
     v = tower_of(v, cfg, "clip_vision_model", "quick_gelu", LLAVA_ABSENT_VISION, CLIP_VISION)
-    select = cfg.get("vision_feature_select_strategy", "default")
+    vip = cfg.get("model_type") == "vipllava"
+    select = "default" if vip else cfg.get("vision_feature_select_strategy", "default")
     if select not in ("default", "full") or cfg.get("projector_hidden_act", "gelu") != "gelu":
         raise ConfigError("vision_feature_select_strategy must be 'default' or 'full', projector_hidden_act 'gelu'")
     f = layers_heads(v)
-    layers = cfg.get("vision_feature_layer", -2)
-    chosen = layers if isinstance(layers, list) and layers else [layers]
-    deepest = [get_int({"vision_feature_layer": k}, "vision_feature_layer", lo=-f["num_layers"] - 1,
-                       hi=f["num_layers"]) for k in chosen]
-    depth = max(f["num_layers"] + 1 + k if k < 0 else k for k in deepest)
-    f.update(out_hidden_size=text_hidden, feature_layers=len(chosen), feature_layer=depth - f["num_layers"] - 1,
-             keeps_cls=select == "full", projector_bias=get_bool(cfg, "multimodal_projector_bias", True))
+    key = "vision_feature_layers" if vip and "vision_feature_layer" not in cfg else "vision_feature_layer"
+    layer, count = feature_depth({"vision_feature_layer": cfg.get(key, [-2, -5, -8, -11, 6] if vip else -2)},
+                                 f["num_layers"], -2)
+    f.update(out_hidden_size=text_hidden, feature_layers=count, feature_layer=layer, keeps_cls=select == "full",
+             projector_bias=vip or get_bool(cfg, "multimodal_projector_bias", True), projector_norm=vip)
     if cfg.get("model_type") == "llava_next":
         f["grid_pinpoints"] = pinpoints(cfg, f["image_size"])
     return f

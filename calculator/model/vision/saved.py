@@ -166,7 +166,8 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
     if k == "clip":  # the conv's input, pre_layrnorm (with the CLS); the projector: linear_1's input (the chosen
         # hidden states without their CLS: F.linear's reshape copies the sliced view; several layers' torch.cat),
         # GELU's and linear_2's inputs
-        return e * images * len(per_image) * c * v.image_size ** 2 + _ln(n, hv, e, ln_stats) + \
+        vip = (e * m_tok * hv * v.feature_layers + ln_stats * m_tok) if v.projector_norm else 0  # its LayerNorm
+        return e * images * len(per_image) * c * v.image_size ** 2 + _ln(n, hv, e, ln_stats) + vip + \
             e * m_tok * hv * v.feature_layers + 2 * e * m_tok * v.out_hidden_size
     if k == "smolvlm":  # per tile: the conv's input (the whole tile², past the last patch too), the int64 position ids
         # the embedding keeps, post_layernorm; the connector's linear input (the pixel-shuffled hv·s² rows)

@@ -36,7 +36,8 @@ One spec describes one of fifteen encoder kinds, each mirroring a transformers 5
     clip        models/clip/modeling_clip.py               CLIPVisionModel (CLS, positions, pre and post LayerNorm,
                 models/llava/modeling_llava.py             QuickGELU MLP) + LlavaMultiModalProjector (two linears
                 models/llava_next/modeling_llava_next.py   over the chosen layers' hidden states; LLaVA-1.5, and
-                                                           LLaVA-NeXT's anyres tiles with its image_newline)
+                                                           LLaVA-NeXT's anyres tiles with its image_newline;
+                                                           VipLLaVA's projector_layernorm over five layers)
     aya         models/siglip/modeling_siglip.py           SiglipVisionModel + AyaVisionMultiModalProjector (pixel
                 models/aya_vision/modeling_aya_vision.py   shuffle, LayerNorm, SwiGLU linears); GotOcr2 tiles
     cohere2     models/cohere2_vision/modeling_cohere2_vision.py  SiglipVisionModel (its post LayerNorm read) +
@@ -126,6 +127,7 @@ class VisionSpec(HashedOnce):
     # before: the last layer then runs but no gradient reaches it) and whether the CLS token goes with it ("full")
     feature_layer: int = Field(default=-1, ge=-B.MAX_LAYERS - 1, le=B.MAX_LAYERS, strict=True)
     keeps_cls: bool = False
+    projector_norm: bool = False  # VipLLaVA's projector_layernorm over the concatenated layers
     # LLaVA-NeXT: image_grid_pinpoints, the (height, width) canvases of its anyres tiling (empty: one fixed image)
     grid_pinpoints: tuple[tuple[int, int], ...] = Field(default=(), max_length=256)
 

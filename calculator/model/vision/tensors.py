@@ -241,7 +241,9 @@ def _after(v: VisionSpec) -> list[Tensor]:
     if k == "clip":  # post_layernorm (built, reading only the pooled CLS); LlavaMultiModalProjector; LLaVA-NeXT's
         # image_newline, one vector of the text width
         newline = [Tensor("image_newline", (out,), "projector", "")] if v.grid_pinpoints else []
-        return (_norm("post_layernorm", hv, "tower", True) + newline
+        norm = _norm("multi_modal_projector.projector_layernorm", hv * v.feature_layers, "projector", True) \
+            if v.projector_norm else []  # VipLLaVA's
+        return (_norm("post_layernorm", hv, "tower", True) + newline + norm
                 + _linear("multi_modal_projector.linear_1", out, hv * v.feature_layers, "projector", "mlp",
                           v.projector_bias)
                 + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", v.projector_bias))
