@@ -58,9 +58,9 @@ def test_tokens_equal_the_processors(strategy, cls):
 
 
 def test_other_towers_in_a_llava_config_are_left_out_naming_them():
-    raw = {**T.LlavaConfig().to_dict(), "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152}}
+    raw = {**T.LlavaConfig().to_dict(), "vision_config": {"model_type": "pixtral", "hidden_size": 1024}}
     v, warning = vision_from_config(raw, 4096)
-    assert v is None and "vision_config.model_type: a llava config with a 'siglip_vision_model' tower" in warning
+    assert v is None and "vision_config.model_type: a llava config with a 'pixtral' tower" in warning
     assert spec_from_hf_config(raw).spec.vision is None
 
 
@@ -159,6 +159,39 @@ def test_vipllava_saves_what_its_real_get_image_features_saves(impl):
     by = _trace({"model": T.VipLlavaModel(cfg)},
                 lambda t: t["model"].get_image_features(pixel_values=pixels.bfloat16()).pooler_output.float().sum(),
                 impl)
+    blocks, outside = tower_saved_bytes(v, 2, 32, E, impl, CPU_LN_STATS)
+    assert _block(by, "tower.model.vision_tower.encoder.layers.", 1) * v.trained_layers == blocks
+    assert sum(by.values()) == blocks + outside
+
+
+# ---- LLaVA-Interleave (llava with a siglip_vision_model tower) --------------------------------------------------
+INTERLEAVE = dict(model_type="siglip_vision_model", hidden_size=1152, intermediate_size=4304, num_hidden_layers=26,
+                  num_attention_heads=16, image_size=384, patch_size=14, vision_use_head=False)
+
+
+def test_a_siglip_tower_in_a_llava_config_has_the_real_models_parameters_and_one_image_of_tokens():
+    cfg = T.LlavaConfig(vision_config=INTERLEAVE, vision_feature_select_strategy="full", vision_feature_layer=-1)
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None and v.kind == "onevision" and not v.grid_pinpoints, warning
+    with torch.device("meta"):
+        real = T.LlavaForConditionalGeneration(cfg)
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    assert image_tokens(v, 480, 640) == ((729,), 729, 729) and v.trained_layers == 26
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_a_siglip_tower_in_a_llava_config_saves_what_its_real_get_image_features_saves(impl):
+    from tests.model.test_vision_saved import CPU_LN_STATS, E, TEXT, _block, _trace
+    from calculator.model.vision.saved import tower_saved_bytes
+    cfg = T.LlavaConfig(vision_config=dict(INTERLEAVE, hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                           num_attention_heads=4, image_size=32, patch_size=4),
+                        text_config=dict(TEXT, model_type="llama"), vision_feature_select_strategy="full",
+                        vision_feature_layer=-1)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    pixels = torch.randn(2, 3, 32, 32)
+    by = _trace({"model": T.LlavaModel(cfg)},
+                lambda t: sum(f.float().sum() for f in t["model"].get_image_features(
+                    pixel_values=pixels.bfloat16()).pooler_output), impl)
     blocks, outside = tower_saved_bytes(v, 2, 32, E, impl, CPU_LN_STATS)
     assert _block(by, "tower.model.vision_tower.encoder.layers.", 1) * v.trained_layers == blocks
     assert sum(by.values()) == blocks + outside

@@ -260,6 +260,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
         if v is not None and not isinstance(v, dict):
             raise ConfigError("vision_config: must be an object")
         kind = KINDS[outer]
+        if outer == "llava" and isinstance(v, dict) and v.get("model_type") == "siglip_vision_model":
+            kind = "onevision"  # LLaVA-Interleave: a SigLIP tower, one image_size² image (mapping_more.map_onevision)
         if kind in ("qwen2_5_vl", "qwen3_vl"):
             f = _qwen(v or {}, outer)
         elif kind == "qwen2_vl":

@@ -84,18 +84,20 @@ def map_llava(v: dict | None, cfg: dict, text_hidden: int) -> dict:
 def map_onevision(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     """LLaVA-OneVision: a SigLIP tower (hidden_states[vision_feature_layer], before post_layernorm; only the "full"
     selection: SigLIP has no CLS), LLaVA's projector and image_newline, the anyres tiles of image_grid_pinpoints, and
-    vision_aspect_ratio "anyres_max_N" shrinking the unpadded grid to N tiles' worth of tokens."""
+    vision_aspect_ratio "anyres_max_N" shrinking the unpadded grid to N tiles' worth of tokens. A llava config with a
+    SigLIP tower (LLaVA-Interleave) is the same without the tiles and the newline: one image_size² image."""
     v = tower_of(v, cfg, "siglip_vision_model", "gelu_pytorch_tanh", ONEVISION_VISION, SIGLIP_VISION)
-    aspect = cfg.get("vision_aspect_ratio", "anyres_max_9")
+    anyres = cfg.get("model_type") == "llava_onevision"
+    aspect = cfg.get("vision_aspect_ratio", "anyres_max_9") if anyres else "anyres_max_1"
     if cfg.get("vision_feature_select_strategy", "full") != "full" or not (
             isinstance(aspect, str) and aspect.startswith("anyres_max_") and aspect[11:].isdigit() and
             0 < int(aspect[11:]) <= 1024):
         raise ConfigError("vision_feature_select_strategy 'full' and vision_aspect_ratio 'anyres_max_<N>' are what a "
-                          "LLaVA-OneVision tower is mapped with")
+                          "SigLIP tower in a LLaVA-style model is mapped with")
     f = layers_heads(v)
     layer, count = feature_depth(cfg, f["num_layers"], -1)
     f.update(out_hidden_size=text_hidden, feature_layers=count, feature_layer=layer,
-             grid_pinpoints=pinpoints(cfg, f["image_size"]),
+             grid_pinpoints=pinpoints(cfg, f["image_size"]) if anyres else (),
              projector_bias=get_bool(cfg, "multimodal_projector_bias", True), max_tiles=int(aspect[11:]),
              use_head=get_bool(v, "vision_use_head", False))
     return f

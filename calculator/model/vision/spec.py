@@ -168,7 +168,7 @@ class VisionSpec(HashedOnce):
         Llama 4's tile), else 1024 px (our choice for dynamic-resolution families: a typical photo or screenshot
         after the client's downscale; Pixtral's class default longest edge is also 1024; Gemma 4 rescales any image
         to its patch budget)."""
-        return self.image_size if self.kind in FIXED_SIZE_KINDS else 1024
+        return self.image_size if self.kind in FIXED_SIZE_KINDS and not self.grid_pinpoints else 1024
 
     def masks_layer(self, sliding: bool) -> bool:
         """Whether a decoder layer (sliding-window or not) gets the image-block mask when the batch has images."""

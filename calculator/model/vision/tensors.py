@@ -210,11 +210,11 @@ def _after(v: VisionSpec) -> list[Tensor]:
             t += _linear("head.attention.out_proj", hv, hv, "tower", "attn", True) + _norm(
                 "head.layernorm", hv, "tower", True) + _linear("head.mlp.fc1", fv, hv, "tower", "mlp", True) + \
                 _linear("head.mlp.fc2", hv, fv, "tower", "mlp", True)
-        if k == "onevision":  # LlavaOnevisionMultiModalProjector (LLaVA's two linears) and image_newline
+        if k == "onevision":  # LLaVA's two linears; OneVision's image_newline (its anyres canvases)
             return t + _linear("multi_modal_projector.linear_1", out, hv * v.feature_layers, "projector", "mlp",
                                v.projector_bias) + _linear("multi_modal_projector.linear_2", out, out, "projector",
-                                                          "mlp", v.projector_bias) + [
-                Tensor("image_newline", (out,), "projector", "")]
+                                                          "mlp", v.projector_bias) + (
+                [Tensor("image_newline", (out,), "projector", "")] if v.grid_pinpoints else [])
         if k in ("aya", "cohere2"):  # AyaVisionMultiModalProjector: LayerNorm(hv·s²) (not Command A Vision's),
             a = v.merger_intermediate_size  # linear_1 to the alignment width, linear_2
             norm = _norm("multi_modal_projector.layernorm", v.merged_width, "projector", True) if k == "aya" else []

@@ -257,6 +257,9 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
     if k in ("clip", "onevision") and v.grid_pinpoints:
         return llava_next_tokens(v, height, width)
+    if k == "onevision":  # a SigLIP tower in a llava config: every image resized to image_size², no CLS
+        n = (v.image_size // p) ** 2
+        return ImageTokens((n,), n, n)
     if k == "clip":  # CLIPImageProcessor: shortest side to image_size, centre crop; CLS dropped unless "full"
         n = (v.image_size // p) ** 2
         return ImageTokens((n + 1,), n + v.keeps_cls, n + v.keeps_cls)
