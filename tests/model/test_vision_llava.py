@@ -58,9 +58,9 @@ def test_tokens_equal_the_processors(strategy, cls):
 
 
 def test_other_towers_in_a_llava_config_are_left_out_naming_them():
-    raw = {**T.LlavaConfig().to_dict(), "vision_config": {"model_type": "pixtral", "hidden_size": 1024}}
+    raw = {**T.LlavaConfig().to_dict(), "vision_config": {"model_type": "dinov2", "hidden_size": 1024}}
     v, warning = vision_from_config(raw, 4096)
-    assert v is None and "vision_config.model_type: a llava config with a 'pixtral' tower" in warning
+    assert v is None and "vision_config.model_type: a llava config with a 'dinov2' tower" in warning
     assert spec_from_hf_config(raw).spec.vision is None
 
 
@@ -194,4 +194,43 @@ def test_a_siglip_tower_in_a_llava_config_saves_what_its_real_get_image_features
                     pixel_values=pixels.bfloat16()).pooler_output), impl)
     blocks, outside = tower_saved_bytes(v, 2, 32, E, impl, CPU_LN_STATS)
     assert _block(by, "tower.model.vision_tower.encoder.layers.", 1) * v.trained_layers == blocks
+    assert sum(by.values()) == blocks + outside
+
+
+# ---- Pixtral-12B (llava with a pixtral tower): LLaVA's projector, no patch merger ---------------------------------
+PIXTRAL_12B = dict(model_type="pixtral", hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
+                   num_attention_heads=16, head_dim=64, image_size=1024, patch_size=16)
+
+
+def test_a_pixtral_tower_in_a_llava_config_has_the_real_models_parameters_and_tokens():
+    from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
+    cfg = T.LlavaConfig(vision_config=PIXTRAL_12B, vision_feature_select_strategy="full", vision_feature_layer=-1)
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None and v.kind == "pixtral" and v.llava_projector and v.spatial_merge_size == 1, warning
+    with torch.device("meta"):
+        real = T.LlavaForConditionalGeneration(cfg)
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    proc = PixtralImageProcessorPil(patch_size={"height": 16, "width": 16}, size={"longest_edge": 1024})
+    for h, w in [(224, 224), (480, 640), (1080, 1920), (2000, 500)]:
+        hh, ww = (int(x) for x in proc(images=[np.zeros((h, w, 3), np.uint8)], return_tensors="np")["image_sizes"][0])
+        got = image_tokens(v, h, w)
+        assert (got.patches, got.merged, got.lm_tokens) == ((hh // 16) * (ww // 16),) * 2 + (
+            (hh // 16) * (ww // 16 + 1),)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_a_pixtral_tower_in_a_llava_config_saves_what_its_real_get_image_features_saves(impl):
+    from tests.model.test_vision_saved import CPU_LN_STATS, E, TEXT, _block, _trace
+    from calculator.model.vision.saved import tower_saved_bytes
+    cfg = T.LlavaConfig(vision_config=dict(PIXTRAL_12B, hidden_size=48, intermediate_size=104, num_hidden_layers=3,
+                                           num_attention_heads=4, head_dim=12, image_size=64, patch_size=8),
+                        text_config=dict(TEXT, model_type="llama"), vision_feature_select_strategy="full",
+                        vision_feature_layer=-1)
+    v, _ = vision_from_config(cfg.to_dict(), 40)
+    pixels, sizes = torch.randn(2, 3, 64, 64), torch.tensor([(64, 64)] * 2)
+    by = _trace({"model": T.LlavaModel(cfg)},
+                lambda t: sum(f.float().sum() for f in t["model"].get_image_features(
+                    pixel_values=pixels.bfloat16(), image_sizes=sizes).pooler_output), impl)
+    blocks, outside = tower_saved_bytes(v, 2, 64, E, impl, CPU_LN_STATS)
+    assert _block(by, "tower.model.vision_tower.transformer.layers.", 1) * v.trained_layers == blocks
     assert sum(by.values()) == blocks + outside

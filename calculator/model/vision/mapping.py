@@ -16,8 +16,8 @@ from calculator.model.vision.defaults import (
     QWEN2_5_VISION, QWEN2_VISION, GLM4V_VISION, QWEN3_VISION, SIGLIP_VISION, PALIGEMMA_VISION, PALIGEMMA_PROJECTION_DIM,
     LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES,
     MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS, QWEN3_PIXELS)
-from calculator.model.vision.mapping_more import (layers_heads, map_aya, map_cohere2, map_llava, map_onevision,
-                                                  map_smolvlm)
+from calculator.model.vision.mapping_more import (feature_depth, layers_heads, map_aya, map_cohere2, map_llava,
+                                                  map_onevision, map_smolvlm)
 from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision.tensors import vision_parameters
 
@@ -152,10 +152,9 @@ def _pixtral(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     head_dim = get_int(v, "head_dim", default=f["hidden_size"] // f["num_heads"], hi=B.MAX_HEAD_DIM)
     if head_dim * f["num_heads"] != f["hidden_size"]:
         raise ConfigError("head_dim × num_attention_heads must equal hidden_size in a Pixtral vision tower")
-    layers = cfg.get("vision_feature_layer", -1)
+    layer, count = feature_depth(cfg, f["num_layers"], -1)  # Mistral3Model / LlavaModel: hidden_states[layer]
     f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(cfg, "spatial_merge_size", default=2, hi=64),
-             feature_layers=len(layers) if isinstance(layers, list) and layers else 1,
-             projector_bias=get_bool(cfg, "multimodal_projector_bias", False))
+             feature_layers=count, feature_layer=layer, projector_bias=get_bool(cfg, "multimodal_projector_bias", False))
     return f
 
 
@@ -262,6 +261,11 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
         kind = KINDS[outer]
         if outer == "llava" and isinstance(v, dict) and v.get("model_type") == "siglip_vision_model":
             kind = "onevision"  # LLaVA-Interleave: a SigLIP tower, one image_size² image (mapping_more.map_onevision)
+        if outer == "llava" and isinstance(v, dict) and v.get("model_type") == "pixtral":  # Pixtral-12B
+            if cfg.get("vision_feature_select_strategy") != "full":
+                raise ConfigError("vision_feature_select_strategy: a Pixtral tower has no CLS; only 'full' is mapped")
+            kind, cfg = "pixtral", {**cfg, "spatial_merge_size": 1, "multimodal_projector_bias": get_bool(
+                cfg, "multimodal_projector_bias", True)}
         if kind in ("qwen2_5_vl", "qwen3_vl"):
             f = _qwen(v or {}, outer)
         elif kind == "qwen2_vl":
@@ -291,7 +295,7 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
         elif kind == "internvl":
             f = _internvl(v or {}, cfg, text_hidden)
         else:
-            f = _pixtral(v, cfg, text_hidden)
+            f = dict(_pixtral(v, cfg, text_hidden), llava_projector=outer == "llava")
         spec = VisionSpec(kind=kind, model_type=outer, **f)
     except ValidationError as exc:  # the field and what is wrong with it, not pydantic's headline
         where, msg = B.describe(exc, VisionSpec, "vision_config.")

@@ -178,7 +178,9 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
         return e * n_p * c * p * p + 2 * _ln(n, hv, e, ln_stats) + e * n_p * hv + e * m_tok * 2 * (
             v.projector_input_dim + v.projector_output_dim)
     mask = e * n * n if attention == "sdpa" else 0  # Pixtral's block-diagonal mask, kept once by SDPA
-    return e * n * c * p * p + _rope(v, n, e) + 2 * _rms(n, hv, e) + e * n * hv + \
+    # Mistral 3's projector: its RMSNorm and the patch merger's input; Pixtral-12B's (LLaVA's): neither
+    mistral3 = 0 if v.llava_projector else _rms(n, hv, e) + e * n * hv
+    return e * n * c * p * p + _rope(v, n, e) + _rms(n, hv, e) + mistral3 + \
         e * m_tok * hv * v.feature_layers + 2 * e * m_tok * v.out_hidden_size + mask
 
 

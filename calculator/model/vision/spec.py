@@ -128,6 +128,7 @@ class VisionSpec(HashedOnce):
     feature_layer: int = Field(default=-1, ge=-B.MAX_LAYERS - 1, le=B.MAX_LAYERS, strict=True)
     keeps_cls: bool = False
     projector_norm: bool = False  # VipLLaVA's projector_layernorm over the concatenated layers
+    llava_projector: bool = False  # Pixtral-12B (a pixtral tower in a llava config): LLaVA's two linears, no merger
     # LLaVA-NeXT: image_grid_pinpoints, the (height, width) canvases of its anyres tiling (empty: one fixed image)
     grid_pinpoints: tuple[tuple[int, int], ...] = Field(default=(), max_length=256)
 
@@ -152,7 +153,7 @@ class VisionSpec(HashedOnce):
     @property
     def trained_layers(self) -> int:
         """Encoder blocks backward reaches: those up to the hidden state the projector reads (LLaVA), else all."""
-        if self.kind not in ("clip", "aya", "onevision"):
+        if self.kind not in ("clip", "aya", "onevision", "pixtral"):
             return self.num_layers
         return max(0, min(self.num_layers, self.num_layers + 1 + self.feature_layer if self.feature_layer < 0
                           else self.feature_layer))

@@ -252,7 +252,10 @@ def _after(v: VisionSpec) -> list[Tensor]:
                                                                      v.merged_width, "projector", "mlp", False)
     if k == "gemma4":  # the pooler and the weightless pre-projection norm have no parameters; std_bias/scale: buffers
         return _linear("embed_vision.embedding_projection", out, hv, "projector", "mlp", False)
-    m, b = v.spatial_merge_size, v.projector_bias  # Mistral3MultiModalProjector
+    m, b = v.spatial_merge_size, v.projector_bias  # Mistral3MultiModalProjector; Pixtral-12B's is LLaVA's
+    if v.llava_projector:
+        return (_linear("multi_modal_projector.linear_1", out, hv * v.feature_layers, "projector", "mlp", b)
+                + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", b))
     return (_norm("multi_modal_projector.norm", hv, "projector", False)
             + _linear("multi_modal_projector.patch_merger.merging_layer", hv, hv * m * m, "projector", "mlp", False)
             + _linear("multi_modal_projector.linear_1", out, hv * v.feature_layers, "projector", "mlp", b)
