@@ -38,7 +38,7 @@ def text_config(cfg: dict) -> dict:
     outer_type = get_str(cfg, "model_type", default=None)  # the warning: calculator.model.vision.vision_from_config
     text = cfg[text_key(cfg)]
     missing = {"model_type": TEXT_MODEL_TYPES.get(outer_type, outer_type)} if text.get("model_type") is None else {}
-    outer = {k: cfg[k] for k in OUTER_KEYS if k in cfg and k not in text}
+    outer = {k: cfg[k] for k in OUTER_KEYS if k in cfg and (k not in text or (k == "_name_or_path" and not text[k]))}
     if outer_type in OUTER_TIES_HEAD and "tie_word_embeddings" in cfg:
         outer["tie_word_embeddings"] = cfg["tie_word_embeddings"]
     elif outer_type in OUTER_TIE_DEFAULTS:

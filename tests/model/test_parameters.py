@@ -28,7 +28,8 @@ def hf_text_config(raw: dict) -> dict:
     cfg = dict(raw)
     if isinstance(raw.get("text_config"), dict) and "hidden_size" not in raw:
         cfg = dict(raw["text_config"])
-        cfg.setdefault("model_type", TEXT_MODEL_TYPES[raw["model_type"]])
+        if "model_type" not in cfg:  # (Kimi-K2.5's text_config names its own: kimi_k2)
+            cfg["model_type"] = TEXT_MODEL_TYPES[raw["model_type"]]
         if "tie_word_embeddings" in raw:
             cfg.setdefault("tie_word_embeddings", raw["tie_word_embeddings"])
     for key in ("_name_or_path", "quantization_config", "auto_map"):

@@ -42,6 +42,7 @@ VERIFIED_TOTALS = {
     "gpt-oss-20b": 20_914_757_184,
     "gpt2": 124_439_808,
     "kimi-k2": 1_026_408_209_408,
+    "kimi-k2.5": 1_026_408_209_408,  # K2's language model; MoonViT 416,866,032 + mm_projector 54,277,888 apart
     "kimi-linear-48b-a3b": 49_122_675_072,
     "llama-3.1-405b": 405_853_388_800,
     "llama-3.1-70b": 70_553_706_496,
@@ -112,7 +113,7 @@ REQUIRED = (
 MULTIMODAL = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "llama-4-scout", "qwen3.5-27b", "qwen3.5-35b-a3b",
               "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3.6-35b-a3b",
               "gemma-4-26b-a4b", "gemma-4-31b-it-nvfp4", "qwen3.5-397b-a17b-nvfp4", "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b",
-              "qwen3-vl-235b-a22b"}  # each warns that its vision tower is priced apart (tests/model/test_vision.py)
+              "qwen3-vl-235b-a22b", "kimi-k2.5"}  # each warns that its vision tower is priced apart (tests/model/test_vision.py)
 REMOTE_CODE = {"mimo-7b-base"}  # each warns what its remote code builds beyond transformers' model
 IDS = [m.id for m in list_models()]
 

@@ -252,9 +252,9 @@ def test_llama4_tiles_follow_its_best_fit_and_tokens_its_prompt_layout():
 # ---- what the mapping keeps and what it leaves out ---------------------------------------------------------
 def test_a_text_only_config_has_no_tower_and_an_unmapped_multimodal_one_says_so():
     assert spec_from_hf_config(_raw("gemma-3-1b")).spec.vision is None
-    raw = {"model_type": "kimi_k25", "text_config": {**_raw("gemma-3-1b")}, "vision_config": {"hidden_size": 8}}
+    raw = {"model_type": "lfm2_vl", "text_config": {**_raw("gemma-3-1b")}, "vision_config": {"hidden_size": 8}}
     _, warning = vision_from_config(raw, 1152)
-    assert warning == "multimodal 'kimi_k25' config: using its text_config; vision tower ignored"
+    assert warning == "multimodal 'lfm2_vl' config: using its text_config; vision tower ignored"
 
 
 def test_an_unreadable_vision_config_keeps_the_text_model_and_says_why():

@@ -15,6 +15,7 @@ TOWER_PREFIXES = frozenset({"vision_tower", "multi_modal_projector", "audio_towe
 TOWER_PREFIXES |= {"projector", "vision_model", "image_newline", "view_separator",  # mappers/vlm_ocr.py's VLMs
                    "layerwise_projectors", "spatial_projectors", "density_router"}
 TOWER_PREFIXES |= {"vision_adapter", "vision_projection"}  # Muse-Glimmer (vlm_more)
+TOWER_PREFIXES |= {"mm_projector"}  # Kimi-K2.5's Kimi_K25MultimodalProjection
 # causal LMs transformers 5.23 leaves out of AutoModelForCausalLM's table (models/auto/modeling_auto.py)
 UNLISTED_CAUSAL_LM = {"mistral4": "Mistral4ForCausalLM"}
 

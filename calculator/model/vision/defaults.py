@@ -89,3 +89,9 @@ ONEVISION_VISION = {  # models/llava_onevision/configuration_llava_onevision.py 
     "num_hidden_layers": 26, "num_attention_heads": 16, "vision_use_head": False}
 # LlavaOnevisionConfig's default image_grid_pinpoints: every (384·a, 384·b) for a, b in 1 … 6
 ONEVISION_PINPOINTS = [[384 * a, 384 * b] for a in range(1, 7) for b in range(1, 7)]
+KIMI_VISION = {  # models/kimi_k25/configuration_kimi_k25.py Kimi_K25VisionConfig (MoonViT)
+    "patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, "num_attention_heads": 16, "num_hidden_layers": 27,
+    "hidden_size": 1152, "intermediate_size": 4304, "hidden_act": "gelu_pytorch_tanh", "merge_kernel_size": [2, 2]}
+KIMI_PROJECTION = 1152  # Kimi_K25Config.projection_hidden_size
+# image_processing_kimi_k25.py Kimi_K25ImageProcessor: max_patches, and size max_height (patches a side)
+KIMI_MAX_PATCHES, KIMI_MAX_SIDE = 16384, 512

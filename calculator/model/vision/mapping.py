@@ -16,8 +16,8 @@ from calculator.model.vision.defaults import (
     QWEN2_5_VISION, QWEN2_VISION, GLM4V_VISION, QWEN3_VISION, SIGLIP_VISION, PALIGEMMA_VISION, PALIGEMMA_PROJECTION_DIM,
     LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES,
     MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS, QWEN3_PIXELS)
-from calculator.model.vision.mapping_more import (feature_depth, layers_heads, map_aya, map_cohere2, map_llava,
-                                                  map_onevision, map_smolvlm)
+from calculator.model.vision.mapping_more import (feature_depth, layers_heads, map_aya, map_cohere2, map_kimi,
+                                                  map_llava, map_onevision, map_smolvlm)
 from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision.tensors import vision_parameters
 
@@ -28,7 +28,7 @@ KINDS = {"qwen2_vl": "qwen2_vl", "glm4v": "glm4v", "glm4v_moe": "glm4v", "glm46v
          "mistral_large4": "pixtral",  # Mistral-Large-4: Mistral 3's tower and projector
          "internvl": "internvl", "internvl_chat": "internvl", "smolvlm": "smolvlm", "idefics3": "smolvlm",
          "llava": "clip", "llava_next": "clip", "vipllava": "clip", "aya_vision": "aya", "cohere2_vision": "cohere2",
-         "llava_onevision": "onevision"}
+         "llava_onevision": "onevision", "kimi_k25": "kimi"}
 VISION_TYPES = frozenset(KINDS)  # outer model types whose tower is mapped
 # Outer types whose configuration class writes a hidden_size of its own beside text_config (PaliGemmaConfig: the
 # projector's width), so that field does not mean the file is flat
@@ -282,6 +282,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _gemma4(v, cfg, text_hidden)
         elif kind == "cohere2":
             f = map_cohere2(v, cfg, text_hidden)
+        elif kind == "kimi":
+            f = map_kimi(v, cfg, text_hidden)
         elif kind == "aya":
             f = map_aya(v, cfg, text_hidden)
         elif kind == "onevision":

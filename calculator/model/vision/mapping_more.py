@@ -9,8 +9,9 @@ from __future__ import annotations
 from calculator.core import bounds as B
 from calculator.model.config_read import ConfigError, get_bool, get_int
 from calculator.model.vision.defaults import (
-    AYA_VISION, CLIP_VISION, COHERE2_ALIGNMENT, COHERE2_VISION, INTERNVL_MAX_TILES, LLAVA_ABSENT_VISION,
-    LLAVA_NEXT_PINPOINTS, ONEVISION_PINPOINTS, ONEVISION_VISION, SIGLIP_VISION, SMOLVLM_VISION)
+    AYA_VISION, CLIP_VISION, COHERE2_ALIGNMENT, COHERE2_VISION, INTERNVL_MAX_TILES, KIMI_MAX_PATCHES, KIMI_MAX_SIDE,
+    KIMI_PROJECTION, KIMI_VISION, LLAVA_ABSENT_VISION, LLAVA_NEXT_PINPOINTS, ONEVISION_PINPOINTS, ONEVISION_VISION,
+    SIGLIP_VISION, SMOLVLM_VISION)
 
 
 def layers_heads(v: dict) -> dict:
@@ -140,4 +141,31 @@ def map_smolvlm(v: dict, cfg: dict, text_hidden: int) -> dict:
     v = tower_of(v, cfg, v.get("model_type", "smolvlm_vision"), "gelu_pytorch_tanh", SMOLVLM_VISION, SMOLVLM_VISION)
     f = layers_heads(v)
     f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(cfg, "scale_factor", default=2, hi=64))
+    return f
+
+
+def map_kimi(v: dict | None, cfg: dict, text_hidden: int) -> dict:
+    """Kimi-K2.5 (Kimi_K25ForConditionalGeneration): MoonViT (packed images, a pos_emb_height × pos_emb_width learned
+    table resampled bicubically, 2-D RoPE, a final LayerNorm, the 2 × 2 merge) and Kimi_K25MultimodalProjection
+    (pre_norm over projection_hidden_size, which must be the tower's width, in_proj and out_proj). The Hub's own
+    config (moonshotai/Kimi-K2.5, its remote-code class) names them vt_hidden_size, vt_num_hidden_layers,
+    vt_intermediate_size, vt_num_attention_heads, init_pos_emb_height / width and mm_hidden_size: read as aliases."""
+    if isinstance(v, dict):
+        aliases = {"vt_hidden_size": "hidden_size", "vt_num_hidden_layers": "num_hidden_layers",
+                   "vt_intermediate_size": "intermediate_size", "vt_num_attention_heads": "num_attention_heads",
+                   "init_pos_emb_height": "pos_emb_height", "init_pos_emb_width": "pos_emb_width"}
+        v = {**v, **{new: v[old] for old, new in aliases.items() if old in v and new not in v}}
+        cfg = {**cfg, "projection_hidden_size": cfg.get("projection_hidden_size", v.get("mm_hidden_size"))}
+    v = tower_of(v, cfg, v.get("model_type", "kimi_k25_vision") if v else "kimi_k25_vision", "gelu_pytorch_tanh",
+                 KIMI_VISION, KIMI_VISION)
+    merge = v.get("merge_kernel_size", [2, 2])
+    if not (isinstance(merge, list) and len(merge) == 2 and merge[0] == merge[1]):
+        raise ConfigError("merge_kernel_size: a square [k, k] kernel is what a Kimi-K2.5 tower is mapped with")
+    f = layers_heads({**v, "num_channels": 3, "image_size": v.get("patch_size")})
+    f["image_size"] = 0  # native resolution (tokens.py kimi_size)
+    if get_int(cfg, "projection_hidden_size", default=KIMI_PROJECTION, hi=B.MAX_HIDDEN) != f["hidden_size"]:
+        raise ConfigError("projection_hidden_size: must equal the tower's hidden_size (its pre_norm reads its rows)")
+    f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int({"k": merge[0]}, "k", hi=64),
+             num_position_embeddings=get_int(v, "pos_emb_height", hi=4096) * get_int(v, "pos_emb_width", hi=4096),
+             max_patches=KIMI_MAX_PATCHES, max_side_patches=KIMI_MAX_SIDE)
     return f

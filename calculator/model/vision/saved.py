@@ -82,8 +82,11 @@ def block_saved_bytes(v: VisionSpec, groups: tuple[int, ...], e: int, attention:
         core = sum(4 * a * g for g in groups)
         if k == "gemma4" and attention == "sdpa":
             core += sum(e * g * g for g in groups)  # the float copy of the boolean padding mask, per call
-        if k in QWEN_KINDS + ("glm4v",) and attention == "sdpa":
+        if k in QWEN_KINDS + ("glm4v", "kimi") and attention == "sdpa":
             core += e * n * hv  # the per-image (or per-window) outputs torch.cat'ed into a new tensor
+    if k == "kimi":  # q, k, v apart: their input, the rotated q and k (fp32 in the rotation, kept in the model
+        # dtype), v, proj's and fc1's inputs
+        return 2 * _ln(n, hv, e, ln_stats) + 6 * e * n * hv + 2 * e * n * fv + core
     if k in ("qwen2_5_vl", "glm4v"):  # GLM-4V's block: Qwen2.5-VL's without the biases (fv = out_hidden_size)
         return 2 * _rms(n, hv, e) + 8 * e * n * hv + 4 * e * n * fv + core
     if k == "qwen3_vl":
@@ -151,6 +154,11 @@ def outside_saved_bytes(v: VisionSpec, images: int, per_image: tuple[int, ...], 
         n_p, hm = n - images * len(per_image), v.merged_width
         return e * n_p * c * p * p + (_ln(n, hv, e, ln_stats) if v.final_norm else 0) + 2 * e * m_tok * hm + \
             ln_stats * m_tok + 2 * e * m_tok * v.out_hidden_size
+    if k == "kimi":  # the conv's input; F.embedding_bag's bicubic taps (16 int64 indices and 16 weights a patch) and
+        # its two int64 per bag, the frame index; the rotary tables (fp32); final_layernorm; the merge's gather index;
+        # the projector's pre_norm, in_proj's and GELU's inputs, out_proj's input (traced)
+        return e * n * c * p * p + 16 * (8 + e) * n + 24 * n + 2 * 4 * n * v.head_dim + _ln(n, hv, e, ln_stats) + \
+            8 * n + _ln(n, hv, e, ln_stats) + 3 * e * m_tok * v.merged_width
     if k == "onevision":  # the conv's input (post_layernorm's output unread: freed); the projector: linear_1's input
         # (the chosen hidden state, or the layers' torch.cat), GELU's and linear_2's inputs
         return e * images * len(per_image) * c * v.image_size ** 2 + e * m_tok * hv * v.feature_layers + \

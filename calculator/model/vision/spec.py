@@ -1,6 +1,6 @@
 """VisionSpec: the vision encoder and projector of a vision-language model, read from its config.json.
 
-One spec describes one of fifteen encoder kinds, each mirroring a transformers 5.23 module:
+One spec describes one of sixteen encoder kinds, each mirroring a transformers 5.23 module:
 
     qwen2_vl    models/qwen2_vl/modeling_qwen2_vl.py       Qwen2VisionTransformerPretrainedModel (LayerNorm,
                                                            QuickGELU MLP with biases, full attention, merger)
@@ -46,6 +46,9 @@ One spec describes one of fifteen encoder kinds, each mirroring a transformers 5
     onevision   models/llava_onevision/modeling_llava_onevision.py  SiglipVisionModel read before its post norm +
                                                            LLaVA's projector and image_newline over anyres tiles,
                                                            the unpadded grid shrunk to anyres_max_N tiles' worth
+    kimi        models/kimi_k25/modeling_kimi_k25.py       Kimi_K25VisionModel (MoonViT: packed images, bicubic
+                                                           learned positions, 2-D RoPE, final LayerNorm, 2×2 merge)
+                                                           + Kimi_K25MultimodalProjection (pre_norm, two linears)
 
 A field the config leaves out takes the transformers configuration class's default (the tables below, from each
 configuration_*.py), as transformers itself does when it builds the model.
@@ -60,7 +63,7 @@ from calculator.core import bounds as B
 from calculator.core.hash_once import HashedOnce
 
 Kind = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v", "siglip", "paligemma", "llama4", "pixtral", "gemma4",
-               "internvl", "smolvlm", "clip", "aya", "cohere2", "onevision"]
+               "internvl", "smolvlm", "clip", "aya", "cohere2", "onevision", "kimi"]
 # Decoder layers that get transformers' bidirectional image-block mask when a batch has images (token_type_ids
 # become block_sequence_ids, masking_utils.blockwise_overlay): none, every layer (Gemma 3, PaliGemma), or the
 # sliding-window ones (Gemma 4 with use_bidirectional_attention "vision")
@@ -129,6 +132,9 @@ class VisionSpec(HashedOnce):
     keeps_cls: bool = False
     projector_norm: bool = False  # VipLLaVA's projector_layernorm over the concatenated layers
     llava_projector: bool = False  # Pixtral-12B (a pixtral tower in a llava config): LLaVA's two linears, no merger
+    # Kimi-K2.5's image processor (navit_resize): the patch budget and the patches a side at most
+    max_patches: int = Field(default=0, ge=0, le=1 << 30, strict=True)
+    max_side_patches: int = Field(default=0, ge=0, le=1 << 20, strict=True)
     # LLaVA-NeXT: image_grid_pinpoints, the (height, width) canvases of its anyres tiling (empty: one fixed image)
     grid_pinpoints: tuple[tuple[int, int], ...] = Field(default=(), max_length=256)
 
@@ -136,7 +142,7 @@ class VisionSpec(HashedOnce):
     def _check(self) -> "VisionSpec":
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})")
-        if self.kind not in QWEN_KINDS + ("glm4v", "gemma4") and self.image_size < self.patch_size:
+        if self.kind not in QWEN_KINDS + ("glm4v", "gemma4", "kimi") and self.image_size < self.patch_size:
             raise ValueError(f"image_size ({self.image_size}) must be at least patch_size ({self.patch_size})")
         if self.kind == "internvl" and (self.image_size // self.patch_size) % self.spatial_merge_size:
             raise ValueError(f"a tile's patch grid ({self.image_size // self.patch_size}) must be a multiple of the "

@@ -148,6 +148,10 @@ def _embeddings(v: VisionSpec) -> list[Tensor]:
         return ([Tensor("patch_embed.proj.weight", (hv, c, v.temporal_patch_size, p, p), "tower", ""),
                  Tensor("patch_embed.proj.bias", (hv,), "tower", "")] + _norm("post_conv_layernorm", hv, "tower", False)
                 + [Tensor("embeddings.position_embedding.weight", (v.num_position_embeddings, hv), "tower", "")])
+    if k == "kimi":  # Kimi_K25VisionPatchEmbed: Conv2d with bias, the (pos_emb_height, pos_emb_width, hv) table
+        return [Tensor("patch_embed.proj.weight", (hv, c, p, p), "tower", ""),
+                Tensor("patch_embed.proj.bias", (hv,), "tower", ""),
+                Tensor("patch_embed.pos_emb.position_embeddings", (v.num_position_embeddings, hv), "tower", "")]
     if k == "clip":  # CLIPVisionEmbeddings: class_embedding, a bias-free Conv2d, (S/P)² + 1 positions; pre_layrnorm
         return ([Tensor("embeddings.class_embedding", (hv,), "tower", ""),
                  Tensor("embeddings.patch_embedding.weight", (hv, c, p, p), "tower", ""),
@@ -238,6 +242,11 @@ def _after(v: VisionSpec) -> list[Tensor]:
             "multi_modal_projector.layer_norm", hm, "projector", True)
             + _linear("multi_modal_projector.linear_1", out, hm, "projector", "mlp", True)
             + _linear("multi_modal_projector.linear_2", out, out, "projector", "mlp", True))
+    if k == "kimi":  # final_layernorm; Kimi_K25MultimodalProjection: pre_norm (hv), in_proj (hv·k²), out_proj
+        hm = v.merged_width
+        return (_norm("final_layernorm", hv, "tower", True) + _norm("mm_projector.pre_norm", hv, "projector", True)
+                + _linear("mm_projector.in_proj", hm, hm, "projector", "mlp", True)
+                + _linear("mm_projector.out_proj", out, hm, "projector", "mlp", True))
     if k == "clip":  # post_layernorm (built, reading only the pooled CLS); LlavaMultiModalProjector; LLaVA-NeXT's
         # image_newline, one vector of the text width
         newline = [Tensor("image_newline", (out,), "projector", "")] if v.grid_pinpoints else []

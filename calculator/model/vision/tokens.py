@@ -196,6 +196,16 @@ def llava_next_tokens(v: VisionSpec, h: int, w: int) -> ImageTokens:
     return ImageTokens((n + 1,) * tiles, tiles * (n + v.keeps_cls), rows * cols + rows + n + v.keeps_cls)
 
 
+def kimi_size(h: int, w: int, patch: int, merge: int, max_patches: int, max_side: int) -> tuple[int, int]:
+    """Kimi_K25ImageProcessor's navit_resize: never upscaled, scaled into the patch budget and max_side patches a
+    side, then padded up to multiples of merge·patch; the padded (height, width)."""
+    ph, pw = max(1.0, h // patch), max(1.0, w // patch)
+    scale = min(1.0, math.sqrt(max_patches / (ph * pw)), max_side * patch / h, max_side * patch / w)
+    nh, nw = min(max(1, int(h * scale)), max_side * patch), min(max(1, int(w * scale)), max_side * patch)
+    f = merge * patch
+    return (f - nh % f) % f + nh, (f - nw % f) % f + nw
+
+
 SMOLVLM_MAX_SIDE = 4096  # image_processing_smolvlm.py MAX_IMAGE_SIZE
 
 
@@ -257,6 +267,10 @@ def image_tokens(v: VisionSpec, height: int, width: int) -> ImageTokens:
         return ImageTokens(((v.image_size // p) ** 2 + 1,) * tiles, tiles * per_tile, tiles * per_tile + 2)
     if k in ("clip", "onevision") and v.grid_pinpoints:
         return llava_next_tokens(v, height, width)
+    if k == "kimi":  # one packed sequence of the padded patches; the 2 × 2 merge; <|media_pad|> per token, no markers
+        hh, ww = kimi_size(height, width, p, m, v.max_patches, v.max_side_patches)
+        n = (hh // p) * (ww // p)
+        return ImageTokens((n,), n // (m * m), n // (m * m))
     if k == "onevision":  # a SigLIP tower in a llava config: every image resized to image_size², no CLS
         n = (v.image_size // p) ** 2
         return ImageTokens((n,), n, n)
