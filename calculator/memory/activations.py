@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from calculator.memory import autocast, sdpa
 from calculator.model import architectures, latent_moe, variants
+from calculator.model.architectures import ffn_widths
 from calculator.core.dtypes import nbytes
 from calculator.memory.lora_layer import lora_layer_delta
 from calculator.memory.textbook import fujii_layer, textbook_layer  # noqa: F401 - act.textbook_layer, act.fujii_layer
@@ -278,8 +279,7 @@ def exact_layer(m: ModelSpec, w: Workload, d: Dims, kind) -> LayerActivations:
     """Saved activations of one kind of decoder layer (a LayerKind), exact model, no recompute (or selective)."""
     if m.gemma_next is not None or m.compressed is not None:  # hook: Gemma 3n / 4 (gemma_next_saved.py, LoRA:
         return LayerActivations(*architectures.layer_saved(m, w, d, kind))  # gemma_next_lora), DeepSeek-V4's layers
-    if m.ffn_widths is not None:  # hook: the kind's own MLP width (Nemotron-NAS, architectures/ffn_widths.py)
-        m = m.ffn_of(kind); d = d._replace(f=m.intermediate_size // d.tp)  # noqa: E702
+    m, d = ffn_widths.layer_view(m, d, kind)  # a kind's own MLP width (Nemotron-NAS)
     e, T = d.e, d.T
     moe = kind.ffn == "moe"
     # Norms: each keeps its upcast copies; pre-norm outputs are the saved inputs of the next linear.

@@ -20,6 +20,7 @@ from calculator.memory import lora
 from calculator.memory import megatron_core
 from calculator import stacks
 from calculator.memory.parallel import StageShard, stage_shards
+from calculator.model.architectures import ffn_widths
 from calculator.model.spec import ModelSpec
 from calculator.core.result import LazyStage, StageEstimate
 
@@ -85,9 +86,8 @@ class SharedByStages:
         """The saved activations of one kind of decoder layer (a LayerKind), computed once per estimate."""
         got = self.layers.get(kind)
         if got is None:
-            m, d = self.m.ffn_of(kind), self.d  # a kind with its own MLP width (Nemotron-NAS): that width
-            got = self.layers[kind] = self.code.layer(m, self.w, d if m is self.m else d._replace(
-                f=m.intermediate_size // d.tp), kind)
+            m, d = ffn_widths.layer_view(self.m, self.d, kind)  # a kind's own MLP width (Nemotron-NAS)
+            got = self.layers[kind] = self.code.layer(m, self.w, d, kind)
         return got
 
 

@@ -46,15 +46,30 @@ def _count(*modules) -> int:
 
 def _real_parts(model) -> tuple[int, int]:
     """(tower, projector) parameters of a ForConditionalGeneration model: Qwen's merger (and DeepStack mergers) are
-    the projector inside `visual`; Gemma 4's projector is embed_vision; the others have a vision_tower and a
-    multi_modal_projector."""
+    the projector inside `visual`; Gemma 4's projector is embed_vision; the others have a vision_tower (SmolVLM's
+    vision_model) and a multi_modal_projector (Kimi-K2.5's mm_projector, SmolVLM's connector), LLaVA-NeXT's and
+    -OneVision's image_newline with the projector."""
     inner = model.model
     if hasattr(inner, "embed_vision"):
         return _count(inner.vision_tower), _count(inner.embed_vision)
     if hasattr(inner, "visual"):
         proj = [inner.visual.merger] + list(getattr(inner.visual, "deepstack_merger_list", []))
         return _count(inner.visual) - _count(*proj), _count(*proj)
-    return _count(inner.vision_tower), _count(inner.multi_modal_projector)
+    tower = next(getattr(inner, n) for n in ("vision_tower", "vision_model") if hasattr(inner, n))
+    proj = next(getattr(inner, n) for n in ("multi_modal_projector", "mm_projector", "connector") if hasattr(inner, n))
+    newline = inner.image_newline.numel() if hasattr(inner, "image_newline") else 0
+    return _count(tower), _count(proj) + newline
+
+
+def assert_real_tower(cfg, model_class, kind: str):
+    """`cfg`'s tower maps to a VisionSpec of `kind` whose tower and projector have the parameters of
+    model_class(cfg) built on the meta device; returns it."""
+    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
+    assert v is not None and v.kind == kind, warning
+    with torch.device("meta"):
+        real = model_class(cfg)
+    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _real_parts(real)
+    return v
 
 
 def _built(cfg):

@@ -12,29 +12,19 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from calculator.model.vision import image_tokens, vision_from_config, vision_parameters  # noqa: E402
+from calculator.model.vision import image_tokens, vision_from_config  # noqa: E402
+from tests.model.test_vision import assert_real_tower  # noqa: E402
 
 T = transformers
 AYA_8B = dict(hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16, patch_size=14,
               image_size=364)  # CohereLabs/aya-vision-8b's tower: SigLIP-so400m/14 at 364²
 
 
-def _parts(model) -> tuple[int, int]:
-    inner = model.model
-    return (sum(p.numel() for p in inner.vision_tower.parameters()),
-            sum(p.numel() for p in inner.multi_modal_projector.parameters()))
-
-
 @pytest.mark.parametrize("kw", [dict(vision_config=AYA_8B, alignment_intermediate_size=28672),
                                 dict(vision_config=dict(num_attention_heads=16), downsample_factor=4)],
                          ids=["aya-vision-8b", "downsample-4"])
 def test_the_tower_and_projector_have_the_real_models_parameters(kw):
-    cfg = T.AyaVisionConfig(**kw)
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.kind == "aya", warning
-    with torch.device("meta"):
-        real = T.AyaVisionForConditionalGeneration(cfg)
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    assert_real_tower(T.AyaVisionConfig(**kw), T.AyaVisionForConditionalGeneration, "aya")
 
 
 def test_tiles_and_tokens_equal_its_image_processor_and_processor():
@@ -71,12 +61,8 @@ COMMAND_A = dict(hidden_size=1152, intermediate_size=3072, image_size=512, num_h
 
 @pytest.mark.parametrize("vision", [None, COMMAND_A], ids=["default", "command-a-vision"])
 def test_command_a_vision_tower_and_projector_have_the_real_models_parameters(vision):
-    cfg = T.Cohere2VisionConfig(vision_config=vision, alignment_intermediate_size=512)
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.kind == "cohere2", warning
-    with torch.device("meta"):
-        real = T.Cohere2VisionForConditionalGeneration(cfg)
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    assert_real_tower(T.Cohere2VisionConfig(vision_config=vision, alignment_intermediate_size=512),
+                      T.Cohere2VisionForConditionalGeneration, "cohere2")
 
 
 def _cohere2_canvas():

@@ -16,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 from calculator.model.vision import block_saved_bytes, image_tokens, vision_from_config, vision_parameters  # noqa
 from calculator.model.vision.saved import outside_saved_bytes  # noqa: E402
 from tests.model.test_vision_saved import CPU_LN_STATS, E, TEXT, _block, _trace  # noqa: E402
+from tests.model.test_vision import assert_real_tower  # noqa: E402
 
 T = transformers
 
@@ -30,14 +31,7 @@ def _navit_resize():
 
 
 def test_the_tower_and_projector_have_the_real_models_parameters():
-    cfg = T.Kimi_K25Config()
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.kind == "kimi", warning
-    with torch.device("meta"):
-        real = T.Kimi_K25ForConditionalGeneration(cfg)
-    inner = real.model
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == (
-        sum(p.numel() for p in inner.vision_tower.parameters()), sum(p.numel() for p in inner.mm_projector.parameters()))
+    assert_real_tower(T.Kimi_K25Config(), T.Kimi_K25ForConditionalGeneration, "kimi")
 
 
 def test_patches_and_tokens_follow_navit_resize_and_the_processors_count():

@@ -11,15 +11,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from calculator.model.hf_config import spec_from_hf_config  # noqa: E402
-from calculator.model.vision import image_tokens, vision_from_config, vision_parameters  # noqa: E402
+from calculator.model.vision import image_tokens, vision_from_config  # noqa: E402
+from tests.model.test_vision import assert_real_tower  # noqa: E402
 
 T = transformers
-
-
-def _parts(model) -> tuple[int, int]:
-    inner = model.model
-    return (sum(p.numel() for p in inner.vision_tower.parameters()),
-            sum(p.numel() for p in inner.multi_modal_projector.parameters()))
 
 
 @pytest.mark.parametrize("kw", [{}, dict(vision_feature_layer=[-2, -5, -8], multimodal_projector_bias=False),
@@ -27,12 +22,7 @@ def _parts(model) -> tuple[int, int]:
                                                         num_attention_heads=16, patch_size=14, image_size=224))],
                          ids=["llava-1.5", "three-feature-layers", "clip-l-224"])
 def test_the_tower_and_projector_have_the_real_models_parameters(kw):
-    cfg = T.LlavaConfig(**kw)
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.kind == "clip", warning
-    with torch.device("meta"):
-        real = T.LlavaForConditionalGeneration(cfg)
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    assert_real_tower(T.LlavaConfig(**kw), T.LlavaForConditionalGeneration, "clip")
 
 
 def test_backward_reaches_the_blocks_up_to_the_feature_layer():
@@ -68,13 +58,8 @@ def test_other_towers_in_a_llava_config_are_left_out_naming_them():
 @pytest.mark.parametrize("kw", [{}, dict(image_grid_pinpoints=[[336, 336], [336, 672]], vision_feature_layer=-1)],
                          ids=["llava-v1.6", "two-canvases"])
 def test_llava_next_tower_projector_and_newline_have_the_real_models_parameters(kw):
-    cfg = T.LlavaNextConfig(**kw)
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.grid_pinpoints, warning
-    with torch.device("meta"):
-        real = T.LlavaNextForConditionalGeneration(cfg)
-    newline = real.model.image_newline.numel()
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == (_parts(real)[0], _parts(real)[1] + newline)
+    v = assert_real_tower(T.LlavaNextConfig(**kw), T.LlavaNextForConditionalGeneration, "clip")
+    assert v.grid_pinpoints
 
 
 def test_llava_next_tiles_and_tokens_equal_its_image_processor_and_processor():
@@ -100,13 +85,8 @@ def test_llava_next_tiles_and_tokens_equal_its_image_processor_and_processor():
 
 # ---- LLaVA-OneVision (llava_onevision): a SigLIP tower over anyres tiles, the grid shrunk to anyres_max_N ---------
 def test_llava_onevision_tower_projector_and_newline_have_the_real_models_parameters():
-    cfg = T.LlavaOnevisionConfig()
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.kind == "onevision" and len(v.grid_pinpoints) == 36, warning
-    with torch.device("meta"):
-        real = T.LlavaOnevisionForConditionalGeneration(cfg)
-    newline = real.model.image_newline.numel()
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == (_parts(real)[0], _parts(real)[1] + newline)
+    v = assert_real_tower(T.LlavaOnevisionConfig(), T.LlavaOnevisionForConditionalGeneration, "onevision")
+    assert len(v.grid_pinpoints) == 36
 
 
 def test_llava_onevision_tiles_and_tokens_equal_its_image_processor_and_processor():
@@ -138,12 +118,8 @@ def test_canvases_that_are_not_whole_tiles_leave_the_tower_out_naming_the_field(
 
 # ---- VipLLaVA (vipllava): five layers' hidden states, projector_layernorm first ------------------------------------
 def test_vipllava_tower_and_projector_have_the_real_models_parameters():
-    cfg = T.VipLlavaConfig()
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.projector_norm and v.feature_layers == 5 and v.trained_layers == 23, warning
-    with torch.device("meta"):
-        real = T.VipLlavaForConditionalGeneration(cfg)
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    v = assert_real_tower(T.VipLlavaConfig(), T.VipLlavaForConditionalGeneration, "clip")
+    assert v.projector_norm and v.feature_layers == 5 and v.trained_layers == 23
     assert image_tokens(v, 640, 480) == ((577,), 576, 576)
 
 
@@ -171,11 +147,8 @@ INTERLEAVE = dict(model_type="siglip_vision_model", hidden_size=1152, intermedia
 
 def test_a_siglip_tower_in_a_llava_config_has_the_real_models_parameters_and_one_image_of_tokens():
     cfg = T.LlavaConfig(vision_config=INTERLEAVE, vision_feature_select_strategy="full", vision_feature_layer=-1)
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.kind == "onevision" and not v.grid_pinpoints, warning
-    with torch.device("meta"):
-        real = T.LlavaForConditionalGeneration(cfg)
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    v = assert_real_tower(cfg, T.LlavaForConditionalGeneration, "onevision")
+    assert not v.grid_pinpoints
     assert image_tokens(v, 480, 640) == ((729,), 729, 729) and v.trained_layers == 26
 
 
@@ -205,11 +178,8 @@ PIXTRAL_12B = dict(model_type="pixtral", hidden_size=1024, intermediate_size=409
 def test_a_pixtral_tower_in_a_llava_config_has_the_real_models_parameters_and_tokens():
     from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
     cfg = T.LlavaConfig(vision_config=PIXTRAL_12B, vision_feature_select_strategy="full", vision_feature_layer=-1)
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.kind == "pixtral" and v.llava_projector and v.spatial_merge_size == 1, warning
-    with torch.device("meta"):
-        real = T.LlavaForConditionalGeneration(cfg)
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    v = assert_real_tower(cfg, T.LlavaForConditionalGeneration, "pixtral")
+    assert v.llava_projector and v.spatial_merge_size == 1
     proc = PixtralImageProcessorPil(patch_size={"height": 16, "width": 16}, size={"longest_edge": 1024})
     for h, w in [(224, 224), (480, 640), (1080, 1920), (2000, 500)]:
         hh, ww = (int(x) for x in proc(images=[np.zeros((h, w, 3), np.uint8)], return_tensors="np")["image_sizes"][0])

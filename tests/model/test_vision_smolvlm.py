@@ -11,7 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from calculator.model.vision import image_tokens, vision_from_config, vision_parameters  # noqa: E402
+from calculator.model.vision import image_tokens, vision_from_config  # noqa: E402
+from tests.model.test_vision import assert_real_tower  # noqa: E402
 
 T = transformers
 SMOLVLM2_2B = dict(hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16,
@@ -20,23 +21,13 @@ SIZES = [(224, 224), (480, 640), (1080, 1920), (1024, 1024), (2000, 500), (100, 
          (384, 384), (383, 385), (6000, 6000)]
 
 
-def _parts(model) -> tuple[int, int]:
-    inner = model.model
-    return (sum(p.numel() for p in inner.vision_model.parameters()),
-            sum(p.numel() for p in inner.connector.parameters()))
-
-
 @pytest.mark.parametrize("config_class, vision, scale", [
     (T.SmolVLMConfig, {}, 2), (T.SmolVLMConfig, SMOLVLM2_2B, 3), (T.Idefics3Config, {}, 2),
     (T.Idefics3Config, dict(image_size=364, patch_size=14), 2)], ids=["smolvlm", "smolvlm2-2.2b", "idefics3",
                                                                        "idefics3-8b"])
 def test_the_tower_and_connector_have_the_real_models_parameters(config_class, vision, scale):
-    cfg = config_class(vision_config=vision, scale_factor=scale)
-    v, warning = vision_from_config(cfg.to_dict(), cfg.text_config.hidden_size)
-    assert v is not None and v.kind == "smolvlm", warning
-    with torch.device("meta"):
-        real = T.AutoModelForImageTextToText.from_config(cfg)
-    assert (vision_parameters(v).tower, vision_parameters(v).projector) == _parts(real)
+    assert_real_tower(config_class(vision_config=vision, scale_factor=scale), T.AutoModelForImageTextToText.from_config,
+                      "smolvlm")
 
 
 def test_tiles_and_tokens_equal_its_image_processor_and_processor():

@@ -34,6 +34,13 @@ def view(m, index: int):
     return m.model_copy(update={"intermediate_size": distinct(m.ffn_widths)[index], "ffn_widths": None})
 
 
+def layer_view(m, d, kind):
+    """(the model, the local dims) as a layer of `kind` computes: for a per-layer width, ModelSpec.ffn_of's view and
+    the dims' f (that width over TP); else both as they are. `d`: calculator.memory.activations.Dims."""
+    view = m.ffn_of(kind)
+    return (m, d) if view is m else (view, d._replace(f=view.intermediate_size // d.tp))
+
+
 def check(m) -> None:
     """A table of one width per layer whose widest is intermediate_size (ValueError otherwise); not beside per-layer
     heads (swa_num_* fields) or Gemma 3n / 4's own per-layer table, whose kinds use the slot for themselves."""

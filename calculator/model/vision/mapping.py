@@ -16,8 +16,7 @@ from calculator.model.vision.defaults import (
     QWEN2_5_VISION, QWEN2_VISION, GLM4V_VISION, QWEN3_VISION, SIGLIP_VISION, PALIGEMMA_VISION, PALIGEMMA_PROJECTION_DIM,
     LLAMA4_VISION, PIXTRAL_VISION, GEMMA4_VISION, GEMMA4_SOFT_TOKENS, INTERNVL_VISION, INTERNVL_MAX_TILES,
     MISTRAL3_ABSENT_VISION, LARGE4_ABSENT_VISION, QWEN2_5_PIXELS, GLM4V_PIXELS, QWEN3_PIXELS)
-from calculator.model.vision.mapping_more import (feature_depth, layers_heads, map_aya, map_cohere2, map_kimi,
-                                                  map_llava, map_onevision, map_smolvlm)
+from calculator.model.vision.mapping_more import READERS, feature_depth, layers_heads
 from calculator.model.vision.spec import VisionSpec
 from calculator.model.vision.tensors import vision_parameters
 
@@ -280,18 +279,8 @@ def vision_from_config(cfg: Any, text_hidden: int) -> tuple[VisionSpec | None, s
             f = _llama4(v or {}, text_hidden)
         elif kind == "gemma4":
             f = _gemma4(v, cfg, text_hidden)
-        elif kind == "cohere2":
-            f = map_cohere2(v, cfg, text_hidden)
-        elif kind == "kimi":
-            f = map_kimi(v, cfg, text_hidden)
-        elif kind == "aya":
-            f = map_aya(v, cfg, text_hidden)
-        elif kind == "onevision":
-            f = map_onevision(v, cfg, text_hidden)
-        elif kind == "clip":
-            f = map_llava(v, cfg, text_hidden)
-        elif kind == "smolvlm":
-            f = map_smolvlm(v or {}, cfg, text_hidden)
+        elif kind in READERS:  # the CLIP / SigLIP / pixel-shuffle families (mapping_more.py)
+            f = READERS[kind](v, cfg, text_hidden)
         elif outer == "internvl_chat":
             f = _internvl_chat(v or {}, cfg, text_hidden)
         elif kind == "internvl":

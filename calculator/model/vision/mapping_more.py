@@ -135,10 +135,11 @@ def map_cohere2(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     return f
 
 
-def map_smolvlm(v: dict, cfg: dict, text_hidden: int) -> dict:
+def map_smolvlm(v: dict | None, cfg: dict, text_hidden: int) -> dict:
     """SmolVLM / Idefics3: SmolVLMVisionTransformer (SigLIP's blocks) and SmolVLMConnector (pixel shuffle by
     scale_factor, Linear(hv·s², text hidden, bias=False)). Only gelu_pytorch_tanh (every checkpoint's) is mapped."""
-    v = tower_of(v, cfg, v.get("model_type", "smolvlm_vision"), "gelu_pytorch_tanh", SMOLVLM_VISION, SMOLVLM_VISION)
+    v = tower_of(v, cfg, (v or {}).get("model_type", "smolvlm_vision"), "gelu_pytorch_tanh", SMOLVLM_VISION,
+                 SMOLVLM_VISION)
     f = layers_heads(v)
     f.update(out_hidden_size=text_hidden, spatial_merge_size=get_int(cfg, "scale_factor", default=2, hi=64))
     return f
@@ -169,3 +170,8 @@ def map_kimi(v: dict | None, cfg: dict, text_hidden: int) -> dict:
              num_position_embeddings=get_int(v, "pos_emb_height", hi=4096) * get_int(v, "pos_emb_width", hi=4096),
              max_patches=KIMI_MAX_PATCHES, max_side_patches=KIMI_MAX_SIDE)
     return f
+
+
+# tower kind -> its reader (the vision config or None, the outer config, the text model's width)
+READERS = {"clip": map_llava, "onevision": map_onevision, "aya": map_aya, "cohere2": map_cohere2, "kimi": map_kimi,
+           "smolvlm": map_smolvlm}
