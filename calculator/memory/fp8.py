@@ -23,8 +23,8 @@ from calculator.core.errors import InputError
 COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
     "a100-40gb": (8, 0), "a100-80gb": (8, 0), "a10g": (8, 6), "rtx-a6000": (8, 6), "l40s": (8, 9), "l4": (8, 9),
     "rtx-4090": (8, 9), "h100-sxm": (9, 0), "h100-pcie": (9, 0), "h100-nvl": (9, 0), "h200": (9, 0),
-    "b200": (10, 0), "b300": (10, 3), "gb300": (10, 3), "rtx-5090": (12, 0), "rtx-pro-6000-blackwell": (12, 0),
-    "dgx-spark": (12, 1), "v100-16gb": (7, 0), "v100-32gb": (7, 0),
+    "b200": (10, 0), "gb200": (10, 0), "b300": (10, 3), "gb300": (10, 3), "rtx-5090": (12, 0),
+    "rtx-pro-6000-blackwell": (12, 0), "dgx-spark": (12, 1), "v100-16gb": (7, 0), "v100-32gb": (7, 0),
 }
 
 
@@ -119,7 +119,7 @@ def check(w) -> None:
         what = (f"{w.fp8} needs a Blackwell data-center GPU (compute capability 10.x{'' if w.fp8 == 'mxfp8' else '+'})"
                 if blackwell else f"fp8 {w.fp8} needs compute capability {need[0]}.{need[1]} or higher")
         has = f"{w.gpu} has {cc[0]}.{cc[1]}" if cc else f"{w.gpu} is not an NVIDIA GPU Transformer Engine runs on"
-        alt = "choose b200 / b300 / gb300, or fp8 'current' / 'blockwise'" if blackwell else "choose another GPU or fp8 'none'"
+        alt = "choose b200 / gb200 / b300 / gb300, or fp8 'current' / 'blockwise'" if blackwell else "choose another GPU or fp8 'none'"
         raise InputError("fp8", f"{what}; {has}: {alt}")
 
 

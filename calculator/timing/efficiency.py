@@ -21,7 +21,7 @@ from __future__ import annotations
 REFERENCE = 0.80  # TimingInputs.matmul_efficiency's default: Hopper BF16 (the H200 fit)
 
 GENERATION = {"h100-sxm": "hopper", "h100-pcie": "hopper", "h100-nvl": "hopper", "h200": "hopper",
-              "b200": "blackwell", "b300": "blackwell", "gb300": "blackwell"}
+              "b200": "blackwell", "gb200": "blackwell", "b300": "blackwell", "gb300": "blackwell"}
 
 # share of the dense peak of the GEMM dtype (fitted: validation/published/throughput/ --fit)
 GEMM_EFFICIENCY = {

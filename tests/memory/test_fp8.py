@@ -36,6 +36,7 @@ def test_scaling_state():
 
 @pytest.mark.parametrize("recipe, gpu, ok", [
     ("mxfp8", "h100-sxm", False), ("nvfp4", "h200", False), ("mxfp8", "b200", True), ("nvfp4", "b300", True),
+    ("mxfp8", "gb200", True), ("nvfp4", "gb200", True),
     ("mxfp8", "rtx-5090", False), ("nvfp4", "rtx-5090", True), ("current", "a100-80gb", False),
     ("current", "l40s", True), ("blockwise", "l40s", False), ("blockwise", "h100-sxm", True),
     ("delayed", "mi300x", False)])

@@ -271,6 +271,11 @@ def test_known_reported_totals():
     assert get_gpu("b200").memory_bytes == 183359 * MiB  # 179.1 GiB = 192.3 GB: DGX's "180 GB" and the "192 GB"
     assert "192" in get_gpu("b200").notes and "180" in get_gpu("b200").notes
     assert get_gpu("mi300x").memory_bytes == 192 * 2**30
+    # GB200 NVL72: nvidia-smi's 189471 MiB (185.03 GiB), more than the air-cooled B200's; NVIDIA's rack figures / 72
+    gb200 = get_gpu("gb200")
+    assert gb200.memory_bytes == 189471 * MiB == 198_674_743_296 > get_gpu("b200").memory_bytes
+    assert (gb200.dense_bf16_flops, gb200.dense_fp8_flops, gb200.dense_fp4_flops) == (2.5e15, 5e15, 1e16)
+    assert gb200.memory_bandwidth_bytes_per_s == 8e12 and "NVL72" in gb200.interconnect
     assert "inferred" in get_gpu("mi325x").memory_basis
 
 

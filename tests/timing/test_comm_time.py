@@ -86,6 +86,7 @@ def test_an_all_to_all_across_nodes_sends_only_the_remote_share_over_the_network
 
 def test_an_nvl72_rack_is_one_nvlink_domain():
     assert CT.nvlink_domain(get_gpu("gb300"), TimingInputs()) == 72
+    assert CT.nvlink_domain(get_gpu("gb200"), TimingInputs()) == 72
     assert CT.nvlink_domain(get_gpu("b200"), TimingInputs()) == 8
     assert CT.nvlink_domain(get_gpu("b200"), TimingInputs(gpus_per_node=4)) == 4
 

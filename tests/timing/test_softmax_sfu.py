@@ -20,6 +20,8 @@ def test_exp_rate_is_the_mufu_share_of_the_bf16_peak():
     # Blackwell Ultra doubles the SFU: GB300 2.5 PFLOP/s × 32 / 8,192 = 9.765625e12
     assert exp_rate("gb300", "megatron-te", 2.5e15) == pytest.approx(9.765625e12)
     assert exp_rate("b300", "megatron-te", 2.25e15) == pytest.approx(8.7890625e12)
+    # GB200 is Blackwell, not Blackwell Ultra: B200's 16 / 8,192 of its 2.5 PFLOP/s = 4.8828125e12
+    assert exp_rate("gb200", "megatron-te", 2.5e15) == pytest.approx(4.8828125e12)
     # Hopper: 16 / 4,096 of 989.4 TFLOP/s = 3.8648e12 (NVIDIA's "3.9 TeraExponentials/s")
     assert exp_rate("h100-sxm", "megatron-te", 989.4e12) == pytest.approx(3.86484375e12)
     # not Megatron + TE's fused attention, or a GPU of no known generation: no separate term

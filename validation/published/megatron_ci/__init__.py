@@ -7,7 +7,7 @@ since the process started) of the last rank, which holds the last pipeline stage
 last stage, and the engine's most loaded stage is reported beside it. Rows come from the tests whose GPU count is
 public (tests/test_utils/recipes/{h100,gb200}/*.yaml: 8 GPUs, or 4 for the `*_1node` recipes) and which run
 Transformer Engine layers without Muon, CUDA graphs, hybrid Mamba stacks or distillation
-(calculator/validation scripts do not model those). GB200 rows run on the catalogue's B200 (the same
+(calculator/validation scripts do not model those). GB200 rows run on the catalogue's GB200 (B200's
 Blackwell compute capability, cuBLAS and TE workspaces).
 
 Groups and what stays approximate (each group's bound in tests/validation/test_megatron_ci.py is what it reaches):
@@ -299,7 +299,7 @@ def inputs(row: dict):
                if a.get("decoder-last-pipeline-num-layers") else None,
                pp_layout=a.get("pipeline-model-parallel-layout"))
     granularity = a.get("recompute-granularity")
-    gpu = "h100-sxm" if "H100" in row["gpu_type"] else "b200"
+    gpu = "h100-sxm" if "H100" in row["gpu_type"] else "gb200"
     cublas = cublas_workspace(row, gpu)
     fusion = "none"
     if a.get("cross-entropy-loss-fusion"):

@@ -83,10 +83,13 @@ def load() -> tuple[list[Case], list[Skip]]:
 
 def summary(results: list[Result]) -> dict[str, tuple[int, float, float, float]]:
     """(rows, median |error| %, worst |error| %, median signed error %) per group, and for the fit and held-out
-    sets ("fit", "held out") and all rows ("all")."""
+    sets ("fit", "held out": the other sources; "held out GPUs": rows.HELD_OUT_GPUS, the GPUs the constants never
+    saw, whatever the source) and all rows ("all")."""
+    from validation.published.throughput.rows import HELD_OUT_GPUS
     by: dict[str, list[float]] = {}
     for r in results:
-        for key in (r.case.group, "fit" if r.case.fit else "held out", "all"):
+        held = "held out GPUs" if r.case.workload.gpu in HELD_OUT_GPUS else "held out"
+        for key in (r.case.group, "fit" if r.case.fit else held, "all"):
             by.setdefault(key, []).append(r.error_pct)
     return {k: (len(v), statistics.median(abs(e) for e in v), max(abs(e) for e in v), statistics.median(v))
             for k, v in by.items()}
