@@ -16,6 +16,21 @@ def test_the_per_layer_moe_graphs_follow_the_recipes():
     assert not moe_layer_graph(rows["T0387"], "h100")[0]  # Moonlight's recipe: cuda_graph_impl="none"
 
 
+def test_gb200_rows_run_their_own_recipes_switches():
+    """GB200's workload configs (Megatron-Bridge v0.2.0 … v0.5.0), not GB300's: per-layer router graphs in every
+    DeepSeek-V3 / Qwen3 MoE config, none in GPT-OSS's; 26.06's MXFP8 configs the full-iteration graph with the EP
+    overlap; GPT-OSS's BF16 V2 the EP overlap from 26.04."""
+    from validation.published.throughput.recipes import recipe_switches
+    rows = {r["row_id"]: r for r in read_rows()}
+    assert moe_layer_graph(rows["T0245"], "gb200")[0]  # 25.11 DeepSeek-V3 BF16 (v0.2.0: moe_router, moe_preprocess)
+    assert moe_layer_graph(rows["T0149"], "gb200")[0]  # 26.04 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
+    assert not moe_layer_graph(rows["T0139"], "gb200")[0]  # GPT-OSS on GB200: no CUDA graph (GB300's has one)
+    assert recipe_switches(rows["T0010"], "gb200", {"pp": 8, "vp": 3, "ep": 32, "mbs": 1})[:2] == (True, True)
+    assert recipe_switches(rows["T0103"], "gb200", {"pp": 8, "vp": 3, "ep": 32, "mbs": 1})[:2] == (False, False)
+    assert recipe_switches(rows["T0139"], "gb200", {"pp": 1, "vp": 1, "ep": 64, "mbs": 4})[:2] == (True, False)
+    assert recipe_switches(rows["T0183"], "gb200", {"pp": 1, "vp": 1, "ep": 64, "mbs": 4})[:2] == (False, False)
+
+
 def test_the_cases_carry_the_switch():
     cases = {c.id: c for c in tp.load()[0]}
     assert cases["T0371"].timing.moe_router_cuda_graph and cases["T0219"].timing.moe_router_cuda_graph

@@ -53,6 +53,18 @@ RULES: tuple[Rule, ...] = (
     # GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2, QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1)
     Rule(r"deepseek|235b|30b|gpt oss", "gb300", (26, 6), None, True, True, {}, "mx", "v0.5.0 *_GB300_FP8_MX_*"),
     Rule(r"30b", "b300", (26, 6), None, True, True, {}, "mx", "v0.5.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1"),
+    # GB200 (its configs read at v0.2.0, v0.2.2, v0.3.0, v0.3.1, v0.4.0, v0.4.2 and v0.5.0; the default variant V2
+    # where one exists): v0.5.0's MXFP8 recipes run cuda_graph_impl="full_iteration" with moe_a2a_overlap=True —
+    # deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_FP8_MX_V1 (L98-L104) and _V2
+    # (L209), qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1 (L388-L397) and
+    # QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2 (L229-L236: the 256-GPU EP32 one; V1 keeps per-layer graphs),
+    # gpt_oss/gpt_oss_workload_base_configs.py GPT_OSS_120B_PRETRAIN_CONFIG_GB200_FP8_MX_V2 (L211-L220)
+    Rule(r"235b", "gb200", (26, 6), None, True, True, {"ep": 32}, "mx",
+         "v0.5.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2"),
+    Rule(r"deepseek|30b|gpt oss", "gb200", (26, 6), None, True, True, {}, "mx", "v0.5.0 *_GB200_FP8_MX_*"),
+    # v0.4.0, v0.4.2 and v0.5.0 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2: moe_a2a_overlap=True (v0.5.0 L177), no
+    # CUDA graph (v0.3.x's V2 and every V1 leave the overlap off)
+    Rule(r"gpt oss", "gb200", (26, 4), None, True, False, {}, "", "GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2"),
 )
 
 
@@ -124,6 +136,12 @@ MOE_GRAPH_RULES: tuple[GraphRule, ...] = (
               "DEEPSEEK_V3_PRETRAIN_CONFIG_B300_FP8_MX_V2"),
     GraphRule(PERF, r"deepseek", "b200", (26, 4, 1), None, "mx", {"pp": 8, "vp": 2, "ep": 32},
               "v0.4.2 DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2"),
+    # GB200: every DeepSeek-V3, Qwen3-235B-A22B and Qwen3-30B-A3B workload config from v0.2.0 (NeMo 25.11) to v0.5.0
+    # sets cuda_graph_impl="transformer_engine" with "moe_router" and "moe_preprocess" in cuda_graph_scope ("attn"
+    # too, but at DeepSeek's v0.2.x): e.g. v0.3.0 DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_V1 (L82-L83), v0.4.2
+    # QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 (L103-L104), v0.2.0 QWEN3_30B_A3B_GB200_FP8_MX_BASE_CONFIG
+    # (L198-L199); the v0.5.0 MXFP8 ones run the full-iteration graph instead (RULES); GPT-OSS's GB200 configs set none
+    GraphRule(PERF, r"deepseek|235b|30b", "gb200", (25, 11), None, "", {}, "*_GB200_* (v0.2.0 … v0.5.0)"),
     # skills/nemo-mbridge-perf-moe-hardware-configs/card.yaml qwen3_30b_h100_16 (and its earlier_overlap_ab runs):
     # cuda_graph: "moe_router, moe_preprocess" (the v0.3.1+ QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1 scope)
     GraphRule("megatron-bridge-skills", r"qwen3 30b", "h100", None, None, "bf16", {}, "card.yaml qwen3_30b_h100_16"),
