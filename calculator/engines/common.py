@@ -168,13 +168,15 @@ def engine_weight_bytes(m: ModelSpec, w, shard: StageShard, attention_dp: int = 
     shards attention over tp / attention_dp ranks only, so each GPU holds attention_dp times its share of what TP
     splits (what every TP rank keeps whole, LayerParams.tp_replicated, it holds once either way). Modules the
     checkpoint builds but never runs are not loaded: vllm/model_executor/models/mimo.py maps "model.mtp_layers." to
-    nothing, sglang/srt/models/mimo.py skips "mtp_layers" weights (ParameterCounts.idle)."""
+    nothing, sglang/srt/models/mimo.py skips "mtp_layers" weights (ParameterCounts.idle), unless the engine builds
+    them too (VariantSpec.idle_served: Chameleon's VQ tokenizer, run by both engines' Transformers backend)."""
     wdt, edt = inf.serving_weight_dtypes(m, w)
     mdt = inf.serving_mlp_weight_dtype(m, w)
     experts = shard.experts
     mlp = mlp_linear(m, shard.first_layer, shard.last_layer, w.parallel.tp) if mdt != wdt else 0
     other_linear = shard.layer_linear - experts - mlp
-    rest = shard.total - shard.layer_linear - (count_parameters(m).idle if shard.has_embedding else 0)
+    served = m.variant is not None and m.variant.idle_served
+    rest = shard.total - shard.layer_linear - (count_parameters(m).idle if shard.has_embedding and not served else 0)
     total = (inf.quantized_weight_bytes(other_linear, wdt, w.quant_group_size, w.quant_method)
              + inf.quantized_weight_bytes(mlp, mdt, w.quant_group_size, w.quant_method)
              + inf.quantized_weight_bytes(experts, edt, w.quant_group_size, w.quant_method)

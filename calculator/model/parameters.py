@@ -155,6 +155,8 @@ def attention_shapes(m: ModelSpec) -> list[Shape]:
     layout = m.variant.qk_norm_layout if m.variant is not None else None  # hook (issue 21): a variant's q/k norms
     if m.qk_norm and layout == "none":
         pass
+    elif m.qk_norm and layout == "head_affine":  # Chameleon: a weight and a bias of (heads, head_dim) for q and k
+        shapes += [(a, m.head_size)] * 2 + [(m.kv_heads, m.head_size)] * 2
     elif m.qk_norm and (m.model_type in FULL_WIDTH_QK_NORM_TYPES or layout == "full_width"):
         shapes += [(m.q_dim,), (m.kv_dim,)]
     elif m.qk_norm and (m.model_type in LAYERNORM_QK_NORM_TYPES or layout == "layernorm_head"):

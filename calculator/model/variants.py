@@ -39,10 +39,12 @@ class VariantSpec(HashedOnce):
     moe_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per MoE layer, with the router (e_score_correction_bias)
     outer_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # outside the decoder layers (counted with the embedding)
     idle_tensors: tuple[Shape, ...] = Field(default=(), max_length=1024)  # more outside, built but never run
+    idle_served: bool = False  # vLLM / SGLang load the idle tensors too (else they skip them: MiMo's MTP block)
     # q/k norms (with ModelSpec.qk_norm): "head" (one RMSNorm weight of head_dim each, Qwen3), "full_width" (over
     # num_heads·head_dim, OLMo-2 style), "layernorm_head" (a LayerNorm of head_dim with a bias each, on views of the
-    # fused qkv output: Persimmon, rope_variants.fused_view_qk_layernorm_saved), "none" (no weight)
-    qk_norm_layout: Literal["head", "full_width", "layernorm_head", "none"] = "head"
+    # fused qkv output: Persimmon, rope_variants.fused_view_qk_layernorm_saved), "none" (no weight), "head_affine"
+    # (F.layer_norm per head without affine, then a weight and a bias per head and channel: Chameleon)
+    qk_norm_layout: Literal["head", "full_width", "layernorm_head", "none", "head_affine"] = "head"
     expert_tensors: tuple[Shape, ...] | None = Field(default=None, max_length=8)  # routed experts laid out otherwise
     # LongCat-Flash's MoE (calculator.model.zero_experts): zero-computation (identity) experts beside the routed ones
     # (zero_expert_num, 0 included), the router scoring num_experts + zero_experts; None: no such MoE
@@ -93,8 +95,7 @@ class VariantSpec(HashedOnce):
     # "sigmoid_head_fp32": out · sigmoid(g_proj(x).float()).to(dtype) per head (Ling 3.0's MLA, on MLA too)
     attention_gate: Literal["none", "sigmoid", "softplus_head", "softplus_element", "sigmoid_head",
                             "sigmoid_head_fp32"] = "none"
-    # DBRX's clip_qkv: the fused qkv output clamped to ±clip_qkv before the split; clamp keeps its input
-    qkv_clip: bool = False
+    qkv_clip: bool = False  # DBRX's clip_qkv: the fused qkv output clamped to ±clip_qkv, the clamp keeping its input
     fp32_rope: bool = False  # q and k rotated in fp32: every layer keeps its own fp32 cos and sin (ERNIE-4.5-MoE)
     # the shared cos / sin tables stay fp32 (models/lfm3 Lfm3RotaryEmbedding.forward: uncast), counted once
     fp32_rope_tables: bool = False
@@ -142,11 +143,7 @@ class VariantSpec(HashedOnce):
 
 def norm_param_shapes(v: VariantSpec, width: int) -> list[Shape] | None:
     """One of the model's norms' tensors, or None for the engine's own (ModelSpec.norm_type)."""
-    if v.norm_params == "none":
-        return []
-    if v.norm_params == "weight":
-        return [(width,)]
-    return None
+    return [] if v.norm_params == "none" else [(width,)] if v.norm_params == "weight" else None
 
 
 def untrained_parameters(m) -> int:
@@ -216,6 +213,8 @@ def qk_norm_saved(v: VariantSpec, T: int, qd: int, kvd: int, a: int, kv: int, e:
     head on views of the fused qkv output keep fp32 mean and rstd per row, and that output unless the core keeps it
     (`fused_kept`, rope_variants.fused_view_qk_layernorm_saved)."""
     rows = 2 * T if v.qk_norm_layout == "full_width" else T * (a + kv)
+    if v.qk_norm_layout == "head_affine":  # F.layer_norm's input, its fp32 mean and rstd; `* weight` its output
+        return 2 * e * T * (qd + kvd) + 8 * rows
     if v.qk_norm_layout == "layernorm_head":
         return rope_variants.fused_view_qk_layernorm_saved(T, qd, kvd, rows, e, fused_kept)
     per_elem = 8 if v.norm == "fp32_weight" else 4 if v.qk_norm_layout == "none" else 4 + e  # "none": no cast kept

@@ -108,7 +108,7 @@ def source(model_type: str) -> Source:
     if model_type in _module("test_linear").SIZES:
         return _linear(model_type)
     for name in ("test_olmo_hybrid", "test_ssm", "test_variants", "test_longcat", "test_mistral4",
-                 "test_axk1_and_refusals", "test_vlm_ocr", "test_vlm_more"):
+                 "test_axk1_and_refusals", "test_vlm_ocr", "test_vlm_more", "test_chameleon"):
         if model_type in _module(name).SIZES:  # each module has SIZES and written_config
             return _written(name, model_type)
     if any(mt == model_type for mt, _ in _module("test_dsa").CASES):

@@ -1,7 +1,7 @@
 """Text towers of more vision-language models (issue 21), each mapped from the transformers 5.23 modeling file it
 mirrors (cited per mapper): Emu3 (emu3, emu3_text_model), Molmo2 (molmo2, molmo2_text) and Muse-Glimmer
 (muse_glimmer, muse_glimmer_text), Step-3.5 / 3.7 (step3p5, step3p7: served by vLLM and SGLang only,
-ModelSpec.served_only); and refused, each naming what the engine lacks: Chameleon, Muse-Spark, ERNIE-4.5-VL-MoE,
+ModelSpec.served_only); and refused, each naming what the engine lacks: Muse-Spark, ERNIE-4.5-VL-MoE,
 GLM-5-Next and Qwen4-Exp (qwen4_exp, qwen4_exp_text).
 calculator.model.mappers.vlm_text merges these tables into its own; tests/model/mappers/test_vlm_more.py holds each
 type to the real model's parameter and tensor counts (validation/architectures: one traced layer's saved
@@ -115,16 +115,6 @@ def map_muse_glimmer_text(cfg: dict) -> dict:
                                       for i in range(n)]}
     sliding_fields(cfg, f)
     return f
-
-
-def refuse_chameleon(cfg: dict) -> dict:
-    """Chameleon (models/chameleon/modeling_chameleon.py ChameleonModel): Llama's layer but its q/k norms are
-    ChameleonLayerNorm of shape (heads, head_dim): F.layer_norm over each head without affine, then a weight and a
-    bias per head and channel (two (heads, head_dim) tensors each); the calculator's q/k norms are RMSNorms per head
-    or over the projection, Phi's / Persimmon's LayerNorm of head_dim, or StableLM's one module per head, none of
-    which holds or saves these (swin_norm also reorders the layer's norms after the sublayers)."""
-    raise ConfigError("model_type: Chameleon cannot be described exactly yet: the calculator has no q/k LayerNorm "
-                      "with a weight and a bias per head and channel (ChameleonLayerNorm over (heads, head_dim))")
 
 
 def refuse_muse_spark(cfg: dict) -> dict:
@@ -300,7 +290,7 @@ MAPPERS: dict = {
     "emu3": map_emu3_text, "emu3_text_model": map_emu3_text,
     "molmo2": map_molmo2_text, "molmo2_text": map_molmo2_text,
     "muse_glimmer": map_muse_glimmer_text, "muse_glimmer_text": map_muse_glimmer_text,
-    "chameleon": refuse_chameleon, "muse_spark": refuse_muse_spark, "muse_spark_text": refuse_muse_spark,
+    "muse_spark": refuse_muse_spark, "muse_spark_text": refuse_muse_spark,
     "ernie4_5_vl_moe": refuse_ernie4_5_vl_moe, "ernie4_5_vl_moe_text": refuse_ernie4_5_vl_moe,
     "glm5_next": refuse_glm5_next, "glm5_next_text": refuse_glm5_next,
     "qwen4_exp": refuse_qwen4_exp, "qwen4_exp_text": refuse_qwen4_exp, "step3p7": map_step3p5,
@@ -315,6 +305,6 @@ TEXT_TYPES: dict[str, str] = {"emu3": "emu3_text_model", "molmo2": "molmo2_text"
 # MuseGlimmerConfig has no tie_word_embeddings field: its lm_head ties by the outer config's (False unless written),
 # whatever the text_config says
 TIE_DEFAULTS: dict[str, bool] = {"muse_glimmer": False}
-REFUSED: frozenset[str] = frozenset({*NOT_MODELLED, "chameleon", "muse_spark", "muse_spark_text", "ernie4_5_vl_moe",
+REFUSED: frozenset[str] = frozenset({*NOT_MODELLED, "muse_spark", "muse_spark_text", "ernie4_5_vl_moe",
                                      "ernie4_5_vl_moe_text", "glm5_next", "glm5_next_text", "qwen4_exp",
                                      "qwen4_exp_text"})

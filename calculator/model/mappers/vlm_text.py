@@ -9,6 +9,9 @@ VLM_SAME_BLOCKS names the text towers whose decoder layer, norms, MLP, attention
 already mapped type's own modules, calculator.model.hf_config mapping them with that type's mapper; VLM_TEXT_MAPPERS
 holds those that differ, each saying how.
 
+Chameleon (map_chameleon: an early-fusion model, images enter as VQ tokens of its one vocabulary) is mapped here
+whole, its VQ tokenizer held idle; tests/model/mappers/test_chameleon.py holds it to the real model.
+
 vlm_ocr (document, OCR and edge VLMs) and vlm_more (more VLMs, and refusals) add text towers in tables of their own,
 merged here (VLM_GROUP_TYPES: the types they add).
 
@@ -16,9 +19,12 @@ May import: calculator.core, calculator.model.config_read, variants and the othe
 """
 from __future__ import annotations
 
-from calculator.model.config_read import ConfigError, common_fields, get_str, partial_rotary_dim
+from calculator.core import bounds as B
+from calculator.model.config_read import (ConfigError, common_fields, get_bool, get_int, get_int_list, get_str,
+                                          llama_like_fields, partial_rotary_dim)
 from calculator.model.mappers import vlm_more, vlm_ocr
 from calculator.model.mappers.dsa import map_glm4_moe
+from calculator.model.variants import VariantSpec
 
 # Text towers that are an already mapped type's decoder, read with its mapper (calculator.model.hf_config):
 # - Qwen2-VL / Qwen2.5-VL (models/qwen2_vl/modeling_qwen2_vl.py Qwen2VLTextModel, models/qwen2_5_vl
@@ -93,11 +99,113 @@ def refuse_qwen3_omni_moe(cfg: dict) -> dict:
                       "transformers' grouped_mm experts and DBRX's loop")
 
 
+# ---- Chameleon -----------------------------------------------------------------------------------------------
+# models/chameleon/modeling_chameleon.py ChameleonForConditionalGeneration: Meta's early-fusion model, images enter as
+# discrete VQ tokens of the one vocabulary (its whole config.json is the text model's; no text_config)
+GROUPNORM_GROUPS = 32  # ChameleonVQVAEEncoder's torch.nn.GroupNorm(num_groups=32, ...)
+IMAGE_TOKEN_PREFIX = "IMGIMG"  # ChameleonImageVocabularyMapping.image_tokens: the names it counts as image tokens
+
+
+def _conv(cin: int, cout: int, k: int) -> list[tuple[int, ...]]:
+    return [(cout, cin, k, k), (cout,)]
+
+
+def _group_norm(c: int) -> list[tuple[int, ...]]:
+    if c % GROUPNORM_GROUPS:
+        raise ConfigError(f"vq_config: {c} channels do not split into GroupNorm's {GROUPNORM_GROUPS} groups; "
+                          "base_channels × channel_multiplier must be multiples of 32")
+    return [(c,), (c,)]
+
+
+def _resnet(cin: int, cout: int) -> list[tuple[int, ...]]:
+    """ChameleonVQVAEEncoderResnetBlock: norm1, conv1, norm2, conv2 and, across a change of width, nin_shortcut."""
+    out = _group_norm(cin) + _conv(cin, cout, 3) + _group_norm(cout) + _conv(cout, cout, 3)
+    return out + (_conv(cin, cout, 1) if cin != cout else [])
+
+
+def _attn(c: int) -> list[tuple[int, ...]]:
+    """ChameleonVQVAEEncoderAttnBlock: a GroupNorm and four 1×1 convolutions (q, k, v, proj_out)."""
+    return _group_norm(c) + 4 * _conv(c, c, 1)
+
+
+def vq_shapes(vq: dict) -> list[tuple[int, ...]]:
+    """ChameleonVQVAE's parameter tensors, in the order ChameleonVQVAEEncoder.__init__ and ChameleonVQVAE.__init__
+    build them (ChameleonVQVAEConfig's defaults where vq_config leaves a field out)."""
+    if not isinstance(vq, dict):
+        raise ConfigError("vq_config: must be an object (ChameleonVQVAEConfig's fields)")
+    base = get_int(vq, "base_channels", default=128, hi=1 << 16)
+    mult = get_int_list(vq, "channel_multiplier", lo=1, hi=64) or [1, 1, 2, 2, 4]
+    if len(mult) > 16:
+        raise ConfigError("vq_config.channel_multiplier: at most 16 resolutions")
+    blocks = get_int(vq, "num_res_blocks", default=2, hi=64)
+    res = get_int(vq, "resolution", default=512, hi=1 << 16)
+    attn_res = set(get_int_list(vq, "attn_resolutions", lo=1, hi=1 << 16) or ())
+    vanilla = get_str(vq, "attn_type", default="vanilla") == "vanilla"
+    latent = get_int(vq, "latent_channels", default=256, hi=1 << 16)
+    embed = get_int(vq, "embed_dim", default=256, hi=1 << 16)
+    out = 2 * latent if get_bool(vq, "double_latent", False) else latent
+    shapes = _conv(get_int(vq, "in_channels", default=3, hi=64), base, 3)
+    block_in = base
+    for level, m in enumerate(mult):
+        block_in = base * ((1,) + tuple(mult))[level]
+        for _ in range(blocks):
+            shapes += _resnet(block_in, base * m)
+            block_in = base * m
+            if res in attn_res and vanilla:
+                shapes += _attn(block_in)
+        if level != len(mult) - 1:
+            shapes += _conv(block_in, block_in, 3)  # ChameleonVQVAEEncoderConvDownsample
+            res //= 2
+    shapes += _resnet(block_in, block_in) + (_attn(block_in) if vanilla else []) + _resnet(block_in, block_in)
+    shapes += _group_norm(block_in) + _conv(block_in, out, 3)  # norm_out, conv_out
+    codebook = (get_int(vq, "num_embeddings", default=8192, hi=B.MAX_VOCAB), embed)
+    return shapes + [codebook] + _conv(latent, embed, 1) + _conv(embed, latent, 1)  # quant_conv, post_quant_conv
+
+
+def image_token_count(cfg: dict) -> int:
+    """How many vocabulary_map names ChameleonImageVocabularyMapping.image_tokens counts (those starting with
+    IMGIMG): the ids the head masks."""
+    vocab = cfg.get("vocabulary_map")
+    if vocab is None:
+        raise ConfigError("vocabulary_map: ChameleonModel needs it (the token names and ids of the tokenizer, image "
+                          "tokens named IMGIMG…); give the checkpoint's config.json")
+    if not isinstance(vocab, dict) or not all(isinstance(k, str) and type(v) is int for k, v in vocab.items()):
+        raise ConfigError("vocabulary_map: must map token names to integer ids")
+    return sum(1 for k in vocab if k.startswith(IMAGE_TOKEN_PREFIX))
+
+
+def map_chameleon(cfg: dict) -> dict:
+    """Chameleon's language model (ChameleonModel): Llama's layer (ChameleonAttention, ChameleonMLP, ChameleonRMSNorm,
+    RoPE) but for the q/k norms, ChameleonLayerNorm over (heads, head_dim): F.layer_norm over each head without
+    affine, then a weight and a bias of its own per head and channel (VariantSpec.qk_norm_layout "head_affine").
+    swin_norm moves the two norms onto the sublayer outputs (ChameleonSwinDecoderLayer): the same tensors and, per
+    norm, the same saved copies. ChameleonModel also builds the image tokenizer, ChameleonVQVAE (vqmodel: vq_shapes):
+    it loads and counts, no text step runs it and no gradient reaches it (its image tokens are an argmin:
+    VariantSpec.idle_tensors). The head sets the image tokens of vocabulary_map to finfo.min in every logit row in
+    place: the index_put_ keeps only its index tensor, built from a Python list on the host (torch's
+    indexing_tensor_from_data), nothing on the GPU (a traced CPU step keeps the same activations with 16 image tokens
+    or none); vocabulary_map is still required, as ChameleonModel requires it. Served, Chameleon runs through vLLM's
+    and SGLang's Transformers backend (vLLM dropped its own after 0.28.0), which builds transformers' whole model:
+    the VQ tokenizer loads with it (VariantSpec.idle_served)."""
+    f = llama_like_fields(cfg)
+    h, heads = f["hidden_size"], f["num_attention_heads"]
+    if h % heads:
+        raise ConfigError(f"hidden_size ({h}) must be divisible by num_attention_heads ({heads}): ChameleonAttention's "
+                          "head_dim is hidden_size // num_attention_heads")
+    vq = cfg.get("vq_config")
+    f.update(head_dim=h // heads, qk_norm=True, tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", False),
+             variant=VariantSpec(qk_norm_layout="head_affine", idle_tensors=tuple(vq_shapes({} if vq is None else vq)),
+                                 idle_served=True))
+    image_token_count(cfg)  # ChameleonModel's vocabulary mapping: refused when missing or malformed
+    return f
+
+
 VLM_TEXT_MAPPERS = {
     "glm4v_text": map_glm4v_text, "glm4v": map_glm4v_text, "glm46v": map_glm4v_text, "glmga": map_glm4v_text,
     "glm_ocr_text": map_glm_ocr_text, "glm_ocr": map_glm_ocr_text,
     "glm4v_moe_text": map_glm4v_moe_text, "glm4v_moe": map_glm4v_moe_text,
     "qwen3_omni_moe_text": refuse_qwen3_omni_moe, "qwen3_omni_moe_thinker": refuse_qwen3_omni_moe,
+    "chameleon": map_chameleon,
 }
 VLM_REFUSED = frozenset({"qwen3_omni_moe_text", "qwen3_omni_moe_thinker"})  # hf_config.REFUSED_MODEL_TYPES
 # the text model_type of each multimodal type whose text_config omits it (calculator.model.text_towers)

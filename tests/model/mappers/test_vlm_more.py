@@ -51,7 +51,7 @@ VL = {
 VL_TEXT = {text: outer for outer, (text, _) in VL.items()}
 SIZES.update({outer: SIZES[text] for outer, (text, _) in VL.items()})  # sources.py finds a type by SIZES
 MAPPED = sorted(SIZES)
-REFUSED = {"chameleon": "q/k LayerNorm with a weight and a bias per head", "muse_spark": "residual gates",
+REFUSED = {"muse_spark": "residual gates",
            "muse_spark_text": "residual gates", "ernie4_5_vl_moe": "modality-isolated experts",
            "ernie4_5_vl_moe_text": "modality-isolated experts", "glm5_next": "unweighted mean",
            "glm5_next_text": "unweighted mean"}
