@@ -37,6 +37,7 @@ class VariantSpec(HashedOnce):
     attention_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per layer with softmax attention (e.g. a gate_proj)
     mlp_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per dense-MLP layer (xIELU's alpha_p, alpha_n)
     moe_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # per MoE layer, with the router (e_score_correction_bias)
+    no_grad_moe_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # of those and the experts: none reached in a text step
     outer_tensors: tuple[Shape, ...] = Field(**_SHAPES)  # outside the decoder layers (counted with the embedding)
     idle_tensors: tuple[Shape, ...] = Field(default=(), max_length=1024)  # more outside, built but never run
     idle_served: bool = False  # vLLM / SGLang load the idle tensors too (else they skip them: MiMo's MTP block)

@@ -53,8 +53,10 @@ def covers(m, w: Workload) -> bool:
     if isinstance(m, ModelSpec) and _hybrid(m) and (w.mode != "infer" or m.gemma_next is not None
                                                     or m.compressed is not None):
         return False  # hybrid token mixers in training, Gemma 3n / 4, DeepSeek-V4: estimate() layout by layout
-    if isinstance(m, ModelSpec) and w.mode != "infer" and architectures.idle_shapes(m):
-        return False  # modules built but never run (MiMo's MTP block): the stack's NoGradRule, estimate() does it
+    if isinstance(m, ModelSpec) and w.mode != "infer" and (architectures.idle_shapes(m)
+                                                           or any(architectures.no_grad_moe_shapes(m))):
+        return False  # modules built but never run (MiMo's MTP block), experts a text step never reaches
+        # (ERNIE-4.5-VL's vision experts): the stack's NoGradRule, estimate() does it
     return (isinstance(m, ModelSpec) and w.mode == "infer" and w.engine == "hf") or fast_training.covers(m, w)
 
 

@@ -22,7 +22,7 @@ reducer.cpp should_rebuild_buckets): there is no first flat bucket to hold.
 from __future__ import annotations
 
 from calculator.memory import lora
-from calculator.model.architectures import idle_shapes, no_grad_of_stage
+from calculator.model.architectures import idle_shapes, no_grad_moe_shapes, no_grad_of_stage
 from calculator.stacks.common import TORCH_OPTIM, KeptDtype, NoGradRule, StackContext, StackMemory, fp32_kept, line
 
 NAME = "ddp"
@@ -56,11 +56,11 @@ def warnings(m, w) -> tuple[str, ...]:
     find_unused_parameters=False (transformers trainer.py: `not model.is_activation_checkpointing`) and DDP raises
     at the second iteration (traced: tests/golden_stacks/deepseek-v4-tiny.json, ddp_checkpointing)."""
     if w.mode != "train" or w.recompute == "none" or (getattr(m, "layer_types", None) is None
-                                                      and not idle_shapes(m)):
+                                                      and not idle_shapes(m) and not any(no_grad_moe_shapes(m))):
         return ()
     layers = range(m.num_hidden_layers)
     if w.finetune == "full":
-        n, what = no_grad_of_stage(m, 0, m.num_hidden_layers, True)[0], "the indexers' (or idle modules')"
+        n, what = no_grad_of_stage(m, 0, m.num_hidden_layers, True)[0], "the indexers' (or idle modules' or experts')"
     else:
         n, what = lora.no_grad_adapter_params(m, w.lora_rank, w.lora_targets, layers)[0], "the indexers' adapters'"
     if not n:

@@ -53,10 +53,15 @@ def _model_states(t: TermList, m: ModelSpec, w, shard: StageShard) -> tuple[int,
     ng, ng_tensors = ((0, 0) if keeps_grads and keeps_states else
                       architectures.no_grad_of_stage(m, shard.first_layer, shard.last_layer, shard.has_embedding))
 
+    ng_experts = architectures.no_grad_expert_parameters(m, shard.first_layer, shard.last_layer) if ng else 0
+
     def less_no_grad(n: int, f: str, s: str, stage_min: int, label: str) -> tuple[int, str, str]:
-        """n, formula and values without the parameters that get no gradient (this GPU's share of them)."""
+        """n, formula and values without the parameters that get no gradient (this GPU's share of them: routed
+        experts split over EP × expert TP, and by ZeRO over the expert group)."""
         on = p.zero >= stage_min or (label == "opt" and p.distributed_optimizer)
-        share = -(-ng // dense_group) if on and dense_group > 1 else ng
+        dense, experts = ng - ng_experts, -(-ng_experts // (p.ep * p.expert_tp))
+        share = (-(-dense // dense_group) if on and dense_group > 1 else dense) + (
+            -(-experts // expert_group) if on and expert_group > 1 else experts)
         return n - share, f"({f} − N_no_grad)", f"({s} − {share:,} parameters without gradient)"
 
     n_g, f_g, s_g = sharded(2, "g")

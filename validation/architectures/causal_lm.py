@@ -16,6 +16,7 @@ TOWER_PREFIXES |= {"projector", "vision_model", "image_newline", "view_separator
                    "layerwise_projectors", "spatial_projectors", "density_router"}
 TOWER_PREFIXES |= {"vision_adapter", "vision_projection"}  # Muse-Glimmer (vlm_more)
 TOWER_PREFIXES |= {"mm_projector"}  # Kimi-K2.5's Kimi_K25MultimodalProjection
+TOWER_PREFIXES |= {"resampler_model"}  # ERNIE-4.5-VL's Ernie4_5_VLMoeVariableResolutionResamplerModel
 # causal LMs transformers 5.23 leaves out of AutoModelForCausalLM's table (models/auto/modeling_auto.py)
 UNLISTED_CAUSAL_LM = {"mistral4": "Mistral4ForCausalLM"}
 

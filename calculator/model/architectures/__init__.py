@@ -118,24 +118,48 @@ def describe_mixers(m) -> str:
     return " and ".join(label(k) for k in kinds)
 
 
+def no_grad_moe_shapes(m) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    """(router-like, routed-expert) tensors of one MoE layer that a text step never reaches (VariantSpec.
+    no_grad_moe_tensors: ERNIE-4.5-VL's vision router and vision experts), split by whether they are among the
+    layer's routed-expert tensors (VariantSpec.expert_tensors: sharded over EP) or kept whole like the router."""
+    v = getattr(m, "variant", None)
+    if v is None or not v.no_grad_moe_tensors:
+        return (), ()
+    experts = {tuple(x) for x in v.expert_tensors or ()}
+    tensors = [tuple(x) for x in v.no_grad_moe_tensors]
+    return tuple(x for x in tensors if x not in experts), tuple(x for x in tensors if x in experts)
+
+
+def _moe_layers(m, start: int, stop: int) -> int:
+    return sum(m.layer_is_moe(i) for i in range(start, stop)) if m.is_moe else 0
+
+
 @lru_cache(maxsize=1024)
 def no_grad_shapes(m, start: int, stop: int) -> tuple[tuple[int, ...], ...]:
     """The parameter tensors of the layers [start, stop) that never get a gradient: each kind's no_grad_shapes (DSA's
-    indexer, DeepSeek-V4's CSA indexer), once per layer of that kind."""
+    indexer, DeepSeek-V4's CSA indexer), once per layer of that kind, and no_grad_moe_shapes once per MoE layer."""
     out: list = []
     for kind, n, _ in mixer_layers(m, start, stop):
         own = getattr(MIXERS[kind], "no_grad_shapes", None)
         if own is not None:
             out += [tuple(x) for x in own(m)] * n
-    return tuple(out)
+    whole, experts = no_grad_moe_shapes(m)
+    return tuple(out) + (whole + experts) * (_moe_layers(m, start, stop) if whole or experts else 0)
 
 
 @lru_cache(maxsize=1024)
 def no_grad_parameters(m, start: int, stop: int) -> tuple[int, int]:
-    """(parameters, tensors) of no_grad_shapes (TP keeps the indexers whole on every rank). What a stack does with
-    them is its NO_GRAD rule (calculator.stacks.common.NoGradRule)."""
+    """(parameters, tensors) of no_grad_shapes (TP keeps the indexers whole on every rank; the routed experts among
+    them, no_grad_expert_parameters, split over EP). What a stack does with them is its NO_GRAD rule
+    (calculator.stacks.common.NoGradRule)."""
     shapes = no_grad_shapes(m, start, stop)
     return numel(shapes), len(shapes)
+
+
+def no_grad_expert_parameters(m, start: int, stop: int) -> int:
+    """Of no_grad_parameters, the routed experts' (the whole layers', before EP divides them)."""
+    experts = no_grad_moe_shapes(m)[1]
+    return numel(experts) * _moe_layers(m, start, stop) if experts else 0
 
 
 def idle_shapes(m) -> tuple[tuple[int, ...], ...]:

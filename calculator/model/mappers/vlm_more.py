@@ -1,8 +1,9 @@
 """Text towers of more vision-language models (issue 21), each mapped from the transformers 5.23 modeling file it
 mirrors (cited per mapper): Emu3 (emu3, emu3_text_model), Molmo2 (molmo2, molmo2_text) and Muse-Glimmer
 (muse_glimmer, muse_glimmer_text), Step-3.5 / 3.7 (step3p5, step3p7: served by vLLM and SGLang only,
-ModelSpec.served_only); and refused, each naming what the engine lacks: Muse-Spark, ERNIE-4.5-VL-MoE,
-GLM-5-Next and Qwen4-Exp (qwen4_exp, qwen4_exp_text).
+ModelSpec.served_only), ERNIE-4.5-VL-MoE (ernie4_5_vl_moe, ernie4_5_vl_moe_text: its vision experts held without
+gradient in a text step); and refused, each naming what the engine lacks: Muse-Spark, GLM-5-Next and Qwen4-Exp
+(qwen4_exp, qwen4_exp_text).
 calculator.model.mappers.vlm_text merges these tables into its own; tests/model/mappers/test_vlm_more.py holds each
 type to the real model's parameter and tensor counts (validation/architectures: one traced layer's saved
 activations and the cache), tests/model/mappers/test_axk1_and_refusals.py the Qwen4-Exp refusal.
@@ -129,15 +130,48 @@ def refuse_muse_spark(cfg: dict) -> dict:
                       "post-expert norm)")
 
 
-def refuse_ernie4_5_vl_moe(cfg: dict) -> dict:
-    """ERNIE-4.5-VL-MoE's language model (models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py
-    Ernie4_5_VLMoeTextModel): ERNIE-4.5-MoE's layer, but every sparse layer (Ernie4_5_VLMoeMoeBlock) holds two routed
-    expert sets, each with its own router and moe_statics: text experts of moe_intermediate_size[0] and vision
-    experts of moe_intermediate_size[1] that only image / video tokens reach (moe_mm_token_type_ids); the
-    calculator's MoE layer has one routed expert set."""
-    raise ConfigError("model_type: ERNIE-4.5-VL-MoE cannot be described exactly yet: the calculator has no "
-                      "modality-isolated experts (Ernie4_5_VLMoeMoeBlock: text and vision routed expert sets, "
-                      "each with its own router, in one layer)")
+def map_ernie4_5_vl_moe_text(cfg: dict) -> dict:
+    """ERNIE-4.5-VL-MoE's language model (models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeTextModel):
+    ERNIE-4.5-MoE's attention and router (every linear biased per use_bias; an fp32 router weight and an fp32
+    moe_statics.e_score_correction_bias (1, E) with requires_grad=False; softmax, top-k renormalised by the clamped
+    sum; shared experts of moe_intermediate_size[0] × moe_num_shared_experts), but each sparse layer of
+    mlp_layer_types (default: all but the first) is Ernie4_5_VLMoeMoeBlock, two routed expert sets of
+    moe_num_experts each with a router and moe_statics of its own: text experts of moe_intermediate_size[0] and vision
+    experts of moe_intermediate_size[1], which only image and video tokens reach (moe_mm_token_type_ids). Both sets
+    load, shard over EP and count (VariantSpec.expert_tensors: an expert slot holds its text and its vision expert);
+    a text batch never reaches the vision router or experts, which get no gradient (VariantSpec.no_grad_moe_tensors:
+    no AdamW state under torch.optim; the stacks whose flat buffers cover every trainable parameter hold them
+    anyway). Its RoPE is computed once per forward, fp32 and already interleaved (Ernie4_5_VLMoeTextRotaryEmbedding
+    recomposition_frequencies), where ERNIE-4.5-MoE's repeat_interleaves it in every layer (fp32_rope_tables)."""
+    f = common_fields(cfg)
+    n, h = f["num_hidden_layers"], f["hidden_size"]
+    bias = get_bool(cfg, "use_bias", False)
+    experts = get_int(cfg, "moe_num_experts", "num_experts", default=64, lo=1, hi=B.MAX_EXPERTS)
+    widths = get_int_list(cfg, "moe_intermediate_size", lo=1, hi=B.MAX_FFN) or [1536, 512]
+    if len(widths) != 2:
+        raise ConfigError("moe_intermediate_size: ERNIE-4.5-VL gives two widths, [text experts, vision experts]")
+    text_w, vision_w = widths
+    mlp = get_choice_list(cfg, "mlp_layer_types", ("dense", "sparse")) or ["dense"] + ["sparse"] * (n - 1)
+    if len(mlp) != n:
+        raise ConfigError(f"mlp_layer_types: has {len(mlp)} entries but num_hidden_layers is {n}")
+    shared = get_int(cfg, "moe_num_shared_experts", default=2, lo=0, hi=B.MAX_SHARED_EXPERTS)
+    vision_experts = ((experts, 2 * vision_w, h), (experts, h, vision_w))
+    vision_router = ((experts, h),)  # Ernie4_5_VLMoeMoeTopKRouter.weight, fp32
+    f.update(tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", True), qkv_bias=bias, o_bias=bias,
+             mlp_bias=bias, hidden_act=get_str(cfg, "hidden_act", default="silu"), num_shared_experts=shared,
+             num_experts=experts, num_experts_per_tok=get_int(cfg, "moe_k", "num_experts_per_tok", default=6,
+                                                              hi=experts),
+             moe_intermediate_size=text_w, dense_layer_indices=tuple(i for i, t in enumerate(mlp) if t == "dense"),
+             variant=VariantSpec(lm_head_bias=bias, expert_tensors=((experts, 2 * text_w, h), (experts, h, text_w),
+                                                                    *vision_experts),
+                                 moe_tensors=(*vision_router, (1, experts), (1, experts)),
+                                 no_grad_moe_tensors=(*vision_router, *vision_experts),
+                                 untrained_per_moe_layer=2 * experts, fp32_per_moe_layer=2 * (experts * h + experts),
+                                 router_fp32_input=True, router_clamp=True, fp32_routing_weights=False,
+                                 fp32_rope_tables=True))
+    if shared:
+        f["shared_expert_intermediate_size"] = text_w * shared
+    return f
 
 
 def refuse_glm5_next(cfg: dict) -> dict:
@@ -291,7 +325,7 @@ MAPPERS: dict = {
     "molmo2": map_molmo2_text, "molmo2_text": map_molmo2_text,
     "muse_glimmer": map_muse_glimmer_text, "muse_glimmer_text": map_muse_glimmer_text,
     "muse_spark": refuse_muse_spark, "muse_spark_text": refuse_muse_spark,
-    "ernie4_5_vl_moe": refuse_ernie4_5_vl_moe, "ernie4_5_vl_moe_text": refuse_ernie4_5_vl_moe,
+    "ernie4_5_vl_moe": map_ernie4_5_vl_moe_text, "ernie4_5_vl_moe_text": map_ernie4_5_vl_moe_text,
     "glm5_next": refuse_glm5_next, "glm5_next_text": refuse_glm5_next,
     "qwen4_exp": refuse_qwen4_exp, "qwen4_exp_text": refuse_qwen4_exp, "step3p7": map_step3p5,
     "step3p5": map_step3p5,
@@ -305,6 +339,5 @@ TEXT_TYPES: dict[str, str] = {"emu3": "emu3_text_model", "molmo2": "molmo2_text"
 # MuseGlimmerConfig has no tie_word_embeddings field: its lm_head ties by the outer config's (False unless written),
 # whatever the text_config says
 TIE_DEFAULTS: dict[str, bool] = {"muse_glimmer": False}
-REFUSED: frozenset[str] = frozenset({*NOT_MODELLED, "muse_spark", "muse_spark_text", "ernie4_5_vl_moe",
-                                     "ernie4_5_vl_moe_text", "glm5_next", "glm5_next_text", "qwen4_exp",
-                                     "qwen4_exp_text"})
+REFUSED: frozenset[str] = frozenset({*NOT_MODELLED, "muse_spark", "muse_spark_text", "glm5_next", "glm5_next_text",
+                                     "qwen4_exp", "qwen4_exp_text"})

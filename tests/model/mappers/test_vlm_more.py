@@ -30,6 +30,11 @@ SIZES: dict[str, dict] = {
                                                                                     "sparse"],
                     layer_types=["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
                     sliding_window=8, num_sliding_attention_heads=6),
+    # ERNIE-4.5-VL: a dense then a sparse layer of 4 text experts (width 32) and 4 vision experts (width 16)
+    "ernie4_5_vl_moe_text": dict(BASE, moe_intermediate_size=[32, 16], moe_num_experts=4, moe_k=2,
+                                 moe_num_shared_experts=1, rope_parameters=dict(rope_type="default",
+                                                                                rope_theta=500000.0,
+                                                                                mrope_section=[3, 3, 2])),
 }
 # outer type -> (its text type, a tiny tower's config fields, other outer fields)
 VL = {
@@ -45,6 +50,8 @@ VL = {
                                                                                "full_attention"]),
                                                out_hidden_size=128, projector_hidden_size=48)),
     "emu3": ("emu3_text_model", {}),
+    "ernie4_5_vl_moe": ("ernie4_5_vl_moe_text", dict(vision_config=dict(depth=1, hidden_size=32, num_heads=2,
+                                                                         intermediate_size=64))),
     "step3p7": ("step3p5", dict(vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                                    num_attention_heads=2, image_size=28, patch_size=14))),
 }
@@ -52,8 +59,7 @@ VL_TEXT = {text: outer for outer, (text, _) in VL.items()}
 SIZES.update({outer: SIZES[text] for outer, (text, _) in VL.items()})  # sources.py finds a type by SIZES
 MAPPED = sorted(SIZES)
 REFUSED = {"muse_spark": "residual gates",
-           "muse_spark_text": "residual gates", "ernie4_5_vl_moe": "modality-isolated experts",
-           "ernie4_5_vl_moe_text": "modality-isolated experts", "glm5_next": "unweighted mean",
+           "muse_spark_text": "residual gates", "glm5_next": "unweighted mean",
            "glm5_next_text": "unweighted mean"}
 
 VARIANTS = [
@@ -121,7 +127,7 @@ def test_refused_types_name_what_the_engine_lacks(model_type):
         spec_from_hf_config(_default_written(model_type))
 
 
-@pytest.mark.parametrize("outer", ["muse_spark", "ernie4_5_vl_moe", "glm5_next"])
+@pytest.mark.parametrize("outer", ["muse_spark", "glm5_next"])
 def test_an_outer_text_config_without_its_model_type_is_still_refused(outer):
     written = _default_written(outer)
     written["text_config"].pop("model_type", None)
@@ -215,3 +221,52 @@ def test_a_known_type_the_engine_cannot_describe_is_refused_saying_what_it_lacks
                                           "has no ") as info:
         spec_from_hf_config(written)
     assert vlm_more.NOT_MODELLED[refused][:30] in str(info.value) and refused not in SUPPORTED_MODEL_TYPES
+
+
+@pytest.mark.parametrize("model_type", ["ernie4_5_vl_moe_text", "ernie4_5_vl_moe"])
+def test_a_text_step_never_reaches_ernie_vl_vision_router_and_experts(model_type):
+    """ERNIE-4.5-VL's sparse layer holds text and vision expert sets: after a real text-only backward exactly the
+    vision router's weight and the vision experts' two tensors keep .grad None (moe_statics are requires_grad=False
+    Parameters, counted apart), as the engine counts them: 4 × 64 + 4 × (2·16·64 + 64·16) = 12,544 parameters in 3
+    tensors, 12,288 of them routed experts."""
+    from calculator.model import architectures
+    from validation.architectures.causal_lm import causal_lm, text_parameters
+    written, config = written_config(model_type)
+    torch.manual_seed(0)
+    model = causal_lm(config).float().train()
+    ids = torch.randint(0, 100, (2, 16), generator=torch.Generator().manual_seed(0))
+    model(input_ids=ids, labels=ids).loss.backward()
+    none = [p for p in text_parameters(model) if p.requires_grad and p.grad is None]
+    m = spec_from_hf_config(written).spec
+    assert architectures.no_grad_parameters(m, 0, m.num_hidden_layers) == \
+        (sum(p.numel() for p in none), len(none)) == (12_544, 3)
+    assert architectures.no_grad_expert_parameters(m, 0, m.num_hidden_layers) == 12_288
+
+
+def test_ernie_vl_vision_experts_are_left_out_per_gpu_under_expert_parallelism():
+    """Under a torch.optim stack (no gradient, no AdamW state for what backward never reaches) each GPU leaves out
+    the vision router whole and its EP share of the vision experts; flat-buffer stacks hold them."""
+    from calculator.core.workload import RECIPES, Parallelism
+    from calculator.memory.parallel import stage_shards
+    from calculator.stages.held import states_of_shard
+    written, _ = written_config("ernie4_5_vl_moe_text")
+    m = spec_from_hf_config(written).spec
+    precision = RECIPES["pure-bf16"][1]
+    for ep, left_out in ((1, 12_544), (2, 256 + 12_288 // 2), (4, 256 + 12_288 // 4)):
+        p = Parallelism(dp=4, ep=ep)
+        shard = stage_shards(m, p)[0]
+        grads = {keeps: sum(t.bytes for t in states_of_shard(m, p, precision, "adamw", shard, keeps)[0]
+                            if t.component == "gradients") for keeps in ((False, False), (True, True))}
+        assert grads[(True, True)] - grads[(False, False)] == 2 * left_out
+
+
+def test_ernie_vl_28b_default_config_counts_as_the_real_model():
+    """Ernie4_5_VLMoeConfig's defaults (baidu/ERNIE-4.5-VL-28B-A3B-PT): the language model (its tower and resampler
+    left out) is 28,624,635,776 parameters on the meta device, 6,799,196,160 of them (23.8%) the vision routers and
+    experts a text step never reaches."""
+    from calculator.model import architectures
+    written = _default_written("ernie4_5_vl_moe")
+    assert engine_counts(written) == real_counts(transformers.AutoConfig.for_model("ernie4_5_vl_moe")) == \
+        (28_624_635_776, 470)
+    m = spec_from_hf_config(written).spec
+    assert architectures.no_grad_parameters(m, 0, m.num_hidden_layers) == (6_799_196_160, 81)
