@@ -47,7 +47,7 @@ def test_the_fit_and_the_held_out_sources(compared):
 
 def test_gb200_rows_are_a_check_the_constants_never_saw(compared):
     """GB200 joined the catalogue after the GEMM efficiencies were fitted: its rows (Megatron-Bridge's tables
-    included) stay out of the fit and are summarised apart ("held out GPUs"), with B200's Blackwell constants and
+    included) stay out of the fit and are summarised apart ("added after the fit"), with B200's Blackwell constants and
     the switches its own recipes turned on (recipes.py: per-layer MoE router graphs from NeMo 25.11, the full-iteration
     graph and EP overlap of 26.06's MXFP8 recipes, GPT-OSS's EP overlap from 26.04). The bounds are what the rows
     reach: dense Llama / GPT / Nemotron FP8 runs read 3–31% fast; without those switches the MoE runs were up to
@@ -55,12 +55,27 @@ def test_gb200_rows_are_a_check_the_constants_never_saw(compared):
     _, results, _ = compared
     gb200 = {r.case.id: r for r in results if r.case.workload.gpu == "gb200"}
     assert len(gb200) >= 60 and not any(r.case.fit for r in gb200.values())
-    n, median, worst, _ = tp.summary(results)["held out GPUs"]
-    assert n == len(gb200) and median < 15.0 and worst < 45
+    added = [r for r in results if r.case.workload.gpu == "gb200" or "Nemotron_3" in r.case.label]
+    n, median, worst, _ = tp.summary(results)["added after the fit"]
+    assert n == len(added) and median < 16.0 and worst < 45
     dense = [r.error_pct for r in gb200.values() if not r.case.model.is_moe]
     assert len(dense) >= 25 and all(-32 < e < 0 for e in dense)
     assert gb200["T0010"].case.timing.full_iteration_cuda_graph and abs(gb200["T0010"].error_pct) < 16
     assert gb200["T0144"].case.timing.moe_router_cuda_graph and abs(gb200["T0144"].error_pct) < 2
+
+
+def test_nemotron_3_nano_runs_held_out_with_its_recipes_router_graphs(compared):
+    """Nemotron-3 Nano (hybrid Mamba-2 / attention MoE, the nemotron-3-nano-30b-a3b preset), never in the fit: its
+    Blackwell recipes capture the MoE router in per-layer CUDA graphs (recipes.py), H100's do not. What the rows
+    reach: H100 within 7%; every Blackwell row 20-31% fast, compute-bound (the Mamba-2 layers' chunked scan priced at
+    Blackwell's peaks, which its kernels do not reach: not calibrated, no per-kernel measurement here)."""
+    _, results, _ = compared
+    nano = [r for r in results if "Nemotron_3_Nano" in r.case.label]
+    assert len(nano) == 20 and not any(r.case.fit for r in nano)
+    hopper = [r for r in nano if r.case.workload.gpu == "h100-sxm"]
+    assert len(hopper) == 4 and all(abs(r.error_pct) < 7 and not r.case.timing.moe_router_cuda_graph for r in hopper)
+    blackwell = [r for r in nano if r.case.workload.gpu != "h100-sxm"]
+    assert all(r.case.timing.moe_router_cuda_graph and -31 < r.error_pct < -20 for r in blackwell)
 
 
 def test_a_context_parallel_group_inside_a_node():

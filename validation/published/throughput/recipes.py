@@ -142,6 +142,12 @@ MOE_GRAPH_RULES: tuple[GraphRule, ...] = (
     # QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 (L103-L104), v0.2.0 QWEN3_30B_A3B_GB200_FP8_MX_BASE_CONFIG
     # (L198-L199); the v0.5.0 MXFP8 ones run the full-iteration graph instead (RULES); GPT-OSS's GB200 configs set none
     GraphRule(PERF, r"deepseek|235b|30b", "gb200", (25, 11), None, "", {}, "*_GB200_* (v0.2.0 … v0.5.0)"),
+    # Nemotron-3 Nano: v0.3.1 nemotronh/nemotron_3_nano_workload_base_configs.py and v0.4.0 … v0.5.0
+    # nemotronh/nemotron_3_workload_base_configs.py, the base config (L31-L40): cuda_graph_impl="transformer_engine",
+    # cuda_graph_scope ["attn", "mamba", "moe_router", "moe_preprocess"] on GB300, GB200, B300 and B200 (every other
+    # precision an alias of BF16's; no full-iteration graph, no EP overlap); H100's keep the router out (L78-L87)
+    GraphRule(PERF, r"nemotron_3_nano", "gb300|gb200|b300|b200", (26, 2, 1), None, "", {},
+              "v0.3.1 … v0.5.0 NEMOTRON_3_NANO_PRETRAIN_CONFIG_*"),
     # skills/nemo-mbridge-perf-moe-hardware-configs/card.yaml qwen3_30b_h100_16 (and its earlier_overlap_ab runs):
     # cuda_graph: "moe_router, moe_preprocess" (the v0.3.1+ QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1 scope)
     GraphRule("megatron-bridge-skills", r"qwen3 30b", "h100", None, None, "bf16", {}, "card.yaml qwen3_30b_h100_16"),
