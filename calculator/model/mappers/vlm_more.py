@@ -132,7 +132,8 @@ def refuse_muse_spark(cfg: dict) -> dict:
 
 def map_ernie4_5_vl_moe_text(cfg: dict) -> dict:
     """ERNIE-4.5-VL-MoE's language model (models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeTextModel):
-    ERNIE-4.5-MoE's attention and router (every linear biased per use_bias; an fp32 router weight and an fp32
+    ERNIE-4.5-MoE's attention and router (every linear biased per use_bias but the LM head, bias=False in
+    Ernie4_5_VLMoeForConditionalGeneration; an fp32 router weight and an fp32
     moe_statics.e_score_correction_bias (1, E) with requires_grad=False; softmax, top-k renormalised by the clamped
     sum; shared experts of moe_intermediate_size[0] × moe_num_shared_experts), but each sparse layer of
     mlp_layer_types (default: all but the first) is Ernie4_5_VLMoeMoeBlock, two routed expert sets of
@@ -162,7 +163,7 @@ def map_ernie4_5_vl_moe_text(cfg: dict) -> dict:
              num_experts=experts, num_experts_per_tok=get_int(cfg, "moe_k", "num_experts_per_tok", default=6,
                                                               hi=experts),
              moe_intermediate_size=text_w, dense_layer_indices=tuple(i for i, t in enumerate(mlp) if t == "dense"),
-             variant=VariantSpec(lm_head_bias=bias, expert_tensors=((experts, 2 * text_w, h), (experts, h, text_w),
+             variant=VariantSpec(expert_tensors=((experts, 2 * text_w, h), (experts, h, text_w),
                                                                     *vision_experts),
                                  moe_tensors=(*vision_router, (1, experts), (1, experts)),
                                  no_grad_moe_tensors=(*vision_router, *vision_experts),

@@ -67,6 +67,9 @@ VARIANTS = [
     ("emu3", {"attention_dropout": 0.0}),
     ("molmo2_text", {"qk_norm_type": "olmo", "attention_bias": True}),
     ("molmo2_text", {"norm_after": True, "tie_word_embeddings": True}),
+    ("ernie4_5_vl_moe_text", {"use_bias": True}),  # every linear biased but the head
+    ("ernie4_5_vl_moe_text", {"mlp_layer_types": ["sparse", "sparse"], "moe_num_shared_experts": 0}),
+    ("ernie4_5_vl_moe", {"mlp_layer_types": ["dense", "dense"], "moe_intermediate_size": [16, 16]}),
     ("muse_glimmer_text", {"tie_word_embeddings": True}),
     ("muse_glimmer", {"layer_types": ["sliding_attention", "full_attention"] * 2, "head_dim": 32}),
 ]
