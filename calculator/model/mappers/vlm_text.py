@@ -103,7 +103,6 @@ def refuse_qwen3_omni_moe(cfg: dict) -> dict:
 # models/chameleon/modeling_chameleon.py ChameleonForConditionalGeneration: Meta's early-fusion model, images enter as
 # discrete VQ tokens of the one vocabulary (its whole config.json is the text model's; no text_config)
 GROUPNORM_GROUPS = 32  # ChameleonVQVAEEncoder's torch.nn.GroupNorm(num_groups=32, ...)
-IMAGE_TOKEN_PREFIX = "IMGIMG"  # ChameleonImageVocabularyMapping.image_tokens: the names it counts as image tokens
 
 
 def _conv(cin: int, cout: int, k: int) -> list[tuple[int, ...]]:
@@ -162,16 +161,15 @@ def vq_shapes(vq: dict) -> list[tuple[int, ...]]:
     return shapes + [codebook] + _conv(latent, embed, 1) + _conv(embed, latent, 1)  # quant_conv, post_quant_conv
 
 
-def image_token_count(cfg: dict) -> int:
-    """How many vocabulary_map names ChameleonImageVocabularyMapping.image_tokens counts (those starting with
-    IMGIMG): the ids the head masks."""
+def check_vocabulary_map(cfg: dict) -> None:
+    """ChameleonModel builds ChameleonImageVocabularyMapping from vocabulary_map (token names to ids, the image
+    tokens named IMGIMG…): refused, naming the field, when it is missing or not such a map."""
     vocab = cfg.get("vocabulary_map")
     if vocab is None:
         raise ConfigError("vocabulary_map: ChameleonModel needs it (the token names and ids of the tokenizer, image "
                           "tokens named IMGIMG…); give the checkpoint's config.json")
     if not isinstance(vocab, dict) or not all(isinstance(k, str) and type(v) is int for k, v in vocab.items()):
         raise ConfigError("vocabulary_map: must map token names to integer ids")
-    return sum(1 for k in vocab if k.startswith(IMAGE_TOKEN_PREFIX))
 
 
 def map_chameleon(cfg: dict) -> dict:
@@ -196,7 +194,7 @@ def map_chameleon(cfg: dict) -> dict:
     f.update(head_dim=h // heads, qk_norm=True, tie_word_embeddings=get_bool(cfg, "tie_word_embeddings", False),
              variant=VariantSpec(qk_norm_layout="head_affine", idle_tensors=tuple(vq_shapes({} if vq is None else vq)),
                                  idle_served=True))
-    image_token_count(cfg)  # ChameleonModel's vocabulary mapping: refused when missing or malformed
+    check_vocabulary_map(cfg)
     return f
 
 

@@ -83,12 +83,11 @@ def load() -> tuple[list[Case], list[Skip]]:
 
 def summary(results: list[Result]) -> dict[str, tuple[int, float, float, float]]:
     """(rows, median |error| %, worst |error| %, median signed error %) per group, and for the fit and held-out
-    sets ("fit", "held out": the other sources; "added after the fit": rows.added_after_fit, the GPUs and models
+    sets ("fit", "held out": the other sources; "added after the fit": Case.after_fit, the GPUs and models
     the constants never saw, whatever the source) and all rows ("all")."""
-    from validation.published.throughput.rows import added_after_fit
     by: dict[str, list[float]] = {}
     for r in results:
-        held = "added after the fit" if added_after_fit(r.case.workload.gpu, r.case.label) else "held out"
+        held = "added after the fit" if r.case.after_fit else "held out"
         for key in (r.case.group, "fit" if r.case.fit else held, "all"):
             by.setdefault(key, []).append(r.error_pct)
     return {k: (len(v), statistics.median(abs(e) for e in v), max(abs(e) for e in v), statistics.median(v))

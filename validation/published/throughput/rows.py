@@ -108,7 +108,8 @@ class Case:
     workload: object  # Workload
     timing: object  # TimingInputs
     published_step_s: float
-    fit: bool  # in the fit set (FIT_GROUPS)
+    fit: bool  # in the fit set (FIT_GROUPS, less what was added after the fit)
+    after_fit: bool = False  # added after the fit: its GPU or model the constants never saw (added_after_fit)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -306,4 +307,5 @@ def case_of(row: dict):
                                                                                                tp > 1),
                           ep_comm_overlap=ep_overlap, full_iteration_cuda_graph=full_graph,
                           moe_router_cuda_graph=moe_graph)
-    return Case(rid, group, label, m, w, timing, step, group in FIT_GROUPS and not added_after_fit(gpu, row["model"]))
+    after = added_after_fit(gpu, row["model"])
+    return Case(rid, group, label, m, w, timing, step, group in FIT_GROUPS and not after, after)
