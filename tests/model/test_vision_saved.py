@@ -54,6 +54,8 @@ def _check(v, by, prefix, images, px, impl, groups):
 
 
 IMPLS = ("eager", "sdpa")
+# the small CLIP / SigLIP-style tower the tests below build (each adds its image and patch size)
+SMALL_TOWER = dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3, num_attention_heads=4)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -137,8 +139,7 @@ def test_qwen2_5_vl_windowed_and_full_blocks_and_tower(images, px, impl):
 @pytest.mark.parametrize("images, side, tokens", [(1, 64, 16), (2, 64, 16), (1, 96, 36)])
 def test_gemma3_siglip_blocks_and_tower_with_projector(images, side, tokens, impl):
     from transformers.models.gemma3.modeling_gemma3 import Gemma3MultiModalProjector
-    cfg = T.Gemma3Config(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                            num_attention_heads=4, image_size=side, patch_size=8,
+    cfg = T.Gemma3Config(vision_config=dict(SMALL_TOWER, image_size=side, patch_size=8,
                                             vision_use_head=False), text_config=TEXT, mm_tokens_per_image=tokens)
     v, _ = vision_from_config(cfg.to_dict(), 40)
     pixels = torch.randn(images, 3, side, side)
@@ -153,8 +154,7 @@ def test_gemma3_siglip_blocks_and_tower_with_projector(images, side, tokens, imp
 @pytest.mark.parametrize("images, side", [(1, 64), (2, 64), (1, 96)])
 def test_paligemma_siglip_blocks_and_tower_with_its_linear_projector(images, side, impl):
     from transformers.models.paligemma.modeling_paligemma import PaliGemmaMultiModalProjector
-    cfg = T.PaliGemmaConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                               num_attention_heads=4, image_size=side, patch_size=8),
+    cfg = T.PaliGemmaConfig(vision_config=dict(SMALL_TOWER, image_size=side, patch_size=8),
                             text_config=dict(TEXT, model_type="gemma"), projection_dim=40, hidden_size=40)
     v, _ = vision_from_config(cfg.to_dict(), 40)
     assert (v.kind, v.image_block_mask, v.tokens_per_image) == ("paligemma", "all", (side // 8) ** 2)
@@ -188,8 +188,7 @@ def test_llama4_blocks_and_tower_with_adapter_and_projector(tile, px, impl):
 @pytest.mark.parametrize("images, px", [(1, 64), (2, 64), (1, 80)])
 def test_pixtral_blocks_and_tower_with_the_mistral3_projector(images, px, impl):
     from transformers.models.mistral3.modeling_mistral3 import Mistral3MultiModalProjector
-    cfg = T.Mistral3Config(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                              num_attention_heads=4, head_dim=12, image_size=96, patch_size=8),
+    cfg = T.Mistral3Config(vision_config=dict(SMALL_TOWER, head_dim=12, image_size=96, patch_size=8),
                            text_config=TEXT)
     v, _ = vision_from_config(cfg.to_dict(), 40)
     pixels, sizes = torch.randn(images, 3, px, px), torch.tensor([(px, px)] * images)
@@ -211,8 +210,7 @@ def test_gemma4_blocks_and_tower_with_embed_vision(sizes, impl):
     import numpy as np
     from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
     from transformers.models.gemma4.modeling_gemma4 import Gemma4MultimodalEmbedder, Gemma4VisionModel
-    cfg = T.Gemma4Config(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                            num_attention_heads=4, num_key_value_heads=4, head_dim=12, patch_size=4,
+    cfg = T.Gemma4Config(vision_config=dict(SMALL_TOWER, num_key_value_heads=4, head_dim=12, patch_size=4,
                                             pooling_kernel_size=2, position_embedding_size=64, standardize=True),
                          text_config=TEXT)
     raw = {**cfg.to_dict(), "vision_soft_tokens_per_image": 70}
@@ -241,8 +239,7 @@ def test_internvl_blocks_and_tower_with_its_projector(px, options, impl):
     """InternVL at a small width (32² tiles of 4² patches): one 65-token sequence per tile (CLS included), the pixel
     shuffle and InternVLMultiModalProjector, as InternVLModel.get_image_features runs them."""
     from transformers.models.internvl.modeling_internvl import InternVLModel, InternVLMultiModalProjector
-    cfg = T.InternVLConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                              num_attention_heads=4, image_size=32, patch_size=4, **options),
+    cfg = T.InternVLConfig(vision_config=dict(SMALL_TOWER, image_size=32, patch_size=4, **options),
                            text_config=TEXT)
     v, _ = vision_from_config(cfg.to_dict(), 40)
     tiles = len(image_tokens(v, px, px).sequences)  # 1, or a 2 × 2 canvas and the thumbnail
@@ -280,8 +277,7 @@ def test_smolvlm_blocks_and_tower_with_its_connector(px, impl):
     (its longest side rescaled to 4 tiles: 4 × 4 and the global one) through SmolVLMVisionTransformer and
     SmolVLMConnector, as get_image_features runs them with no padded tile."""
     from transformers.models.smolvlm.modeling_smolvlm import SmolVLMConnector, SmolVLMVisionTransformer
-    cfg = T.SmolVLMConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                             num_attention_heads=4, image_size=36, patch_size=4),
+    cfg = T.SmolVLMConfig(vision_config=dict(SMALL_TOWER, image_size=36, patch_size=4),
                           text_config=dict(TEXT, model_type="llama"), scale_factor=3)
     v, _ = vision_from_config(cfg.to_dict(), 40)
     tiles = len(image_tokens(v, px, px).sequences)
@@ -299,8 +295,7 @@ def test_llava_clip_blocks_and_tower_with_its_projector(layers, impl):
     hidden state of vision_feature_layer (its CLS sliced off) into LlavaMultiModalProjector; the blocks past the
     deepest feature layer run but keep nothing once the call returns."""
     from transformers.models.llava.modeling_llava import LlavaMultiModalProjector
-    cfg = T.LlavaConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                           num_attention_heads=4, image_size=32, patch_size=4),
+    cfg = T.LlavaConfig(vision_config=dict(SMALL_TOWER, image_size=32, patch_size=4),
                         text_config=dict(TEXT, model_type="llama"), vision_feature_layer=layers)
     v, _ = vision_from_config(cfg.to_dict(), 40)
     pixels = torch.randn(2, 3, 32, 32)
@@ -320,8 +315,7 @@ def test_aya_vision_blocks_and_tower_with_its_projector(px, impl):
     """Aya Vision at a small width (32² tiles of 4² patches, the pixel shuffle by 2): SiglipVisionModel's
     hidden_states[-1] (before post_layernorm) into AyaVisionMultiModalProjector, as get_image_features runs them."""
     from transformers.models.aya_vision.modeling_aya_vision import AyaVisionMultiModalProjector
-    cfg = T.AyaVisionConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                               num_attention_heads=4, image_size=32, patch_size=4),
+    cfg = T.AyaVisionConfig(vision_config=dict(SMALL_TOWER, image_size=32, patch_size=4),
                             text_config=dict(TEXT, model_type="cohere2"), alignment_intermediate_size=56)
     v, _ = vision_from_config(cfg.to_dict(), 40)
     tiles = len(image_tokens(v, px, px).sequences)
@@ -339,8 +333,7 @@ def test_command_a_vision_blocks_and_tower_with_its_projector(px, impl):
     """Command A Vision at a small width: SiglipVisionModel's last_hidden_state (after post_layernorm) into
     Cohere2VisionMultiModalProjector, as get_image_features runs them."""
     from transformers.models.cohere2_vision.modeling_cohere2_vision import Cohere2VisionMultiModalProjector
-    cfg = T.Cohere2VisionConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                                   num_attention_heads=4, image_size=32, patch_size=4,
+    cfg = T.Cohere2VisionConfig(vision_config=dict(SMALL_TOWER, image_size=32, patch_size=4,
                                                    vision_use_head=False),
                                 text_config=dict(TEXT, model_type="cohere2"), alignment_intermediate_size=56)
     v, _ = vision_from_config(cfg.to_dict(), 40)
@@ -359,8 +352,7 @@ def test_llava_next_blocks_and_tower_through_its_get_image_features(size, impl):
     """LLaVA-NeXT's real LlavaNextModel.get_image_features at a small width (32² tiles of 4² patches, canvases 32² and
     32 × 64): the base image and the canvas's tiles through the CLIP tower, the projector, and pack_image_features
     (unpadding, the image_newline: nothing more saved)."""
-    cfg = T.LlavaNextConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                               num_attention_heads=4, image_size=32, patch_size=4),
+    cfg = T.LlavaNextConfig(vision_config=dict(SMALL_TOWER, image_size=32, patch_size=4),
                             text_config=dict(TEXT, model_type="llama"), image_grid_pinpoints=[[32, 32], [32, 64]])
     v, _ = vision_from_config(cfg.to_dict(), 40)
     tiles = len(image_tokens(v, *size).sequences)
@@ -382,8 +374,7 @@ def test_llava_onevision_blocks_and_tower_through_its_get_image_features(size, i
     """LLaVA-OneVision's real LlavaOnevisionModel.get_image_features at a small width (a SigLIP tower, 32² tiles of 4²
     patches; canvases up to 32 × 96 with anyres_max_1, so the wide image's grid is shrunk by interpolation)."""
     from calculator.model.vision.saved import outside_saved_bytes
-    cfg = T.LlavaOnevisionConfig(vision_config=dict(hidden_size=48, intermediate_size=104, num_hidden_layers=3,
-                                                    num_attention_heads=4, image_size=32, patch_size=4),
+    cfg = T.LlavaOnevisionConfig(vision_config=dict(SMALL_TOWER, image_size=32, patch_size=4),
                                  text_config=dict(TEXT, model_type="qwen2"), vision_aspect_ratio="anyres_max_1",
                                  image_grid_pinpoints=[[32, 32], [32, 64], [32, 96]])
     v, _ = vision_from_config(cfg.to_dict(), 40)
